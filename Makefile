@@ -1,0 +1,38 @@
+# Quickstart: `make run` writes the full report; `make test` runs the whole test suite.
+# Both create .venv when it is missing and install what they need into it.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+MODEL ?= llama-3.1-8b
+OUT ?= out/report
+
+.PHONY: run test test-fast lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# torch is pinned first so no other requirement can pull a CUDA build.
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[torch,dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/ridgeline report --model $(MODEL) --out $(OUT)
+
+test: $(STAMP)
+	$(BIN)/python -m ruff check src tests benchmarks
+	$(BIN)/python -m ruff format --check src tests benchmarks
+	$(BIN)/python -m mypy
+	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m 'not torch and not gpu and not bench'
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/sweep.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,28 @@
+"""ridgeline: where the time and memory of LLM inference go, on each kind of accelerator, and why.
+
+The Python API is the same set of functions the CLI calls; results are frozen dataclasses with
+``to_dict()``, sweeps return numpy arrays.
+
+>>> import ridgeline as rl
+>>> m, h100 = rl.get_model("llama-3.1-8b"), rl.get_accelerator("h100-sxm")
+>>> round(h100.ridge_point(), 1)
+295.3
+>>> rl.kv_bytes_per_token(m)
+131072.0
+"""
+
+from ridgeline.analytic import *  # noqa: F403
+from ridgeline.analytic import __all__ as _analytic_all
+from ridgeline.errors import CapacityError, ConfigError, RidgelineError, UnknownNameError
+from ridgeline.specs import *  # noqa: F403
+from ridgeline.specs import __all__ as _specs_all
+
+__version__ = "0.1.0"
+__all__ = [
+    *_analytic_all,
+    *_specs_all,
+    "CapacityError",
+    "ConfigError",
+    "RidgelineError",
+    "UnknownNameError",
+]

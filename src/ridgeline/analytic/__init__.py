@@ -1,0 +1,74 @@
+"""analytic: closed-form models of inference cost — roofline, per-operator FLOPs and bytes,
+KV sizing, the five questions, the five-architecture comparison.
+
+Layer rule: imports ``specs`` (and ``errors``) only; never torch, never a lower layer.
+"""
+
+from ridgeline.analytic.compare import DEFAULT_ACCELERATORS, Comparison, compare
+from ridgeline.analytic.kv import (
+    Capacity,
+    Technique,
+    capacity,
+    crossover_context,
+    kv_bytes,
+    kv_bytes_per_token,
+    techniques,
+    weights_bytes,
+)
+from ridgeline.analytic.ops import OpTerms, StepShape, expected_distinct_experts, op_terms
+from ridgeline.analytic.questions import (
+    FiveAnswers,
+    Resource,
+    StepReads,
+    decode_reads,
+    five_questions,
+)
+from ridgeline.analytic.roofline import (
+    Bound,
+    DecodeIntensity,
+    Efficiency,
+    OpCost,
+    StepCost,
+    Sweep,
+    decode_intensity,
+    ridge_points,
+    step_cost,
+    sweep,
+)
+from ridgeline.analytic.workload import Dtypes, Phase, Workload
+
+__all__ = [
+    "DEFAULT_ACCELERATORS",
+    "Bound",
+    "Capacity",
+    "Comparison",
+    "DecodeIntensity",
+    "Dtypes",
+    "Efficiency",
+    "FiveAnswers",
+    "OpCost",
+    "OpTerms",
+    "Phase",
+    "Resource",
+    "StepCost",
+    "StepReads",
+    "StepShape",
+    "Sweep",
+    "Technique",
+    "Workload",
+    "capacity",
+    "compare",
+    "crossover_context",
+    "decode_intensity",
+    "decode_reads",
+    "expected_distinct_experts",
+    "five_questions",
+    "kv_bytes",
+    "kv_bytes_per_token",
+    "op_terms",
+    "ridge_points",
+    "step_cost",
+    "sweep",
+    "techniques",
+    "weights_bytes",
+]

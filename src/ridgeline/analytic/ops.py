@@ -1,0 +1,379 @@
+"""Per-operator FLOPs and bytes of one inference step (prefill, decode, or a mixed chunk).
+
+Every function here takes scalars *or* numpy arrays for the batch shape and broadcasts, so the
+single-point API (``roofline.step_cost``) and the vectorised sweep (``roofline.sweep``) run the
+same formulas.
+
+Bookkeeping, stated once (see reference/analytic.md for how peers differ):
+- Weights: every matrix an op uses is read once per step, whatever the batch (lm_head reads its
+  whole [vocab, hidden] matrix; the embedding reads only the gathered rows, one per new token).
+- KV cache: each sequence's cached context is read once per step per layer (not twice, and not
+  at the final length); the new tokens' K and V are written once. A sliding-window layer reads
+  at most ``window`` cached tokens.
+- Activations: each op reads its inputs and writes its outputs at the activation dtype (no fusion
+  across ops, attention fused FlashAttention-style so S = QKᵀ never reaches memory).
+- MoE: a step reads the experts its tokens route to: E·(1 − (1 − k/E)^tokens) distinct experts in
+  expectation under uniform routing, not top-k alone.
+- FLOPs: 2 per multiply-add; softmax and norms ~5 FLOPs per element (negligible, kept for honesty).
+- lm_head runs on one row per sequence (the last token), as serving engines do.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ridgeline.analytic.workload import Dtypes
+from ridgeline.specs.model import ModelSpec
+from ridgeline.specs.params import attention_params, mlp_params, norm_params_per_layer
+
+Array = float | np.ndarray
+
+NORM_FLOPS_PER_ELEMENT = 5.0  # mean, variance, scale, shift: order-of-magnitude bookkeeping
+SOFTMAX_FLOPS_PER_SCORE = 5.0  # max, subtract, exp, sum, divide
+
+
+@dataclass(frozen=True, slots=True)
+class StepShape:
+    """A uniform batch: ``num_seqs`` sequences, each adding ``new_per_seq`` tokens on top of
+    ``prior_per_seq`` cached ones. Fields broadcast as numpy arrays for sweeps."""
+
+    num_seqs: Array
+    new_per_seq: Array
+    prior_per_seq: Array
+
+    @property
+    def num_tokens(self) -> Array:
+        return self.num_seqs * self.new_per_seq
+
+    @property
+    def is_decode(self) -> bool:
+        """True when every sequence adds exactly one token (MLA then runs in absorbed form)."""
+        return bool(np.all(np.asarray(self.new_per_seq) == 1))
+
+
+@dataclass(frozen=True, slots=True)
+class OpTerms:
+    """FLOPs and bytes of one operator summed over the ``count`` layers it repeats in."""
+
+    name: str
+    count: int
+    flops: Array
+    weight_bytes: Array = 0.0
+    kv_read_bytes: Array = 0.0
+    kv_write_bytes: Array = 0.0
+    act_read_bytes: Array = 0.0
+    act_write_bytes: Array = 0.0
+
+    @property
+    def bytes_read(self) -> Array:
+        return self.weight_bytes + self.kv_read_bytes + self.act_read_bytes
+
+    @property
+    def bytes_written(self) -> Array:
+        return self.kv_write_bytes + self.act_write_bytes
+
+
+def _op(name: str, count: int, **terms: Array) -> OpTerms:
+    """An op whose per-layer terms are scaled by ``count`` layers."""
+    return OpTerms(name, count, **{k: v * count for k, v in terms.items()})
+
+
+def attended_keys(new: Array, prior: Array, window: int | None) -> Array:
+    """Σ over the ``new`` tokens of the keys each attends to (causal, optional sliding window).
+
+    Token i (0-based) of the new ones sees ``min(prior + i + 1, window)`` keys. With
+    S(x) = Σ_{k=1..x} min(k, W) = x(x+1)/2 for x ≤ W, else W(W+1)/2 + (x − W)·W,
+    the sum is S(prior + new) − S(prior).
+    """
+    if window is None:
+        return new * prior + new * (new + 1) / 2
+
+    def s(x: Array) -> Array:
+        x = np.asarray(x, dtype=float)
+        return np.where(
+            x <= window, x * (x + 1) / 2, window * (window + 1) / 2 + (x - window) * window
+        )
+
+    return s(prior + new) - s(prior)
+
+
+def expected_distinct_experts(num_experts: int, top_k: int, tokens: Array) -> Array:
+    """Expected distinct experts hit by ``tokens`` tokens, each routed to ``top_k`` of
+    ``num_experts`` uniformly: E·(1 − (1 − k/E)^tokens) (DESIGN.md; balls into bins)."""
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** np.asarray(tokens, dtype=float))
+
+
+def _norm_op(name: str, count: int, m: ModelSpec, tokens: Array, dt: Dtypes) -> OpTerms:
+    h = m.hidden_size
+    per_norm_weights = norm_params_per_layer(m) / m.norms_per_layer
+    return _op(
+        name,
+        count,
+        flops=NORM_FLOPS_PER_ELEMENT * tokens * h,
+        weight_bytes=per_norm_weights * dt.weight.bytes,
+        act_read_bytes=tokens * h * dt.act.bytes,
+        act_write_bytes=tokens * h * dt.act.bytes,
+    )
+
+
+def _linear(
+    name: str, count: int, params: float, d_in: int, d_out: int, tokens: Array, dt: Dtypes
+) -> OpTerms:
+    """A [tokens, d_in] x [d_in, d_out] projection whose weights (and bias) hold ``params``."""
+    return _op(
+        name,
+        count,
+        flops=2.0 * tokens * d_in * d_out,
+        weight_bytes=params * dt.weight.bytes,
+        act_read_bytes=tokens * d_in * dt.act.bytes,
+        act_write_bytes=tokens * d_out * dt.act.bytes,
+    )
+
+
+def _attention_core(
+    name: str,
+    count: int,
+    m: ModelSpec,
+    shape: StepShape,
+    window: int | None,
+    qk_dim: int,
+    v_dim: int,
+    kv_elems: int,
+    dt: Dtypes,
+) -> OpTerms:
+    """Fused attention over the cache: scores, softmax, weighted values.
+
+    ``qk_dim``/``v_dim`` are per-head widths of the dot products; ``kv_elems`` is what the cache
+    stores per token per layer. Reads Q and the new K/V as activations, the cached context as KV.
+    """
+    heads = m.num_heads
+    pairs = shape.num_seqs * attended_keys(shape.new_per_seq, shape.prior_per_seq, window)
+    cached = shape.prior_per_seq if window is None else np.minimum(shape.prior_per_seq, window)
+    tokens = shape.num_tokens
+    return _op(
+        name,
+        count,
+        flops=pairs * heads * (2.0 * qk_dim + 2.0 * v_dim + SOFTMAX_FLOPS_PER_SCORE),
+        kv_read_bytes=shape.num_seqs * cached * kv_elems * dt.kv.bytes,
+        kv_write_bytes=tokens * kv_elems * dt.kv.bytes,
+        act_read_bytes=tokens * (heads * qk_dim + kv_elems) * dt.act.bytes,
+        act_write_bytes=tokens * heads * v_dim * dt.act.bytes,
+    )
+
+
+def _windows(m: ModelSpec) -> Counter[int | None]:
+    return Counter(layer.window for layer in m.layers)
+
+
+def _window_label(window: int | None) -> str:
+    return "attn.core" if window is None else f"attn.core[window={window}]"
+
+
+def _standard_attention(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
+    h, hd, n = m.hidden_size, m.head_dim, m.num_layers
+    q_dim, kv_dim = m.num_heads * hd, m.num_kv_heads * hd
+    tokens = shape.num_tokens
+    o_params = q_dim * h + (h if m.o_bias else 0)
+    qkv_params = attention_params(m) - o_params
+    ops = [_linear("attn.qkv_proj", n, qkv_params, h, q_dim + 2 * kv_dim, tokens, dt)]
+    for window, count in _windows(m).items():
+        ops.append(
+            _attention_core(_window_label(window), count, m, shape, window, hd, hd, 2 * kv_dim, dt)
+        )
+    ops.append(_linear("attn.o_proj", n, o_params, q_dim, h, tokens, dt))
+    return ops
+
+
+def _mla_attention(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
+    """MLA (DeepSeek-V2 §2.1): decode in the weight-absorbed form that attends in the latent
+    space (W_UK folded into the query, W_UV applied after), prefill in the plain form that
+    expands the latent into per-head K and V for every key."""
+    assert m.mla is not None
+    a, h, heads, n = m.mla, m.hidden_size, m.num_heads, m.num_layers
+    tokens = shape.num_tokens
+    q_out = heads * a.qk_head_dim
+    if a.q_lora_rank is None:
+        q_params = h * q_out
+    else:
+        q_params = h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * q_out
+    kv_a_params = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
+    uk_params = a.kv_lora_rank * heads * a.qk_nope_head_dim
+    uv_params = a.kv_lora_rank * heads * a.v_head_dim
+    ops = [
+        _op(
+            "attn.q_proj",
+            n,
+            flops=2.0 * tokens * q_params,
+            weight_bytes=q_params * dt.weight.bytes,
+            act_read_bytes=tokens * h * dt.act.bytes,
+            act_write_bytes=tokens * q_out * dt.act.bytes,
+        ),
+        _linear("attn.kv_a_proj", n, kv_a_params, h, a.cache_width, tokens, dt),
+    ]
+    if shape.is_decode:
+        ops.append(
+            _linear(
+                "attn.q_absorb",
+                n,
+                uk_params,
+                heads * a.qk_nope_head_dim,
+                heads * a.kv_lora_rank,
+                tokens,
+                dt,
+            )
+        )
+        for window, count in _windows(m).items():
+            ops.append(
+                _attention_core(
+                    _window_label(window),
+                    count,
+                    m,
+                    shape,
+                    window,
+                    a.cache_width,
+                    a.kv_lora_rank,
+                    a.cache_width,
+                    dt,
+                )
+            )
+        ops.append(
+            _linear(
+                "attn.v_up", n, uv_params, heads * a.kv_lora_rank, heads * a.v_head_dim, tokens, dt
+            )
+        )
+    else:
+        keys = shape.num_seqs * (shape.prior_per_seq + shape.new_per_seq)
+        ops.append(
+            _linear(
+                "attn.kv_b_proj",
+                n,
+                uk_params + uv_params,
+                a.kv_lora_rank,
+                heads * (a.qk_nope_head_dim + a.v_head_dim),
+                keys,
+                dt,
+            )
+        )
+        for window, count in _windows(m).items():
+            ops.append(
+                _attention_core(
+                    _window_label(window),
+                    count,
+                    m,
+                    shape,
+                    window,
+                    a.qk_head_dim,
+                    a.v_head_dim,
+                    a.cache_width,
+                    dt,
+                )
+            )
+    o_params = heads * a.v_head_dim * h
+    ops.append(_linear("attn.o_proj", n, o_params, heads * a.v_head_dim, h, tokens, dt))
+    return ops
+
+
+def _mlp(name: str, count: int, m: ModelSpec, ffn: int, tokens: Array, dt: Dtypes) -> list[OpTerms]:
+    """Dense MLP: up (and gate) projection with the activation, then down projection."""
+    h = m.hidden_size
+    up_width = 2 * ffn if m.gated_mlp else ffn
+    down_params = ffn * h + (h if m.mlp_bias else 0)
+    up_params = mlp_params(m, ffn) - down_params
+    up = _linear(
+        f"{name}.up_gate" if m.gated_mlp else f"{name}.up",
+        count,
+        up_params,
+        h,
+        up_width,
+        tokens,
+        dt,
+    )
+    act = _op(
+        f"{name}.act",
+        count,
+        flops=NORM_FLOPS_PER_ELEMENT * tokens * ffn,
+        act_read_bytes=tokens * up_width * dt.act.bytes,
+        act_write_bytes=tokens * ffn * dt.act.bytes,
+    )
+    down = _linear(f"{name}.down", count, down_params, ffn, h, tokens, dt)
+    return [up, act, down]
+
+
+def _moe(m: ModelSpec, count: int, tokens: Array, dt: Dtypes) -> list[OpTerms]:
+    """Router, routed experts (distinct experts touched), shared experts."""
+    assert m.moe is not None
+    e, h = m.moe, m.hidden_size
+    per_expert = mlp_params(m, e.expert_ffn)
+    distinct = expected_distinct_experts(e.num_experts, e.top_k, tokens)
+    router_params = h * e.num_experts + (e.num_experts if e.router_bias else 0)
+    ops = [
+        _linear("moe.router", count, router_params, h, e.num_experts, tokens, dt),
+        _op(
+            "moe.experts",
+            count,
+            flops=2.0 * tokens * e.top_k * per_expert,
+            weight_bytes=distinct * per_expert * dt.weight.bytes,
+            act_read_bytes=tokens * e.top_k * h * dt.act.bytes,
+            act_write_bytes=tokens * e.top_k * h * dt.act.bytes,
+        ),
+    ]
+    if e.shared_ffn:
+        ops += _mlp("moe.shared", count, m, e.shared_ffn, tokens, dt)
+        if e.shared_expert_gate:
+            ops.append(_linear("moe.shared_gate", count, h, h, 1, tokens, dt))
+    return ops
+
+
+def _embedding(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
+    """Row gathers: only the rows of this step's tokens are read (capped at the table)."""
+    tokens = shape.num_tokens
+    h = m.hidden_size
+    rows = np.minimum(tokens, m.vocab_size)
+    ops = [
+        _op(
+            "embedding",
+            1,
+            flops=0.0,
+            weight_bytes=rows * h * dt.weight.bytes,
+            act_write_bytes=tokens * h * dt.act.bytes,
+        )
+    ]
+    if m.position.value == "learned":
+        pos_rows = np.minimum(tokens, m.max_position_embeddings)
+        ops.append(
+            _op(
+                "positions",
+                1,
+                flops=tokens * h,
+                weight_bytes=pos_rows * h * dt.weight.bytes,
+                act_read_bytes=tokens * h * dt.act.bytes,
+                act_write_bytes=tokens * h * dt.act.bytes,
+            )
+        )
+    return ops
+
+
+def op_terms(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
+    """All operators of one step, in execution order (layers folded into ``count``)."""
+    tokens = shape.num_tokens
+    n = m.num_layers
+    num_moe = sum(1 for layer in m.layers if layer.moe)
+    ops = _embedding(m, shape, dt)
+    ops.append(_norm_op("attn_norm", n, m, tokens, dt))
+    ops += _mla_attention(m, shape, dt) if m.mla is not None else _standard_attention(m, shape, dt)
+    ops.append(_norm_op("mlp_norm", n, m, tokens, dt))
+    if m.norms_per_layer > 2:
+        ops.append(_norm_op("extra_norms", n * (m.norms_per_layer - 2), m, tokens, dt))
+    if n - num_moe:
+        ops += _mlp("mlp", n - num_moe, m, m.ffn, tokens, dt)
+    if num_moe:
+        ops += _moe(m, num_moe, tokens, dt)
+    ops.append(_norm_op("final_norm", 1, m, tokens, dt))
+    rows = shape.num_seqs
+    ops.append(
+        _linear("lm_head", 1, m.vocab_size * m.hidden_size, m.hidden_size, m.vocab_size, rows, dt)
+    )
+    return ops

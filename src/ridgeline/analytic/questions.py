@@ -1,0 +1,187 @@
+"""The five questions for any accelerator and workload (course module 1), and what one decode
+step reads, by category, at each memory level's bandwidth (module 2).
+
+1. How much memory at each level?  2. How fast is each level?  3. Who decides where data lives
+at each level?  4. Where is the ridge point?  5. Which resource is scarce for this model and
+workload — capacity, bandwidth or compute — and why?
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from ridgeline.analytic.kv import kv_bytes, weights_bytes
+from ridgeline.analytic.roofline import Bound, StepCost, step_cost
+from ridgeline.analytic.workload import Dtypes, Phase, Workload
+from ridgeline.specs.hardware import Accelerator, MemoryLevel
+from ridgeline.specs.model import ModelSpec
+
+
+class Resource(StrEnum):
+    CAPACITY = "capacity"
+    BANDWIDTH = "bandwidth"
+    COMPUTE = "compute"
+
+
+@dataclass(frozen=True, slots=True)
+class LevelFacts:
+    """Questions 1–4 for one memory level."""
+
+    name: str
+    scope: str
+    instances: int
+    capacity_bytes: float
+    total_capacity_bytes: float
+    usable_total_bytes: float
+    bandwidth_bytes_per_s: float | None
+    managed_by: str
+    ridge_point_flops_per_byte: float | None
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class FiveAnswers:
+    """The five questions answered for one accelerator, model and workload."""
+
+    accelerator: str
+    model: str
+    levels: tuple[LevelFacts, ...]
+    device_level: str
+    ridge_point_flops_per_byte: float
+    arithmetic_intensity: float
+    bound: Bound
+    memory_needed_bytes: float
+    device_capacity_bytes: float
+    scarce: Resource
+    reason: str
+    step_time_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["bound"] = self.bound.value
+        d["scarce"] = self.scarce.value
+        d["schema"] = "ridgeline.questions/1"
+        return d
+
+
+def _facts(acc: Accelerator, lvl: MemoryLevel, workload: Workload) -> LevelFacts:
+    return LevelFacts(
+        name=lvl.name,
+        scope=lvl.scope.value,
+        instances=lvl.instances,
+        capacity_bytes=lvl.capacity_bytes,
+        total_capacity_bytes=lvl.total_capacity_bytes,
+        usable_total_bytes=lvl.usable_total_bytes,
+        bandwidth_bytes_per_s=lvl.bandwidth_bytes_per_s,
+        managed_by=lvl.managed_by.value,
+        ridge_point_flops_per_byte=acc.ridge_point(workload.dtypes.compute, lvl.name),
+        note=lvl.note,
+    )
+
+
+def memory_needed_bytes(model: ModelSpec, workload: Workload) -> float:
+    """Weights plus the KV of every sequence at the end of the step."""
+    end_context = workload.prior_tokens_per_seq + workload.new_tokens_per_seq
+    return weights_bytes(model, workload.dtypes.weight) + kv_bytes(
+        model, workload.batch, end_context, workload.dtypes.kv
+    )
+
+
+def _scarce(acc: Accelerator, cost: StepCost, needed: float) -> tuple[Resource, str]:
+    device = acc.device_capacity_bytes
+    if needed > device:
+        chips = -(-needed // device)
+        return Resource.CAPACITY, (
+            f"weights + KV need {needed / 1e9:.3g} GB but {acc.device_level} holds "
+            f"{device / 1e9:.3g} GB: at least {int(chips)} chips just to hold the model"
+        )
+    ai, ridge = cost.arithmetic_intensity, cost.ridge_point
+    if cost.bound is Bound.MEMORY:
+        return Resource.BANDWIDTH, (
+            f"intensity {ai:.3g} FLOP/B is below the ridge point {ridge:.3g} FLOP/B of "
+            f"{acc.device_level}: the step waits on bytes, not FLOPs"
+        )
+    return Resource.COMPUTE, (
+        f"intensity {ai:.3g} FLOP/B is above the ridge point {ridge:.3g} FLOP/B: the step "
+        f"waits on FLOPs"
+    )
+
+
+def five_questions(model: ModelSpec, acc: Accelerator, workload: Workload) -> FiveAnswers:
+    """Answer the five questions for ``workload`` of ``model`` on ``acc``."""
+    cost = step_cost(model, acc, workload)
+    needed = memory_needed_bytes(model, workload)
+    scarce, reason = _scarce(acc, cost, needed)
+    return FiveAnswers(
+        accelerator=acc.name,
+        model=model.name,
+        levels=tuple(_facts(acc, lvl, workload) for lvl in acc.levels),
+        device_level=acc.device_level,
+        ridge_point_flops_per_byte=cost.ridge_point,
+        arithmetic_intensity=cost.arithmetic_intensity,
+        bound=cost.bound,
+        memory_needed_bytes=needed,
+        device_capacity_bytes=acc.device_capacity_bytes,
+        scarce=scarce,
+        reason=reason,
+        step_time_s=cost.step_time_s,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LevelTime:
+    """How long the step's bytes take at one level's bandwidth, and whether they fit there."""
+
+    level: str
+    bandwidth_bytes_per_s: float
+    time_s: float
+    fits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StepReads:
+    """What one decode step reads, by category, and its time at each level's bandwidth."""
+
+    accelerator: str
+    model: str
+    batch: int
+    context: int
+    weight_bytes: float
+    kv_bytes: float
+    activation_bytes: float
+    per_level: tuple[LevelTime, ...]
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weight_bytes + self.kv_bytes + self.activation_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["total_bytes"] = self.total_bytes
+        d["schema"] = "ridgeline.reads/1"
+        return d
+
+
+def decode_reads(
+    model: ModelSpec, acc: Accelerator, batch: int, context: int, dtypes: Dtypes | None = None
+) -> StepReads:
+    """Bytes one decode step moves (weights read, KV read + written, activations read +
+    written) and how long they take at every level with a known bandwidth."""
+    cost = step_cost(model, acc, Workload(Phase.DECODE, batch, context, dtypes=dtypes or Dtypes()))
+    kv = cost.kv_read_bytes + cost.kv_write_bytes
+    total = cost.weight_bytes + kv + cost.act_bytes
+    per_level = tuple(
+        LevelTime(
+            lvl.name,
+            lvl.bandwidth_bytes_per_s,
+            total / lvl.bandwidth_bytes_per_s,
+            total <= lvl.usable_total_bytes,
+        )
+        for lvl in acc.levels
+        if lvl.bandwidth_bytes_per_s is not None
+    )
+    return StepReads(
+        acc.name, model.name, batch, context, cost.weight_bytes, kv, cost.act_bytes, per_level
+    )

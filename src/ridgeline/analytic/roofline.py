@@ -1,0 +1,399 @@
+"""Roofline: ridge points, arithmetic intensity, bound and predicted time of a step.
+
+Source: S. Williams, A. Waterman, D. Patterson, "Roofline: an insightful visual performance model
+for multicore architectures", CACM 52(4), 2009. Attainable FLOP/s = min(peak, AI × bandwidth);
+ridge point = peak ÷ bandwidth of the level the operands come from; AI = FLOPs ÷ bytes moved at
+that level.
+
+Step time is the sum over operators of each operator's own roofline time,
+max(FLOPs ÷ (peak·compute_eff), bytes ÷ (bandwidth·bandwidth_eff)), plus a fixed per-step
+overhead: operators run one after another, and an operator cannot overlap with the next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from ridgeline.analytic.ops import Array, OpTerms, StepShape, op_terms
+from ridgeline.analytic.workload import Dtypes, Phase, Workload
+from ridgeline.errors import ConfigError
+from ridgeline.specs.dtypes import DType
+from ridgeline.specs.hardware import Accelerator
+from ridgeline.specs.model import ModelSpec
+
+
+class Bound(StrEnum):
+    COMPUTE = "compute"
+    MEMORY = "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    """Fractions of peak actually reached (1.0 = ideal) and a fixed per-step overhead.
+
+    Published decode MBU is 0.5–0.85 of spec bandwidth (reference/hardware.md §10).
+    """
+
+    bandwidth: float = 1.0
+    compute: float = 1.0
+    step_overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("bandwidth", "compute"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise ConfigError(f"field {name}_efficiency: must be in (0, 1], got {value}")
+        if self.step_overhead_s < 0:
+            raise ConfigError(f"field step_overhead_s: must be >= 0, got {self.step_overhead_s}")
+
+
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    """One operator (summed over the layers it repeats in) on one accelerator."""
+
+    name: str
+    count: int
+    flops: float
+    weight_bytes: float
+    kv_read_bytes: float
+    kv_write_bytes: float
+    act_read_bytes: float
+    act_write_bytes: float
+    level: str
+    time_s: float
+    bound: Bound
+
+    @property
+    def bytes_read(self) -> float:
+        return self.weight_bytes + self.kv_read_bytes + self.act_read_bytes
+
+    @property
+    def bytes_written(self) -> float:
+        return self.kv_write_bytes + self.act_write_bytes
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["bound"] = self.bound.value
+        d.update(
+            bytes_read=self.bytes_read,
+            bytes_written=self.bytes_written,
+            bytes=self.bytes,
+            arithmetic_intensity=self.arithmetic_intensity,
+        )
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """Cost of one step of a workload on an accelerator: per-op and totals."""
+
+    model: str
+    accelerator: str
+    workload: Workload
+    ops: tuple[OpCost, ...]
+    level: str
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    efficiency: Efficiency = field(default_factory=Efficiency)
+
+    @property
+    def flops(self) -> float:
+        return sum(op.flops for op in self.ops)
+
+    @property
+    def bytes_read(self) -> float:
+        return sum(op.bytes_read for op in self.ops)
+
+    @property
+    def bytes_written(self) -> float:
+        return sum(op.bytes_written for op in self.ops)
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def weight_bytes(self) -> float:
+        return sum(op.weight_bytes for op in self.ops)
+
+    @property
+    def kv_read_bytes(self) -> float:
+        return sum(op.kv_read_bytes for op in self.ops)
+
+    @property
+    def kv_write_bytes(self) -> float:
+        return sum(op.kv_write_bytes for op in self.ops)
+
+    @property
+    def act_bytes(self) -> float:
+        return sum(op.act_read_bytes + op.act_write_bytes for op in self.ops)
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        return self.flops / self.bytes
+
+    @property
+    def ridge_point(self) -> float:
+        return self.peak_flops_per_s / self.bandwidth_bytes_per_s
+
+    @property
+    def bound(self) -> Bound:
+        return Bound.COMPUTE if self.arithmetic_intensity >= self.ridge_point else Bound.MEMORY
+
+    @property
+    def attainable_flops_per_s(self) -> float:
+        """min(peak, AI × bandwidth) (Williams et al. 2009)."""
+        return min(self.peak_flops_per_s, self.arithmetic_intensity * self.bandwidth_bytes_per_s)
+
+    @property
+    def step_time_s(self) -> float:
+        return sum(op.time_s for op in self.ops) + self.efficiency.step_overhead_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        """New tokens per second of the whole batch."""
+        return self.workload.num_new_tokens / self.step_time_s
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "schema": "ridgeline.roofline/1",
+            "model": self.model,
+            "accelerator": self.accelerator,
+            "phase": w.phase.value,
+            "batch": w.batch,
+            "context": w.context_len,
+            "prompt": w.new_tokens_per_seq if w.phase is Phase.PREFILL else None,
+            "dtypes": {k: v.value for k, v in asdict(w.dtypes).items()},
+            "level": self.level,
+            "peak_flops_per_s": self.peak_flops_per_s,
+            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+            "ridge_point_flops_per_byte": self.ridge_point,
+            "arithmetic_intensity": self.arithmetic_intensity,
+            "bound": self.bound.value,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "weight_bytes": self.weight_bytes,
+            "kv_read_bytes": self.kv_read_bytes,
+            "kv_write_bytes": self.kv_write_bytes,
+            "activation_bytes": self.act_bytes,
+            "attainable_flops_per_s": self.attainable_flops_per_s,
+            "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "efficiency": asdict(self.efficiency),
+            "ops": [op.to_dict() for op in self.ops],
+        }
+
+
+def shape_of(workload: Workload) -> StepShape:
+    return StepShape(
+        num_seqs=float(workload.batch),
+        new_per_seq=float(workload.new_tokens_per_seq),
+        prior_per_seq=float(workload.prior_tokens_per_seq),
+    )
+
+
+def _op_time(op: OpTerms, peak: float, bw: float) -> tuple[Array, Array]:
+    compute_s = op.flops / peak
+    memory_s = (op.bytes_read + op.bytes_written) / bw
+    return compute_s, memory_s
+
+
+def step_cost(
+    model: ModelSpec, acc: Accelerator, workload: Workload, efficiency: Efficiency | None = None
+) -> StepCost:
+    """Per-operator and total cost of one step of ``workload`` on ``acc``'s device memory."""
+    eff = efficiency or Efficiency()
+    peak = acc.peak(workload.dtypes.compute) * eff.compute
+    bw = acc.device_bandwidth_bytes_per_s * eff.bandwidth
+    ops = []
+    for t in op_terms(model, shape_of(workload), workload.dtypes):
+        compute_s, memory_s = _op_time(t, peak, bw)
+        ops.append(
+            OpCost(
+                name=t.name,
+                count=t.count,
+                flops=float(t.flops),
+                weight_bytes=float(t.weight_bytes),
+                kv_read_bytes=float(t.kv_read_bytes),
+                kv_write_bytes=float(t.kv_write_bytes),
+                act_read_bytes=float(t.act_read_bytes),
+                act_write_bytes=float(t.act_write_bytes),
+                level=acc.device_level,
+                time_s=float(max(compute_s, memory_s)),
+                bound=Bound.COMPUTE if compute_s > memory_s else Bound.MEMORY,
+            )
+        )
+    return StepCost(
+        model=model.name,
+        accelerator=acc.name,
+        workload=workload,
+        ops=tuple(ops),
+        level=acc.device_level,
+        peak_flops_per_s=acc.peak(workload.dtypes.compute),
+        bandwidth_bytes_per_s=acc.device_bandwidth_bytes_per_s,
+        efficiency=eff,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """A sweep over (batch, context) points: one array entry per point."""
+
+    phase: Phase
+    batch: np.ndarray
+    context: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    weight_bytes: np.ndarray
+    kv_bytes: np.ndarray
+    step_time_s: np.ndarray
+    ridge_point: float
+
+    @property
+    def arithmetic_intensity(self) -> np.ndarray:
+        return self.flops / self.bytes
+
+    @property
+    def compute_bound(self) -> np.ndarray:
+        return self.arithmetic_intensity >= self.ridge_point
+
+    @property
+    def tokens_per_s(self) -> np.ndarray:
+        tokens_per_seq = 1 if self.phase is Phase.DECODE else self.context
+        return self.batch * tokens_per_seq / self.step_time_s
+
+    def to_dataframe(self) -> Any:
+        """A pandas DataFrame (pandas is optional; ImportError names it)."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "batch": self.batch,
+                "context": self.context,
+                "flops": self.flops,
+                "bytes": self.bytes,
+                "arithmetic_intensity": self.arithmetic_intensity,
+                "step_time_s": self.step_time_s,
+                "tokens_per_s": self.tokens_per_s,
+                "compute_bound": self.compute_bound,
+            }
+        )
+
+
+def sweep(
+    model: ModelSpec,
+    acc: Accelerator,
+    phase: Phase,
+    batch: Any,
+    context: Any,
+    dtypes: Dtypes | None = None,
+    efficiency: Efficiency | None = None,
+) -> Sweep:
+    """Vectorised step cost over arrays of batch and context (broadcast together).
+
+    Decode reads ``context`` cached tokens per sequence; prefill processes ``context`` new tokens
+    per sequence from an empty cache. Same formulas as ``step_cost`` (both call ``op_terms``).
+    """
+    dt = dtypes or Dtypes()
+    eff = efficiency or Efficiency()
+    b, c = np.broadcast_arrays(np.asarray(batch, dtype=float), np.asarray(context, dtype=float))
+    if np.any(b < 1) or np.any(c < (1 if phase is Phase.PREFILL else 0)):
+        raise ConfigError("field batch/context: sweep values must be positive")
+    if phase is Phase.DECODE:
+        shape = StepShape(num_seqs=b, new_per_seq=np.ones_like(b), prior_per_seq=c)
+    else:
+        shape = StepShape(num_seqs=b, new_per_seq=c, prior_per_seq=np.zeros_like(b))
+    peak = acc.peak(dt.compute) * eff.compute
+    bw = acc.device_bandwidth_bytes_per_s * eff.bandwidth
+    zeros = np.zeros_like(b)
+    flops, nbytes, wbytes, kvbytes, time_s = (
+        zeros.copy(),
+        zeros.copy(),
+        zeros.copy(),
+        zeros.copy(),
+        zeros.copy(),
+    )
+    for t in op_terms(model, shape, dt):
+        compute_s, memory_s = _op_time(t, peak, bw)
+        flops += t.flops
+        nbytes += t.bytes_read + t.bytes_written
+        wbytes += t.weight_bytes
+        kvbytes += t.kv_read_bytes + t.kv_write_bytes
+        time_s += np.maximum(compute_s, memory_s)
+    return Sweep(
+        phase=phase,
+        batch=b,
+        context=c,
+        flops=flops,
+        bytes=nbytes,
+        weight_bytes=wbytes,
+        kv_bytes=kvbytes,
+        step_time_s=time_s + eff.step_overhead_s,
+        ridge_point=acc.peak(dt.compute) / acc.device_bandwidth_bytes_per_s,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeIntensity:
+    """Decode arithmetic intensity counting the weights alone, and the weights plus the KV cache
+    (course module 1's H100 exercise)."""
+
+    flops: float
+    weight_bytes: float
+    kv_bytes: float
+    weights_only: float
+    with_kv: float
+    ridge_point: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def decode_intensity(
+    model: ModelSpec, acc: Accelerator, batch: int, context: int, dtypes: Dtypes | None = None
+) -> DecodeIntensity:
+    """FLOPs ÷ weight bytes, and FLOPs ÷ (weight + KV bytes), of one decode step.
+
+    With weights dominating, weights-only intensity → 2·batch / bytes_per_weight
+    (each weight read once does one multiply-add per sequence).
+    """
+    cost = step_cost(model, acc, Workload(Phase.DECODE, batch, context, dtypes=dtypes or Dtypes()))
+    kv = cost.kv_read_bytes + cost.kv_write_bytes
+    return DecodeIntensity(
+        flops=cost.flops,
+        weight_bytes=cost.weight_bytes,
+        kv_bytes=kv,
+        weights_only=cost.flops / cost.weight_bytes,
+        with_kv=cost.flops / (cost.weight_bytes + kv),
+        ridge_point=cost.ridge_point,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LevelRidge:
+    level: str
+    bandwidth_bytes_per_s: float | None
+    ridge_point_flops_per_byte: float | None
+
+
+def ridge_points(acc: Accelerator, dtype: DType = DType.BF16) -> list[LevelRidge]:
+    """The ridge point against every memory level whose bandwidth is known."""
+    return [
+        LevelRidge(lvl.name, lvl.bandwidth_bytes_per_s, acc.ridge_point(dtype, lvl.name))
+        for lvl in acc.levels
+    ]

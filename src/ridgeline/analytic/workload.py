@@ -1,0 +1,89 @@
+"""What one step of inference processes: phase, batch, context and the three dtypes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from ridgeline.errors import ConfigError
+from ridgeline.specs.dtypes import DType
+
+# Sizes past these are typos, not workloads (a 100M-token context, ten million sequences).
+MAX_BATCH = 10_000_000
+MAX_CONTEXT = 100_000_000
+
+
+class Phase(StrEnum):
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+@dataclass(frozen=True, slots=True)
+class Dtypes:
+    """Storage formats of weights, activations and the KV cache (bf16 by default).
+
+    Matmuls run at the activation dtype's peak (weight-only quantisation dequantises on the fly);
+    set ``act`` to fp8/int8 for W8A8.
+    """
+
+    weight: DType = DType.BF16
+    act: DType = DType.BF16
+    kv: DType = DType.BF16
+
+    @property
+    def compute(self) -> DType:
+        return self.act
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One step of a uniform batch.
+
+    Decode: each of ``batch`` sequences adds one token and reads the KV of ``context_len`` cached
+    tokens. Prefill: each sequence processes ``prompt_len`` new tokens (default: ``context_len``)
+    on top of ``context_len - prompt_len`` cached ones (a later chunk of a chunked prefill).
+    """
+
+    phase: Phase
+    batch: int
+    context_len: int
+    prompt_len: int | None = None
+    dtypes: Dtypes = Dtypes()
+
+    def __post_init__(self) -> None:
+        _check_size("batch", self.batch, 1, MAX_BATCH)
+        low = 1 if self.phase is Phase.PREFILL else 0
+        _check_size("context", self.context_len, low, MAX_CONTEXT)
+        if self.prompt_len is not None:
+            _check_size("prompt", self.prompt_len, 1, MAX_CONTEXT)
+            if self.phase is Phase.PREFILL and self.prompt_len > self.context_len:
+                raise ConfigError(
+                    f"prompt ({self.prompt_len}) must not exceed context ({self.context_len})"
+                )
+
+    @property
+    def new_tokens_per_seq(self) -> int:
+        if self.phase is Phase.DECODE:
+            return 1
+        return self.prompt_len if self.prompt_len is not None else self.context_len
+
+    @property
+    def prior_tokens_per_seq(self) -> int:
+        if self.phase is Phase.DECODE:
+            return self.context_len
+        return self.context_len - self.new_tokens_per_seq
+
+    @property
+    def num_new_tokens(self) -> int:
+        return self.batch * self.new_tokens_per_seq
+
+
+def _check_size(field: str, value: int, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ConfigError(f"field {field}: expected an integer, got {value!r}")
+    if value < low:
+        raise ConfigError(f"field {field}: must be at least {low}, got {value}")
+    if value > high:
+        raise ConfigError(f"field {field}: {value} is absurdly large (limit {high:,})")

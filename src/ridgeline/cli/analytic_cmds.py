@@ -1,0 +1,454 @@
+"""Commands over the analytic layer: hw, model, roofline, kv, questions, compare."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ridgeline import analytic as an
+from ridgeline.cli.common import (
+    BatchOpt,
+    ContextOpt,
+    DtypeOpt,
+    HwOpt,
+    JsonOpt,
+    ModelOpt,
+    PlotOpt,
+    console,
+    dtypes,
+    emit_json,
+    new_app,
+)
+from ridgeline.report import plots
+from ridgeline.specs import (
+    accelerator_names,
+    get_accelerator,
+    get_model,
+    model_names,
+    param_counts,
+)
+from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
+
+hw_app = new_app("Accelerators of the catalog.")
+model_app = new_app("Models from the catalog or any config.json.")
+
+
+def _hw_dict(name: str) -> dict:
+    acc = get_accelerator(name)
+    return {
+        "schema": "ridgeline.hw/1",
+        "name": acc.name,
+        "kind": acc.kind,
+        "vendor": acc.vendor,
+        "description": acc.description,
+        "cores": acc.cores,
+        "core_name": acc.core_name,
+        "device_level": acc.device_level,
+        "peak_flops_per_s": {k.value: v for k, v in acc.peak_flops_per_s.items()},
+        "levels": [
+            {
+                "name": lvl.name,
+                "capacity_bytes": lvl.capacity_bytes,
+                "instances": lvl.instances,
+                "total_capacity_bytes": lvl.total_capacity_bytes,
+                "usable_bytes": lvl.usable_bytes,
+                "bandwidth_bytes_per_s": lvl.bandwidth_bytes_per_s,
+                "managed_by": lvl.managed_by.value,
+                "scope": lvl.scope.value,
+                "note": lvl.note,
+                "sources": dict(lvl.sources),
+            }
+            for lvl in acc.levels
+        ],
+        "ridge_points": [
+            {"level": r.level, "ridge_point_flops_per_byte": r.ridge_point_flops_per_byte}
+            for r in an.ridge_points(acc)
+        ],
+        "sources": dict(acc.sources),
+        "references": dict(acc.references),
+        "notes": list(acc.notes),
+    }
+
+
+@hw_app.command("list")
+def hw_list(json_out: JsonOpt = False) -> None:
+    """List the catalog's accelerators with device memory, bandwidth, bf16 peak and ridge."""
+    rows = [_hw_dict(n) for n in accelerator_names()]
+    if json_out:
+        emit_json({"schema": "ridgeline.hw-list/1", "accelerators": rows})
+        return
+    table = Table("name", "kind", "device memory", "bandwidth", "bf16 peak", "ridge (FLOP/B)")
+    for n in accelerator_names():
+        acc = get_accelerator(n)
+        table.add_row(
+            n,
+            acc.kind,
+            f"{fmt_bytes(acc.device_capacity_bytes)} {acc.device_level}",
+            fmt_rate(acc.device_bandwidth_bytes_per_s, "B/s"),
+            fmt_rate(acc.peak(an.Dtypes().compute), "FLOP/s"),
+            f"{acc.ridge_point():.1f}",
+        )
+    console.print(table)
+
+
+@hw_app.command("show")
+def hw_show(
+    name: Annotated[str, typer.Argument(help="name or .toml path")], json_out: JsonOpt = False
+) -> None:
+    """Memory levels (fastest first), who manages each, peaks and sources of one accelerator."""
+    d = _hw_dict(name)
+    if json_out:
+        emit_json(d)
+        return
+    console.print(f"[bold]{d['name']}[/bold] — {d['description']} ({d['cores']} {d['core_name']}s)")
+    table = Table(
+        "level",
+        "per instance",
+        "instances",
+        "total",
+        "bandwidth",
+        "managed by",
+        "scope",
+        "ridge bf16",
+        "source",
+    )
+    ridges = {r["level"]: r["ridge_point_flops_per_byte"] for r in d["ridge_points"]}
+    for lvl in d["levels"]:
+        bw = lvl["bandwidth_bytes_per_s"]
+        ridge = ridges[lvl["name"]]
+        table.add_row(
+            lvl["name"],
+            fmt_bytes(lvl["capacity_bytes"], binary=True),
+            str(lvl["instances"]),
+            fmt_bytes(lvl["total_capacity_bytes"]),
+            fmt_rate(bw, "B/s") if bw else "—",
+            lvl["managed_by"],
+            lvl["scope"],
+            f"{ridge:.3g}" if ridge else "—",
+            lvl["sources"].get("capacity_bytes", ""),
+        )
+    console.print(table)
+    peaks = ", ".join(f"{k} {fmt_rate(v, 'FLOP/s')}" for k, v in d["peak_flops_per_s"].items())
+    console.print(f"dense peaks: {peaks}")
+    for note in d["notes"]:
+        console.print(f"note: {note}")
+
+
+def model_dict(name: str, kv_dtype: str = "bf16") -> dict:
+    m = get_model(name)
+    p = param_counts(m)
+    dt = dtypes(kv=kv_dtype)
+    return {
+        "schema": "ridgeline.model/1",
+        "name": m.name,
+        "family": m.family,
+        "params": p.total,
+        "active_params": p.active,
+        "layers": m.num_layers,
+        "hidden_size": m.hidden_size,
+        "heads": m.num_heads,
+        "kv_heads": m.num_kv_heads,
+        "kv_heads_cached": m.kv_heads_cached,
+        "head_dim": m.head_dim,
+        "ffn": m.ffn,
+        "vocab_size": m.vocab_size,
+        "attention": m.attention.value,
+        "tied_embeddings": m.tied_embeddings,
+        "sliding_windows": sorted({lyr.window for lyr in m.layers if lyr.window is not None}),
+        "moe": None
+        if m.moe is None
+        else {
+            "experts": m.moe.num_experts,
+            "top_k": m.moe.top_k,
+            "expert_ffn": m.moe.expert_ffn,
+            "shared_ffn": m.moe.shared_ffn,
+            "moe_layers": sum(lyr.moe for lyr in m.layers),
+        },
+        "mla": None
+        if m.mla is None
+        else {
+            "q_lora_rank": m.mla.q_lora_rank,
+            "kv_lora_rank": m.mla.kv_lora_rank,
+            "qk_rope_head_dim": m.mla.qk_rope_head_dim,
+        },
+        "kv_dtype": dt.kv.value,
+        "kv_bytes_per_token": an.kv_bytes_per_token(m, dt.kv),
+        "param_breakdown": p.to_dict(),
+    }
+
+
+@model_app.command("list")
+def model_list(json_out: JsonOpt = False) -> None:
+    """List the shipped model configs."""
+    rows = [model_dict(n) for n in model_names()]
+    if json_out:
+        emit_json({"schema": "ridgeline.model-list/1", "models": rows})
+        return
+    table = Table("name", "family", "params", "active", "attention", "KV B/token (bf16)")
+    for r in rows:
+        table.add_row(
+            r["name"],
+            r["family"],
+            f"{r['params']:,}",
+            f"{r['active_params']:,}",
+            r["attention"],
+            f"{r['kv_bytes_per_token']:,.0f}",
+        )
+    console.print(table)
+
+
+@model_app.command("show")
+def model_show(
+    name: Annotated[str, typer.Argument(help="catalog name or config.json path")],
+    kv_dtype: DtypeOpt = "bf16",
+    json_out: JsonOpt = False,
+) -> None:
+    """Shapes, parameter counts and KV bytes per token of one model."""
+    d = model_dict(name, kv_dtype)
+    if json_out:
+        emit_json(d)
+        return
+    table = Table("field", "value")
+    for key in (
+        "name",
+        "family",
+        "params",
+        "active_params",
+        "layers",
+        "hidden_size",
+        "heads",
+        "kv_heads",
+        "kv_heads_cached",
+        "head_dim",
+        "ffn",
+        "vocab_size",
+        "attention",
+        "tied_embeddings",
+        "sliding_windows",
+        "moe",
+        "mla",
+        "kv_bytes_per_token",
+    ):
+        value = d[key]
+        table.add_row(
+            key,
+            f"{value:,}"
+            if isinstance(value, int | float) and not isinstance(value, bool)
+            else str(value),
+        )
+    console.print(table)
+
+
+def roofline_cmd(
+    hw: HwOpt = "h100-sxm",
+    model: ModelOpt = "llama-3.1-8b",
+    phase: Annotated[an.Phase, typer.Option(help="prefill or decode")] = an.Phase.DECODE,
+    batch: BatchOpt = 1,
+    context: ContextOpt = 4096,
+    prompt: Annotated[
+        int | None, typer.Option(help="prefill tokens per sequence (default: context)")
+    ] = None,
+    weight_dtype: DtypeOpt = "bf16",
+    act_dtype: DtypeOpt = "bf16",
+    kv_dtype: DtypeOpt = "bf16",
+    bw_eff: Annotated[float, typer.Option(help="fraction of peak bandwidth reached")] = 1.0,
+    compute_eff: Annotated[float, typer.Option(help="fraction of peak FLOP/s reached")] = 1.0,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """One step on the roofline: per-operator FLOPs and bytes, intensity, bound, time."""
+    m, acc = get_model(model), get_accelerator(hw)
+    w = an.Workload(phase, batch, context, prompt, dtypes(weight_dtype, act_dtype, kv_dtype))
+    cost = an.step_cost(m, acc, w, an.Efficiency(bw_eff, compute_eff))
+    if plot:
+        other = an.Workload(
+            an.Phase.PREFILL if phase is an.Phase.DECODE else an.Phase.DECODE,
+            batch,
+            context,
+            dtypes=w.dtypes,
+        )
+        plots.roofline_plot(
+            [cost, an.step_cost(m, acc, other)], [acc], plot, f"{m.name} on {acc.name}"
+        )
+    if json_out:
+        emit_json(cost)
+        return
+    table = Table("op", "×", "GFLOP", "weights", "KV r/w", "activations", "AI", "bound", "time")
+    for op in cost.ops:
+        table.add_row(
+            op.name,
+            str(op.count),
+            f"{op.flops / 1e9:.4g}",
+            fmt_bytes(op.weight_bytes),
+            f"{fmt_bytes(op.kv_read_bytes)}/{fmt_bytes(op.kv_write_bytes)}",
+            fmt_bytes(op.act_read_bytes + op.act_write_bytes),
+            f"{op.arithmetic_intensity:.3g}",
+            op.bound.value,
+            fmt_seconds(op.time_s),
+        )
+    console.print(table)
+    console.print(
+        f"{phase.value} B={batch} T={context} on {acc.name}: {cost.flops / 1e9:.4g} GFLOP, "
+        f"{fmt_bytes(cost.bytes)} moved → intensity {cost.arithmetic_intensity:.3g} FLOP/B vs "
+        f"ridge {cost.ridge_point:.3g} → [bold]{cost.bound.value}-bound[/bold], "
+        f"{fmt_seconds(cost.step_time_s)} per step, {cost.tokens_per_s:,.0f} tokens/s"
+    )
+
+
+def kv_cmd(
+    model: ModelOpt = "llama-3.1-8b",
+    batch: BatchOpt = 1,
+    context: ContextOpt = 4096,
+    kv_dtype: DtypeOpt = "bf16",
+    weight_dtype: DtypeOpt = "bf16",
+    hw: Annotated[
+        str | None, typer.Option("--hw", help="also size against this accelerator")
+    ] = None,
+    reserve: Annotated[float, typer.Option(help="fraction of device memory kept free")] = 0.1,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """KV cache: bytes per token and in total, crossover with the weights, what fits, techniques."""
+    m = get_model(model)
+    dt = dtypes(weight=weight_dtype, kv=kv_dtype)
+    acc = get_accelerator(hw) if hw else None
+    d = {
+        "schema": "ridgeline.kv/1",
+        "model": m.name,
+        "batch": batch,
+        "context": context,
+        "kv_dtype": dt.kv.value,
+        "weight_dtype": dt.weight.value,
+        "kv_bytes_per_token": an.kv_bytes_per_token(m, dt.kv),
+        "kv_bytes": an.kv_bytes(m, batch, context, dt.kv),
+        "weights_bytes": an.weights_bytes(m, dt.weight),
+        "crossover_context_tokens": an.crossover_context(m, dt, batch),
+        "techniques": [t.to_dict() for t in an.techniques(m, batch, context, dt.kv)],
+    }
+    if acc is not None:
+        cap = an.capacity(m, acc, context, batch, dt, reserve)
+        d.update(
+            accelerator=acc.name,
+            max_batch=cap.max_batch,
+            max_context=cap.max_context,
+            capacity=cap.to_dict(),
+        )
+    if plot:
+        plots.kv_plot(m, plot, dtypes=dt, acc=acc)
+    if json_out:
+        emit_json(d)
+        return
+    cross = d["crossover_context_tokens"]
+    console.print(
+        f"{m.name}: {d['kv_bytes_per_token']:,.0f} B of {dt.kv.value} KV per token; "
+        f"batch {batch} × {context} tokens = {fmt_bytes(d['kv_bytes'])} "
+        f"({fmt_bytes(d['kv_bytes'], binary=True)}); weights {fmt_bytes(d['weights_bytes'])}; "
+        f"KV passes the weights at {'never' if cross is None else f'{cross:,} tokens'}"
+        f" (batch {batch})"
+    )
+    if acc is not None:
+        console.print(
+            f"on {acc.name}: max batch at {context} tokens = {d['max_batch']}, "
+            f"max context at batch {batch} = {d['max_context']}"
+        )
+    table = Table("technique", "what", "KV B/token", "KV total", "vs MHA")
+    for t in d["techniques"]:
+        table.add_row(
+            t["name"],
+            t["description"],
+            f"{t['kv_bytes_per_token']:,.0f}",
+            fmt_bytes(t["kv_bytes"]),
+            f"{t['ratio_to_mha']:.3f}",
+        )
+    console.print(table)
+
+
+def questions_cmd(
+    hw: HwOpt = "h100-sxm",
+    model: ModelOpt = "llama-3.1-8b",
+    phase: Annotated[an.Phase, typer.Option(help="prefill or decode")] = an.Phase.DECODE,
+    batch: BatchOpt = 1,
+    context: ContextOpt = 4096,
+    kv_dtype: DtypeOpt = "bf16",
+    weight_dtype: DtypeOpt = "bf16",
+    json_out: JsonOpt = False,
+) -> None:
+    """The five questions for an accelerator and workload, and what one decode step reads."""
+    m, acc = get_model(model), get_accelerator(hw)
+    dt = dtypes(weight=weight_dtype, kv=kv_dtype)
+    ans = an.five_questions(m, acc, an.Workload(phase, batch, context, dtypes=dt))
+    reads = an.decode_reads(m, acc, batch, context, dt)
+    if json_out:
+        emit_json({**ans.to_dict(), "decode_reads": reads.to_dict()})
+        return
+    render_questions(ans, reads)
+
+
+def render_questions(ans: an.FiveAnswers, reads: an.StepReads) -> None:
+    table = Table("level", "1. how much", "2. how fast", "3. who decides", "4. ridge (FLOP/B)")
+    for lvl in ans.levels:
+        bw, ridge = lvl.bandwidth_bytes_per_s, lvl.ridge_point_flops_per_byte
+        table.add_row(
+            f"{lvl.name} ({lvl.scope})",
+            f"{fmt_bytes(lvl.capacity_bytes, binary=True)} × {lvl.instances}",
+            fmt_rate(bw, "B/s") if bw else "—",
+            lvl.managed_by,
+            f"{ridge:.3g}" if ridge else "—",
+        )
+    console.print(table)
+    console.print(f"5. scarce: [bold]{ans.scarce.value}[/bold] — {ans.reason}")
+    console.print(
+        f"one decode step (B={reads.batch}, T={reads.context}) reads weights "
+        f"{fmt_bytes(reads.weight_bytes)}, KV {fmt_bytes(reads.kv_bytes)}, activations "
+        f"{fmt_bytes(reads.activation_bytes)}: "
+        + "; ".join(
+            f"{lt.level} {fmt_seconds(lt.time_s)}{'' if lt.fits else ' (does not fit)'}"
+            for lt in reads.per_level
+        )
+    )
+
+
+def compare_cmd(
+    model: ModelOpt = "llama-3.1-8b",
+    hw: Annotated[list[str] | None, typer.Option("--hw", help="repeat; default: the five")] = None,
+    batch: BatchOpt = 1,
+    context: ContextOpt = 4096,
+    prompt: Annotated[int, typer.Option(help="prefill tokens")] = 2048,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """Five architectures side by side: the five questions, prefill and decode."""
+    m = get_model(model)
+    cmp = an.compare(m, hw or an.DEFAULT_ACCELERATORS, batch, context, prompt)
+    if plot:
+        plots.compare_plot(cmp, plot)
+    if json_out:
+        emit_json(cmp)
+        return
+    table = Table(
+        "accelerator",
+        "device memory",
+        "bandwidth",
+        "ridge",
+        "decode AI",
+        "decode",
+        "prefill",
+        "scarce",
+        "why",
+    )
+    for row in cmp.rows:
+        a, q = row.accelerator, row.answers
+        table.add_row(
+            a.name,
+            fmt_bytes(a.device_capacity_bytes),
+            fmt_rate(a.device_bandwidth_bytes_per_s, "B/s"),
+            f"{q.ridge_point_flops_per_byte:.3g}",
+            f"{q.arithmetic_intensity:.3g}",
+            f"{fmt_seconds(row.decode.step_time_s)} ({row.decode.bound.value})",
+            f"{fmt_seconds(row.prefill.step_time_s)} ({row.prefill.bound.value})",
+            q.scarce.value,
+            q.reason,
+        )
+    console.print(table)

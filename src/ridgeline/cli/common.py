@@ -1,0 +1,82 @@
+"""What every command shares: consoles, option aliases, JSON output, error handling."""
+
+from __future__ import annotations
+
+import json
+import math
+from enum import Enum
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from ridgeline.analytic import Dtypes
+from ridgeline.errors import RidgelineError
+from ridgeline.specs import DType
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class GuardedGroup(TyperGroup):
+    """A command group that turns every ``RidgelineError`` into one stderr line and exit 2."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RidgelineError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+
+
+def new_app(help_text: str) -> typer.Typer:
+    return typer.Typer(
+        cls=GuardedGroup,
+        help=help_text,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+
+HwOpt = Annotated[
+    str, typer.Option("--hw", help="accelerator name or path to a .toml catalog file")
+]
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="model name or path to a config.json")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="print JSON (stable schema) instead of tables")
+]
+PlotOpt = Annotated[str | None, typer.Option("--plot", help="also write a PNG plot to this file")]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="sequences in the batch")]
+ContextOpt = Annotated[int, typer.Option("--context", "-t", help="context length in tokens")]
+DtypeOpt = Annotated[str, typer.Option(help="bf16, fp16, fp32, fp8, int8, int4")]
+
+
+def dtypes(weight: str = "bf16", act: str = "bf16", kv: str = "bf16") -> Dtypes:
+    return Dtypes(DType.parse(weight), DType.parse(act), DType.parse(kv))
+
+
+def _clean(obj: Any) -> Any:
+    """Plain JSON values: enums by value, numpy as lists/scalars, non-finite floats as null."""
+    if isinstance(obj, dict):
+        return {str(_clean(k)): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, Enum):
+        return obj.value
+    if isinstance(obj, np.ndarray):
+        return _clean(obj.tolist())
+    if isinstance(obj, np.generic):
+        return _clean(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def emit_json(payload: Any) -> None:
+    """Print ``payload`` (a dict, or anything with ``to_dict``) as JSON on stdout."""
+    if hasattr(payload, "to_dict"):
+        payload = payload.to_dict()
+    typer.echo(json.dumps(_clean(payload), indent=2, allow_nan=False))

@@ -1,0 +1,298 @@
+"""``ridgeline report``: the full report on one model (roofline, KV, the five questions, the
+five architectures compared), written as report.html, report.md and report.json."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ridgeline import analytic as an
+from ridgeline.errors import CapacityError
+from ridgeline.report import plots
+from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
+from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model, param_counts
+from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class ReportContext:
+    model: ModelSpec
+    hw: Accelerator
+    out_dir: Path
+    batch: int = 1
+    context: int = 4096
+    prompt: int = 2048
+
+    def figure(self, name: str) -> Path:
+        return self.out_dir / "figures" / name
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFiles:
+    html: Path
+    markdown: Path
+    json: Path
+    sections: tuple[str, ...]
+
+
+def _model_section(ctx: ReportContext) -> Section:
+    m, p = ctx.model, param_counts(ctx.model)
+    rows = [
+        ("parameters", f"{p.total:,}"),
+        ("active parameters per token", f"{p.active:,}"),
+        ("layers × hidden", f"{m.num_layers} × {m.hidden_size}"),
+        ("heads / KV heads / head dim", f"{m.num_heads} / {m.num_kv_heads} / {m.head_dim}"),
+        ("attention", m.attention.value),
+        ("KV bytes per token (bf16)", f"{an.kv_bytes_per_token(m):,.0f}"),
+    ]
+    return Section(
+        "model",
+        f"Model: {m.name}",
+        tables=(Table(("field", "value"), tuple(rows)),),
+        data={
+            "params": p.total,
+            "active_params": p.active,
+            "kv_bytes_per_token": an.kv_bytes_per_token(m),
+        },
+    )
+
+
+def _roofline_section(ctx: ReportContext) -> Section:
+    m, acc = ctx.model, ctx.hw
+    ridges = an.ridge_points(acc)
+    ridge_rows = tuple(
+        (
+            r.level,
+            fmt_rate(r.bandwidth_bytes_per_s, "B/s") if r.bandwidth_bytes_per_s else "—",
+            f"{r.ridge_point_flops_per_byte:.3g}" if r.ridge_point_flops_per_byte else "—",
+        )
+        for r in ridges
+    )
+    points = []
+    for phase, batch in ((an.Phase.PREFILL, 1), (an.Phase.DECODE, 1), (an.Phase.DECODE, 64)):
+        ctx_len = ctx.prompt if phase is an.Phase.PREFILL else ctx.context
+        points.append(an.step_cost(m, acc, an.Workload(phase, batch, ctx_len)))
+    step_rows = tuple(
+        (
+            p.workload.phase.value,
+            str(p.workload.batch),
+            str(p.workload.context_len),
+            f"{p.arithmetic_intensity:.3g}",
+            p.bound.value,
+            fmt_seconds(p.step_time_s),
+            f"{p.tokens_per_s:,.0f}",
+        )
+        for p in points
+    )
+    di = an.decode_intensity(m, acc, ctx.batch, ctx.context)
+    fig = plots.roofline_plot(points, [acc], ctx.figure("roofline.png"), f"{m.name} on {acc.name}")
+    sweep_fig = plots.decode_sweep_plot(
+        m, acc, (1, 8, 64, 256), np.logspace(7, 17, 60, base=2), ctx.figure("decode_sweep.png")
+    )
+    text = (
+        f"Decode intensity at batch {ctx.batch}, context {ctx.context}: "
+        f"{di.weights_only:.3g} FLOP/B counting weights alone, {di.with_kv:.3g} FLOP/B with the "
+        f"KV cache, against a ridge point of {di.ridge_point:.3g} FLOP/B — decode is "
+        f"bandwidth-bound until the batch is a few hundred sequences, and long contexts push "
+        f"intensity down again because KV bytes grow with the batch while giving no reuse."
+    )
+    return Section(
+        "roofline",
+        f"Roofline on {acc.name}",
+        paragraphs=(text,),
+        tables=(
+            Table(
+                ("level", "bandwidth", "ridge bf16 (FLOP/B)"),
+                ridge_rows,
+                "Ridge point per memory level",
+            ),
+            Table(
+                ("phase", "batch", "context", "AI (FLOP/B)", "bound", "step", "tokens/s"),
+                step_rows,
+                "Prefill and decode on one roofline",
+            ),
+        ),
+        figures=(fig, sweep_fig),
+        data={
+            "ridge_points": [
+                {"level": r.level, "ridge": r.ridge_point_flops_per_byte} for r in ridges
+            ],
+            "steps": [p.to_dict() for p in points],
+            "decode_intensity": di.to_dict(),
+        },
+    )
+
+
+def _kv_section(ctx: ReportContext) -> Section:
+    m, acc = ctx.model, ctx.hw
+    cross = an.crossover_context(m)
+    techs = an.techniques(m, ctx.batch, ctx.context)
+    rows = tuple(
+        (
+            t.name,
+            t.description,
+            f"{t.kv_bytes_per_token:,.0f}",
+            fmt_bytes(t.kv_bytes),
+            f"{t.ratio_to_mha:.3f}",
+        )
+        for t in techs
+    )
+    paragraphs = [
+        f"{m.name} stores {an.kv_bytes_per_token(m):,.0f} bytes of bf16 KV per token; "
+        f"its KV passes its bf16 weights ({fmt_bytes(an.weights_bytes(m))}) at "
+        f"{'no context' if cross is None else f'{cross:,} tokens'} at batch 1."
+    ]
+    data: dict = {
+        "kv_bytes_per_token": an.kv_bytes_per_token(m),
+        "crossover_context_tokens": cross,
+        "techniques": [t.to_dict() for t in techs],
+    }
+    try:
+        cap = an.capacity(m, acc, ctx.context)
+        paragraphs.append(
+            f"On {acc.name} ({fmt_bytes(acc.device_capacity_bytes)} usable "
+            f"{acc.device_level}, 10% reserved): at most {cap.max_batch} sequences of "
+            f"{ctx.context} tokens, or one sequence of {cap.max_context:,} tokens."
+        )
+        data["capacity"] = cap.to_dict()
+    except CapacityError as e:
+        paragraphs.append(str(e))
+    figs = (
+        plots.kv_plot(m, ctx.figure("kv.png"), acc=acc),
+        plots.techniques_plot(
+            techs,
+            ctx.figure("kv_techniques.png"),
+            f"{m.name}: KV at batch {ctx.batch}, {ctx.context} tokens",
+        ),
+    )
+    return Section(
+        "kv",
+        "KV cache",
+        tuple(paragraphs),
+        (Table(("technique", "what", "KV B/token", "KV total", "vs MHA"), rows),),
+        figs,
+        data,
+    )
+
+
+def _questions_section(ctx: ReportContext) -> Section:
+    m = ctx.model
+    w = an.Workload(an.Phase.DECODE, ctx.batch, ctx.context)
+    ans = an.five_questions(m, ctx.hw, w)
+    rows = tuple(
+        (
+            f"{lv.name} ({lv.scope})",
+            f"{fmt_bytes(lv.capacity_bytes, binary=True)} × {lv.instances}",
+            fmt_rate(lv.bandwidth_bytes_per_s, "B/s") if lv.bandwidth_bytes_per_s else "—",
+            lv.managed_by,
+            f"{lv.ridge_point_flops_per_byte:.3g}" if lv.ridge_point_flops_per_byte else "—",
+        )
+        for lv in ans.levels
+    )
+    spyre = get_accelerator("ibm-spyre")
+    reads = an.decode_reads(m, spyre, ctx.batch, ctx.context)
+    read_rows = tuple(
+        (
+            lt.level,
+            fmt_rate(lt.bandwidth_bytes_per_s, "B/s"),
+            fmt_seconds(lt.time_s),
+            "yes" if lt.fits else "no",
+        )
+        for lt in reads.per_level
+    )
+    return Section(
+        "questions",
+        f"The five questions on {ctx.hw.name}",
+        paragraphs=(
+            f"5. Scarce resource for decode (batch {ctx.batch}, context {ctx.context}): "
+            f"{ans.scarce.value} — {ans.reason}.",
+            f"What one decode step reads on ibm-spyre: weights {fmt_bytes(reads.weight_bytes)}, "
+            f"KV {fmt_bytes(reads.kv_bytes)}, activations {fmt_bytes(reads.activation_bytes)}.",
+        ),
+        tables=(
+            Table(("level", "1. how much", "2. how fast", "3. who decides", "4. ridge"), rows),
+            Table(
+                ("level", "bandwidth", "time for one decode step", "fits"),
+                read_rows,
+                "One decode step on IBM Spyre, at each level's bandwidth",
+            ),
+        ),
+        data={"questions": ans.to_dict(), "spyre_decode_reads": reads.to_dict()},
+    )
+
+
+def _compare_section(ctx: ReportContext) -> Section:
+    cmp = an.compare(ctx.model, an.DEFAULT_ACCELERATORS, ctx.batch, ctx.context, ctx.prompt)
+    rows = tuple(
+        (
+            r.accelerator.name,
+            r.accelerator.kind,
+            fmt_bytes(r.accelerator.device_capacity_bytes),
+            f"{r.answers.ridge_point_flops_per_byte:.3g}",
+            f"{fmt_seconds(r.decode.step_time_s)} ({r.decode.bound.value})",
+            f"{fmt_seconds(r.prefill.step_time_s)} ({r.prefill.bound.value})",
+            r.answers.scarce.value,
+            r.answers.reason,
+        )
+        for r in cmp.rows
+    )
+    fig = plots.compare_plot(cmp, ctx.figure("compare.png"))
+    return Section(
+        "compare",
+        "Five architectures compared",
+        paragraphs=(
+            "One chip each; where the model does not fit, capacity is the scarce resource "
+            "and the times assume it did (multi-chip deployments are a later section).",
+        ),
+        tables=(
+            Table(
+                (
+                    "accelerator",
+                    "kind",
+                    "device memory",
+                    "ridge",
+                    "decode",
+                    "prefill",
+                    "scarce",
+                    "why",
+                ),
+                rows,
+            ),
+        ),
+        figures=(fig,),
+        data=cmp.to_dict(),
+    )
+
+
+SectionBuilder = Callable[[ReportContext], Section]
+SECTIONS: list[SectionBuilder] = [
+    _model_section,
+    _roofline_section,
+    _kv_section,
+    _questions_section,
+    _compare_section,
+]
+
+
+def build_report(
+    model: str | ModelSpec,
+    out_dir: str | Path,
+    hw: str | Accelerator = "h100-sxm",
+    sections: list[SectionBuilder] | None = None,
+) -> ReportFiles:
+    """Write report.html (self-contained), report.md and report.json into ``out_dir``."""
+    out = Path(out_dir)
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    ctx = ReportContext(get_model(model), get_accelerator(hw), out)
+    built = [builder(ctx) for builder in (sections or SECTIONS)]
+    title = f"ridgeline report: {ctx.model.name}"
+    files = ReportFiles(
+        out / "report.html", out / "report.md", out / "report.json", tuple(s.key for s in built)
+    )
+    files.html.write_text(to_html(title, built))
+    files.markdown.write_text(to_markdown(title, built, out))
+    files.json.write_text(to_json(title, built))
+    return files

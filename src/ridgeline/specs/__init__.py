@@ -1,0 +1,34 @@
+"""specs: units, dtypes, accelerators and models as data.
+
+Layer rule: ``specs`` imports only the standard library, numpy, pydantic and
+``ridgeline.errors``; every other layer may import it.
+"""
+
+from ridgeline.specs.catalog import accelerator_names, get_accelerator, load_accelerator_file
+from ridgeline.specs.dtypes import DType
+from ridgeline.specs.hardware import Accelerator, ManagedBy, MemoryLevel, Scope
+from ridgeline.specs.hf_config import get_model, load_config_file, model_names, parse_config
+from ridgeline.specs.model import Attention, LayerSpec, MLASpec, ModelSpec, MoESpec
+from ridgeline.specs.params import ParamCounts, param_counts
+
+__all__ = [
+    "Accelerator",
+    "Attention",
+    "DType",
+    "LayerSpec",
+    "MLASpec",
+    "ManagedBy",
+    "MemoryLevel",
+    "ModelSpec",
+    "MoESpec",
+    "ParamCounts",
+    "Scope",
+    "accelerator_names",
+    "get_accelerator",
+    "get_model",
+    "load_accelerator_file",
+    "load_config_file",
+    "model_names",
+    "param_counts",
+    "parse_config",
+]

@@ -1,0 +1,171 @@
+"""Loading accelerators from catalog files (TOML, one per accelerator, a source on every number).
+
+The shipped catalog lives in ``ridgeline/data/hardware``; a user adds an accelerator with a file of
+the same form and passes its path wherever a name is accepted (``--hw path/to/mychip.toml``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.specs.dtypes import DType
+from ridgeline.specs.hardware import Accelerator, ManagedBy, MemoryLevel, Scope
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Sourced(_Strict):
+    """A number with its source tag (``[S6]``, or ``estimate: <derivation>``)."""
+
+    value: Annotated[float, Field(gt=0)]
+    source: Annotated[str, Field(min_length=1)]
+
+
+class _LevelFile(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    managed_by: ManagedBy
+    scope: Scope
+    instances: Annotated[int, Field(ge=1)] = 1
+    capacity_bytes: _Sourced
+    bandwidth_bytes_per_s: _Sourced | None = None
+    usable_bytes: _Sourced | None = None
+    note: str = ""
+
+
+class _AcceleratorFile(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    kind: Annotated[str, Field(min_length=1)]
+    vendor: str
+    description: str
+    device_level: str
+    cores: _Sourced
+    core_name: str = "core"
+    peak_flops_per_s: dict[str, _Sourced]
+    levels: Annotated[list[_LevelFile], Field(min_length=1)]
+    notes: list[str] = []
+    references: dict[str, str] = {}
+
+    @field_validator("peak_flops_per_s")
+    @classmethod
+    def _known_dtypes(cls, peaks: dict[str, _Sourced]) -> dict[str, _Sourced]:
+        for key in peaks:
+            try:
+                DType.parse(key)
+            except UnknownNameError as e:
+                raise ValueError(str(e)) from None
+        if not any(k in peaks for k in ("bf16", "fp16")):
+            raise ValueError("needs a bf16 or fp16 peak")
+        return peaks
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _to_level(f: _LevelFile) -> MemoryLevel:
+    sources = {"capacity_bytes": f.capacity_bytes.source}
+    if f.bandwidth_bytes_per_s is not None:
+        sources["bandwidth_bytes_per_s"] = f.bandwidth_bytes_per_s.source
+    if f.usable_bytes is not None:
+        sources["usable_bytes"] = f.usable_bytes.source
+    return MemoryLevel(
+        name=f.name,
+        capacity_bytes=f.capacity_bytes.value,
+        managed_by=f.managed_by,
+        scope=f.scope,
+        instances=f.instances,
+        bandwidth_bytes_per_s=f.bandwidth_bytes_per_s.value if f.bandwidth_bytes_per_s else None,
+        usable_bytes=f.usable_bytes.value if f.usable_bytes else None,
+        note=f.note,
+        sources=sources,
+    )
+
+
+def _to_accelerator(f: _AcceleratorFile, where: str) -> Accelerator:
+    names = [lvl.name for lvl in f.levels]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: field levels: duplicate level names {names}")
+    if f.device_level not in names:
+        raise ConfigError(f"{where}: field device_level: '{f.device_level}' is not one of {names}")
+    device = f.levels[names.index(f.device_level)]
+    if device.bandwidth_bytes_per_s is None:
+        raise ConfigError(f"{where}: field levels.{f.device_level}.bandwidth_bytes_per_s: required")
+    sources = {"cores": f.cores.source}
+    sources.update({f"peak_flops_per_s.{k}": v.source for k, v in f.peak_flops_per_s.items()})
+    return Accelerator(
+        name=f.name,
+        kind=f.kind,
+        vendor=f.vendor,
+        description=f.description,
+        levels=tuple(_to_level(lvl) for lvl in f.levels),
+        device_level=f.device_level,
+        peak_flops_per_s={DType.parse(k): v.value for k, v in f.peak_flops_per_s.items()},
+        cores=int(f.cores.value),
+        core_name=f.core_name,
+        sources=sources,
+        references=dict(f.references),
+        notes=tuple(f.notes),
+    )
+
+
+def parse_accelerator(data: dict[str, Any], where: str = "<data>") -> Accelerator:
+    """Validate a parsed catalog document and build the ``Accelerator``.
+
+    Raises:
+        ConfigError: naming the first bad field, e.g. ``levels.2.capacity_bytes.value``.
+    """
+    try:
+        f = _AcceleratorFile.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ConfigError(f"{where}: field {_field_path(err['loc'])}: {err['msg']}") from None
+    return _to_accelerator(f, where)
+
+
+def load_accelerator_file(path: str | Path) -> Accelerator:
+    """Load one accelerator from a TOML file."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    return parse_accelerator(data, str(path))
+
+
+@cache
+def _catalog() -> dict[str, Accelerator]:
+    out: dict[str, Accelerator] = {}
+    for entry in resources.files("ridgeline.data").joinpath("hardware").iterdir():
+        if entry.name.endswith(".toml"):
+            data = tomllib.loads(entry.read_text())
+            acc = parse_accelerator(data, f"catalog/{entry.name}")
+            out[acc.name] = acc
+    return out
+
+
+def accelerator_names() -> list[str]:
+    """Names of the shipped accelerators, sorted."""
+    return sorted(_catalog())
+
+
+def get_accelerator(name_or_path: str | Accelerator) -> Accelerator:
+    """A catalog accelerator by name, or one loaded from a ``.toml`` path."""
+    if isinstance(name_or_path, Accelerator):
+        return name_or_path
+    if name_or_path.endswith(".toml") or "/" in name_or_path:
+        return load_accelerator_file(name_or_path)
+    catalog = _catalog()
+    if name_or_path not in catalog:
+        raise UnknownNameError("accelerator", name_or_path, catalog)
+    return catalog[name_or_path]

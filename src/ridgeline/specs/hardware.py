@@ -1,0 +1,151 @@
+"""Accelerators as data: memory levels (fastest first), who manages each, and compute peaks.
+
+Every number comes from a catalog file with a source tag beside it (``sources``); nothing about
+hardware is a literal in code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ridgeline.errors import ConfigError
+from ridgeline.specs.dtypes import DType
+
+
+class ManagedBy(StrEnum):
+    """Who decides what lives in a memory level (course module 3)."""
+
+    HARDWARE = "hardware"  # a cache: the hardware decides on every access
+    KERNEL = "kernel"  # a scratchpad filled by kernel code (CUDA shared memory, Pallas VMEM)
+    COMPILER = "compiler"  # whole-program static placement (registers, Spyre LX, Groq SRAM)
+    RUNTIME = "runtime"  # an allocator at run time (vLLM's block manager in HBM)
+
+
+class Scope(StrEnum):
+    """What one instance of a memory level belongs to."""
+
+    CORE = "core"
+    CHIP = "chip"
+    CARD = "card"
+    SYSTEM = "system"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryLevel:
+    """One level of an accelerator's memory hierarchy.
+
+    Attributes:
+        name: short name (``hbm``, ``l2``, ``smem``, ``lx``...).
+        capacity_bytes: capacity of one instance (one per core for per-core levels).
+        instances: how many instances the accelerator has (cores for per-core levels).
+        bandwidth_bytes_per_s: aggregate bandwidth of all instances, ``None`` where unknown.
+        managed_by: who decides what lives here.
+        scope: what one instance belongs to.
+        usable_bytes: capacity of one instance left to the program (ECC, reservations), if less.
+        sources: source tag per field name, e.g. ``{"capacity_bytes": "[S1]"}``.
+    """
+
+    name: str
+    capacity_bytes: float
+    managed_by: ManagedBy
+    scope: Scope
+    instances: int = 1
+    bandwidth_bytes_per_s: float | None = None
+    usable_bytes: float | None = None
+    note: str = ""
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def total_capacity_bytes(self) -> float:
+        """Capacity of all instances together."""
+        return self.capacity_bytes * self.instances
+
+    @property
+    def usable_total_bytes(self) -> float:
+        """Capacity left to programs, all instances together."""
+        per = self.usable_bytes if self.usable_bytes is not None else self.capacity_bytes
+        return per * self.instances
+
+
+@dataclass(frozen=True, slots=True)
+class Accelerator:
+    """An accelerator: memory levels fastest first, dense compute peaks by dtype, cores.
+
+    ``device_level`` names the level where weights and the KV cache live (HBM on a GPU, on-chip
+    SRAM on Groq and Cerebras, LPDDR5 on Spyre); decode streams from it.
+    """
+
+    name: str
+    kind: str
+    vendor: str
+    description: str
+    levels: tuple[MemoryLevel, ...]
+    device_level: str
+    peak_flops_per_s: Mapping[DType, float]
+    cores: int
+    core_name: str = "core"
+    sources: Mapping[str, str] = field(default_factory=dict)
+    references: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def level(self, name: str) -> MemoryLevel:
+        """The memory level called ``name``."""
+        for lvl in self.levels:
+            if lvl.name == name:
+                return lvl
+        raise ConfigError(f"{self.name}: no memory level '{name}' (has {self.level_names})")
+
+    @property
+    def level_names(self) -> list[str]:
+        return [lvl.name for lvl in self.levels]
+
+    @property
+    def device(self) -> MemoryLevel:
+        """The level holding weights and KV cache."""
+        return self.level(self.device_level)
+
+    @property
+    def device_bandwidth_bytes_per_s(self) -> float:
+        bw = self.device.bandwidth_bytes_per_s
+        assert bw is not None, "validated at load time"
+        return bw
+
+    @property
+    def device_capacity_bytes(self) -> float:
+        """Usable capacity of the device level, all instances."""
+        return self.device.usable_total_bytes
+
+    def peak(self, dtype: DType) -> float:
+        """Dense peak FLOP/s for a compute dtype, falling back to a wider format when missing.
+
+        A chip without an fp8 or int4 path runs those formats at its 16-bit rate (dequantised
+        on the fly), so the fallback goes toward bf16/fp16, then fp32.
+        """
+        for candidate in _PEAK_FALLBACK[dtype]:
+            if candidate in self.peak_flops_per_s:
+                return self.peak_flops_per_s[candidate]
+        raise ConfigError(f"{self.name}: no peak_flops_per_s for {dtype.value} or a fallback")
+
+    def ridge_point(self, dtype: DType = DType.BF16, level: str | None = None) -> float | None:
+        """Ridge point (FLOP/byte) = peak FLOP/s ÷ bandwidth of the level the operands come from.
+
+        Source: Williams, Waterman, Patterson, "Roofline", CACM 2009. ``None`` where the level's
+        bandwidth is unknown.
+        """
+        lvl = self.device if level is None else self.level(level)
+        if lvl.bandwidth_bytes_per_s is None:
+            return None
+        return self.peak(dtype) / lvl.bandwidth_bytes_per_s
+
+
+_PEAK_FALLBACK: dict[DType, tuple[DType, ...]] = {
+    DType.FP32: (DType.FP32,),
+    DType.BF16: (DType.BF16, DType.FP16, DType.FP32),
+    DType.FP16: (DType.FP16, DType.BF16, DType.FP32),
+    DType.FP8: (DType.FP8, DType.INT8, DType.BF16, DType.FP16),
+    DType.INT8: (DType.INT8, DType.FP8, DType.BF16, DType.FP16),
+    DType.INT4: (DType.INT4, DType.INT8, DType.FP8, DType.BF16, DType.FP16),
+    DType.FP4: (DType.FP4, DType.FP8, DType.INT8, DType.BF16, DType.FP16),
+}

@@ -1,0 +1,339 @@
+"""Build a ``ModelSpec`` from a Hugging Face ``config.json`` (offline; no network).
+
+Supported ``model_type`` values: gpt2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3,
+qwen3_moe, gemma, gemma2, phi3, deepseek_v2, deepseek_v3. A config that nests its language
+model under ``text_config`` (vision-language models) is read from there.
+
+Traps handled on purpose (each has a test):
+- ``use_sliding_window: false`` with a ``sliding_window`` value present means *no* window (Qwen2).
+- An explicit ``layer_types`` list (newer transformers) decides which layers slide.
+- Gemma-2 alternates sliding (even layers) and global (odd layers) attention.
+- MLA models report ``num_key_value_heads`` equal to the query heads; their cache stores one
+  latent per token instead (``ModelSpec.kv_elements_per_token_per_layer``).
+- ``tie_word_embeddings`` defaults differ by family (GPT-2 and Gemma tie; Llama does not).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.specs.model import (
+    Attention,
+    LayerSpec,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+    Norm,
+    Position,
+    attention_kind,
+)
+
+_MISSING = object()
+
+
+class _Reader:
+    """Typed access to a config dict; every error names the field."""
+
+    def __init__(self, data: dict[str, Any], where: str) -> None:
+        self.data = data
+        self.where = where
+
+    def _get(self, key: str, default: Any) -> Any:
+        value = self.data.get(key, default)
+        if value is _MISSING:
+            raise ConfigError(f"{self.where}: field '{key}' is missing")
+        return value
+
+    def integer(self, key: str, default: Any = _MISSING, minimum: int = 1) -> int:
+        value = self._get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigError(
+                f"{self.where}: field '{key}' must be an integer >= {minimum}, got {value!r}"
+            )
+        return value
+
+    def opt_integer(self, key: str) -> int | None:
+        return None if self.data.get(key) is None else self.integer(key)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self._get(key, default)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{self.where}: field '{key}' must be true or false, got {value!r}")
+        return value
+
+    def number(self, key: str, default: float) -> float:
+        value = self._get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{self.where}: field '{key}' must be a number, got {value!r}")
+        return float(value)
+
+    def text(self, key: str, default: Any = _MISSING) -> str:
+        value = self._get(key, default)
+        if not isinstance(value, str):
+            raise ConfigError(f"{self.where}: field '{key}' must be a string, got {value!r}")
+        return value
+
+
+def _gpt2(r: _Reader, name: str) -> ModelSpec:
+    hidden = r.integer("n_embd")
+    heads = r.integer("n_head")
+    layers = r.integer("n_layer")
+    inner = r.data.get("n_inner") or 4 * hidden
+    _check_divisible(r, hidden, heads, "n_embd", "n_head")
+    return ModelSpec(
+        name=name,
+        family="gpt2",
+        num_layers=layers,
+        hidden_size=hidden,
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=hidden // heads,
+        ffn=int(inner),
+        vocab_size=r.integer("vocab_size"),
+        max_position_embeddings=r.integer("n_positions", 1024),
+        attention=Attention.MHA,
+        layers=tuple(LayerSpec() for _ in range(layers)),
+        gated_mlp=False,
+        activation=r.text("activation_function", "gelu_new"),
+        norm=Norm.LAYERNORM,
+        position=Position.LEARNED,
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        tied_embeddings=r.boolean("tie_word_embeddings", True),
+        norm_eps=r.number("layer_norm_epsilon", 1e-5),
+        source=r.where,
+    )
+
+
+def _check_divisible(r: _Reader, a: int, b: int, name_a: str, name_b: str) -> None:
+    if a % b:
+        raise ConfigError(f"{r.where}: field '{name_a}' ({a}) is not divisible by '{name_b}' ({b})")
+
+
+def _windows(r: _Reader, family: str, layers: int) -> tuple[int | None, ...]:
+    """Per-layer sliding window (``None`` = global attention)."""
+    window = r.opt_integer("sliding_window")
+    if family.startswith("qwen") and not r.boolean("use_sliding_window", False):
+        window = None
+    types = r.data.get("layer_types")
+    if isinstance(types, list):
+        if len(types) != layers:
+            raise ConfigError(
+                f"{r.where}: field 'layer_types' has {len(types)} entries, not {layers}"
+            )
+        if any(t == "sliding_attention" for t in types) and window is None:
+            raise ConfigError(f"{r.where}: field 'sliding_window' is needed by 'layer_types'")
+        return tuple(window if t == "sliding_attention" else None for t in types)
+    if window is None:
+        return (None,) * layers
+    if family == "gemma2":
+        return tuple(window if i % 2 == 0 else None for i in range(layers))
+    if family.startswith("qwen"):
+        first = r.integer("max_window_layers", layers, minimum=0)
+        return tuple(window if i >= first else None for i in range(layers))
+    return (window,) * layers
+
+
+def _moe(r: _Reader, family: str, layers: int) -> tuple[MoESpec | None, tuple[bool, ...]]:
+    """The MoE block and which layers use it."""
+    if family == "mixtral":
+        spec = MoESpec(
+            r.integer("num_local_experts"),
+            r.integer("num_experts_per_tok"),
+            r.integer("intermediate_size"),
+        )
+        return spec, (True,) * layers
+    if family in ("qwen2_moe", "qwen3_moe"):
+        shared = (
+            r.integer("shared_expert_intermediate_size", 0, minimum=0)
+            if family == "qwen2_moe"
+            else 0
+        )
+        spec = MoESpec(
+            r.integer("num_experts"),
+            r.integer("num_experts_per_tok"),
+            r.integer("moe_intermediate_size"),
+            shared_ffn=shared,
+            shared_expert_gate=shared > 0,
+        )
+        step = r.integer("decoder_sparse_step", 1)
+        dense_only = set(r.data.get("mlp_only_layers") or [])
+        return spec, tuple(i not in dense_only and (i + 1) % step == 0 for i in range(layers))
+    if family in ("deepseek_v2", "deepseek_v3"):
+        if r.data.get("n_routed_experts") is None:
+            return None, (False,) * layers
+        expert = r.integer("moe_intermediate_size")
+        spec = MoESpec(
+            r.integer("n_routed_experts"),
+            r.integer("num_experts_per_tok"),
+            expert,
+            shared_ffn=r.integer("n_shared_experts", 0, minimum=0) * expert,
+            router_bias=family == "deepseek_v3",
+        )
+        first = r.integer("first_k_dense_replace", 0, minimum=0)
+        freq = r.integer("moe_layer_freq", 1)
+        return spec, tuple(i >= first and i % freq == 0 for i in range(layers))
+    return None, (False,) * layers
+
+
+def _mla(r: _Reader) -> MLASpec:
+    return MLASpec(
+        q_lora_rank=r.opt_integer("q_lora_rank"),
+        kv_lora_rank=r.integer("kv_lora_rank"),
+        qk_nope_head_dim=r.integer("qk_nope_head_dim"),
+        qk_rope_head_dim=r.integer("qk_rope_head_dim"),
+        v_head_dim=r.integer("v_head_dim"),
+    )
+
+
+_TIED_BY_DEFAULT = {"gemma", "gemma2"}
+_QKV_BIAS = {"qwen2", "qwen2_moe"}
+_GELU_FAMILIES = {"gemma", "gemma2"}
+
+
+def _decoder(r: _Reader, name: str) -> ModelSpec:
+    family = r.text("model_type")
+    hidden = r.integer("hidden_size")
+    heads = r.integer("num_attention_heads")
+    layers = r.integer("num_hidden_layers")
+    kv_heads = r.integer("num_key_value_heads", heads)
+    head_dim = r.data.get("head_dim") or hidden // heads
+    if r.data.get("head_dim") is None:
+        _check_divisible(r, hidden, heads, "hidden_size", "num_attention_heads")
+    if heads % kv_heads:
+        raise ConfigError(
+            f"{r.where}: field 'num_key_value_heads' ({kv_heads}) must divide "
+            f"'num_attention_heads' ({heads})"
+        )
+    mla = _mla(r) if family in ("deepseek_v2", "deepseek_v3") else None
+    moe, moe_layers = _moe(r, family, layers)
+    windows = _windows(r, family, layers)
+    attention = Attention.MLA if mla else attention_kind(heads, kv_heads)
+    act = r.data.get("hidden_activation") or r.data.get("hidden_act") or "silu"
+    return ModelSpec(
+        name=name,
+        family=family,
+        num_layers=layers,
+        hidden_size=hidden,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=int(head_dim),
+        ffn=r.integer("intermediate_size"),
+        vocab_size=r.integer("vocab_size"),
+        max_position_embeddings=r.integer("max_position_embeddings", 2048),
+        attention=attention,
+        layers=tuple(LayerSpec(window=w, moe=m) for w, m in zip(windows, moe_layers, strict=True)),
+        gated_mlp=True,
+        activation=str(act),
+        norm=Norm.RMSNORM,
+        position=Position.ROPE,
+        qkv_bias=family in _QKV_BIAS or r.boolean("attention_bias", False),
+        o_bias=r.boolean("attention_bias", False),
+        mlp_bias=r.boolean("mlp_bias", False),
+        qk_norm=family in ("qwen3", "qwen3_moe"),
+        norms_per_layer=4 if family == "gemma2" else 2,
+        tied_embeddings=r.boolean("tie_word_embeddings", family in _TIED_BY_DEFAULT),
+        norm_eps=r.number("rms_norm_eps", 1e-6),
+        rope_theta=r.number("rope_theta", 10000.0),
+        rope_scaling=r.data.get("rope_scaling"),
+        mla=mla,
+        moe=moe,
+        source=r.where,
+    )
+
+
+_FAMILIES: dict[str, Callable[[_Reader, str], ModelSpec]] = {
+    "gpt2": _gpt2,
+    **{
+        f: _decoder
+        for f in (
+            "llama",
+            "mistral",
+            "mixtral",
+            "qwen2",
+            "qwen2_moe",
+            "qwen3",
+            "qwen3_moe",
+            "gemma",
+            "gemma2",
+            "phi3",
+            "deepseek_v2",
+            "deepseek_v3",
+        )
+    },
+}
+
+
+def supported_families() -> list[str]:
+    """The ``model_type`` values ridgeline reads."""
+    return sorted(_FAMILIES)
+
+
+def parse_config(data: dict[str, Any], name: str, where: str = "config.json") -> ModelSpec:
+    """Build a ``ModelSpec`` from a parsed config.json.
+
+    Raises:
+        ConfigError: naming the field that is missing, malformed or unsupported.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a JSON object")
+    family = data.get("model_type")
+    if family not in _FAMILIES and isinstance(data.get("text_config"), dict):
+        return parse_config(data["text_config"], name, f"{where}:text_config")
+    if family is None:
+        raise ConfigError(f"{where}: field 'model_type' is missing")
+    if family not in _FAMILIES:
+        raise ConfigError(
+            f"{where}: field 'model_type' = '{family}' is not supported "
+            f"(supported: {', '.join(supported_families())})"
+        )
+    return _FAMILIES[family](_Reader(data, where), name)
+
+
+def load_config_file(path: str | Path, name: str | None = None) -> ModelSpec:
+    """Load a config.json file, or a directory holding one."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    default_name = path.parent.name if path.name == "config.json" else path.stem
+    return parse_config(data, name or default_name, str(path))
+
+
+@cache
+def _catalog_files() -> dict[str, str]:
+    root = resources.files("ridgeline.data").joinpath("models")
+    return {
+        e.name[: -len(".json")]: e.read_text() for e in root.iterdir() if e.name.endswith(".json")
+    }
+
+
+def model_names() -> list[str]:
+    """Names of the shipped model configs, sorted."""
+    return sorted(_catalog_files())
+
+
+def get_model(name_or_path: str | ModelSpec) -> ModelSpec:
+    """A shipped model by name, or one loaded from a config.json path or directory."""
+    if isinstance(name_or_path, ModelSpec):
+        return name_or_path
+    files = _catalog_files()
+    if name_or_path in files:
+        return parse_config(
+            json.loads(files[name_or_path]), name_or_path, f"catalog/{name_or_path}"
+        )
+    if name_or_path.endswith(".json") or "/" in name_or_path or Path(name_or_path).is_dir():
+        return load_config_file(name_or_path)
+    raise UnknownNameError("model", name_or_path, files)
