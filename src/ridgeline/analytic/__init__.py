@@ -15,7 +15,14 @@ from ridgeline.analytic.kv import (
     techniques,
     weights_bytes,
 )
-from ridgeline.analytic.ops import OpTerms, StepShape, expected_distinct_experts, op_terms
+from ridgeline.analytic.ops import (
+    MixedShape,
+    OpTerms,
+    StepShape,
+    UniformShape,
+    expected_distinct_experts,
+    op_terms,
+)
 from ridgeline.analytic.questions import (
     FiveAnswers,
     Resource,
@@ -53,6 +60,8 @@ __all__ = [
     "StepCost",
     "StepReads",
     "StepShape",
+    "UniformShape",
+    "MixedShape",
     "Sweep",
     "Technique",
     "Workload",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -35,10 +36,36 @@ NORM_FLOPS_PER_ELEMENT = 5.0  # mean, variance, scale, shift: order-of-magnitude
 SOFTMAX_FLOPS_PER_SCORE = 5.0  # max, subtract, exp, sum, divide
 
 
+class StepShape(Protocol):
+    """What the operators need to know about a batch: sequences, new tokens, and sums over the
+    sequences of the keys each new token attends to and of the cached tokens read."""
+
+    @property
+    def num_seqs(self) -> Array: ...
+
+    @property
+    def num_tokens(self) -> Array: ...
+
+    @property
+    def is_decode(self) -> bool: ...
+
+    def attended(self, window: int | None) -> Array:
+        """Σ over sequences and new tokens of the keys attended (causal, windowed)."""
+        ...
+
+    def cached(self, window: int | None) -> Array:
+        """Σ over sequences of the cached tokens read (at most ``window`` each)."""
+        ...
+
+    def keys(self) -> Array:
+        """Σ over sequences of prior + new tokens (every key of the step)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
-class StepShape:
+class UniformShape:
     """A uniform batch: ``num_seqs`` sequences, each adding ``new_per_seq`` tokens on top of
-    ``prior_per_seq`` cached ones. Fields broadcast as numpy arrays for sweeps."""
+    ``prior_per_seq`` cached ones. Fields broadcast as numpy arrays for sweeps (one point each)."""
 
     num_seqs: Array
     new_per_seq: Array
@@ -52,6 +79,47 @@ class StepShape:
     def is_decode(self) -> bool:
         """True when every sequence adds exactly one token (MLA then runs in absorbed form)."""
         return bool(np.all(np.asarray(self.new_per_seq) == 1))
+
+    def attended(self, window: int | None) -> Array:
+        return self.num_seqs * attended_keys(self.new_per_seq, self.prior_per_seq, window)
+
+    def cached(self, window: int | None) -> Array:
+        prior = self.prior_per_seq if window is None else np.minimum(self.prior_per_seq, window)
+        return self.num_seqs * prior
+
+    def keys(self) -> Array:
+        return self.num_seqs * (self.prior_per_seq + self.new_per_seq)
+
+
+@dataclass(frozen=True, slots=True)
+class MixedShape:
+    """One heterogeneous batch (a serving step): per-sequence new and cached token counts, e.g.
+    prefill chunks and decode tokens together. Results are scalars."""
+
+    new_tokens: np.ndarray
+    prior_tokens: np.ndarray
+
+    @property
+    def num_seqs(self) -> float:
+        return float(len(self.new_tokens))
+
+    @property
+    def num_tokens(self) -> float:
+        return float(np.sum(self.new_tokens))
+
+    @property
+    def is_decode(self) -> bool:
+        return bool(np.all(self.new_tokens == 1))
+
+    def attended(self, window: int | None) -> float:
+        return float(np.sum(attended_keys(self.new_tokens, self.prior_tokens, window)))
+
+    def cached(self, window: int | None) -> float:
+        prior = self.prior_tokens if window is None else np.minimum(self.prior_tokens, window)
+        return float(np.sum(prior))
+
+    def keys(self) -> float:
+        return float(np.sum(self.prior_tokens + self.new_tokens))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,14 +218,13 @@ def _attention_core(
     stores per token per layer. Reads Q and the new K/V as activations, the cached context as KV.
     """
     heads = m.num_heads
-    pairs = shape.num_seqs * attended_keys(shape.new_per_seq, shape.prior_per_seq, window)
-    cached = shape.prior_per_seq if window is None else np.minimum(shape.prior_per_seq, window)
+    pairs = shape.attended(window)
     tokens = shape.num_tokens
     return _op(
         name,
         count,
         flops=pairs * heads * (2.0 * qk_dim + 2.0 * v_dim + SOFTMAX_FLOPS_PER_SCORE),
-        kv_read_bytes=shape.num_seqs * cached * kv_elems * dt.kv.bytes,
+        kv_read_bytes=shape.cached(window) * kv_elems * dt.kv.bytes,
         kv_write_bytes=tokens * kv_elems * dt.kv.bytes,
         act_read_bytes=tokens * (heads * qk_dim + kv_elems) * dt.act.bytes,
         act_write_bytes=tokens * heads * v_dim * dt.act.bytes,
@@ -245,7 +312,7 @@ def _mla_attention(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
             )
         )
     else:
-        keys = shape.num_seqs * (shape.prior_per_seq + shape.new_per_seq)
+        keys = shape.keys()
         ops.append(
             _linear(
                 "attn.kv_b_proj",

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.analytic.ops import Array, OpTerms, StepShape, op_terms
+from ridgeline.analytic.ops import Array, OpTerms, UniformShape, op_terms
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import ConfigError
 from ridgeline.specs.dtypes import DType
@@ -199,8 +199,8 @@ class StepCost:
         }
 
 
-def shape_of(workload: Workload) -> StepShape:
-    return StepShape(
+def shape_of(workload: Workload) -> UniformShape:
+    return UniformShape(
         num_seqs=float(workload.batch),
         new_per_seq=float(workload.new_tokens_per_seq),
         prior_per_seq=float(workload.prior_tokens_per_seq),
@@ -315,9 +315,9 @@ def sweep(
     if np.any(b < 1) or np.any(c < (1 if phase is Phase.PREFILL else 0)):
         raise ConfigError("field batch/context: sweep values must be positive")
     if phase is Phase.DECODE:
-        shape = StepShape(num_seqs=b, new_per_seq=np.ones_like(b), prior_per_seq=c)
+        shape = UniformShape(num_seqs=b, new_per_seq=np.ones_like(b), prior_per_seq=c)
     else:
-        shape = StepShape(num_seqs=b, new_per_seq=c, prior_per_seq=np.zeros_like(b))
+        shape = UniformShape(num_seqs=b, new_per_seq=c, prior_per_seq=np.zeros_like(b))
     peak = acc.peak(dt.compute) * eff.compute
     bw = acc.device_bandwidth_bytes_per_s * eff.bandwidth
     zeros = np.zeros_like(b)
