@@ -419,7 +419,8 @@ def compare_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """Five architectures side by side: the five questions, prefill and decode."""
+    """Five architectures side by side, each on the smallest deployment that holds the model:
+    chips, decode tokens/s per user and per system, what binds, prefill."""
     m = get_model(model)
     cmp = an.compare(m, hw or an.DEFAULT_ACCELERATORS, batch, context, prompt)
     if plot:
@@ -427,28 +428,41 @@ def compare_cmd(
     if json_out:
         emit_json(cmp)
         return
+    console.print(compare_table(cmp))
+    for row in cmp.rows:
+        console.print(f"- {row.binds}", highlight=False)
+
+
+def compare_table(cmp: an.Comparison) -> Table:
+    """The comparison as a Rich table (one row per accelerator)."""
     table = Table(
         "accelerator",
-        "device memory",
-        "bandwidth",
-        "ridge",
-        "decode AI",
-        "decode",
-        "prefill",
-        "scarce",
-        "why",
+        "deployment",
+        "per chip: needs / has",
+        "decode step",
+        "tok/s per user",
+        "tok/s per system",
+        "bubble",
+        "binds",
+        "prefill step",
+        title=f"{cmp.model}: batch {cmp.batch}, context {cmp.context}, prompt {cmp.prompt}",
     )
     for row in cmp.rows:
-        a, q = row.accelerator, row.answers
+        d, p = row.decode, row.prefill
+        if d is None or p is None:
+            table.add_row(row.accelerator.name, "does not fit", *[""] * 7)
+            continue
+        mem = d.memory
         table.add_row(
-            a.name,
-            fmt_bytes(a.device_capacity_bytes),
-            fmt_rate(a.device_bandwidth_bytes_per_s, "B/s"),
-            f"{q.ridge_point_flops_per_byte:.3g}",
-            f"{q.arithmetic_intensity:.3g}",
-            f"{fmt_seconds(row.decode.step_time_s)} ({row.decode.bound.value})",
-            f"{fmt_seconds(row.prefill.step_time_s)} ({row.prefill.bound.value})",
-            q.scarce.value,
-            q.reason,
+            row.accelerator.name,
+            f"{d.deployment.chips} chips (TP {d.deployment.tensor_parallel} x PP "
+            f"{d.deployment.pipeline_parallel})",
+            f"{fmt_bytes(mem.needed_bytes)} / {fmt_bytes(mem.available_bytes)}",
+            fmt_seconds(d.step_time_s),
+            f"{d.tokens_per_s_per_seq:,.0f}",
+            f"{d.tokens_per_s:,.0f}",
+            f"{d.bubble_fraction:.0%}",
+            d.binding.value,
+            fmt_seconds(p.step_time_s),
         )
-    console.print(table)
+    return table
