@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Sequence
 from enum import Enum
 from typing import Annotated, Any
 
@@ -33,9 +34,17 @@ class GuardedGroup(TyperGroup):
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except typer.TyperException as e:  # the parser's usage errors
             message = e.format_message() if hasattr(e, "format_message") else str(e)
             typer.echo(f"error: {' '.join(message.split())}", err=True)
