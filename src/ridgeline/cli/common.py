@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from collections.abc import Sequence
 from enum import Enum
 from typing import Annotated, Any
 
@@ -16,12 +18,14 @@ from ridgeline.analytic import Dtypes
 from ridgeline.errors import RidgelineError
 from ridgeline.specs import DType
 
-console = Console()
+# Piped output gets a wide, fixed width so tables are not folded to 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 150)
 err_console = Console(stderr=True)
 
 
 class GuardedGroup(TyperGroup):
-    """A command group that turns every ``RidgelineError`` into one stderr line and exit 2."""
+    """A command group that turns every user error — a ``RidgelineError`` from the library or a
+    bad option caught by the parser — into one stderr line and exit code 2."""
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -29,6 +33,25 @@ class GuardedGroup(TyperGroup):
         except RidgelineError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except typer.TyperException as e:  # the parser's usage errors
+            message = e.format_message() if hasattr(e, "format_message") else str(e)
+            typer.echo(f"error: {' '.join(message.split())}", err=True)
+            code = 2
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 def new_app(help_text: str) -> typer.Typer:
