@@ -253,4 +253,4 @@ def test_compare_cli_names_each_deployment() -> None:
     for row in d["rows"]:
         assert row["deployment"]["chips"] >= 1
         assert row["decode"]["tokens_per_s"] == pytest.approx(row["decode"]["tokens_per_s_per_seq"])
-        assert row["binds"].startswith(row["accelerator"])
+        assert row["accelerator"] in row["binds"] and "binds" in row["binds"]

@@ -14,6 +14,7 @@ from ridgeline.errors import CapacityError
 from ridgeline.specs.catalog import get_accelerator
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.model import ModelSpec
+from ridgeline.specs.units import fmt_seconds
 
 # One per architecture of the course: GPU, TPU, wafer-scale, LPU, dataflow.
 DEFAULT_ACCELERATORS = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
@@ -35,7 +36,7 @@ class ArchRow:
     def binds(self) -> str:
         """One sentence on what the decode step waits on."""
         if self.decode is None:
-            return f"{self.accelerator.name}: {self.unfit}"
+            return f"{self.accelerator.name}: does not fit ({self.unfit})"
         return binding_sentence(self.decode)
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,21 +72,25 @@ def _point(cost: DeploymentCost) -> dict[str, Any]:
 def binding_sentence(cost: DeploymentCost) -> str:
     """What binds a step and by how much, in one sentence built from the numbers."""
     s, dep = cost.slot, cost.deployment
-    acc = dep.accelerator
     busy = cost.microbatches * s.time_s
-    parts = (
-        f"compute {_share(s.compute_s, s.time_s)}, {acc.device_level} "
+    shares = (
+        f"compute {_share(s.compute_s, s.time_s)}, {dep.accelerator.device_level} "
         f"{_share(s.memory_s, s.time_s)}, links {_share(s.interconnect_s, s.time_s)}"
     )
     bubble = (
-        f"; each chip idles {cost.bubble_fraction:.0%} of the step in the pipeline bubble"
+        f"; each chip idles {cost.bubble_fraction:.0%} of the step in the pipeline bubble "
+        f"({dep.pipeline_parallel} stages, {_count(cost.microbatches, 'microbatch')})"
         if dep.pipeline_parallel > 1
         else ""
     )
     return (
-        f"{acc.name} on {dep.label} binds on {cost.binding.value} "
-        f"(busy {busy * 1e3:.3g} ms of a {cost.step_time_s * 1e3:.3g} ms step: {parts}){bubble}."
+        f"{dep.label}: {cost.binding.value} binds — each chip is busy "
+        f"{fmt_seconds(busy)} of a {fmt_seconds(cost.step_time_s)} step ({shares}){bubble}."
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}es"
 
 
 def _share(part: float, whole: float) -> str:
