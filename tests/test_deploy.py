@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ridgeline import analytic as an
-from ridgeline.analytic.deploy import kv_share, tensor_parallel_degrees
+from ridgeline.analytic.deploy import kv_share, microbatch_shape, tensor_parallel_degrees
 from ridgeline.cli import app
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.specs import Parallelism, Topology, accelerator_names, get_accelerator, get_model
@@ -254,3 +254,17 @@ def test_compare_cli_names_each_deployment() -> None:
         assert row["deployment"]["chips"] >= 1
         assert row["decode"]["tokens_per_s"] == pytest.approx(row["decode"]["tokens_per_s_per_seq"])
         assert row["accelerator"] in row["binds"] and "binds" in row["binds"]
+
+
+def test_prefill_microbatches_are_prompt_chunks_with_exact_sums() -> None:
+    # 8 prompt tokens in 4 chunks of 2: chunk j attends 2 x 2j + (1 + 2) keys -> 36 = 8 x 9 / 2
+    w = an.Workload(an.Phase.PREFILL, 1, 8)
+    shape = microbatch_shape(w, 4)
+    assert shape.num_tokens == 2
+    assert 4 * shape.attended(None) == 8 * 9 / 2
+    # a deep pipeline fills with prompt chunks: Groq's prefill takes more than one microbatch
+    m, groq = get_model("llama-3.1-70b"), get_accelerator("groq-lpu")
+    dep = an.auto_deployment(m, groq, _decode())
+    prefill = an.deployment_cost(m, dep, an.Workload(an.Phase.PREFILL, 1, 2048))
+    assert prefill.microbatches > 1
+    assert prefill.bubble_fraction == pytest.approx(77 / (prefill.microbatches + 77))

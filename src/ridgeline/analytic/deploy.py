@@ -42,7 +42,7 @@ from typing import Any
 from ridgeline.analytic.kv import DEFAULT_RESERVE_FRACTION, kv_bytes, weights_bytes
 from ridgeline.analytic.ops import OpTerms, UniformShape, op_terms
 from ridgeline.analytic.roofline import Efficiency
-from ridgeline.analytic.workload import Workload
+from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.specs.hardware import Accelerator, Interconnect, ManagedBy, Parallelism, Scope
 from ridgeline.specs.model import ModelSpec
@@ -349,14 +349,40 @@ def _split(t: OpTerms, model: ModelSpec, tp: int) -> tuple[float, float]:
     return float(t.flops) / tp, float(kv * kv_share(model, tp) + other / tp)
 
 
-def _slot(
-    model: ModelSpec, dep: Deployment, workload: Workload, microbatches: int, eff: Efficiency
-) -> SlotCost:
-    """Cost of one slot with ``workload.batch / microbatches`` sequences per microbatch."""
+def microbatch_shape(workload: Workload, microbatches: int) -> UniformShape:
+    """The average microbatch of a step split ``microbatches`` ways.
+
+    Decode splits the sequences (GPipe's microbatches). Prefill splits each prompt into
+    consecutive chunks that follow each other through the stages (TeraPipe, Li et al., ICML
+    2021): chunk j sees j earlier chunks as cached context, so the average chunk has
+    prior + new x (m - 1) / (2m) cached tokens, which keeps every sum over chunks exact (without
+    sliding windows).
+    """
+    new, prior, m = workload.new_tokens_per_seq, workload.prior_tokens_per_seq, microbatches
+    if workload.phase is Phase.DECODE:
+        return UniformShape(workload.batch / m, new, prior)
+    return UniformShape(workload.batch, new / m, prior + new * (m - 1) / (2 * m))
+
+
+def _microbatch_units(workload: Workload) -> int:
+    """How many ways a step can be split: its sequences (decode) or prompt tokens (prefill)."""
+    return workload.batch if workload.phase is Phase.DECODE else workload.new_tokens_per_seq
+
+
+@dataclass(frozen=True, slots=True)
+class _ChipWork:
+    flops: float
+    bytes: float
+    compute_s: float
+    memory_s: float
+
+
+def _chip_work(
+    model: ModelSpec, dep: Deployment, shape: UniformShape, dt: Dtypes, eff: Efficiency
+) -> _ChipWork:
+    """One chip's share of a microbatch's ops, each op at its own roofline time
+    (max of FLOPs / peak and bytes / bandwidth), summed by the side that bounds it."""
     acc, tp, pp = dep.accelerator, dep.tensor_parallel, dep.pipeline_parallel
-    dt, link = workload.dtypes, acc.interconnect
-    seqs = workload.batch / microbatches
-    shape = UniformShape(seqs, workload.new_tokens_per_seq, workload.prior_tokens_per_seq)
     peak = acc.peak(dt.compute) * eff.compute
     bw = acc.device_bandwidth_bytes_per_s * eff.bandwidth
     flops = nbytes = compute_s = memory_s = 0.0
@@ -367,19 +393,30 @@ def _slot(
             compute_s += f / peak
         else:
             memory_s += b / bw
-    activation = seqs * workload.new_tokens_per_seq * model.hidden_size * dt.act.bytes
-    logits = seqs * model.vocab_size * dt.act.bytes
-    send_s = 0.0 if pp == 1 else _link_time(1, activation, link)
+    return _ChipWork(flops, nbytes, compute_s, memory_s)
+
+
+def _slot(
+    model: ModelSpec, dep: Deployment, workload: Workload, microbatches: int, eff: Efficiency
+) -> SlotCost:
+    """Cost of one slot: one chip's work on the average microbatch, its share of the
+    tensor-parallel collectives, and the send to the next stage."""
+    dt, link, pp = workload.dtypes, dep.accelerator.interconnect, dep.pipeline_parallel
+    shape = microbatch_shape(workload, microbatches)
+    work = _chip_work(model, dep, shape, dt, eff)
+    activation = float(shape.num_tokens) * model.hidden_size * dt.act.bytes
+    # NOTE: prefill samples once per prompt, so its logits are spread over the chunks.
+    logits = workload.batch / microbatches * model.vocab_size * dt.act.bytes
     return SlotCost(
-        flops=flops,
-        bytes=nbytes,
-        compute_s=compute_s,
-        memory_s=memory_s,
-        allreduce=ring_allreduce(tp, activation, link),
+        flops=work.flops,
+        bytes=work.bytes,
+        compute_s=work.compute_s,
+        memory_s=work.memory_s,
+        allreduce=ring_allreduce(dep.tensor_parallel, activation, link),
         allreduces_per_pass=ALLREDUCES_PER_LAYER * model.num_layers + ALLREDUCES_OUTSIDE_LAYERS,
-        logits_gather=ring_allgather(tp, logits, link),
+        logits_gather=ring_allgather(dep.tensor_parallel, logits, link),
         send_bytes=activation,
-        send_s=send_s,
+        send_s=0.0 if pp == 1 else _link_time(1, activation, link),
         stages=pp,
     )
 
@@ -500,14 +537,18 @@ def _memory_binding(acc: Accelerator) -> Binding:
     return Binding.ONCHIP_SRAM if on_chip else Binding.DEVICE_MEMORY
 
 
-def _microbatch_choices(batch: int, stages: int, given: int | None) -> range:
+def _microbatch_choices(workload: Workload, stages: int, given: int | None) -> range:
+    units = _microbatch_units(workload)
     if given is not None:
-        if not 1 <= given <= batch:
-            raise ConfigError(f"field microbatches: must be in 1..{batch} (the batch), got {given}")
+        if not 1 <= given <= units:
+            raise ConfigError(
+                f"field microbatches: must be in 1..{units} (sequences at decode, prompt tokens "
+                f"at prefill), got {given}"
+            )
         return range(given, given + 1)
     if stages == 1:
         return range(1, 2)
-    return range(1, min(batch, MICROBATCHES_PER_STAGE * stages) + 1)
+    return range(1, min(units, MICROBATCHES_PER_STAGE * stages) + 1)
 
 
 def deployment_cost(
@@ -519,12 +560,12 @@ def deployment_cost(
     reserve_fraction: float | None = None,
 ) -> DeploymentCost:
     """Cost of one step of ``workload`` on ``deployment`` (whether or not it fits: see
-    ``memory.fits``). ``microbatches`` defaults to the count in 1..min(batch, 4p) with the
-    shortest step."""
+    ``memory.fits``). ``microbatches`` defaults to the count in 1..min(units, 4p) with the
+    shortest step, where units are sequences at decode and prompt tokens at prefill."""
     check_deployment(model, deployment)
     eff = efficiency or Efficiency()
     memory = chip_memory(model, deployment, workload, reserve_fraction)
-    choices = _microbatch_choices(workload.batch, deployment.pipeline_parallel, microbatches)
+    choices = _microbatch_choices(workload, deployment.pipeline_parallel, microbatches)
     costs = [
         DeploymentCost(
             model.name,
