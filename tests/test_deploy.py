@@ -268,3 +268,17 @@ def test_prefill_microbatches_are_prompt_chunks_with_exact_sums() -> None:
     prefill = an.deployment_cost(m, dep, an.Workload(an.Phase.PREFILL, 1, 2048))
     assert prefill.microbatches > 1
     assert prefill.bubble_fraction == pytest.approx(77 / (prefill.microbatches + 77))
+
+
+def test_docs_compare_golden_is_current() -> None:
+    """docs/compare-llama-3.1-70b.json is what the docs quote; regenerate it (see docs/deploy.md)
+    when a catalog number or formula changes on purpose."""
+    golden = json.loads((Path(__file__).parents[1] / "docs/compare-llama-3.1-70b.json").read_text())
+    now = an.compare(get_model("llama-3.1-70b")).to_dict()
+    assert golden["schema"] == now["schema"]
+    for old, new in zip(golden["rows"], now["rows"], strict=True):
+        assert old["deployment"] == new["deployment"]
+        assert old["decode"]["tokens_per_s_per_seq"] == pytest.approx(
+            new["decode"]["tokens_per_s_per_seq"], rel=1e-9
+        )
+        assert old["binds"] == new["binds"]

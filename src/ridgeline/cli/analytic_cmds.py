@@ -430,14 +430,15 @@ def compare_cmd(
         return
     console.print(compare_table(cmp))
     for row in cmp.rows:
-        console.print(f"- {row.binds}", highlight=False)
+        console.print(f"- {row.binds}", highlight=False, soft_wrap=True)
 
 
 def compare_table(cmp: an.Comparison) -> Table:
     """The comparison as a Rich table (one row per accelerator)."""
     table = Table(
         "accelerator",
-        "deployment",
+        "chips",
+        "TP x PP",
         "per chip: needs / has",
         "decode step",
         "tok/s per user",
@@ -450,13 +451,13 @@ def compare_table(cmp: an.Comparison) -> Table:
     for row in cmp.rows:
         d, p = row.decode, row.prefill
         if d is None or p is None:
-            table.add_row(row.accelerator.name, "does not fit", *[""] * 7)
+            table.add_row(row.accelerator.name, "does not fit", *[""] * 8)
             continue
         mem = d.memory
         table.add_row(
             row.accelerator.name,
-            f"{d.deployment.chips} chips (TP {d.deployment.tensor_parallel} x PP "
-            f"{d.deployment.pipeline_parallel})",
+            str(d.deployment.chips),
+            f"{d.deployment.tensor_parallel} x {d.deployment.pipeline_parallel}",
             f"{fmt_bytes(mem.needed_bytes)} / {fmt_bytes(mem.available_bytes)}",
             fmt_seconds(d.step_time_s),
             f"{d.tokens_per_s_per_seq:,.0f}",

@@ -46,7 +46,7 @@ def deploy_cmd(
         emit_json(cost)
         return
     console.print(deploy_table(cost))
-    console.print(an.binding_sentence(cost), highlight=False)
+    console.print(an.binding_sentence(cost), highlight=False, soft_wrap=True)
 
 
 def deploy_table(cost: an.DeploymentCost) -> Table:
