@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from tests.serving_helpers import FixedTokenExecutor, make_scheduler, req, step
 
 from ridgeline.errors import UnknownNameError
 from ridgeline.serving.request import RequestStatus
 from ridgeline.serving.scheduler import PreemptionMode
 from ridgeline.serving.spec_decode import SpecDecodeConfig, draw_accepted, expected_tokens_per_step
-from tests.serving_helpers import FixedTokenExecutor, make_scheduler, req, step
 
 
 def shares(batch) -> dict[str, int]:
