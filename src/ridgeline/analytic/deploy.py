@@ -40,7 +40,7 @@ from enum import StrEnum
 from typing import Any
 
 from ridgeline.analytic.kv import DEFAULT_RESERVE_FRACTION, kv_bytes, weights_bytes
-from ridgeline.analytic.ops import OpTerms, UniformShape, op_terms
+from ridgeline.analytic.ops import OpTerms, StepShape, UniformShape, op_terms
 from ridgeline.analytic.roofline import Efficiency
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError, ConfigError
@@ -378,7 +378,7 @@ class _ChipWork:
 
 
 def _chip_work(
-    model: ModelSpec, dep: Deployment, shape: UniformShape, dt: Dtypes, eff: Efficiency
+    model: ModelSpec, dep: Deployment, shape: StepShape, dt: Dtypes, eff: Efficiency
 ) -> _ChipWork:
     """One chip's share of a microbatch's ops, each op at its own roofline time
     (max of FLOPs / peak and bytes / bandwidth), summed by the side that bounds it."""
@@ -386,8 +386,8 @@ def _chip_work(
     peak = acc.peak(dt.compute) * eff.compute
     bw = acc.device_bandwidth_bytes_per_s * eff.bandwidth
     flops = nbytes = compute_s = memory_s = 0.0
-    for t in op_terms(model, shape, dt):
-        f, b = (x / pp for x in _split(t, model, tp))
+    for f_all, b_all in chip_op_costs(model, tp, shape, dt):
+        f, b = f_all / pp, b_all / pp
         flops, nbytes = flops + f, nbytes + b
         if f / peak > b / bw:
             compute_s += f / peak
@@ -396,28 +396,75 @@ def _chip_work(
     return _ChipWork(flops, nbytes, compute_s, memory_s)
 
 
+@dataclass(frozen=True, slots=True)
+class PassLinks:
+    """The link traffic of one microbatch passing every stage once."""
+
+    allreduce: Collective
+    allreduces: int
+    logits_gather: Collective
+    send_bytes: float
+    send_s: float
+    stages: int
+
+    @property
+    def tensor_parallel_s(self) -> float:
+        return self.allreduces * self.allreduce.time_s + self.logits_gather.time_s
+
+    @property
+    def time_s(self) -> float:
+        """Link time on the critical path of a lone microbatch: every all-reduce, the logits
+        gather, and one send per stage (the last returns the sampled tokens to the first)."""
+        return self.tensor_parallel_s + self.stages * self.send_s
+
+
+def pass_links(
+    model: ModelSpec, dep: Deployment, num_seqs: float, num_tokens: float, dt: Dtypes
+) -> PassLinks:
+    """All-reduces of the [tokens, hidden] activations (Megatron-LM §3), the all-gather of the
+    logits of ``num_seqs`` rows, and the stage-to-stage sends of one microbatch."""
+    link, pp, tp = dep.accelerator.interconnect, dep.pipeline_parallel, dep.tensor_parallel
+    activation = num_tokens * model.hidden_size * dt.act.bytes
+    logits = num_seqs * model.vocab_size * dt.act.bytes
+    return PassLinks(
+        allreduce=ring_allreduce(tp, activation, link),
+        allreduces=ALLREDUCES_PER_LAYER * model.num_layers + ALLREDUCES_OUTSIDE_LAYERS,
+        logits_gather=ring_allgather(tp, logits, link),
+        send_bytes=activation,
+        send_s=0.0 if pp == 1 else _link_time(1, activation, link),
+        stages=pp,
+    )
+
+
+def chip_op_costs(
+    model: ModelSpec, tensor_parallel: int, shape: StepShape, dt: Dtypes
+) -> list[tuple[float, float]]:
+    """(FLOPs, device bytes) of every op of ``shape`` on one chip of a tensor-parallel group,
+    summed over all stages (Megatron-LM §3 split, see ``_split``)."""
+    return [_split(t, model, tensor_parallel) for t in op_terms(model, shape, dt)]
+
+
 def _slot(
     model: ModelSpec, dep: Deployment, workload: Workload, microbatches: int, eff: Efficiency
 ) -> SlotCost:
     """Cost of one slot: one chip's work on the average microbatch, its share of the
     tensor-parallel collectives, and the send to the next stage."""
-    dt, link, pp = workload.dtypes, dep.accelerator.interconnect, dep.pipeline_parallel
     shape = microbatch_shape(workload, microbatches)
-    work = _chip_work(model, dep, shape, dt, eff)
-    activation = float(shape.num_tokens) * model.hidden_size * dt.act.bytes
+    work = _chip_work(model, dep, shape, workload.dtypes, eff)
     # NOTE: prefill samples once per prompt, so its logits are spread over the chunks.
-    logits = workload.batch / microbatches * model.vocab_size * dt.act.bytes
+    rows = workload.batch / microbatches
+    links = pass_links(model, dep, rows, float(shape.num_tokens), workload.dtypes)
     return SlotCost(
         flops=work.flops,
         bytes=work.bytes,
         compute_s=work.compute_s,
         memory_s=work.memory_s,
-        allreduce=ring_allreduce(dep.tensor_parallel, activation, link),
-        allreduces_per_pass=ALLREDUCES_PER_LAYER * model.num_layers + ALLREDUCES_OUTSIDE_LAYERS,
-        logits_gather=ring_allgather(dep.tensor_parallel, logits, link),
-        send_bytes=activation,
-        send_s=0.0 if pp == 1 else _link_time(1, activation, link),
-        stages=pp,
+        allreduce=links.allreduce,
+        allreduces_per_pass=links.allreduces,
+        logits_gather=links.logits_gather,
+        send_bytes=links.send_bytes,
+        send_s=links.send_s,
+        stages=links.stages,
     )
 
 
