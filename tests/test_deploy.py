@@ -282,3 +282,11 @@ def test_docs_compare_golden_is_current() -> None:
             new["decode"]["tokens_per_s_per_seq"], rel=1e-9
         )
         assert old["binds"] == new["binds"]
+
+
+def test_hw_show_lists_the_links_with_sources() -> None:
+    out = runner.invoke(app, ["hw", "show", "h100-sxm", "--json"])
+    assert out.exit_code == 0, out.output
+    link = json.loads(out.stdout)["interconnect"]
+    assert link["kind"] == "nvlink4" and link["bidirectional_bytes_per_s"] == 900e9
+    assert link["sources"]["link_bandwidth_bytes_per_s"].startswith("estimate: NVLink 4")

@@ -23,6 +23,7 @@ from ridgeline.cli.common import (
 )
 from ridgeline.report import plots
 from ridgeline.specs import (
+    Accelerator,
     accelerator_names,
     get_accelerator,
     get_model,
@@ -66,9 +67,29 @@ def _hw_dict(name: str) -> dict:
             {"level": r.level, "ridge_point_flops_per_byte": r.ridge_point_flops_per_byte}
             for r in an.ridge_points(acc)
         ],
+        "interconnect": _link_dict(acc),
         "sources": dict(acc.sources),
         "references": dict(acc.references),
         "notes": list(acc.notes),
+    }
+
+
+def _link_dict(acc: Accelerator) -> dict | None:
+    link = acc.interconnect
+    if link is None:
+        return None
+    return {
+        "kind": link.kind,
+        "topology": link.topology.value,
+        "parallelism": link.parallelism.value,
+        "links": link.links,
+        "link_bandwidth_bytes_per_s": link.link_bandwidth_bytes_per_s,
+        "egress_bandwidth_bytes_per_s": link.egress_bandwidth_bytes_per_s,
+        "bidirectional_bytes_per_s": link.bidirectional_bytes_per_s,
+        "latency_s": link.latency_s,
+        "domain_chips": link.domain_chips,
+        "note": link.note,
+        "sources": dict(link.sources),
     }
 
 
@@ -132,6 +153,16 @@ def hw_show(
     console.print(table)
     peaks = ", ".join(f"{k} {fmt_rate(v, 'FLOP/s')}" for k, v in d["peak_flops_per_s"].items())
     console.print(f"dense peaks: {peaks}")
+    link = d["interconnect"]
+    if link is not None:
+        console.print(
+            f"links: {link['kind']} ({link['topology']}), {link['links']} x "
+            f"{fmt_rate(link['link_bandwidth_bytes_per_s'], 'B/s')} one way, egress "
+            f"{fmt_rate(link['egress_bandwidth_bytes_per_s'], 'B/s')}, "
+            f"{fmt_seconds(link['latency_s'])} per hop, up to {link['domain_chips']} chips "
+            f"per tensor-parallel group; splits by {link['parallelism']}",
+            highlight=False,
+        )
     for note in d["notes"]:
         console.print(f"note: {note}")
 
