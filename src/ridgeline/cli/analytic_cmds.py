@@ -153,18 +153,21 @@ def hw_show(
     console.print(table)
     peaks = ", ".join(f"{k} {fmt_rate(v, 'FLOP/s')}" for k, v in d["peak_flops_per_s"].items())
     console.print(f"dense peaks: {peaks}")
-    link = d["interconnect"]
-    if link is not None:
-        console.print(
-            f"links: {link['kind']} ({link['topology']}), {link['links']} x "
-            f"{fmt_rate(link['link_bandwidth_bytes_per_s'], 'B/s')} one way, egress "
-            f"{fmt_rate(link['egress_bandwidth_bytes_per_s'], 'B/s')}, "
-            f"{fmt_seconds(link['latency_s'])} per hop, up to {link['domain_chips']} chips "
-            f"per tensor-parallel group; splits by {link['parallelism']}",
-            highlight=False,
-        )
+    if d["interconnect"] is not None:
+        _print_links(d["interconnect"])
     for note in d["notes"]:
         console.print(f"note: {note}")
+
+
+def _print_links(link: dict) -> None:
+    console.print(
+        f"links: {link['kind']} ({link['topology']}), {link['links']} x "
+        f"{fmt_rate(link['link_bandwidth_bytes_per_s'], 'B/s')} one way, egress "
+        f"{fmt_rate(link['egress_bandwidth_bytes_per_s'], 'B/s')}, "
+        f"{fmt_seconds(link['latency_s'])} per hop, up to {link['domain_chips']} chips "
+        f"per tensor-parallel group; splits by {link['parallelism']}",
+        highlight=False,
+    )
 
 
 def model_dict(name: str, kv_dtype: str = "bf16") -> dict:
