@@ -584,6 +584,7 @@ class DeploymentCost:
             "context": w.context_len,
             "memory_per_chip": self.memory.to_dict(),
             "microbatches": self.microbatches,
+            "schedule": self.schedule.value,
             "chip_flops": self.chip_flops,
             "chip_bytes": self.chip_bytes,
             "slot": {

@@ -67,7 +67,7 @@ def deploy_table(cost: an.DeploymentCost) -> Table:
             f"chip in {ar.steps} steps, {fmt_seconds(ar.time_s)}; {s.allreduces_per_pass} per pass",
         ),
         ("links per step", fmt_bytes(cost.interconnect_bytes)),
-        ("microbatches", str(cost.microbatches)),
+        ("microbatches", f"{cost.microbatches} ({cost.schedule.value} pipeline)"),
         (
             "slot",
             f"compute {fmt_seconds(s.compute_s)}, memory {fmt_seconds(s.memory_s)}, "
