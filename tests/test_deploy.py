@@ -231,6 +231,8 @@ def test_impossible_splits_name_the_field() -> None:
         an.deploy_step(m, h100, _decode(), 1, 81)
     with pytest.raises(ConfigError, match="field tensor_parallel: must be an integer >= 1"):
         an.Deployment(h100, 0)
+    with pytest.raises(ConfigError, match="field pipeline_parallel: must be an integer >= 1"):
+        an.deploy_step(m, h100, _decode(), None, 0)  # 0 is not "not given"
     with pytest.raises(CapacityError, match=r"needs 142 GB .* offers 72 GB"):
         an.deploy_step(m, h100, _decode(), 1, 1)
 

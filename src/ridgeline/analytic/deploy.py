@@ -683,7 +683,8 @@ def deploy_step(
     if tensor_parallel is None and pipeline_parallel is None:
         dep = auto_deployment(model, acc, workload, reserve_fraction)
     else:
-        dep = Deployment(acc, tensor_parallel or 1, pipeline_parallel or 1)
+        tp = 1 if tensor_parallel is None else tensor_parallel
+        dep = Deployment(acc, tp, 1 if pipeline_parallel is None else pipeline_parallel)
     cost = deployment_cost(model, dep, workload, efficiency, reserve_fraction=reserve_fraction)
     mem = cost.memory
     if not mem.fits:
