@@ -45,16 +45,22 @@ def _sched(cfg: SimConfig, **changes: object) -> SimConfig:
     return replace(cfg, scheduler=replace(cfg.scheduler, **changes))  # type: ignore[arg-type]
 
 
+def _whole_prompts(cfg: SimConfig) -> SimConfig:
+    """No chunked prefill; the budget grows to max_model_len so every prompt fits one step."""
+    s = cfg.scheduler
+    return _sched(
+        cfg,
+        enable_chunked_prefill=False,
+        max_num_batched_tokens=max(s.max_num_batched_tokens, s.max_model_len),
+    )
+
+
 VARIANTS: dict[str, Callable[[SimConfig], SimConfig]] = {
     "paged": lambda c: c,
-    "contiguous": lambda c: _sched(c, policy="contiguous"),
-    "static": lambda c: _sched(c, policy="static"),
+    "contiguous": lambda c: _whole_prompts(_sched(c, policy="contiguous")),
+    "static": lambda c: _whole_prompts(_sched(c, policy="static")),
     "prefix": lambda c: replace(c, prefix_caching=True),
-    "no-chunk": lambda c: _sched(
-        c,
-        enable_chunked_prefill=False,
-        max_num_batched_tokens=max(c.scheduler.max_num_batched_tokens, c.scheduler.max_model_len),
-    ),
+    "no-chunk": lambda c: _whole_prompts(c),
     "priority": lambda c: _sched(c, policy="priority"),
     "swap": lambda c: replace(
         _sched(c, preemption=PreemptionMode.SWAP), tiers=c.tiers or (host_tier(c.hw),)
