@@ -732,7 +732,8 @@ class Schedule:
             out[cause[o.limiter]] += max(0.0, busiest * n - o.roofline_s)
             out["fill/drain"] += (r.time_s - busiest) * n
         out["total"] = self.time_s - self.roofline_time_s
-        return out
+        tiny = 1e-9 * self.time_s  # floating-point noise, not a cause
+        return {k: (0.0 if abs(v) < tiny else v) for k, v in out.items()}
 
     def to_dict(self) -> dict[str, Any]:
         w = self.workload

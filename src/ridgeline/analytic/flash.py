@@ -307,3 +307,17 @@ def lengths_up_to(context: int, start: int = 512) -> tuple[int, ...]:
         out.append(n)
         n *= 2
     return (*out, context)
+
+
+def flash_for_model(
+    model_name: str,
+    head_dim: int,
+    heads: int,
+    accelerators: tuple[Accelerator, ...],
+    context: int,
+    elem_bytes: float = DType.BF16.bytes,
+) -> FlashTable:
+    """The traffic table of one model's attention on each accelerator's per-core scratchpad,
+    for lengths 512, 1024, ... up to ``context``."""
+    memories = tuple(flash_memory(acc) for acc in accelerators)
+    return flash_table(model_name, head_dim, heads, memories, lengths_up_to(context), elem_bytes)

@@ -38,10 +38,15 @@ PAGE_INDEX_BYTES = 4  # one int32 block id per block-table entry (vLLM block tab
 
 @dataclass(frozen=True, slots=True)
 class LevelMove:
-    """Bytes that cross one memory level in the step's attention, and what that costs."""
+    """Bytes that cross one memory level in the step's attention, and what that costs.
+
+    ``managed_by`` is who decides what lives in the level (catalog); ``moved_by`` is who issues
+    the transfers of this step into or out of it.
+    """
 
     level: str
     managed_by: str
+    moved_by: str
     moved_bytes: float
     bandwidth_bytes_per_s: float | None
     what: str
@@ -75,6 +80,7 @@ class Orchestration:
                 {
                     "level": m.level,
                     "managed_by": m.managed_by,
+                    "moved_by": m.moved_by,
                     "bytes": m.moved_bytes,
                     "bandwidth_bytes_per_s": m.bandwidth_bytes_per_s,
                     "time_s": m.time_s,
@@ -147,9 +153,9 @@ def _finish(acc: Accelerator, who: str, home: str, moves: list[LevelMove]) -> Or
     return Orchestration(acc.name, who, home, tuple(moves), time_s, binding)
 
 
-def _move(acc: Accelerator, level: str, moved: float, what: str) -> LevelMove:
+def _move(acc: Accelerator, level: str, by: str, moved: float, what: str) -> LevelMove:
     lvl = acc.level(level)
-    return LevelMove(level, lvl.managed_by.value, moved, lvl.bandwidth_bytes_per_s, what)
+    return LevelMove(level, lvl.managed_by.value, by, moved, lvl.bandwidth_bytes_per_s, what)
 
 
 def _block_table_bytes(w: Workload, layers: int) -> float:
@@ -162,9 +168,23 @@ def gpu_runtime_kernels(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestr
     table = _block_table_bytes(w, t.layers)
     hbm = t.hbm_bytes + table
     moves = [
-        _move(acc, acc.device_level, hbm, "KV pages + q/o + block tables (runtime-allocated)"),
-        _move(acc, "l2", hbm, "every HBM byte passes the hardware cache once (no reuse)"),
-        _move(acc, "smem", t.kv_read_bytes, "K/V tiles staged by the kernel (TMA / cp.async)"),
+        _move(
+            acc,
+            acc.device_level,
+            "kernel",
+            hbm,
+            "KV pages + q/o + block tables (runtime-allocated)",
+        ),
+        _move(
+            acc, "l2", "hardware", hbm, "every HBM byte passes the hardware cache once (no reuse)"
+        ),
+        _move(
+            acc,
+            "smem",
+            "kernel",
+            t.kv_read_bytes,
+            "K/V tiles staged by the kernel (TMA / cp.async)",
+        ),
     ]
     return _finish(acc, "runtime + kernels", f"{acc.device_level} (paged blocks)", moves)
 
@@ -174,8 +194,16 @@ def tpu_compiler_kernels(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchest
     table = _block_table_bytes(w, t.layers)
     vmem = scratchpad_level(acc).name
     moves = [
-        _move(acc, acc.device_level, t.hbm_bytes + table, "KV pages + q/o + page indices"),
-        _move(acc, vmem, t.kv_read_bytes + t.act_bytes, "pipelined DMA tiles (compiler/Pallas)"),
+        _move(
+            acc, acc.device_level, "compiler", t.hbm_bytes + table, "KV pages + q/o + page indices"
+        ),
+        _move(
+            acc,
+            vmem,
+            "compiler",
+            t.kv_read_bytes + t.act_bytes,
+            "pipelined DMA tiles (compiler/Pallas)",
+        ),
     ]
     return _finish(acc, "compiler + kernels", f"{acc.device_level} (pages)", moves)
 
@@ -199,15 +227,22 @@ def spyre_compiler_only(acc: Accelerator, model: ModelSpec, w: Workload) -> Orch
         LevelMove(
             dev.name,
             dev.managed_by.value,
+            "compiler",
             loaded + stored,
             dev.bandwidth_bytes_per_s,
             "compiler-emitted loads/stores, KV split across cores",
         ),
         LevelMove(
-            lx.name, lx.managed_by.value, loaded + ring, lx.bandwidth_bytes_per_s, "LX writes"
+            lx.name,
+            lx.managed_by.value,
+            "compiler",
+            loaded + ring,
+            lx.bandwidth_bytes_per_s,
+            "LX writes",
         ),
         LevelMove(
             "ring",
+            "compiler",
             "compiler",
             ring,
             (acc.ring_bandwidth_bytes_per_s or 0.0) * 2 * acc.cores or None,

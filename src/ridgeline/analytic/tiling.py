@@ -407,3 +407,41 @@ def _verdict(mm: Matmul, points: list[CurvePoint], ridge: float) -> str:
         f"({hit.intensity:.3g} FLOP/B >= ridge {ridge:.3g} FLOP/B, "
         f"{hit.resident_bytes / 1e3:.4g} KB resident)"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TileReport:
+    """The best tile of a matmul on one accelerator's core, and the intensity curve."""
+
+    accelerator: str
+    scratchpad: Scratchpad
+    best: TilePlan | None
+    compute_s: float | None
+    memory_s: float | None
+    curve: IntensityCurve
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "ridgeline.tile/1",
+            "accelerator": self.accelerator,
+            "scratchpad": self.scratchpad.name,
+            "capacity_bytes": self.scratchpad.capacity_bytes,
+            "array_dim": self.scratchpad.array_dim,
+            "granule_bytes": self.scratchpad.granule_bytes,
+            "best": None if self.best is None else self.best.to_dict(),
+            "compute_s": self.compute_s,
+            "memory_s": self.memory_s,
+            "curve": self.curve.to_dict(),
+        }
+
+
+def tile_report(
+    acc: Accelerator, mm: Matmul, dtype: DType = DType.BF16, buffers: int = 2
+) -> TileReport:
+    """Best tile and intensity curve of ``mm`` on one core of ``acc`` (its scratchpad, its
+    share of peak and device bandwidth)."""
+    pad = scratchpad_of(acc, dtype)
+    best = best_tile(mm, pad, buffers)
+    compute_s, memory_s = time_bound_s(best, pad) if best is not None else (None, None)
+    curve = intensity_curve(mm, pad, buffers=buffers)
+    return TileReport(acc.name, pad, best, compute_s, memory_s, curve)
