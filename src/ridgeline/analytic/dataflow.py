@@ -252,12 +252,11 @@ def _matmul_program(
     m, k, n = dims
     n_core = math.ceil(n / core.cores)
     mm = Matmul(m, k, n_core, dt.act.bytes, dt.weight.bytes, dt.act.bytes)
-    pad = Scratchpad("core", core.capacity_bytes, core.array_dim, core.granule_bytes)
     pad = Scratchpad(
-        pad.name,
-        pad.capacity_bytes,
-        pad.array_dim,
-        pad.granule_bytes,
+        "core",
+        core.capacity_bytes,
+        core.array_dim,
+        core.granule_bytes,
         core.flops_per_s,
         core.dram_bytes_per_s,
     )
