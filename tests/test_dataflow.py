@@ -140,3 +140,25 @@ def test_cli_error_is_one_line_exit_2() -> None:
     r = runner.invoke(app, ["tile", "--k", "0"])
     assert r.exit_code == 2
     assert r.stderr.strip() == "error: field k: must be at least 1, got 0"
+
+
+def test_program_listing_shows_double_buffered_addresses() -> None:
+    from ridgeline.analytic.dataflow import listing, program_of
+
+    prog = program_of(_spyre_decode(), "attn.qkv_proj")
+    lines = listing(prog, max_steps=2)
+    # c-stationary 1x64x192 per core: K/64 = 64 steps, weight tiles 64·192·2 = 24,576 B,
+    # alternating between the two B buffers
+    assert "64 steps per layer" in lines[0]
+    weights = [ln for ln in lines if "load    weight" in ln]
+    assert all("24,576 B" in ln for ln in weights)
+    assert weights[0].split("LX ")[1] != weights[1].split("LX ")[1]
+    with pytest.raises(ConfigError, match="field program"):
+        program_of(_spyre_decode(), "nope")
+
+
+def test_a_machine_without_a_level_below_its_scratchpad_is_refused() -> None:
+    with pytest.raises(ConfigError, match="field device_level"):
+        compile_schedule(
+            get_model("gpt2"), get_accelerator("groq-lpu"), Workload(Phase.DECODE, 1, 8)
+        )

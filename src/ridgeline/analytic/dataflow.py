@@ -32,7 +32,7 @@ does not fill the bucket pays for the padding.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -179,6 +179,12 @@ def core_of(acc: Accelerator, dt: Dtypes, level: str | None = None) -> Core:
     device bandwidth share stands in for inter-core traffic.
     """
     lvl = scratchpad_level(acc, level)
+    if acc.level_names.index(lvl.name) >= acc.level_names.index(acc.device_level):
+        raise ConfigError(
+            f"{acc.name}: field device_level: weights already live in '{acc.device_level}', "
+            f"which is not below the scratchpad '{lvl.name}'; there is no load/store schedule "
+            f"between them to compile"
+        )
     share = acc.device_bandwidth_bytes_per_s / acc.cores
     if lvl.bandwidth_bytes_per_s is not None:
         share = min(share, lvl.bandwidth_bytes_per_s / lvl.instances)
@@ -603,7 +609,7 @@ class OpSummary:
     dram_store_bytes: float
     reload_bytes: float
     ring_bytes: float
-    lx_read_bytes: float
+    lx_written_bytes: float
     flops: float
     occupancy_bytes: int
     array_util: float
@@ -611,28 +617,13 @@ class OpSummary:
     tile: str
     reload_note: str
 
+    compute_utilisation: float = 0.0
+    bandwidth_utilisation: float = 0.0
+
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k).value if k == "kind" else getattr(self, k) for k in _FIELDS}
-
-
-_FIELDS = (
-    "name",
-    "kind",
-    "count",
-    "time_s",
-    "roofline_s",
-    "dram_load_bytes",
-    "dram_store_bytes",
-    "reload_bytes",
-    "ring_bytes",
-    "lx_read_bytes",
-    "flops",
-    "occupancy_bytes",
-    "array_util",
-    "limiter",
-    "tile",
-    "reload_note",
-)
+        d = asdict(self)
+        d["kind"] = self.kind.value
+        return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -785,7 +776,7 @@ def _summary(run: OpRun, core: Core, peak: float, bw: float) -> OpSummary:
     if p.plan is not None:
         tt = p.plan.tile
         tile = f"{p.plan.order.value} {tt.tm}x{tt.tk}x{tt.tn}"
-    lx_read = sum(sum(i.size_bytes for i in s.loads) for s in p.steps)
+    lx_written = sum(sum(i.size_bytes for i in s.loads) for s in p.steps)
     return OpSummary(
         name=p.name,
         kind=p.kind,
@@ -796,13 +787,16 @@ def _summary(run: OpRun, core: Core, peak: float, bw: float) -> OpSummary:
         dram_store_bytes=p.total(Kind.STORE) * n * c,
         reload_bytes=(p.total(Kind.LOAD, True) + p.total(Kind.STORE, True)) * n * c,
         ring_bytes=p.total(Kind.RING) * n * c,
-        lx_read_bytes=lx_read * n * c,
+        lx_written_bytes=lx_written * n * c,
         flops=p.flops * n * c,
         occupancy_bytes=p.occupancy_bytes,
         array_util=p.array_util,
         limiter=limiter,
         tile=tile,
         reload_note=p.reload_note,
+        compute_utilisation=p.flops * c / (core.flops_per_s * c * run.time_s),
+        bandwidth_utilisation=(p.total(Kind.LOAD) + p.total(Kind.STORE))
+        / (core.dram_bytes_per_s * run.time_s),
     )
 
 
@@ -864,6 +858,39 @@ class Segment:
     layer: int
     start_s: float
     end_s: float
+
+
+def program_of(s: Schedule, name: str) -> OpProgram:
+    """The per-core program of the operator called ``name``."""
+    for r in s.runs:
+        if r.program.name == name:
+            return r.program
+    names = ", ".join(r.program.name for r in s.runs)
+    raise ConfigError(f"field program: no operator '{name}' (has {names})")
+
+
+def listing(prog: OpProgram, max_steps: int = 8) -> tuple[str, ...]:
+    """The first ``max_steps`` steps of a core's program as text, one instruction a line::
+
+    step 0  load   weight    24.6 KB -> LX 0x00c00
+    """
+    lines = [
+        f"{prog.name} x{prog.count} layers, {len(prog.steps)} steps per layer, buffers: "
+        + ", ".join(f"{b.name}@0x{b.addr:05x}+{b.size_bytes}" for b in prog.buffers)
+    ]
+    for i, st in enumerate(prog.steps[:max_steps]):
+        for ins in (*st.loads, st.compute, *st.stores):
+            what = (
+                f"{ins.flops:,.0f} FLOP" if ins.kind is Kind.COMPUTE else f"{ins.size_bytes:,.0f} B"
+            )
+            again = " (re-load)" if ins.reload else ""
+            cat = "" if ins.kind is Kind.COMPUTE else ins.category.value
+            lines.append(
+                f"step {i:<4d} {ins.kind.value:8s}{cat:8s}{what:>16s} LX 0x{ins.addr:05x}{again}"
+            )
+    if len(prog.steps) > max_steps:
+        lines.append(f"... {len(prog.steps) - max_steps} more steps")
+    return tuple(lines)
 
 
 def step_timeline(s: Schedule) -> tuple[Segment, ...]:

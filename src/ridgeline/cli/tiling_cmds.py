@@ -109,6 +109,9 @@ def schedule_cmd(
     bucket_context: Annotated[int | None, typer.Option(help="compiled sequence length")] = None,
     buffers: BuffersOpt = 2,
     timeline: Annotated[str | None, typer.Option(help="write the timeline PNG here")] = None,
+    program: Annotated[
+        str | None, typer.Option(help="also print this op's per-core program (e.g. lm_head)")
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Compile one step for a scratchpad accelerator and simulate its timeline."""
@@ -124,6 +127,9 @@ def schedule_cmd(
         emit_json(s)
         return
     _print_schedule(s)
+    if program:
+        for line in dataflow.listing(dataflow.program_of(s, program)):
+            console.print(line, highlight=False, soft_wrap=True)
 
 
 def _print_schedule(s: dataflow.Schedule) -> None:
