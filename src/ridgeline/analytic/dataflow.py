@@ -144,12 +144,17 @@ class OpProgram:
     def occupancy_bytes(self) -> int:
         return sum(b.size_bytes for b in self.buffers)
 
-    def total(self, kind: Kind, reload: bool | None = None) -> float:
-        """Bytes of ``kind`` instructions in one core's program for one layer."""
+    def total(
+        self, kind: Kind, reload: bool | None = None, category: Category | None = None
+    ) -> float:
+        """Bytes of ``kind`` instructions in one core's program for one layer (optionally only
+        re-loads or first loads, only one category)."""
         out = 0.0
         for s in self.steps:
             for ins in (*s.loads, *s.stores):
-                if ins.kind is kind and (reload is None or ins.reload is reload):
+                if ins.kind is not kind or (reload is not None and ins.reload is not reload):
+                    continue
+                if category is None or ins.category is category:
                     out += ins.size_bytes
         return out
 
@@ -659,6 +664,17 @@ class Schedule:
         """Device-memory bytes loaded by all cores over the step."""
         return self._sum(Kind.LOAD)
 
+    def loaded_by_category(self) -> dict[str, float]:
+        """Device-memory bytes loaded over the step, by what they are (weight, kv, act,
+        partial)."""
+        c = self.core.cores
+        return {
+            cat.value: sum(
+                r.program.total(Kind.LOAD, category=cat) * r.program.count * c for r in self.runs
+            )
+            for cat in (Category.WEIGHT, Category.KV, Category.ACT, Category.PARTIAL)
+        }
+
     @property
     def stored_bytes(self) -> float:
         return self._sum(Kind.STORE)
@@ -747,6 +763,7 @@ class Schedule:
                 "kv_bytes": self.analytic_kv_bytes,
                 "activation_bytes": self.analytic_act_bytes,
             },
+            "loaded_by_category": self.loaded_by_category(),
             "bytes_per_level": {
                 "dram_loaded": self.loaded_bytes,
                 "dram_stored": self.stored_bytes,

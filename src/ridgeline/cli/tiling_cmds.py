@@ -143,7 +143,9 @@ def _print_schedule(s: dataflow.Schedule) -> None:
     console.print(
         f"reads: weights {fmt_bytes(s.analytic_weight_bytes)}, KV r+w "
         f"{fmt_bytes(s.analytic_kv_bytes)}, activations r+w {fmt_bytes(s.analytic_act_bytes)}; "
-        f"loaded {fmt_bytes(s.loaded_bytes)} (re-loads {fmt_bytes(s.reload_bytes)}), "
+        f"loaded {fmt_bytes(s.loaded_bytes)} ("
+        + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in s.loaded_by_category().items() if v)
+        + f"; re-loads {fmt_bytes(s.reload_bytes)}), "
         f"ring {fmt_bytes(s.ring_bytes)}, padding {s.padding_fraction:.1%}\n"
         f"step {fmt_seconds(s.time_s)} vs roofline {fmt_seconds(s.roofline_time_s)} ({gap}); "
         f"compute {s.compute_utilisation:.2%}, bandwidth {s.bandwidth_utilisation:.1%}, "
