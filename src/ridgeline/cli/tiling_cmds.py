@@ -128,7 +128,7 @@ def schedule_cmd(
         return
     _print_schedule(s)
     if program:
-        for line in dataflow.listing(dataflow.program_of(s, program)):
+        for line in dataflow.listing(dataflow.program_of(s, program), max_steps=4):
             console.print(line, highlight=False, soft_wrap=True)
 
 
