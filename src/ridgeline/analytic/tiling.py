@@ -400,7 +400,8 @@ def _verdict(mm: Matmul, points: list[CurvePoint], ridge: float) -> str:
         best = max((pt.intensity for pt in points if pt.fits), default=0.0)
         return (
             f"not compute-bound on this scratchpad: the best fitting square tile reaches "
-            f"{best:.3g} FLOP/B < ridge {ridge:.3g} FLOP/B; a larger scratchpad would"
+            f"{best:.3g} FLOP/B < ridge {ridge:.3g} FLOP/B; it takes a larger scratchpad, or "
+            f"reuse across cores (a shared cache, a ring broadcast)"
         )
     return (
         f"compute-bound from {hit.edge}x{hit.edge} tiles "
@@ -422,7 +423,6 @@ class TileReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": "ridgeline.tile/1",
             "accelerator": self.accelerator,
             "scratchpad": self.scratchpad.name,
             "capacity_bytes": self.scratchpad.capacity_bytes,
@@ -445,3 +445,32 @@ def tile_report(
     compute_s, memory_s = time_bound_s(best, pad) if best is not None else (None, None)
     curve = intensity_curve(mm, pad, buffers=buffers)
     return TileReport(acc.name, pad, best, compute_s, memory_s, curve)
+
+
+@dataclass(frozen=True, slots=True)
+class TileComparison:
+    """One matmul's best tile and intensity curve on the cores of several accelerators."""
+
+    matmul: Matmul
+    reports: tuple[TileReport, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        mm = self.matmul
+        return {
+            "schema": "ridgeline.tile/1",
+            "m": mm.m,
+            "k": mm.k,
+            "n": mm.n,
+            "flops": mm.flops,
+            "max_intensity_flops_per_byte": mm.max_intensity,
+            "reports": [r.to_dict() for r in self.reports],
+        }
+
+
+def compare_tiles(
+    accs: tuple[Accelerator, ...], mm: Matmul, dtype: DType = DType.BF16, buffers: int = 2
+) -> TileComparison:
+    """``tile_report`` of ``mm`` on each accelerator (e.g. a Spyre core and an H100 SM)."""
+    if not accs:
+        raise ConfigError("field hw: give at least one accelerator")
+    return TileComparison(mm, tuple(tile_report(acc, mm, dtype, buffers) for acc in accs))

@@ -29,7 +29,9 @@ BuffersOpt = Annotated[int, typer.Option(help="1 = single, 2 = double buffering"
 
 
 def tile_cmd(
-    hw: HwOpt = "ibm-spyre",
+    hw: Annotated[
+        list[str] | None, typer.Option("--hw", help="accelerator or .toml (repeat to compare)")
+    ] = None,
     m: Annotated[int, typer.Option("--m", help="rows of A and C (tokens)")] = 1,
     k: Annotated[int, typer.Option("--k", help="inner dimension")] = 4096,
     n: Annotated[int, typer.Option("--n", help="columns of B and C")] = 4096,
@@ -41,31 +43,46 @@ def tile_cmd(
     """Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile."""
     dt = DType.parse(dtype)
     mm = tiling.Matmul(m, k, n, dt.bytes, dt.bytes, dt.bytes)
-    rep = tiling.tile_report(get_accelerator(hw), mm, dt, buffers)
+    accs = tuple(get_accelerator(h) for h in (hw or ["ibm-spyre"]))
+    cmp = tiling.compare_tiles(accs, mm, dt, buffers)
     if plot:
-        tiling_plots.intensity_plot(
-            [(rep.scratchpad.name, rep.curve)], plot, f"[{m}x{k}]·[{k}x{n}] {dt.value}"
-        )
+        curves = [(r.scratchpad.name, r.curve) for r in cmp.reports]
+        tiling_plots.intensity_plot(curves, plot, f"[{m}x{k}]·[{k}x{n}] {dt.value}")
     if json_out:
-        emit_json(rep)
+        emit_json(cmp)
         return
-    table = Table("edge", "resident", "fits", "AI (FLOP/B)")
-    for p in rep.curve.points:
-        table.add_row(str(p.edge), fmt_bytes(p.resident_bytes), "yes" if p.fits else "no",
-                      f"{p.intensity:.3g}")  # fmt: skip
+    _print_curves(cmp)
+    for rep in cmp.reports:
+        _print_best(rep)
+
+
+def _print_curves(cmp: tiling.TileComparison) -> None:
+    edges = sorted({p.edge for r in cmp.reports for p in r.curve.points})
+    table = Table("edge", *(f"{r.scratchpad.name} AI (resident)" for r in cmp.reports))
+    for edge in edges:
+        cells = []
+        for r in cmp.reports:
+            p = next((q for q in r.curve.points if q.edge == edge), None)
+            cells.append("" if p is None else f"{p.intensity:.3g} ({fmt_bytes(p.resident_bytes)})"
+                         + ("" if p.fits else " *"))  # fmt: skip
+        table.add_row(str(edge), *cells)
     console.print(table)
-    b = rep.best
+    console.print("square tiles, C-stationary, double-buffered; * = does not fit the scratchpad")
+
+
+def _print_best(rep: tiling.TileReport) -> None:
+    b, pad = rep.best, rep.scratchpad
     if b is None:
-        console.print(f"no legal tile fits {fmt_bytes(rep.scratchpad.capacity_bytes)}")
+        console.print(f"{pad.name}: no legal tile fits {fmt_bytes(pad.capacity_bytes)}")
     else:
         t = b.tile
         console.print(
-            f"best on {rep.scratchpad.name} ({fmt_bytes(rep.scratchpad.capacity_bytes)}): "
+            f"best on {pad.name} ({fmt_bytes(pad.capacity_bytes)}): "
             f"{b.order.value} {t.tm}x{t.tk}x{t.tn}, {fmt_bytes(b.resident_bytes)} resident, "
             f"{fmt_bytes(b.traffic_bytes)} traffic, {b.intensity:.3g} FLOP/B; one core: compute "
             f"{fmt_seconds(rep.compute_s or 0)}, memory {fmt_seconds(rep.memory_s or 0)}"
         )
-    console.print(rep.curve.reason)
+    console.print(f"{pad.name}: {rep.curve.reason}")
 
 
 def flash_cmd(
