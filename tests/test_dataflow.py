@@ -167,3 +167,44 @@ def test_a_machine_without_a_level_below_its_scratchpad_is_refused() -> None:
         compile_schedule(
             get_model("gpt2"), get_accelerator("groq-lpu"), Workload(Phase.DECODE, 1, 8)
         )
+
+
+def _toy(n_tiles: int, buffers: int, load_s: float, compute_s: float, store_s: float):  # type: ignore[no-untyped-def]
+    """A streamed op on a core moving 1 B/s and computing 1 FLOP/s."""
+    from ridgeline.analytic.dataflow import (
+        Buffer,
+        Category,
+        Core,
+        Instr,
+        OpKind,
+        OpProgram,
+        Step,
+        simulate_op,
+    )
+    from ridgeline.analytic.ops import OpTerms
+
+    stores = (Instr(Kind.STORE, Category.ACT, store_s),) if store_s else ()
+    step = Step(
+        (Instr(Kind.LOAD, Category.ACT, load_s),),
+        Instr(Kind.COMPUTE, Category.NONE, 0.0, compute_s),
+        stores,
+    )
+    bufs = tuple(Buffer(f"in[{i}]", i, 1) for i in range(buffers))
+    prog = OpProgram(
+        "toy", 1, OpKind.STREAM, (step,) * n_tiles, bufs, None, OpTerms("toy", 1, 0.0), 1.0
+    )
+    core = Core(1, 1e6, 1, 1, 1.0, 1.0, 1.0)
+    return simulate_op(prog, core, keep_events=True)
+
+
+def test_double_buffering_timeline_by_hand() -> None:
+    # 4 tiles, load 1 s, compute 2 s. Double-buffered: load0 [0,1], compute0 [1,3], load1 [1,2],
+    # compute1 [3,5], load2 waits for buffer 0 (compute0 ends at 3) [3,4], compute2 [5,7],
+    # load3 [5,6], compute3 [7,9] → 9 s = one exposed load + 4 computes.
+    assert _toy(4, 2, 1.0, 2.0, 0.0).time_s == 9.0
+    # single buffer: load, compute, load, compute ... → 4 × 3 = 12 s
+    assert _toy(4, 1, 1.0, 2.0, 0.0).time_s == 12.0
+    # loads and stores share one DMA queue: 3 tiles of load 1 + store 1, compute 1 →
+    # the queue is busy 6 s and everything else hides under it
+    run = _toy(3, 2, 1.0, 1.0, 1.0)
+    assert run.time_s == 6.0 and run.dma_busy_s == 6.0 and run.compute_busy_s == 3.0
