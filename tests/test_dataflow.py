@@ -49,10 +49,10 @@ def test_spyre_decode_reads_by_category_by_hand() -> None:
     assert s.analytic_act_bytes == act_read + act_write
     assert s.loaded_bytes == pytest.approx(weights + kv_read + act_read, rel=1e-12)
     by_cat = s.loaded_by_category()  # what the compiled loads themselves carry
-    assert by_cat["weight"] == pytest.approx(weights, rel=1e-12)
-    assert by_cat["kv"] == pytest.approx(kv_read, rel=1e-12)
-    assert by_cat["act"] == pytest.approx(act_read, rel=1e-12)
-    assert by_cat["partial"] == 0
+    assert by_cat.weight == pytest.approx(weights, rel=1e-12)
+    assert by_cat.kv == pytest.approx(kv_read, rel=1e-12)
+    assert by_cat.act == pytest.approx(act_read, rel=1e-12)
+    assert by_cat.partial == 0
     assert s.stored_bytes == pytest.approx(kv_write + act_write, rel=1e-12)
     assert s.reload_bytes == 0
     # time at 200 GB/s: (15,551,201,280 + 4,860,416) / 200e9 = 77.78 ms; the schedule is within

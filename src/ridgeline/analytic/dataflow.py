@@ -75,6 +75,14 @@ class Category(StrEnum):
     NONE = "none"
 
 
+class Lane(StrEnum):
+    """A resource of a core that an operator can be limited by."""
+
+    DMA = "device memory"
+    COMPUTE = "compute"
+    RING = "ring"
+
+
 class OpKind(StrEnum):
     MATMUL = "matmul"
     ATTENTION = "attention"
@@ -618,7 +626,7 @@ class OpSummary:
     flops: float
     occupancy_bytes: int
     array_util: float
-    limiter: str
+    limiter: Lane
     tile: str
     reload_note: str
 
@@ -628,7 +636,38 @@ class OpSummary:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["kind"] = self.kind.value
+        d["limiter"] = self.limiter.value
         return d
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Seconds per step the simulated schedule spends above the roofline bound, by cause."""
+
+    reloads_s: float  # declared re-loads keep device memory busier than the analytic bytes
+    array_padding_s: float  # tiles that fill the matrix unit only partly (M < array edge)
+    ring_s: float  # inter-core transfers longer than everything else
+    fill_drain_s: float  # first load and last store of each op, which nothing overlaps
+    total_s: float
+
+    def causes(self) -> dict[str, float]:
+        """Cause name → seconds, for printing."""
+        return {
+            "re-loads": self.reloads_s,
+            "array padding": self.array_padding_s,
+            "ring": self.ring_s,
+            "fill/drain": self.fill_drain_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryBytes:
+    """Bytes by what they are."""
+
+    weight: float
+    kv: float
+    act: float
+    partial: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -664,16 +703,18 @@ class Schedule:
         """Device-memory bytes loaded by all cores over the step."""
         return self._sum(Kind.LOAD)
 
-    def loaded_by_category(self) -> dict[str, float]:
-        """Device-memory bytes loaded over the step, by what they are (weight, kv, act,
-        partial)."""
+    def loaded_by_category(self) -> CategoryBytes:
+        """Device-memory bytes loaded over the step, by what the load instructions carry."""
         c = self.core.cores
-        return {
-            cat.value: sum(
+
+        def total(cat: Category) -> float:
+            return sum(
                 r.program.total(Kind.LOAD, category=cat) * r.program.count * c for r in self.runs
             )
-            for cat in (Category.WEIGHT, Category.KV, Category.ACT, Category.PARTIAL)
-        }
+
+        return CategoryBytes(
+            total(Category.WEIGHT), total(Category.KV), total(Category.ACT), total(Category.PARTIAL)
+        )
 
     @property
     def stored_bytes(self) -> float:
@@ -717,7 +758,7 @@ class Schedule:
         """Share of the bytes read that the bucket adds over the request's own shape."""
         return 1.0 - self.useful_read_bytes / self.analytic_read_bytes
 
-    def gap(self) -> dict[str, float]:
+    def gap(self) -> Gap:
         """How far the simulated time is above the roofline bound, by cause (s per step).
 
         Per op: the plan's bound is its busiest lane (device memory including declared
@@ -725,21 +766,25 @@ class Schedule:
         analytic roofline is charged to that lane's cause, and the rest of the simulated time
         (the first load and the last store, which nothing overlaps) to fill/drain.
         """
-        out = {"re-loads": 0.0, "array padding": 0.0, "ring": 0.0, "fill/drain": 0.0}
-        cause = {"device memory": "re-loads", "compute": "array padding", "ring": "ring"}
+        over = {lane: 0.0 for lane in Lane}
+        fill = 0.0
         for r, o in zip(self.runs, self.ops, strict=True):
             n = r.program.count
-            lanes = {
-                "device memory": r.dma_busy_s,
-                "compute": r.compute_busy_s,
-                "ring": r.ring_busy_s,
-            }
-            busiest = max(lanes.values())
-            out[cause[o.limiter]] += max(0.0, busiest * n - o.roofline_s)
-            out["fill/drain"] += (r.time_s - busiest) * n
-        out["total"] = self.time_s - self.roofline_time_s
+            busiest = max(r.dma_busy_s, r.compute_busy_s, r.ring_busy_s)
+            over[o.limiter] += max(0.0, busiest * n - o.roofline_s)
+            fill += (r.time_s - busiest) * n
         tiny = 1e-9 * self.time_s  # floating-point noise, not a cause
-        return {k: (0.0 if abs(v) < tiny else v) for k, v in out.items()}
+
+        def clean(v: float) -> float:
+            return 0.0 if abs(v) < tiny else v
+
+        return Gap(
+            reloads_s=clean(over[Lane.DMA]),
+            array_padding_s=clean(over[Lane.COMPUTE]),
+            ring_s=clean(over[Lane.RING]),
+            fill_drain_s=clean(fill),
+            total_s=clean(self.time_s - self.roofline_time_s),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         w = self.workload
@@ -755,7 +800,7 @@ class Schedule:
             "cores": self.core.cores,
             "time_s": self.time_s,
             "roofline_time_s": self.roofline_time_s,
-            "gap": self.gap(),
+            "gap": asdict(self.gap()),
             "analytic": {
                 "read_bytes": self.analytic_read_bytes,
                 "write_bytes": self.analytic_write_bytes,
@@ -763,7 +808,7 @@ class Schedule:
                 "kv_bytes": self.analytic_kv_bytes,
                 "activation_bytes": self.analytic_act_bytes,
             },
-            "loaded_by_category": self.loaded_by_category(),
+            "loaded_by_category": asdict(self.loaded_by_category()),
             "bytes_per_level": {
                 "dram_loaded": self.loaded_bytes,
                 "dram_stored": self.stored_bytes,
@@ -783,11 +828,7 @@ def _summary(run: OpRun, core: Core, peak: float, bw: float) -> OpSummary:
     p, c, n = run.program, core.cores, run.program.count
     t = p.terms
     roof = max(float(t.flops) / peak, float(t.bytes_read + t.bytes_written) / bw)
-    lanes = {
-        "device memory": run.dma_busy_s,
-        "compute": run.compute_busy_s,
-        "ring": run.ring_busy_s,
-    }
+    lanes = {Lane.DMA: run.dma_busy_s, Lane.COMPUTE: run.compute_busy_s, Lane.RING: run.ring_busy_s}
     limiter = max(lanes, key=lambda k: lanes[k])
     tile = ""
     if p.plan is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -156,12 +157,12 @@ def _print_schedule(s: dataflow.Schedule) -> None:
                       fmt_bytes(o.ring_bytes), fmt_bytes(o.occupancy_bytes),
                       fmt_seconds(o.time_s), fmt_seconds(o.roofline_s))  # fmt: skip
     console.print(table)
-    gap = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in s.gap().items() if k != "total")
+    gap = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in s.gap().causes().items())
     console.print(
         f"reads: weights {fmt_bytes(s.analytic_weight_bytes)}, KV r+w "
         f"{fmt_bytes(s.analytic_kv_bytes)}, activations r+w {fmt_bytes(s.analytic_act_bytes)}; "
         f"loaded {fmt_bytes(s.loaded_bytes)} ("
-        + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in s.loaded_by_category().items() if v)
+        + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in asdict(s.loaded_by_category()).items() if v)
         + f"; re-loads {fmt_bytes(s.reload_bytes)}), "
         f"ring {fmt_bytes(s.ring_bytes)}, padding {s.padding_fraction:.1%}\n"
         f"step {fmt_seconds(s.time_s)} vs roofline {fmt_seconds(s.roofline_time_s)} ({gap}); "
