@@ -293,13 +293,6 @@ def _matmul_program(
     )
     alloc = _Allocator(core.granule_bytes)
     steps = _emit_matmul(mm, p, sizes, alloc)
-    note = ""
-    if p.passes.a_reads > 1 or p.passes.b_reads > 1 or p.passes.c_reads > 0:
-        note = (
-            f"{p.order.value} tiles {p.tile.tm}x{p.tile.tk}x{p.tile.tn}: A read "
-            f"{p.passes.a_reads}x, B {p.passes.b_reads}x, partial sums "
-            f"{p.passes.c_writes} out / {p.passes.c_reads} back"
-        )
     return OpProgram(
         t.name,
         t.count,
@@ -309,7 +302,18 @@ def _matmul_program(
         p,
         t,
         array_utilisation(mm, core.array_dim),
-        note,
+        _reload_note(p),
+    )
+
+
+def _reload_note(p: TilePlan) -> str:
+    """Why a tiling moves an operand more than once, or "" when it does not."""
+    if p.passes.a_reads == 1 and p.passes.b_reads == 1 and p.passes.c_reads == 0:
+        return ""
+    return (
+        f"{p.order.value} tiles {p.tile.tm}x{p.tile.tk}x{p.tile.tn}: A read "
+        f"{p.passes.a_reads}x, B {p.passes.b_reads}x, partial sums "
+        f"{p.passes.c_writes} out / {p.passes.c_reads} back"
     )
 
 
