@@ -197,7 +197,6 @@ class FlashMemory:
     name: str
     memory_bytes: float
     cores: int
-    device_bandwidth_bytes_per_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +292,6 @@ def flash_memory(acc: Accelerator, level: str | None = None) -> FlashMemory:
         name=f"{acc.name} {lvl.name}",
         memory_bytes=lvl.usable_capacity_bytes,
         cores=acc.cores,
-        device_bandwidth_bytes_per_s=acc.device_bandwidth_bytes_per_s,
     )
 
 

@@ -123,6 +123,9 @@ def schedule_cmd(
     phase: Annotated[an.Phase, typer.Option(help="prefill or decode")] = an.Phase.DECODE,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
+    prompt: Annotated[
+        int | None, typer.Option(help="prefill tokens per sequence (default: context)")
+    ] = None,
     bucket_batch: Annotated[int | None, typer.Option(help="compiled batch slots")] = None,
     bucket_context: Annotated[int | None, typer.Option(help="compiled sequence length")] = None,
     buffers: BuffersOpt = 2,
@@ -133,7 +136,7 @@ def schedule_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Compile one step for a scratchpad accelerator and simulate its timeline."""
-    w = an.Workload(phase, batch, context)
+    w = an.Workload(phase, batch, context, prompt)
     bucket = None
     if bucket_batch is not None or bucket_context is not None:
         d = dataflow.default_bucket(w)
