@@ -289,7 +289,7 @@ def flash_memory(acc: Accelerator, level: str | None = None) -> FlashMemory:
     """The per-core scratchpad of ``acc`` (usable bytes) as the M of Algorithm 1."""
     lvl = scratchpad_level(acc, level)
     return FlashMemory(
-        name=f"{acc.name} {lvl.name}",
+        name=f"{acc.name}:{lvl.name}",
         memory_bytes=lvl.usable_capacity_bytes,
         cores=acc.cores,
     )

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from ridgeline import analytic as an
 from ridgeline.analytic import dataflow, flash, orchestrate, tiling
@@ -104,8 +104,8 @@ def flash_cmd(
     if json_out:
         emit_json(table)
         return
-    out = Table("memory", "N", "Bc/Br", "standard", "tiled", "saving", "Q/O passes", "decode",
-                "splits")  # fmt: skip
+    out = Table(Column("memory", no_wrap=True), "N", "Bc/Br", "standard", "tiled", "saving",
+                "Q/O passes", "decode", "splits")  # fmt: skip
     for r in table.rows:
         p = r.prefill
         out.add_row(r.memory, f"{r.n:,}", f"{p.blocks.bc}/{p.blocks.br}",
