@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ridgeline.analytic import Phase, Workload
-from ridgeline.analytic.dataflow import Bucket, Kind, compile_schedule, step_timeline
+from ridgeline.analytic.dataflow import (
+    Bucket,
+    Kind,
+    ScheduleOptions,
+    compile_schedule,
+    step_timeline,
+)
 from ridgeline.analytic.orchestrate import orchestrate
 from ridgeline.cli import app
 from ridgeline.errors import ConfigError
@@ -76,9 +82,13 @@ def test_spyre_program_fits_and_is_aligned() -> None:
 
 def test_bucket_padding_is_counted() -> None:
     m, spyre = get_model("llama-3.1-8b"), get_accelerator("ibm-spyre")
-    s = compile_schedule(m, spyre, Workload(Phase.DECODE, 3, 3000), keep_events=False)
+    s = compile_schedule(
+        m, spyre, Workload(Phase.DECODE, 3, 3000), options=ScheduleOptions(keep_events=False)
+    )
     assert s.bucket == Bucket(4, 4096)
-    full = compile_schedule(m, spyre, Workload(Phase.DECODE, 4, 4096), keep_events=False)
+    full = compile_schedule(
+        m, spyre, Workload(Phase.DECODE, 4, 4096), options=ScheduleOptions(keep_events=False)
+    )
     assert s.loaded_bytes == pytest.approx(full.loaded_bytes)
     assert 0 < s.padding_fraction < 0.1
     with pytest.raises(ConfigError, match="field bucket"):
@@ -91,13 +101,15 @@ def test_bucket_padding_is_counted() -> None:
     phase=st.sampled_from(list(Phase)),
     batch=st.integers(1, 8),
     context=st.integers(1, 1024),
+    ring=st.booleans(),
 )
 def test_schedule_bytes_equal_analytic_plus_declared_reloads(
-    model: str, phase: Phase, batch: int, context: int
+    model: str, phase: Phase, batch: int, context: int, ring: bool
 ) -> None:
     m, spyre = get_model(model), get_accelerator("ibm-spyre")
     w = Workload(phase, batch, context)
-    s = compile_schedule(m, spyre, w, Bucket(batch, context), keep_events=False)
+    opts = ScheduleOptions(use_ring=ring, keep_events=False)
+    s = compile_schedule(m, spyre, w, Bucket(batch, context), opts)
     assert s.loaded_bytes == pytest.approx(s.analytic_read_bytes + s.reload_bytes, rel=1e-9)
     assert s.stored_bytes == pytest.approx(s.analytic_write_bytes + s.restore_bytes, rel=1e-9)
     for r in s.runs:
@@ -110,6 +122,8 @@ def test_schedule_bytes_equal_analytic_plus_declared_reloads(
             b = float(t.weight_bytes) / t.count / c  # this core's columns
             out = float(t.act_write_bytes) / t.count / c
             expected = (ps.a_reads - 1) * a + (ps.b_reads - 1) * b + ps.c_reads * out
+            if not ring:  # every core also reads the other cores' share of the input once
+                expected += a * (c - 1) / c
             assert prog.total(Kind.LOAD, reload=True) == pytest.approx(expected, abs=1e-6)
 
 
@@ -216,3 +230,18 @@ def test_double_buffering_timeline_by_hand() -> None:
     # the queue is busy 6 s and everything else hides under it
     run = _toy(3, 2, 1.0, 1.0, 1.0)
     assert run.time_s == 6.0 and run.dma_busy_s == 6.0 and run.compute_busy_s == 3.0
+
+
+def test_without_the_ring_every_core_rereads_what_the_ring_carried() -> None:
+    m, spyre, w = (
+        get_model("llama-3.1-8b"),
+        get_accelerator("ibm-spyre"),
+        Workload(Phase.DECODE, 1, 4096),
+    )
+    ring = _spyre_decode()
+    alone = compile_schedule(
+        m, spyre, w, options=ScheduleOptions(use_ring=False, keep_events=False)
+    )
+    assert alone.ring_bytes == 0
+    assert alone.reload_bytes == pytest.approx(ring.ring_bytes)  # 73.4 MB, now from LPDDR5
+    assert alone.time_s > ring.time_s

@@ -54,6 +54,7 @@ from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.model import ModelSpec
 
 MIN_STREAM_TILES = 4  # NOTE: a heuristic: enough tiles for double buffering to overlap
+NO_RING_NOTE = "no ring: every core re-reads the shared input; partials meet in device memory"
 
 
 class Kind(StrEnum):
@@ -182,14 +183,16 @@ class Core:
     dram_bytes_per_s: float  # this core's share of device bandwidth
     ring_bytes_per_s: float  # what the ring delivers into one core (both directions)
     flops_per_s: float  # this core's share of peak
+    has_ring: bool = True  # False: shared inputs are re-read from device memory by every core
 
 
-def core_of(acc: Accelerator, dt: Dtypes, level: str | None = None) -> Core:
+def core_of(acc: Accelerator, dt: Dtypes, level: str | None = None, use_ring: bool = True) -> Core:
     """A core of ``acc``: its scratchpad, and its shares of bandwidth and peak.
 
     Ring: a core receives from both neighbours, 2 × the per-direction bandwidth (bandwidth-
-    optimal ring all-gather, Patarasuk & Yuan, JPDC 2009). Without a ring in the catalog the
-    device bandwidth share stands in for inter-core traffic.
+    optimal ring all-gather, Patarasuk & Yuan, JPDC 2009). Without a ring in the catalog (or
+    with ``use_ring=False``) every core reads a shared input from device memory itself, and
+    partial results meet in device memory: replicated traffic the plan declares as re-loads.
     """
     lvl = scratchpad_level(acc, level)
     if acc.level_names.index(lvl.name) >= acc.level_names.index(acc.device_level):
@@ -210,6 +213,7 @@ def core_of(acc: Accelerator, dt: Dtypes, level: str | None = None) -> Core:
         dram_bytes_per_s=share,
         ring_bytes_per_s=2.0 * ring if ring is not None else share,
         flops_per_s=acc.peak(dt.compute) / acc.cores,
+        has_ring=use_ring and ring is not None,
     )
 
 
@@ -290,6 +294,7 @@ def _matmul_program(
         b=_per_core_layer(t.weight_bytes, t, core.cores),
         c=_per_core_layer(t.act_write_bytes, t, core.cores),
         cores=core.cores,
+        ring=core.has_ring,
     )
     alloc = _Allocator(core.granule_bytes)
     steps = _emit_matmul(mm, p, sizes, alloc)
@@ -302,15 +307,15 @@ def _matmul_program(
         p,
         t,
         array_utilisation(mm, core.array_dim),
-        _reload_note(p),
+        _reload_note(p, core.has_ring),
     )
 
 
-def _reload_note(p: TilePlan) -> str:
+def _reload_note(p: TilePlan, ring: bool) -> str:
     """Why a tiling moves an operand more than once, or "" when it does not."""
     if p.passes.a_reads == 1 and p.passes.b_reads == 1 and p.passes.c_reads == 0:
-        return ""
-    return (
+        return "" if ring else NO_RING_NOTE
+    return ("" if ring else NO_RING_NOTE + "; ") + (
         f"{p.order.value} tiles {p.tile.tm}x{p.tile.tk}x{p.tile.tn}: A read "
         f"{p.passes.a_reads}x, B {p.passes.b_reads}x, partial sums "
         f"{p.passes.c_writes} out / {p.passes.c_reads} back"
@@ -325,6 +330,7 @@ class _MatmulBytes:
     b: float
     c: float
     cores: int
+    ring: bool
 
 
 def _edges(dim: int, tile: int) -> list[tuple[int, int]]:
@@ -335,8 +341,9 @@ def _edges(dim: int, tile: int) -> list[tuple[int, int]]:
 def _emit_matmul(mm: Matmul, p: TilePlan, sz: _MatmulBytes, alloc: _Allocator) -> list[Step]:
     """The loop nest of ``p.order`` as a flat list of steps (module docstring of ``tiling``).
 
-    An A tile's first load comes 1/cores from device memory and the rest over the ring; a later
-    load of the same tile is a declared re-load from device memory.
+    An A tile's first load comes 1/cores from device memory and the rest over the ring (without
+    a ring: a replicated read, declared as a re-load); a later load of the same tile is a
+    declared re-load from device memory.
     """
     t, nb = p.tile, p.buffers
     a_addr = [alloc.alloc(f"A[{i}]", t.tm * t.tk * mm.a_bytes) for i in range(nb)]
@@ -383,9 +390,10 @@ def _a_loads(
     if again:
         return [Instr(Kind.LOAD, Category.ACT, tile, 0, addr, True)]
     own = tile / sz.cores
+    rest = (Kind.RING, False) if sz.ring else (Kind.LOAD, True)  # else: replicated read
     return [
         Instr(Kind.LOAD, Category.ACT, own, 0, addr),
-        Instr(Kind.RING, Category.ACT, tile - own, 0, addr),
+        Instr(rest[0], Category.ACT, tile - own, 0, addr, rest[1]),
     ]
 
 
@@ -415,7 +423,8 @@ class _Stream:
 
     loads: tuple[tuple[Category, float, bool], ...]
     stores: tuple[tuple[Category, float, bool], ...]
-    ring: float
+    gather: float  # bytes this core needs from the others' share of a shared input
+    reduce: float  # bytes of partial results this core exchanges with the others
     flops: float
 
 
@@ -423,6 +432,9 @@ def _stream_program(
     t: OpTerms, kind: OpKind, s: _Stream, core: Core, buffers: int, note: str = ""
 ) -> OpProgram:
     """Split a streamed op evenly and cut it into equal double-buffered tiles."""
+    if not core.has_ring and s.gather + s.reduce > 0:
+        s = _without_ring(s)
+        note = note or NO_RING_NOTE
     load_bytes = sum(b for _, b, _ in s.loads)
     store_bytes = sum(b for _, b, _ in s.stores)
     by_capacity = math.ceil(buffers * (load_bytes + store_bytes) / core.capacity_bytes)
@@ -438,8 +450,9 @@ def _stream_program(
             for cat, b, again in s.loads
             if b > 0
         ]
-        if s.ring > 0:
-            loads.append(Instr(Kind.RING, Category.ACT, s.ring / tiles, 0, in_addr[i % buffers]))
+        ring = s.gather + s.reduce
+        if ring > 0:
+            loads.append(Instr(Kind.RING, Category.ACT, ring / tiles, 0, in_addr[i % buffers]))
         stores = tuple(
             Instr(Kind.STORE, cat, b / tiles, 0, out_addr[i % buffers], again)
             for cat, b, again in s.stores
@@ -448,6 +461,14 @@ def _stream_program(
         compute = Instr(Kind.COMPUTE, Category.NONE, 0.0, s.flops / tiles, in_addr[i % buffers])
         steps.append(Step(tuple(loads), compute, stores))
     return OpProgram(t.name, t.count, kind, tuple(steps), tuple(alloc.buffers), None, t, 1.0, note)
+
+
+def _without_ring(s: _Stream) -> _Stream:
+    """Inter-core traffic through device memory: the gathered input is read again by every
+    core, partial results are stored and read back (declared re-loads)."""
+    loads = (*s.loads, (Category.ACT, s.gather + s.reduce, True))
+    stores = (*s.stores, (Category.ACT, s.reduce, True))
+    return _Stream(loads, stores, 0.0, 0.0, s.flops)
 
 
 def _basic_stream(t: OpTerms, cores: int) -> _Stream:
@@ -467,7 +488,8 @@ def _basic_stream(t: OpTerms, cores: int) -> _Stream:
             (Category.KV, per(t.kv_write_bytes), False),
             (Category.ACT, per(t.act_write_bytes), False),
         ),
-        ring=0.0,
+        gather=0.0,
+        reduce=0.0,
         flops=per(t.flops),
     )
 
@@ -486,8 +508,8 @@ def _attention_stream(t: OpTerms, model: ModelSpec, w: Workload, core: Core) -> 
     act_in = float(t.act_read_bytes) / t.count
     act_out = float(t.act_write_bytes) / t.count
     if w.phase is Phase.DECODE:
-        ring = (act_in + act_out) * (c - 1) / c
-        return _Stream(base.loads, base.stores, ring, base.flops), ""
+        gather, reduce = act_in * (c - 1) / c, act_out * (c - 1) / c
+        return _Stream(base.loads, base.stores, gather, reduce, base.flops), ""
     n, d, e = w.new_tokens_per_seq, model.head_dim, w.dtypes.act.bytes
     blocks = flash.block_sizes(core.capacity_bytes, d, e)
     tc, _ = blocks.tiles(n)
@@ -500,7 +522,7 @@ def _attention_stream(t: OpTerms, model: ModelSpec, w: Workload, core: Core) -> 
     loads = (*base.loads, (Category.ACT, extra_in, True))
     stores = (*base.stores, (Category.ACT, extra_out, True))
     note = f"FlashAttention Bc={blocks.bc}, Br={blocks.br}: Q/O pass {tc}x over {n} tokens"
-    return _Stream(loads, stores, 0.0, base.flops), note
+    return _Stream(loads, stores, 0.0, 0.0, base.flops), note
 
 
 def compile_op(
@@ -862,13 +884,26 @@ def _summary(run: OpRun, core: Core, peak: float, bw: float) -> OpSummary:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduleOptions:
+    """How to compile: buffer depth (2 = double buffering), whether cores share inputs over
+    the ring, and whether to keep per-instruction events for a timeline picture."""
+
+    buffers: int = 2
+    use_ring: bool = True
+    keep_events: bool = True
+
+    def __post_init__(self) -> None:
+        if self.buffers < 1:
+            raise ConfigError(f"field buffers: must be at least 1, got {self.buffers}")
+
+
 def compile_schedule(
     model: ModelSpec,
     acc: Accelerator,
     workload: Workload,
     bucket: Bucket | None = None,
-    buffers: int = 2,
-    keep_events: bool = True,
+    options: ScheduleOptions | None = None,
 ) -> Schedule:
     """Compile and simulate one step of ``workload`` on ``acc`` for a static ``bucket``.
 
@@ -876,8 +911,7 @@ def compile_schedule(
         ConfigError: the workload does not fit the bucket, or ``buffers`` < 1.
         CapacityError: no tile of some matmul fits the scratchpad.
     """
-    if buffers < 1:
-        raise ConfigError(f"field buffers: must be at least 1, got {buffers}")
+    opt = options or ScheduleOptions()
     b = bucket or default_bucket(workload)
     if workload.batch > b.batch or workload.context_len > b.context:
         raise ConfigError(
@@ -885,10 +919,11 @@ def compile_schedule(
             f"does not fit the bucket (batch {b.batch}, context {b.context})"
         )
     padded = Workload(workload.phase, b.batch, b.context, workload.prompt_len, workload.dtypes)
-    core = core_of(acc, workload.dtypes)
+    core = core_of(acc, workload.dtypes, use_ring=opt.use_ring)
     terms = op_terms(model, shape_of(padded), padded.dtypes)
     runs = tuple(
-        simulate_op(compile_op(t, model, padded, core, buffers), core, keep_events) for t in terms
+        simulate_op(compile_op(t, model, padded, core, opt.buffers), core, opt.keep_events)
+        for t in terms
     )
     cost = step_cost(model, acc, padded)
     useful = step_cost(model, acc, workload).bytes_read

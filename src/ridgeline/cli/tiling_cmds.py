@@ -130,6 +130,9 @@ def schedule_cmd(
     bucket_context: Annotated[int | None, typer.Option(help="compiled sequence length")] = None,
     buffers: BuffersOpt = 2,
     timeline: Annotated[str | None, typer.Option(help="write the timeline PNG here")] = None,
+    no_ring: Annotated[
+        bool, typer.Option("--no-ring", help="cores re-read shared inputs from device memory")
+    ] = False,
     program: Annotated[
         str | None, typer.Option(help="also print this op's per-core program (e.g. lm_head)")
     ] = None,
@@ -141,7 +144,8 @@ def schedule_cmd(
     if bucket_batch is not None or bucket_context is not None:
         d = dataflow.default_bucket(w)
         bucket = dataflow.Bucket(bucket_batch or d.batch, bucket_context or d.context)
-    s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, buffers)
+    opts = dataflow.ScheduleOptions(buffers, use_ring=not no_ring)
+    s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
     if timeline:
         tiling_plots.timeline_plot(s, timeline)
     if json_out:
