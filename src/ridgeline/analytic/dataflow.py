@@ -149,6 +149,12 @@ class OpProgram:
     array_util: float
     reload_note: str = ""
 
+    def __post_init__(self) -> None:
+        ends = [b.addr + b.size_bytes for b in self.buffers]
+        assert all(e <= b.addr for e, b in zip(ends, self.buffers[1:], strict=False)), (
+            "buffers overlap"
+        )
+
     @property
     def occupancy_bytes(self) -> int:
         return sum(b.size_bytes for b in self.buffers)
@@ -217,6 +223,11 @@ def core_of(acc: Accelerator, dt: Dtypes, level: str | None = None, use_ring: bo
     )
 
 
+def _rounding_slack(core: Core, buffers: int) -> float:
+    """Bytes lost to rounding each of at most 3·``buffers`` buffers up to the granule."""
+    return 3 * buffers * core.granule_bytes
+
+
 class _Allocator:
     """Bump allocation of scratchpad buffers, each aligned to the granule."""
 
@@ -277,7 +288,7 @@ def _matmul_program(
     mm = Matmul(m, k, n_core, dt.act.bytes, dt.weight.bytes, dt.act.bytes)
     pad = Scratchpad(
         "core",
-        core.capacity_bytes,
+        core.capacity_bytes - _rounding_slack(core, buffers),
         core.array_dim,
         core.granule_bytes,
         core.flops_per_s,
@@ -437,7 +448,8 @@ def _stream_program(
         note = note or NO_RING_NOTE
     load_bytes = sum(b for _, b, _ in s.loads)
     store_bytes = sum(b for _, b, _ in s.stores)
-    by_capacity = math.ceil(buffers * (load_bytes + store_bytes) / core.capacity_bytes)
+    room = core.capacity_bytes - _rounding_slack(core, buffers)
+    by_capacity = math.ceil(buffers * (load_bytes + store_bytes) / room)
     by_granule = max(1, int((load_bytes + store_bytes) // core.granule_bytes))
     tiles = max(1, by_capacity, min(MIN_STREAM_TILES, by_granule))
     alloc = _Allocator(core.granule_bytes)
@@ -925,6 +937,7 @@ def compile_schedule(
         simulate_op(compile_op(t, model, padded, core, opt.buffers), core, opt.keep_events)
         for t in terms
     )
+    assert all(r.program.occupancy_bytes <= core.capacity_bytes for r in runs), "LX overflow"
     cost = step_cost(model, acc, padded)
     useful = step_cost(model, acc, workload).bytes_read
     peak, bw = acc.peak(workload.dtypes.compute), acc.device_bandwidth_bytes_per_s

@@ -8,9 +8,12 @@ Three first-order models of how the *way* bytes are touched sets the bandwidth a
   degree is the largest number of distinct words that share a bank (CUDA C++ Programming
   Guide, "Shared Memory": a stride of s 4-byte words over 32 banks conflicts gcd(s, 32) ways).
 - Alignment: an access of ``size`` bytes at ``offset`` touches
-  ⌈(offset mod g + size) ÷ g⌉ granules of g bytes, against ⌈size ÷ g⌉ when aligned.
+  ⌈(offset mod g + size) ÷ g⌉ granules of g bytes, against ⌈size ÷ g⌉ when aligned (CUDA C++
+  Best Practices Guide, "Coalesced Access to Global Memory": a misaligned warp access touches
+  one more 32-B sector; on Spyre g is the 128-B stick [S35]).
 - Access order: walking a row-major array column by column fetches a whole line per element
-  unless the lines of one column's rows all stay cached until the next column.
+  unless the lines of one column's rows all stay cached until the next column (spatial
+  locality; Hennessy & Patterson, *Computer Architecture*, ch. 2, loop interchange).
 """
 
 from __future__ import annotations
