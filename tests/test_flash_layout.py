@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ridgeline.analytic.flash import (
     FlashOrder,
@@ -111,3 +115,17 @@ def test_access_order() -> None:
     assert cached.amplification == 1.0
     assert strided_efficiency(2, 2, 128) == 0.5
     assert strided_efficiency(64, 2, 128) == pytest.approx(2 / 128)
+
+
+@settings(max_examples=100, deadline=None)
+@given(stride=st.integers(1, 4096))
+def test_bank_conflict_degree_is_gcd_with_32_banks(stride: int) -> None:
+    assert bank_conflicts(stride).conflict_degree == math.gcd(stride, 32)
+
+
+@settings(max_examples=100, deadline=None)
+@given(offset=st.integers(0, 10_000), size=st.integers(1, 10_000))
+def test_misalignment_costs_at_most_one_granule(offset: int, size: int) -> None:
+    a = alignment(offset, size, 128)
+    assert a.granules_touched - a.granules_aligned in (0, 1)
+    assert a.granules_touched == a.granules_aligned or offset % 128 != 0

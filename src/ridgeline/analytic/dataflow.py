@@ -919,6 +919,17 @@ def compile_schedule(
 ) -> Schedule:
     """Compile and simulate one step of ``workload`` on ``acc`` for a static ``bucket``.
 
+    Args:
+        model: the model; its operators come from ``op_terms``.
+        acc: a scratchpad accelerator (a compiler- or kernel-managed level above the device
+            level), e.g. ``ibm-spyre``.
+        workload: phase, batch, context and dtypes of the request.
+        bucket: the static shape compiled for (default: next powers of two).
+        options: buffer depth, ring use, event recording.
+
+    Returns:
+        The per-core programs, their simulated runs, totals and the analytic bound.
+
     Raises:
         ConfigError: the workload does not fit the bucket, or ``buffers`` < 1.
         CapacityError: no tile of some matmul fits the scratchpad.

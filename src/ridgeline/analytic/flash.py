@@ -123,7 +123,18 @@ def attention_io(
     elem_bytes: float = DType.BF16.bytes,
     order: FlashOrder = FlashOrder.KV_OUTER,
 ) -> AttentionIO:
-    """Standard vs tiled HBM traffic of self-attention over ``n`` tokens, one head."""
+    """Standard vs tiled HBM traffic of self-attention over ``n`` tokens, one head.
+
+    Args:
+        n: sequence length (queries = keys = n).
+        head_dim: d.
+        memory_bytes: on-chip memory M in bytes (converted to elements of ``elem_bytes``).
+        elem_bytes: bytes per element of Q, K, V, O.
+        order: Algorithm 1's K/V-outer loop or FlashAttention-2's Q-outer loop.
+
+    Returns:
+        Block sizes, passes and bytes of both algorithms.
+    """
     if n < 1:
         raise ConfigError(f"field context: must be at least 1, got {n}")
     blocks = block_sizes(memory_bytes, head_dim, elem_bytes)

@@ -180,7 +180,18 @@ def resident_bytes(mm: Matmul, tile: Tile, order: LoopOrder, buffers: int) -> fl
 def plan(
     mm: Matmul, tile: Tile, order: LoopOrder, capacity_bytes: float, buffers: int = 2
 ) -> TilePlan:
-    """Resident bytes, fit and DRAM traffic of ``mm`` tiled by ``tile`` under ``order``."""
+    """Resident bytes, fit and DRAM traffic of ``mm`` tiled by ``tile`` under ``order``.
+
+    Args:
+        mm: the matmul and its operand element sizes.
+        tile: tile edges (clipped to the matrix).
+        order: which operand stays resident (module docstring's table).
+        capacity_bytes: the scratchpad the tiles must fit.
+        buffers: 1 = single, 2 = double buffering of the streamed tiles.
+
+    Returns:
+        The plan: resident bytes, passes, traffic per operand, intensity.
+    """
     if buffers < 1:
         raise ConfigError(f"field buffers: must be 1 (single) or more, got {buffers}")
     p = passes(mm, tile, order)
@@ -312,7 +323,14 @@ def best_tile(mm: Matmul, pad: Scratchpad, buffers: int = 2) -> TilePlan | None:
 
     Time bound = max(compute, memory) (roofline, Williams et al. 2009); ties go to less traffic,
     then to the shortest pipeline fill (the first tiles' load, which nothing overlaps).
-    ``None`` when no legal tile fits the scratchpad.
+
+    Args:
+        mm: the matmul.
+        pad: one core's scratchpad, matrix-unit edge, granule, peak and bandwidth share.
+        buffers: buffer depth of the streamed tiles.
+
+    Returns:
+        The best fitting plan, or ``None`` when no legal tile fits the scratchpad.
 
     NOTE: no fixed cost per transfer is modelled, so among equal plans the smallest tiles win;
     a real compiler also weighs the per-DMA overhead ([S38]'s turnaround penalty).
