@@ -20,6 +20,7 @@ from ridgeline.analytic.layout import (
     Order,
     alignment,
     bank_conflicts,
+    level_bank_conflicts,
     padded_bytes,
     strided_efficiency,
     traversal,
@@ -90,9 +91,19 @@ def test_flash_table_for_three_memories() -> None:
 def test_bank_conflict_degree(stride: int, degree: int) -> None:
     # 32 banks of 4 B, 32 lanes: lane i reads word i·stride → gcd(stride, 32)-way (stride 0:
     # every lane reads one word, a broadcast)
-    acc = bank_conflicts(stride, peak_bytes_per_s=128.0)
+    acc = bank_conflicts(stride, 32, 4, peak_bytes_per_s=128.0)
     assert acc.conflict_degree == degree
     assert acc.effective_bytes_per_s == pytest.approx(128.0 / degree)
+
+
+def test_h100_shared_memory_banks_come_from_the_catalog() -> None:
+    smem = get_accelerator("h100-sxm").level("smem")
+    a = level_bank_conflicts(smem, stride_words=2)
+    # 32 banks x 4 B; one SM's share of 33.45 TB/s over 132 SMs = 253.4 GB/s, halved
+    assert (a.banks, a.bank_width_bytes, a.conflict_degree) == (32, 4, 2)
+    assert a.effective_bytes_per_s == pytest.approx(3.345e13 / 132 / 2)
+    with pytest.raises(ConfigError, match="field banks"):
+        level_bank_conflicts(get_accelerator("ibm-spyre").level("lx"), 1)
 
 
 def test_alignment_and_sticks() -> None:
@@ -120,7 +131,7 @@ def test_access_order() -> None:
 @settings(max_examples=100, deadline=None)
 @given(stride=st.integers(1, 4096))
 def test_bank_conflict_degree_is_gcd_with_32_banks(stride: int) -> None:
-    assert bank_conflicts(stride).conflict_degree == math.gcd(stride, 32)
+    assert bank_conflicts(stride, 32, 4).conflict_degree == math.gcd(stride, 32)
 
 
 @settings(max_examples=100, deadline=None)

@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from ridgeline.errors import ConfigError
+from ridgeline.specs.hardware import MemoryLevel
 
 
 def _positive(field: str, value: float) -> None:
@@ -62,8 +63,8 @@ class BankAccess:
 
 def bank_conflicts(
     stride_words: int,
-    banks: int = 32,
-    bank_width_bytes: float = 4.0,
+    banks: int,
+    bank_width_bytes: float,
     lanes: int | None = None,
     peak_bytes_per_s: float | None = None,
 ) -> BankAccess:
@@ -80,6 +81,16 @@ def bank_conflicts(
     words = {i * stride_words for i in range(n)}
     degree = max(Counter(w % banks for w in words).values())
     return BankAccess(banks, bank_width_bytes, stride_words, n, degree, peak_bytes_per_s)
+
+
+def level_bank_conflicts(level: MemoryLevel, stride_words: int) -> BankAccess:
+    """``bank_conflicts`` on a catalog level's banks, bank width and per-instance bandwidth
+    (e.g. one H100 SM's shared memory)."""
+    if level.banks is None or level.bank_width_bytes is None:
+        raise ConfigError(f"level {level.name}: field banks: the catalog gives no bank layout")
+    bw = level.bandwidth_bytes_per_s
+    peak = bw / level.instances if bw is not None else None
+    return bank_conflicts(stride_words, level.banks, level.bank_width_bytes, None, peak)
 
 
 @dataclass(frozen=True, slots=True)
