@@ -38,7 +38,7 @@ from typing import Any
 
 from ridgeline.analytic import flash
 from ridgeline.analytic.ops import OpTerms, op_terms
-from ridgeline.analytic.roofline import shape_of, step_cost
+from ridgeline.analytic.roofline import Efficiency, shape_of, step_cost
 from ridgeline.analytic.tiling import (
     LoopOrder,
     Matmul,
@@ -192,13 +192,20 @@ class Core:
     has_ring: bool = True  # False: shared inputs are re-read from device memory by every core
 
 
-def core_of(acc: Accelerator, dt: Dtypes, level: str | None = None, use_ring: bool = True) -> Core:
+def core_of(
+    acc: Accelerator,
+    dt: Dtypes,
+    level: str | None = None,
+    use_ring: bool = True,
+    bandwidth_efficiency: float = 1.0,
+) -> Core:
     """A core of ``acc``: its scratchpad, and its shares of bandwidth and peak.
 
     Ring: a core receives from both neighbours, 2 × the per-direction bandwidth (bandwidth-
     optimal ring all-gather, Patarasuk & Yuan, JPDC 2009). Without a ring in the catalog (or
     with ``use_ring=False``) every core reads a shared input from device memory itself, and
     partial results meet in device memory: replicated traffic the plan declares as re-loads.
+    ``bandwidth_efficiency`` scales device bandwidth (Spyre's measured ~150 of 200 GB/s [S38]).
     """
     lvl = scratchpad_level(acc, level)
     if acc.level_names.index(lvl.name) >= acc.level_names.index(acc.device_level):
@@ -207,7 +214,7 @@ def core_of(acc: Accelerator, dt: Dtypes, level: str | None = None, use_ring: bo
             f"which is not below the scratchpad '{lvl.name}'; there is no load/store schedule "
             f"between them to compile"
         )
-    share = acc.device_bandwidth_bytes_per_s / acc.cores
+    share = acc.device_bandwidth_bytes_per_s * bandwidth_efficiency / acc.cores
     if lvl.bandwidth_bytes_per_s is not None:
         share = min(share, lvl.bandwidth_bytes_per_s / lvl.instances)
     ring = acc.ring_bandwidth_bytes_per_s
@@ -899,15 +906,19 @@ def _summary(run: OpRun, core: Core, peak: float, bw: float) -> OpSummary:
 @dataclass(frozen=True, slots=True)
 class ScheduleOptions:
     """How to compile: buffer depth (2 = double buffering), whether cores share inputs over
-    the ring, and whether to keep per-instruction events for a timeline picture."""
+    the ring, whether to keep per-instruction events for a timeline picture, and the fraction
+    of device bandwidth reached (schedule and roofline alike)."""
 
     buffers: int = 2
     use_ring: bool = True
     keep_events: bool = True
+    bandwidth_efficiency: float = 1.0
 
     def __post_init__(self) -> None:
         if self.buffers < 1:
             raise ConfigError(f"field buffers: must be at least 1, got {self.buffers}")
+        if not 0.0 < self.bandwidth_efficiency <= 1.0:
+            raise ConfigError(f"field bw_eff: must be in (0, 1], got {self.bandwidth_efficiency}")
 
 
 def compile_schedule(
@@ -942,16 +953,20 @@ def compile_schedule(
             f"does not fit the bucket (batch {b.batch}, context {b.context})"
         )
     padded = Workload(workload.phase, b.batch, b.context, workload.prompt_len, workload.dtypes)
-    core = core_of(acc, workload.dtypes, use_ring=opt.use_ring)
+    core = core_of(
+        acc, workload.dtypes, use_ring=opt.use_ring, bandwidth_efficiency=opt.bandwidth_efficiency
+    )
     terms = op_terms(model, shape_of(padded), padded.dtypes)
     runs = tuple(
         simulate_op(compile_op(t, model, padded, core, opt.buffers), core, opt.keep_events)
         for t in terms
     )
     assert all(r.program.occupancy_bytes <= core.capacity_bytes for r in runs), "LX overflow"
-    cost = step_cost(model, acc, padded)
+    eff = Efficiency(bandwidth=opt.bandwidth_efficiency)
+    cost = step_cost(model, acc, padded, eff)
     useful = step_cost(model, acc, workload).bytes_read
-    peak, bw = acc.peak(workload.dtypes.compute), acc.device_bandwidth_bytes_per_s
+    peak = acc.peak(workload.dtypes.compute)
+    bw = acc.device_bandwidth_bytes_per_s * opt.bandwidth_efficiency
     return Schedule(
         model=model.name,
         accelerator=acc.name,

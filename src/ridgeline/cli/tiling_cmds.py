@@ -133,6 +133,9 @@ def schedule_cmd(
     no_ring: Annotated[
         bool, typer.Option("--no-ring", help="cores re-read shared inputs from device memory")
     ] = False,
+    bw_eff: Annotated[
+        float, typer.Option(help="fraction of device bandwidth reached (Spyre measured: 0.75)")
+    ] = 1.0,
     program: Annotated[
         str | None, typer.Option(help="also print this op's per-core program (e.g. lm_head)")
     ] = None,
@@ -144,7 +147,7 @@ def schedule_cmd(
     if bucket_batch is not None or bucket_context is not None:
         d = dataflow.default_bucket(w)
         bucket = dataflow.Bucket(bucket_batch or d.batch, bucket_context or d.context)
-    opts = dataflow.ScheduleOptions(buffers, use_ring=not no_ring)
+    opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
     s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
     if timeline:
         tiling_plots.timeline_plot(s, timeline)
