@@ -18,6 +18,7 @@ from ridgeline.cli.common import new_app
 from ridgeline.cli.deploy_cmds import deploy_cmd
 from ridgeline.cli.report_cmd import report_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
+from ridgeline.cli.tiling_cmds import flash_cmd, orchestrate_cmd, schedule_cmd, tile_cmd
 
 app = new_app("ridgeline: where the time and memory of LLM inference go, and why.")
 app.add_typer(hw_app, name="hw")
@@ -29,6 +30,10 @@ app.command("compare")(compare_cmd)
 app.command("deploy")(deploy_cmd)
 app.command("report")(report_cmd)
 app.command("simulate")(simulate_cmd)
+app.command("tile")(tile_cmd)
+app.command("flash")(flash_cmd)
+app.command("schedule")(schedule_cmd)
+app.command("orchestrate")(orchestrate_cmd)
 
 
 def main() -> None:
