@@ -154,3 +154,20 @@ def test_expected_tokens_per_step_formula_and_draws() -> None:
     rng = random.Random(1)
     draws = [1 + draw_accepted(rng, 0.6, 4) for _ in range(40_000)]
     assert sum(draws) / len(draws) == pytest.approx(expected_tokens_per_step(0.6, 4), rel=0.02)
+
+
+def test_serving_loop_runs_explicit_token_ids_to_completion_with_eos() -> None:
+    from ridgeline.serving import Request, SamplingParams, ServingLoop
+
+    s, ex = make_scheduler(32, block_size=4, max_num_batched_tokens=6)
+    loop = ServingLoop(s, ex)
+    assert loop.add(Request("a", [5, 6, 7, 8, 9, 10, 11, 12], SamplingParams(3)))
+    assert loop.add(Request("b", [5, 6, 7], SamplingParams(10, eos_token_id=7)))
+    done = loop.run()
+    assert [(r.request_id, r.output_token_ids, r.finish_reason.value) for r in done] == [
+        ("b", [7], "stop"),
+        ("a", [7, 7, 7], "length"),
+    ]
+    first = ex.batches[0].requests
+    assert [(r.request_id, r.token_ids) for r in first] == [("a", (5, 6, 7, 8, 9, 10))]
+    assert loop.elapsed_s == len(ex.batches) and s.kv.pool.num_free == 32

@@ -20,10 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.scheduler import PreemptionMode
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.serving.tiers import TierSpec
-from ridgeline.sim.engine import Disagg, SimConfig, simulate
+from ridgeline.sim.engine import SimConfig, simulate
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator
