@@ -93,7 +93,8 @@ def test_overload_completes_or_rejects_every_request_and_never_exceeds_memory() 
     sim = Simulation(SimConfig(LLAMA, A100, num_blocks=400), wl)
     res = sim.run()
     assert res.num_completed + res.num_rejected == 300
-    assert res.num_rejected == 1 and "exceeds the KV pool (6400 slots)" in res.reject_reasons[0]
+    assert res.num_rejected == 1 and res.reject_reasons == ("1× larger than the KV pool",)
+    assert res.requests[7].rejected == "larger than the KV pool: 7010 tokens > 6400 slots"
     assert res.num_preemptions > 0 and res.queue_s.p99 > 1.0  # it really was overloaded
     assert max(res.timeline.used_frac) <= 1.0 and res.kv_peak_frac > 0.9
     for inst in sim.instances:

@@ -123,7 +123,7 @@ class Scheduler:
 
     def add_request(self, request: Request) -> bool:
         """Queue ``request``; False (and status REJECTED with a reason) if it can never fit."""
-        reason = self._never_fits(request)
+        reason = self.never_fits(request)
         self._seq += 1
         request.seq = self._seq
         if reason:
@@ -137,27 +137,25 @@ class Scheduler:
         self.waiting.push(request)
         return True
 
-    def _never_fits(self, request: Request) -> str:
+    def never_fits(self, request: Request) -> str:
+        """Why ``request`` can never run here, as ``category: details`` ("" when it can)."""
         capacity = self.kv.pool.num_blocks * self.kv.block_size
         n = request.max_tokens
-        if n > self.config.max_model_len:
-            return (
-                f"prompt + max_new_tokens = {n} exceeds max_model_len {self.config.max_model_len}"
-            )
+        limit = self.config.max_model_len
+        if n > limit:
+            return f"longer than max_model_len: prompt + max_new_tokens = {n} > {limit}"
         if n > capacity:
-            return f"prompt + max_new_tokens = {n} tokens exceeds the KV pool ({capacity} slots)"
+            return f"larger than the KV pool: {n} tokens > {capacity} slots"
         reserve = self.policy.reserve_tokens(request)
         if reserve is None:
-            return f"{n} tokens fit no {self.policy.kind.value} reservation"
+            return f"no {self.policy.kind.value} reservation holds it: {n} tokens"
         if reserve > capacity:
-            return f"reservation of {reserve} slots exceeds the KV pool ({capacity} slots)"
-        if (
-            not self.policy.chunked
-            and request.num_prompt_tokens > self.config.max_num_batched_tokens
-        ):
+            return f"reservation larger than the KV pool: {reserve} > {capacity} slots"
+        budget = self.config.max_num_batched_tokens
+        if not self.policy.chunked and request.num_prompt_tokens > budget:
             return (
-                f"prompt of {request.num_prompt_tokens} tokens exceeds max_num_batched_tokens "
-                f"{self.config.max_num_batched_tokens} without chunked prefill"
+                f"prompt over the step budget without chunked prefill: "
+                f"{request.num_prompt_tokens} > {budget} tokens"
             )
         return ""
 
@@ -239,6 +237,7 @@ class Scheduler:
             req.swapped = True
         else:
             req.num_computed_tokens = 0
+            req.num_external_tokens = 0  # its transferred KV is gone: recompute it here
         self.kv.free(req)
         self.waiting.push_front(req)
 

@@ -235,6 +235,11 @@ class Simulation:
         )
         if self.cfg.disagg is None:
             self._submit(self._least_loaded(Role.MIXED), req)
+            return
+        reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req)
+        if reason:  # reject before prefilling a request the decode side can never hold
+            self.metrics.reject(req.request_id, reason)
+            self.done += 1
         else:
             self.originals[spec.request_id] = req
             self._submit(self._least_loaded(Role.PREFILL), prefill_request(req))
