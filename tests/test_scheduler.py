@@ -171,3 +171,15 @@ def test_serving_loop_runs_explicit_token_ids_to_completion_with_eos() -> None:
     first = ex.batches[0].requests
     assert [(r.request_id, r.token_ids) for r in first] == [("a", (5, 6, 7, 8, 9, 10))]
     assert loop.elapsed_s == len(ex.batches) and s.kv.pool.num_free == 32
+
+
+def test_kv_received_from_a_prefill_instance_is_admitted_as_computed() -> None:
+    from ridgeline.serving.disagg import decode_request, prefill_request
+
+    s, ex = make_scheduler(16, block_size=4)
+    original = req("a", 8, max_new=3)
+    first = prefill_request(original)
+    first.output_token_ids.append(7)
+    s.add_request(decode_request(original, first))
+    (sr,) = s.schedule().requests
+    assert (sr.start_position, sr.token_ids, sr.block_ids) == (8, (7,), (0, 1, 2))

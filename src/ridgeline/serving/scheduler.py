@@ -248,12 +248,14 @@ class Scheduler:
         while len(self.waiting) and budget > 0 and len(self.running) < self.max_running:
             req = self.waiting.peek()
             hit = self._prefix_hit(req)
-            owed = req.num_tokens - req.num_computed_tokens - hit.num_tokens
+            # KV that arrived from a prefill instance counts as computed (disaggregation)
+            external = req.num_external_tokens if req.num_computed_tokens == 0 else 0
+            owed = req.num_tokens - req.num_computed_tokens - external - hit.num_tokens
             if not chunked and owed > budget:
                 break
             cap = self.config.long_prefill_token_threshold or owed
             n = min(owed, cap, budget)
-            if not self._admit_one(req, n, hit):
+            if not self._admit_one(req, n, hit, external):
                 self._blocked_on_memory = True
                 break
             self.waiting.pop()
@@ -265,10 +267,9 @@ class Scheduler:
             return PrefixHit(block_size=self.kv.block_size)
         return self.kv.find_prefix(req)
 
-    def _admit_one(self, req: Request, n: int, hit: PrefixHit) -> bool:
+    def _admit_one(self, req: Request, n: int, hit: PrefixHit, external: int) -> bool:
         """Allocate ``req``'s table (reservation, hit, external and new tokens) and run it."""
         reserve = self.policy.reserve_tokens(req) or 0
-        external = req.num_external_tokens if req.num_computed_tokens == 0 else 0
         req.num_computed_tokens += external
         if self.kv.allocate_slots(req, n, hit, reserve_tokens=reserve) is None:
             req.num_computed_tokens -= external
