@@ -129,14 +129,16 @@ class BlockPool:
     def free(self, blocks: Sequence[KVBlock]) -> None:
         """Drop one reference on each block, in eviction-priority order (tail first)."""
         uncached = []
+        add_cached = self._cached_free.add
         for block in blocks:
             assert block.ref_cnt > 0, f"double free of {block}"
             block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                if block.block_hash is None:
-                    uncached.append(block)
-                else:
-                    self._cached_free.add(block)
+            if block.ref_cnt:
+                continue
+            if block.block_hash is None:
+                uncached.append(block)
+            else:
+                add_cached(block)
         self._uncached.extendleft(reversed(uncached))
 
     def cache(self, block: KVBlock, block_hash: int) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ridgeline.errors import ConfigError
+from ridgeline.serving.block_pool import KVBlock
 from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager, PrefixHit
 from ridgeline.serving.policies import Policy, PolicyKind, make_policy
@@ -391,15 +392,17 @@ class Scheduler:
             return 0
         k = max_steps
         for req in self.running:
-            if req.num_tokens - req.num_computed_tokens != 1 or req.params.eos_token_id is not None:
+            out = req.output_token_ids
+            owed = req.num_prompt_tokens + len(out) - req.num_computed_tokens
+            if owed != 1 or req.params.eos_token_id is not None:
                 return 0
-            k = min(k, req.params.max_new_tokens - req.num_output_tokens)
+            k = min(k, req.params.max_new_tokens - len(out))
         return self._fundable_steps(k)
 
     def _fundable_steps(self, k: int) -> int:
         """Largest j <= k such that j decode steps need at most the free blocks."""
-        free, bs = self.kv.pool.num_free, self.kv.block_size
-        starts = [(r.num_computed_tokens, len(self.kv.table(r.request_id))) for r in self.running]
+        free, bs, tables = self.kv.pool.num_free, self.kv.block_size, self.kv.tables
+        starts = [(r.num_computed_tokens, len(tables[r.request_id])) for r in self.running]
 
         def need(j: int) -> int:
             return sum(max(0, -(-(p + j) // bs) - nb) for p, nb in starts)
@@ -421,24 +424,29 @@ class Scheduler:
         """Apply ``k`` decode steps at once (see ``decode_run_limit``); blocks are handed out in
         the order step-by-step scheduling would use. Returns the requests that finished."""
         events = []
-        bs = self.kv.block_size
+        bs, tables = self.kv.block_size, self.kv.tables
         for idx, req in enumerate(self.running):
-            p, nb = req.num_computed_tokens, len(self.kv.table(req.request_id))
-            first = max(nb * bs - p, 0)
-            events += [(j, idx) for j in range(first, k, bs)]
+            first = len(tables[req.request_id]) * bs - req.num_computed_tokens
+            if first < k:
+                events += [(j, idx) for j in range(max(first, 0), k, bs)]
         events.sort()
         new = self.kv.pool.allocate(len(events))  # popped in the order single steps would pop
         assert new is not None, "decode_run_limit funds every step"
+        grown: dict[int, list[KVBlock]] = {}
         for (_, idx), block in zip(events, new, strict=True):
-            self.kv.append_blocks(self.running[idx].request_id, [block])
+            grown.setdefault(idx, []).append(block)
+        for idx, blocks in grown.items():
+            self.kv.append_blocks(self.running[idx].request_id, blocks)
         self._step += k
         self.stats.num_steps += k
         finished = []
+        caching = self.kv.enable_prefix_caching
         for req in list(self.running):
             req.output_token_ids.extend(sample(req, k))
             req.num_computed_tokens += k
-            self.kv.cache_full_blocks(req)
-            if self._is_done(req):
+            if caching:
+                self.kv.cache_full_blocks(req)
+            if len(req.output_token_ids) >= req.params.max_new_tokens and self._is_done(req):
                 self._finish(req)
                 finished.append(req)
         return finished

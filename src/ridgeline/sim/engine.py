@@ -20,6 +20,7 @@ Splitwise, ISCA 2024).
 from __future__ import annotations
 
 import heapq
+import operator
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -111,6 +112,9 @@ def kv_pool_blocks(cfg: SimConfig) -> int:
             f"(short by {-budget / 1e9:.2f} GB at memory_utilization {cfg.memory_utilization})"
         )
     return blocks
+
+
+_COMPUTED = operator.attrgetter("num_computed_tokens")
 
 
 class Role(StrEnum):
@@ -325,9 +329,8 @@ class Simulation:
         kv = inst.scheduler.kv
         pool, bs = kv.pool, kv.block_size
         running = inst.scheduler.running
-        unused = sum(
-            len(kv.tables.get(r.request_id, ())) * bs - r.num_computed_tokens for r in running
-        )
+        held = sum(map(len, kv.tables.values())) * bs  # only running requests hold tables
+        unused = held - sum(map(_COMPUTED, running))
         slots = pool.num_blocks * bs
         self.metrics.step(t, dur, pool.num_used / pool.num_blocks, unused / slots, len(running))
 
