@@ -199,3 +199,18 @@ def test_disaggregation_rejects_before_prefill_what_decode_cannot_hold() -> None
         "longer than max_model_len"
     )
     assert res.num_steps == 1 + 9  # only "ok" ran: 1 prefill step, then 9 decode steps
+
+
+def test_per_request_acceptance_overrides_the_global_rate() -> None:
+    from ridgeline.serving.spec_decode import SpecDecodeConfig
+
+    sure = RequestSpec("sure", 0.0, Tokens([range(100)]), range(5000, 5100), spec_acceptance=1.0)
+    never = RequestSpec(
+        "never", 0.0, Tokens([range(10**6, 10**6 + 100)]), range(9000, 9100), spec_acceptance=0.0
+    )
+    cfg = SimConfig(LLAMA, A100, SchedulerConfig(spec=SpecDecodeConfig(4, 0.5)))
+    res = simulate(cfg, [sure, never])
+    # "sure" arrives first and prefills alone (step 1), then takes 5 tokens per verify step
+    # (20 steps for its other 99); "never" prefills in step 2 and then takes 1 token per step
+    assert res.num_steps == 1 + 1 + 99
+    assert res.tokens_per_step_per_seq == pytest.approx((99 + 99) / (20 + 99))

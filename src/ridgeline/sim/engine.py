@@ -229,12 +229,16 @@ class Simulation:
     def _on_arrival(self, payload: object) -> None:
         assert isinstance(payload, RequestSpec)
         spec = payload
-        self.plans[spec.request_id] = RequestPlan(spec.prompt_len, spec.output, None)
+        self.plans[spec.request_id] = RequestPlan(
+            spec.prompt_len, spec.output, spec.spec_acceptance
+        )
         self.metrics.arrive(spec.request_id, self.now, spec.prompt_len)
         req = Request(
             spec.request_id,
             spec.prompt,
-            SamplingParams(spec.output_len, priority=spec.priority),
+            SamplingParams(
+                spec.output_len, priority=spec.priority, spec_acceptance=spec.spec_acceptance
+            ),
             self.now,
         )
         if self.cfg.disagg is None:
