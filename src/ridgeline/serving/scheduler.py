@@ -218,6 +218,7 @@ class Scheduler:
     def _preempt(self, req: Request) -> None:
         """Free ``req``'s blocks (recompute) or move them to the first tier (swap); requeue."""
         self.running.remove(req)
+        self._blocked_on_memory = False  # blocks were freed: admission may succeed again
         self.stats.num_preemptions += 1
         req.num_preemptions += 1
         req.status = RequestStatus.PREEMPTED
