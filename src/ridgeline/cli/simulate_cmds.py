@@ -38,11 +38,15 @@ PROGRESS_MIN_REQUESTS = 2000
 
 
 class Mode(StrEnum):
+    """``simulate`` runs one configuration or compares several."""
+
     RUN = "run"
     COMPARE = "compare"
 
 
 class WorkloadKind(StrEnum):
+    """Synthetic workload kinds."""
+
     POISSON = "poisson"
     GAMMA = "gamma"
     SHARED_PREFIX = "shared-prefix"

@@ -32,6 +32,8 @@ from ridgeline.serving.spec_decode import DraftProposer, SpecDecodeConfig, repea
 
 
 class PreemptionMode(StrEnum):
+    """What preemption does with a victim's KV: drop it (recompute) or move it (swap)."""
+
     RECOMPUTE = "recompute"
     SWAP = "swap"
 
@@ -119,6 +121,7 @@ class Scheduler:
 
     @property
     def max_running(self) -> int:
+        """Most requests running at once (static: its compiled slots)."""
         slots = self.policy.num_slots if self.policy.kind is PolicyKind.STATIC else None
         return min(self.config.max_num_seqs, slots or self.config.max_num_seqs)
 
@@ -162,6 +165,7 @@ class Scheduler:
 
     @property
     def has_unfinished(self) -> bool:
+        """Whether any request is running or waiting."""
         return bool(self.running) or len(self.waiting) > 0
 
     # ---- schedule ----------------------------------------------------------------------------
