@@ -108,6 +108,7 @@ class SimResult:
     unused_allocated_frac: float
     max_running: int
     mean_running: float
+    idle_slot_frac: float  # static policy: compiled batch slots left empty (time-weighted)
     tokens_per_step_per_seq: float
     tier_traffic: tuple[TierTraffic, ...]
     kv_blocks: int
