@@ -90,7 +90,12 @@ def test_swap_preemption_keeps_computed_tokens_and_charges_the_transfer() -> Non
     b2, _ = step(s, ex)
     assert s.stats.num_swaps == 1 and len(b2.swap_out) == 2
     assert b2.transfer_s == pytest.approx(2 * 10.0 / 100.0)
+    assert b2.swap_out == ((0, 2), (1, 3))  # (tier slot, device block) of B's table (2, 3)
     assert s.waiting.peek().num_computed_tokens == 8  # kept: its KV sits in host memory
+    while "B" not in {r.request_id for r in s.running}:
+        batch, _ = step(s, ex)
+    assert len(batch.swap_in) == 2 and [t for t, _ in batch.swap_in] == [0, 1]
+    assert batch.transfer_s == pytest.approx(2 * 10.0 / 100.0)  # read back at admission
 
 
 def test_a_request_that_can_never_fit_is_rejected_with_a_reason() -> None:

@@ -113,8 +113,9 @@ class Scheduler:
         self._seq = 0
         self._step = 0
         self._swap_slots = 0
-        self._swapped_blocks: dict[str, int] = {}
-        self._pending_swap_out: list[tuple[int, int]] = []
+        self._swapped_slots: dict[str, list[int]] = {}  # request -> its blocks' tier slots
+        self._pending_swap_out: list[tuple[int, int]] = []  # (tier slot, device block)
+        self._pending_swap_in: list[tuple[int, int]] = []
         self._blocked_on_memory = False
 
     # ---- intake ------------------------------------------------------------------------------
@@ -236,10 +237,10 @@ class Scheduler:
             and tiers.reserve_swap(len(blocks))
         ):
             self.stats.num_swaps += 1
-            self._swapped_blocks[req.request_id] = len(blocks)
-            for b in blocks:
-                self._pending_swap_out.append((b.block_id, self._swap_slots))
-                self._swap_slots += 1
+            slots = list(range(self._swap_slots, self._swap_slots + len(blocks)))
+            self._swap_slots += len(blocks)
+            self._swapped_slots[req.request_id] = slots
+            self._pending_swap_out += [(t, b.block_id) for t, b in zip(slots, blocks, strict=True)]
             req.swapped = True
         else:
             req.num_computed_tokens = 0
@@ -285,7 +286,10 @@ class Scheduler:
         if req.swapped:
             req.swapped = False
             assert self.kv.tiers is not None
-            self.kv.tiers.release_swap(self._swapped_blocks.pop(req.request_id))
+            slots = self._swapped_slots.pop(req.request_id)
+            self.kv.tiers.release_swap(len(slots))
+            table = self.kv.table(req.request_id)
+            self._pending_swap_in += [(t, b.block_id) for t, b in zip(slots, table, strict=False)]
         req.status = RequestStatus.RUNNING
         self.running.append(req)
         return True
@@ -317,11 +321,13 @@ class Scheduler:
             )
         tiers = self.kv.tiers
         swap_out, self._pending_swap_out = tuple(self._pending_swap_out), []
+        swap_in, self._pending_swap_in = tuple(self._pending_swap_in), []
         return ScheduledBatch(
             step=self._step,
             requests=tuple(reqs),
             block_size=self.kv.block_size,
             copies=self.kv.take_copies(),
+            swap_in=swap_in,
             swap_out=swap_out,
             transfer_s=tiers.take_transfer_s() if tiers is not None else 0.0,
         )
