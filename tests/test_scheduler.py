@@ -89,7 +89,7 @@ def test_swap_preemption_keeps_computed_tokens_and_charges_the_transfer() -> Non
     step(s, ex)
     b2, _ = step(s, ex)
     assert s.stats.num_swaps == 1 and len(b2.swap_out) == 2
-    assert b2.transfer_s == pytest.approx(2 * 10.0 / 100.0)
+    assert b2.transfer_s == pytest.approx(2 * 10.0 / 100.0) and b2.transfer_bytes == 20.0
     assert b2.swap_out == ((0, 2), (1, 3))  # (tier slot, device block) of B's table (2, 3)
     assert s.waiting.peek().num_computed_tokens == 8  # kept: its KV sits in host memory
     while "B" not in {r.request_id for r in s.running}:

@@ -320,6 +320,7 @@ class Scheduler:
                 )
             )
         tiers = self.kv.tiers
+        moved_bytes, moved_s = tiers.take_transfer() if tiers is not None else (0.0, 0.0)
         swap_out, self._pending_swap_out = tuple(self._pending_swap_out), []
         swap_in, self._pending_swap_in = tuple(self._pending_swap_in), []
         return ScheduledBatch(
@@ -329,7 +330,8 @@ class Scheduler:
             copies=self.kv.take_copies(),
             swap_in=swap_in,
             swap_out=swap_out,
-            transfer_s=tiers.take_transfer_s() if tiers is not None else 0.0,
+            transfer_bytes=moved_bytes,
+            transfer_s=moved_s,
         )
 
     # ---- update ------------------------------------------------------------------------------
