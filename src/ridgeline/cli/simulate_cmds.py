@@ -164,7 +164,9 @@ def simulate_cmd(
     prefix_caching: Annotated[bool, _opt("--prefix-caching", help="reuse cached prefixes")] = False,
     chunk: Annotated[int, _opt("--chunk", help="token budget per step; 0: no chunking")] = 2048,
     max_seqs: Annotated[int, _opt("--max-seqs", help="most running requests")] = 256,
-    max_model_len: Annotated[int, _opt("--max-model-len", help="longest request")] = 8192,
+    max_model_len: Annotated[
+        int, _opt("--max-model-len", help="longest request (0: the model's context)")
+    ] = 0,
     block_size: Annotated[int, _opt("--block-size", help="tokens per KV block")] = 16,
     preemption: Annotated[
         PreemptionMode, _opt("--preemption", help="recompute or swap")
@@ -193,6 +195,7 @@ def simulate_cmd(
     """Simulate serving a workload: latency, throughput and KV memory of one configuration,
     or of several (``ridgeline simulate compare --configs paged,contiguous,static``)."""
     m, acc = get_model(model), get_accelerator(hw)
+    max_model_len = max_model_len or m.max_position_embeddings
     if spec_k and mode is Mode.COMPARE and "spec" in configs:
         raise ConfigError("--spec-k with compare: use the 'spec' variant or drop --spec-k")
     sched = SchedulerConfig(
