@@ -196,10 +196,12 @@ def simulate_cmd(
     or of several (``ridgeline simulate compare --configs paged,contiguous,static``)."""
     m, acc = get_model(model), get_accelerator(hw)
     max_model_len = max_model_len or m.max_position_embeddings
+    whole = policy in ("contiguous", "static")
     if spec_k and mode is Mode.COMPARE and "spec" in configs:
         raise ConfigError("--spec-k with compare: use the 'spec' variant or drop --spec-k")
     sched = SchedulerConfig(
-        max_num_batched_tokens=chunk or max_model_len,
+        # reserving policies run whole prompts: their budget must hold the longest one
+        max_num_batched_tokens=max(chunk, max_model_len) if whole else chunk or max_model_len,
         max_num_seqs=max_seqs,
         max_model_len=max_model_len,
         enable_chunked_prefill=chunk > 0,
