@@ -192,9 +192,9 @@ class Scheduler:
 
     def _owed(self, req: Request, budget: int) -> tuple[int, tuple[int, ...]]:
         """Tokens to give a running request now, and its draft tokens (spec decode)."""
-        owed = req.num_tokens - req.num_computed_tokens
+        owed = req.num_prompt_tokens + len(req.output_token_ids) - req.num_computed_tokens
         spec = self.config.spec
-        if spec is not None and owed == 1 and req.num_output_tokens > 0:
+        if spec is not None and owed == 1 and req.output_token_ids:
             k = min(
                 spec.num_draft_tokens,
                 req.params.max_new_tokens - req.num_output_tokens - 1,
@@ -339,14 +339,17 @@ class Scheduler:
     def update(self, batch: ScheduledBatch, result: StepResult) -> list[Request]:
         """Apply a step's result; return the requests that finished in it."""
         finished = []
+        requests, sampled = self.requests, result.sampled
+        caching = self.kv.enable_prefix_caching
         for sr in batch.requests:
-            req = self.requests.get(sr.request_id)
+            req = requests.get(sr.request_id)
             if req is None or req.status is not RequestStatus.RUNNING:
                 continue
-            req.num_computed_tokens += sr.num_new_tokens
+            req.num_computed_tokens += len(sr.token_ids)
             if sr.sample:
-                self._append(req, sr, result.sampled.get(sr.request_id, ()))
-            self.kv.cache_full_blocks(req)
+                self._append(req, sr, sampled.get(sr.request_id, ()))
+            if caching:
+                self.kv.cache_full_blocks(req)
             if self._is_done(req):
                 self._finish(req)
                 finished.append(req)
@@ -361,19 +364,25 @@ class Scheduler:
                 f"executor returned {len(tokens)} tokens for {req.request_id} "
                 f"with {sr.num_draft_tokens} drafts"
             )
+        eos = req.params.eos_token_id
+        if eos is not None and eos in tokens:  # stop at the first end-of-sequence token
+            tokens = tokens[: list(tokens).index(eos) + 1]
+            req.finish_reason = FinishReason.STOP
         req.output_token_ids.extend(tokens)
         if rejected:
             req.num_computed_tokens -= rejected
             self.kv.trim(req, req.num_tokens)
 
     def _is_done(self, req: Request) -> bool:
-        p = req.params
-        if req.num_output_tokens >= p.max_new_tokens:
-            del req.output_token_ids[p.max_new_tokens :]
-            req.finish_reason = FinishReason.LENGTH
+        """Whether ``req`` sampled end-of-sequence (marked by ``_append``) or reached its
+        target; the output is cut at the target either way."""
+        limit, out = req.params.max_new_tokens, req.output_token_ids
+        if len(out) > limit:
+            del out[limit:]
+        if req.finish_reason is FinishReason.STOP and out[-1] == req.params.eos_token_id:
             return True
-        if p.eos_token_id is not None and p.eos_token_id in req.output_token_ids[-1:]:
-            req.finish_reason = FinishReason.STOP
+        if len(out) >= limit:
+            req.finish_reason = FinishReason.LENGTH
             return True
         return False
 
