@@ -15,6 +15,7 @@ from ridgeline.cli.analytic_cmds import (
     roofline_cmd,
 )
 from ridgeline.cli.common import new_app
+from ridgeline.cli.quiz_cmds import quiz_app
 from ridgeline.cli.report_cmd import report_cmd
 
 app = new_app("ridgeline: where the time and memory of LLM inference go, and why.")
@@ -25,6 +26,7 @@ app.command("kv")(kv_cmd)
 app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
 app.command("report")(report_cmd)
+app.add_typer(quiz_app, name="quiz")
 
 
 def main() -> None:

@@ -1,0 +1,224 @@
+"""Module 7, managing KV at run time: PagedAttention blocks, the waste of contiguous
+reservation, prefix-cache savings, and the tokens per step of speculative decoding."""
+
+from __future__ import annotations
+
+import random
+
+from ridgeline.analytic.kv import kv_bytes_per_token
+from ridgeline.quiz.formulas import (
+    contiguous_waste_tokens,
+    paged_blocks,
+    paged_waste_tokens,
+    prefix_saved_bytes,
+    prefix_shared_blocks,
+    spec_expected_tokens,
+)
+from ridgeline.quiz.generators.common import GQA_MODELS, givens, model_givens, pick, traps
+from ridgeline.quiz.types import Kind, Mistake, Module, Question
+from ridgeline.specs import get_model
+from ridgeline.specs.units import GB, MB, GiB, MiB
+
+
+def paged_blocks_q(rng: random.Random, prompt: int, output: int, block_size: int) -> Question:
+    """KV blocks a finished request holds under PagedAttention."""
+    del rng
+    tokens = prompt + output
+    answer = paged_blocks(tokens, block_size)
+    return Question(
+        generator="paged_blocks",
+        module=Module.KV_RUNTIME,
+        kind=Kind.NUMERIC,
+        prompt=(
+            f"Under PagedAttention with blocks of {block_size} tokens, a request has a "
+            f"{prompt:,}-token prompt and has generated {output:,} tokens. How many KV blocks "
+            f"does it hold?"
+        ),
+        givens=givens(
+            [
+                ("prompt", f"{prompt:,}"),
+                ("generated", f"{output:,}"),
+                ("block size", str(block_size)),
+            ]
+        ),
+        params={"prompt": prompt, "output": output, "block_size": block_size},
+        answer=float(answer),
+        unit="blocks",
+        choices=traps(
+            answer,
+            [
+                (Mistake.NO_CEIL, float(tokens // block_size)),
+                (Mistake.TOKENS_NOT_BLOCKS, float(tokens)),
+            ],
+            0.0,
+            lambda v: f"{v:.0f}",
+        ),
+        solution=(
+            f"⌈({prompt:,} + {output:,}) ÷ {block_size}⌉ = ⌈{tokens:,} ÷ {block_size}⌉ = "
+            f"{answer} blocks; the last one holds {tokens - (answer - 1) * block_size} tokens, so "
+            f"{paged_waste_tokens(tokens, block_size)} slots are unused (Kwon et al., SOSP 2023)."
+        ),
+    )
+
+
+def paged_blocks_gen(rng: random.Random) -> Question:
+    block = pick(rng, (8, 16, 32))
+    prompt = rng.randrange(50, 4000)
+    output = rng.randrange(1, 1000)
+    if (prompt + output) % block == 0:
+        output += 1
+    return paged_blocks_q(rng, prompt, output, block)
+
+
+def contiguous_waste_q(
+    rng: random.Random, model: str, tokens: int, max_len: int, block_size: int
+) -> Question:
+    """MB of KV that reserving ``max_len`` contiguously wastes, beyond paging's waste."""
+    del rng
+    m = get_model(model)
+    per = kv_bytes_per_token(m)
+    waste = contiguous_waste_tokens(tokens, max_len) * per
+    paged = paged_waste_tokens(tokens, block_size) * per
+    mha_per = kv_bytes_per_token(m.with_kv_heads(m.num_heads))
+    tol = 0.02
+    return Question(
+        generator="contiguous_waste",
+        module=Module.KV_RUNTIME,
+        kind=Kind.NUMERIC,
+        prompt=(
+            f"A {model} request (bf16 KV) ends with {tokens:,} tokens. A contiguous allocator "
+            f"reserved max_len = {max_len:,} token slots for it at admission. How many MB (1e6 B) "
+            f"of that reservation were never used?"
+        ),
+        givens=givens([*model_givens(m), ("tokens", f"{tokens:,}"), ("max_len", f"{max_len:,}")]),
+        params={"model": model, "tokens": tokens, "max_len": max_len, "block_size": block_size},
+        answer=waste / MB,
+        unit="MB",
+        rel_tol=tol,
+        choices=traps(
+            waste / MB,
+            [
+                (Mistake.GIB_FOR_GB, waste / MiB),
+                (
+                    Mistake.KV_ALL_QUERY_HEADS,
+                    contiguous_waste_tokens(tokens, max_len) * mha_per / MB,
+                ),
+            ],
+            tol,
+            lambda v: f"{v:.4g} MB",
+        ),
+        solution=(
+            f"KV per token = 2 × {m.num_layers} × {m.num_kv_heads} × {m.head_dim} × 2 B = "
+            f"{per:,.0f} B; unused slots = {max_len:,} − {tokens:,} = "
+            f"{max_len - tokens:,}, i.e. {waste / MB:.4g} MB. PagedAttention with "
+            f"{block_size}-token blocks would waste only {paged / MB:.3g} MB (the last "
+            f"block's tail)."
+        ),
+    )
+
+
+def contiguous_waste(rng: random.Random) -> Question:
+    max_len = pick(rng, (2048, 4096, 8192))
+    return contiguous_waste_q(
+        rng, pick(rng, GQA_MODELS), rng.randrange(100, max_len // 2), max_len, 16
+    )
+
+
+def prefix_savings_q(
+    rng: random.Random, model: str, num_requests: int, prefix_len: int, block_size: int
+) -> Question:
+    """GB of KV that prefix caching saves for a shared system prompt."""
+    del rng
+    m = get_model(model)
+    per = kv_bytes_per_token(m)
+    saved = prefix_saved_bytes(num_requests, prefix_len, block_size, per)
+    shared = prefix_shared_blocks(prefix_len, block_size)
+    tol = 0.02
+    return Question(
+        generator="prefix_savings",
+        module=Module.KV_RUNTIME,
+        kind=Kind.NUMERIC,
+        prompt=(
+            f"{num_requests} concurrent requests to {model} (bf16 KV) start with the same "
+            f"{prefix_len:,}-token system prompt. With prefix caching over {block_size}-token "
+            f"blocks (only full blocks are shared), how many GB (1e9 B) of KV does the cache "
+            f"save compared with every request storing its own copy?"
+        ),
+        givens=givens(
+            [
+                *model_givens(m),
+                ("requests", str(num_requests)),
+                ("shared prefix", f"{prefix_len:,} tokens"),
+                ("block size", str(block_size)),
+            ]
+        ),
+        params={
+            "model": model,
+            "num_requests": num_requests,
+            "prefix_len": prefix_len,
+            "block_size": block_size,
+        },
+        answer=saved / GB,
+        unit="GB",
+        rel_tol=tol,
+        choices=traps(
+            saved / GB,
+            [
+                (Mistake.PARTIAL_BLOCK_SHARED, (num_requests - 1) * prefix_len * per / GB),
+                (Mistake.ALL_REQUESTS_SAVE, num_requests * shared * block_size * per / GB),
+                (Mistake.GIB_FOR_GB, saved / GiB),
+            ],
+            tol,
+            lambda v: f"{v:.4g} GB",
+        ),
+        solution=(
+            f"Shared full blocks = ⌊{prefix_len:,} ÷ {block_size}⌋ = {shared} "
+            f"({shared * block_size:,} tokens); KV per token = {per:,.0f} B; the first request "
+            f"stores them, the other {num_requests - 1} reuse them: saved = {num_requests - 1} × "
+            f"{shared * block_size:,} × {per:,.0f} B = {saved / GB:.4g} GB."
+        ),
+    )
+
+
+def prefix_savings(rng: random.Random) -> Question:
+    block = pick(rng, (16, 32))
+    prefix = rng.randrange(4, 60) * block + rng.randrange(block // 2, block)
+    return prefix_savings_q(rng, pick(rng, GQA_MODELS), pick(rng, (4, 8, 16, 64)), prefix, block)
+
+
+def spec_decode_q(rng: random.Random, accept_rate: float, num_draft: int) -> Question:
+    """Expected tokens per target step of speculative decoding."""
+    del rng
+    answer = spec_expected_tokens(accept_rate, num_draft)
+    tol = 0.01
+    return Question(
+        generator="spec_decode",
+        module=Module.KV_RUNTIME,
+        kind=Kind.NUMERIC,
+        prompt=(
+            f"Speculative decoding: a draft model proposes k = {num_draft} tokens per step and "
+            f"the target accepts each with probability α = {accept_rate} independently, stopping "
+            f"at the first rejection (the target then adds one token of its own). How many "
+            f"tokens does one target step produce on average?"
+        ),
+        givens=givens([("k", str(num_draft)), ("α", str(accept_rate))]),
+        params={"accept_rate": accept_rate, "num_draft": num_draft},
+        answer=answer,
+        unit="tokens",
+        rel_tol=tol,
+        choices=traps(
+            answer,
+            [(Mistake.LINEAR_ACCEPTANCE, 1 + num_draft * accept_rate)],
+            tol,
+            lambda v: f"{v:.4g}",
+        ),
+        solution=(
+            f"E[tokens] = (1 − α^(k+1)) ÷ (1 − α) = (1 − {accept_rate}^{num_draft + 1}) ÷ "
+            f"(1 − {accept_rate}) = {answer:.4g} (Leviathan et al., ICML 2023, Eq. 1); each "
+            f"step also allocates {num_draft} lookahead KV slots and rolls back the rejected ones."
+        ),
+    )
+
+
+def spec_decode(rng: random.Random) -> Question:
+    return spec_decode_q(rng, pick(rng, (0.6, 0.7, 0.8, 0.9)), pick(rng, (3, 4, 5, 7)))
