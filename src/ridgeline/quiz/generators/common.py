@@ -33,6 +33,11 @@ def exact(x: float, unit: str = "") -> str:
     return f"{int(x):,} {unit}".strip()
 
 
+def seqs(n: int) -> str:
+    """``1 sequence``, ``8 sequences``."""
+    return f"{n} sequence" if n == 1 else f"{n} sequences"
+
+
 def pick(rng: random.Random, seq: Sequence[T]) -> T:
     return seq[rng.randrange(len(seq))]
 

@@ -14,6 +14,7 @@ from ridgeline.quiz.generators.common import (
     numeric_choices,
     pick,
     sci,
+    seqs,
     traps,
 )
 from ridgeline.quiz.types import Kind, Mistake, Module, Question
@@ -93,7 +94,7 @@ def weights_intensity_q(
         module=Module.RIDGE,
         kind=Kind.NUMERIC,
         prompt=(
-            f"One decode step of {model} in bf16 on the {accelerator}: {batch} sequences, "
+            f"One decode step of {model} in bf16 on the {accelerator}: {seqs(batch)}, "
             f"{context} cached tokens each. What is its arithmetic intensity counting the "
             f"weights alone as the bytes moved (FLOPs ÷ weight bytes)?"
         ),
@@ -104,7 +105,10 @@ def weights_intensity_q(
                 ("batch", str(batch)),
                 ("context per sequence", str(context)),
                 ("bytes per weight (bf16)", "2"),
-                ("FLOPs", "2 per multiply-add; attention QKᵀ and PV add 4·layers·heads·hd·ctx"),
+                (
+                    "FLOPs",
+                    "2 per multiply-add, plus 4·layers·heads·head_dim·context per sequence for QKᵀ and PV",
+                ),
             ]
         ),
         params={"accelerator": accelerator, "model": model, "batch": batch, "context": context},
@@ -163,7 +167,7 @@ def kv_intensity_q(
         module=Module.RIDGE,
         kind=Kind.CHOICE,
         prompt=(
-            f"Decode of {model} (bf16 weights and KV) on the {accelerator}: {batch} sequences "
+            f"Decode of {model} (bf16 weights and KV) on the {accelerator}: {seqs(batch)} "
             f"with {context:,} cached tokens each. What is the step's arithmetic intensity once "
             f"the KV cache is counted (FLOPs ÷ (weight bytes + KV bytes))?"
         ),

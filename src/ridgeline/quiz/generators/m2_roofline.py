@@ -18,6 +18,7 @@ from ridgeline.quiz.generators.common import (
     model_givens,
     pick,
     sci,
+    seqs,
     traps,
 )
 from ridgeline.quiz.types import Choice, Kind, Mistake, Module, Question
@@ -47,7 +48,7 @@ def phase_bound_q(
         module=Module.ROOFLINE,
         kind=Kind.CHOICE,
         prompt=(
-            f"A {phase.value} step of {model} (bf16) on the {accelerator}: {batch} sequences, "
+            f"A {phase.value} step of {model} (bf16) on the {accelerator}: {seqs(batch)}, "
             f"each with {what}. Where does it sit on the roofline?"
         ),
         givens=givens(
@@ -151,8 +152,8 @@ def spyre_reads_q(rng: random.Random, model: str, batch: int, context: int) -> Q
         module=Module.ROOFLINE,
         kind=Kind.NUMERIC,
         prompt=(
-            f"One decode step of {model} (bf16 weights, bf16 KV) on IBM Spyre: {batch} "
-            f"sequences with {context:,} cached tokens each. How many GB (1e9 B) does the step "
+            f"One decode step of {model} (bf16 weights, bf16 KV) on IBM Spyre: {seqs(batch)} "
+            f"with {context:,} cached tokens each. How many GB (1e9 B) does the step "
             f"move through LPDDR5 (weights + KV read and written + activations)?"
         ),
         givens=givens(

@@ -16,6 +16,7 @@ from ridgeline.quiz.generators.common import (
     label_choices,
     pick,
     sci,
+    seqs,
     traps,
 )
 from ridgeline.quiz.types import Kind, Mistake, Module, Question
@@ -44,7 +45,7 @@ def scarce_q(
         module=Module.ARCHITECTURES,
         kind=Kind.CHOICE,
         prompt=(
-            f"Decode of {model} (bf16) on one {accelerator}, {batch} sequences with "
+            f"Decode of {model} (bf16) on one {accelerator}, {seqs(batch)} with "
             f"{context:,} cached tokens each. Which resource is scarce?"
         ),
         givens=givens(

@@ -18,6 +18,7 @@ from ridgeline.quiz.generators.common import (
     model_givens,
     numeric_choices,
     pick,
+    seqs,
     traps,
 )
 from ridgeline.quiz.types import Kind, Mistake, Module, Question
@@ -47,7 +48,7 @@ def kv_size_q(rng: random.Random, model: str, batch: int, context: int, kv_dtype
         module=Module.KV_SIZING,
         kind=Kind.CHOICE,
         prompt=(
-            f"How large is the KV cache of {model} for {batch} sequences of {context:,} tokens "
+            f"How large is the KV cache of {model} for {seqs(batch)} of {context:,} tokens "
             f"with a {dt.value} cache? (GB = 1e9 bytes)"
         ),
         givens=givens(
@@ -97,7 +98,7 @@ def kv_crossover_q(rng: random.Random, model: str, batch: int) -> Question:
         kind=Kind.NUMERIC,
         prompt=(
             f"With bf16 weights and a bf16 KV cache, at what context length (tokens per "
-            f"sequence) does the KV cache of {batch} sequences of {model} become as large as "
+            f"sequence) does the KV cache of {seqs(batch)} of {model} become as large as "
             f"the weights?"
         ),
         givens=givens([*model_givens(m), ("weights", f"{w:,.0f} B"), ("batch", str(batch))]),
@@ -144,8 +145,8 @@ def kv_saving_q(
         module=Module.KV_SIZING,
         kind=Kind.NUMERIC,
         prompt=(
-            f"Take {model} as plain MHA ({m.num_heads} KV heads, bf16 KV) serving {batch} "
-            f"sequences of {context:,} tokens. How many GB (1e9 B) of KV cache does switching to "
+            f"Take {model} as plain MHA ({m.num_heads} KV heads, bf16 KV) serving {seqs(batch)} "
+            f"of {context:,} tokens. How many GB (1e9 B) of KV cache does switching to "
             f"{technique} ({new.description}) save?"
         ),
         givens=givens(
