@@ -117,6 +117,24 @@ def test_spyre_decode_reads() -> None:
     assert gib.value == pytest.approx(q.answer * 1e9 / 2**30)
 
 
+def test_attainable_compute_bound_prefill_uses_the_dense_peak() -> None:
+    q = m2_roofline.attainable_q(
+        RNG, "h100-sxm", "llama-3.1-8b", m2_roofline.Phase.PREFILL, 1, 2048
+    )
+    assert correct_value(q) == pytest.approx(989.4)  # TFLOP/s: the dense roof
+    wrong = {c.mistake: c.value for c in q.choices if c.mistake}
+    assert wrong[Mistake.SPARSE_PEAK] == pytest.approx(2 * 989.4)
+
+
+def test_attainable_memory_bound_decode_is_intensity_times_bandwidth() -> None:
+    q = m2_roofline.attainable_q(RNG, "h100-sxm", "llama-3.1-8b", m2_roofline.Phase.DECODE, 1, 1024)
+    flops = 2 * LLAMA8_MATMUL + 4 * 32 * 32 * 128 * 1025
+    moved = (LLAMA8_MATMUL + 4096) * 2 + LLAMA8_KV_PER_TOKEN * 1025  # weights + KV (+ tiny acts)
+    assert correct_value(q) == pytest.approx(flops / moved * 3.35e12 / 1e12, rel=0.01)  # ≈ 3.4
+    wrong = {c.mistake: c.value for c in q.choices if c.mistake}
+    assert wrong[Mistake.NO_MEMORY_ROOF] == pytest.approx(989.4)
+
+
 # --- module 3 ------------------------------------------------------------------------------
 
 
@@ -291,7 +309,7 @@ def test_every_module_has_at_least_three_generators() -> None:
 # The generators the hand checks above pin down; a new generator must add its own.
 HAND_CHECKED = {
     "ridge_point", "weights_intensity", "kv_intensity",
-    "phase_bound", "rank_ridge", "spyre_reads",
+    "phase_bound", "rank_ridge", "spyre_reads", "attainable",
     "match_managers", "who_manages", "no_cache",
     "scarce_resource", "chips_to_hold", "rank_memory",
     "spyre_tile", "tile_intensity", "flash_block", "bank_conflict",
@@ -351,4 +369,4 @@ def test_a_quiz_covers_all_seven_modules() -> None:
         assert len(quiz.questions) == 22
         counts = quiz.modules()
         assert all(counts[m] >= 2 for m in Module), counts
-        assert len({q.generator for q in quiz.questions}) == 22  # 24 generators, no repeats
+        assert len({q.generator for q in quiz.questions}) == 22  # 25 generators, no repeats

@@ -94,6 +94,13 @@ LIBRARY: dict[str, Callable[[Question, Params], Any]] = {
         is Bound.COMPUTE
         else "bandwidth-bound",
     ),
+    "attainable": lambda q, p: nearest(
+        q,
+        step_cost(
+            *_model_acc(p), Workload(Phase(p["phase"]), p["batch"], p["tokens"])
+        ).attainable_flops_per_s
+        / 1e12,
+    ),
     "rank_ridge": lambda q, p: ranked(q, lambda n: get_accelerator(n).ridge_point() or 0.0),
     "spyre_reads": lambda q, p: (
         decode_reads(
@@ -206,6 +213,9 @@ def _spyre_tile_single(q: Question, p: Params) -> float:
 MISTAKES: dict[tuple[str, Mistake], Callable[[Question, Params], Any]] = {
     ("ridge_point", Mistake.SPARSE_PEAK): lambda q, p: (
         2 * get_accelerator(p["accelerator"]).ridge_point(DType.BF16, p["level"])
+    ),
+    ("attainable", Mistake.SPARSE_PEAK): lambda q, p: nearest(
+        q, 2 * get_accelerator(p["accelerator"]).peak(DType.BF16) / 1e12
     ),
     ("kv_intensity", Mistake.WEIGHTS_ONLY): lambda q, p: nearest(
         q, decode_intensity(*_model_acc(p), p["batch"], p["context"]).weights_only

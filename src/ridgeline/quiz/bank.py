@@ -34,6 +34,7 @@ GENERATORS: tuple[Generator, ...] = (
     Generator("phase_bound", Module.ROOFLINE, m2_roofline.phase_bound),
     Generator("rank_ridge", Module.ROOFLINE, m2_roofline.rank_ridge),
     Generator("spyre_reads", Module.ROOFLINE, m2_roofline.spyre_reads),
+    Generator("attainable", Module.ROOFLINE, m2_roofline.attainable),
     Generator("match_managers", Module.MANAGERS, m3_managers.match_managers),
     Generator("who_manages", Module.MANAGERS, m3_managers.who_manages),
     Generator("no_cache", Module.MANAGERS, m3_managers.no_cache),

@@ -4,7 +4,7 @@ classic mistakes it targets and the worked solution shown after grading."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any
 
@@ -72,6 +72,8 @@ class Mistake(StrEnum):
     WEIGHTS_NOT_KV = "ignored the KV cache when sizing memory"
     WRONG_RESOURCE = "named a resource that is not the binding one"
     DECODE_ALWAYS_MEMORY = "assumed every step is bandwidth-bound whatever its batch"
+    NO_COMPUTE_ROOF = "took intensity × bandwidth without capping it at the compute peak"
+    NO_MEMORY_ROOF = "took the compute peak for a step that waits on memory"
     TOKENS_NOT_BLOCKS = "counted tokens where the allocator hands out whole blocks"
     NO_CEIL = "rounded down where a partly filled block still takes a whole block"
     IGNORED_BATCH = "forgot that each weight read serves every sequence of the batch"
@@ -132,7 +134,6 @@ class Question:
     items: tuple[str, ...] = ()
     item_keys: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
-    answer_text: str = field(default="")
 
     @property
     def correct_choice(self) -> Choice | None:
@@ -145,8 +146,6 @@ class Question:
     @property
     def expected(self) -> str:
         """The answer as a person reads it."""
-        if self.answer_text:
-            return self.answer_text
         if self.kind is Kind.NUMERIC:
             assert isinstance(self.answer, float)
             return f"{self.answer:.6g} {self.unit}".strip()

@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from ridgeline.quiz.types import Choice, Given, Mistake
+from ridgeline.specs.dtypes import DType
+from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.params import param_counts
 
@@ -18,8 +20,21 @@ KEYS = "ABCDEFGH"
 # the KV questions need the "all query heads" mistake to give a different number.
 GQA_MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "mixtral-8x7b")
 DENSE_MODELS = ("llama-3.1-8b", "llama-2-7b", "mistral-7b", "qwen2.5-7b")
+# 2:4 structured sparsity doubles the datasheet peak of NVIDIA and AMD GPUs; catalog peaks are
+# dense (shared/reference/hardware.md, "Conventions").
+SPARSE_SPEEDUP = 2.0
+
 # One per architecture of the course (analytic.compare.DEFAULT_ACCELERATORS).
 FIVE = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
+
+
+def sparse_givens(acc: Accelerator) -> list[tuple[str, str]]:
+    """The datasheet's sparse headline, shown beside the dense peak on GPUs (a trap)."""
+    if acc.kind != "gpu":
+        return []
+    return [
+        ("datasheet headline, 2:4 sparse", sci(SPARSE_SPEEDUP * acc.peak(DType.BF16), "FLOP/s"))
+    ]
 
 
 def sci(x: float, unit: str = "") -> str:

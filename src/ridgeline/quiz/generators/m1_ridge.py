@@ -8,6 +8,7 @@ from ridgeline.analytic.roofline import decode_intensity
 from ridgeline.quiz.generators.common import (
     DENSE_MODELS,
     GQA_MODELS,
+    SPARSE_SPEEDUP,
     givens,
     matmul_params,
     model_givens,
@@ -15,6 +16,7 @@ from ridgeline.quiz.generators.common import (
     pick,
     sci,
     seqs,
+    sparse_givens,
     traps,
 )
 from ridgeline.quiz.types import Kind, Mistake, Module, Question
@@ -47,6 +49,7 @@ def ridge_point_q(rng: random.Random, accelerator: str, level: str) -> Question:
         givens=givens(
             [
                 ("dense bf16 peak", sci(peak, "FLOP/s")),
+                *sparse_givens(acc),
                 (f"{level} bandwidth", sci(bw, "B/s")),
                 (f"{level} bandwidth in GB/s", sci(bw / GB, "GB/s")),
             ]
@@ -58,7 +61,7 @@ def ridge_point_q(rng: random.Random, accelerator: str, level: str) -> Question:
         choices=traps(
             answer,
             [
-                (Mistake.SPARSE_PEAK, 2 * peak / bw),
+                (Mistake.SPARSE_PEAK, SPARSE_SPEEDUP * peak / bw),
                 (Mistake.GIB_FOR_GB, peak / (bw / GB * GiB)),
             ],
             tol,

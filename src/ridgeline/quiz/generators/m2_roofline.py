@@ -12,19 +12,25 @@ from ridgeline.quiz.generators.common import (
     DENSE_MODELS,
     GQA_MODELS,
     KEYS,
+    SPARSE_SPEEDUP,
+    far,
     givens,
     label_choices,
     matmul_params,
     model_givens,
+    numeric_choices,
     pick,
     sci,
     seqs,
+    sparse_givens,
     traps,
 )
 from ridgeline.quiz.types import Choice, Kind, Mistake, Module, Question
 from ridgeline.specs import DType, get_accelerator, get_model
 from ridgeline.specs.catalog import accelerator_names
-from ridgeline.specs.units import GB, GiB
+from ridgeline.specs.units import GB, TB, GiB
+
+TFLOP = TB  # 1e12, for FLOP/s shown in TFLOP/s
 
 BOUND_TEXT = {
     Bound.COMPUTE: "compute-bound (intensity above the ridge point)",
@@ -196,3 +202,75 @@ def spyre_reads(rng: random.Random) -> Question:
         pick(rng, (1, 4, 16)),
         pick(rng, (2048, 4096, 8192)),
     )
+
+
+def attainable_q(
+    rng: random.Random, accelerator: str, model: str, phase: Phase, batch: int, tokens: int
+) -> Question:
+    """Attainable FLOP/s of a step: min(peak, intensity × bandwidth), multiple choice."""
+    m, acc = get_model(model), get_accelerator(accelerator)
+    cost = step_cost(m, acc, Workload(phase, batch, tokens))
+    peak, bw, ai = cost.peak_flops_per_s, cost.bandwidth_bytes_per_s, cost.arithmetic_intensity
+    tol = 0.03
+    choices, key = numeric_choices(
+        rng,
+        cost.attainable_flops_per_s / TFLOP,
+        [
+            (Mistake.SPARSE_PEAK, min(SPARSE_SPEEDUP * peak, ai * bw) / TFLOP),
+            (Mistake.NO_COMPUTE_ROOF, ai * bw / TFLOP),
+            (Mistake.NO_MEMORY_ROOF, peak / TFLOP),
+            (Mistake.SPARSE_PEAK, SPARSE_SPEEDUP * peak / TFLOP),
+        ],
+        lambda v: f"{v:.4g} TFLOP/s",
+        tol,
+    )
+    what = f"a {tokens:,}-token prompt" if phase is Phase.PREFILL else f"{tokens:,} cached tokens"
+    return Question(
+        generator="attainable",
+        module=Module.ROOFLINE,
+        kind=Kind.CHOICE,
+        prompt=(
+            f"A {phase.value} step of {model} (bf16, dense) on the {accelerator}, {seqs(batch)} "
+            f"with {what}, has arithmetic intensity {ai:.4g} FLOP/B. What FLOP/s can it attain "
+            f"on the roofline?"
+        ),
+        givens=givens(
+            [
+                ("arithmetic intensity", f"{ai:.4g} FLOP/B"),
+                ("dense bf16 peak", sci(peak, "FLOP/s")),
+                *sparse_givens(acc),
+                (f"{acc.device_level} bandwidth", sci(bw, "B/s")),
+            ]
+        ),
+        params={
+            "accelerator": accelerator,
+            "model": model,
+            "phase": phase.value,
+            "batch": batch,
+            "tokens": tokens,
+        },
+        answer=key,
+        rel_tol=tol,
+        choices=choices,
+        solution=(
+            f"Attainable = min(peak, intensity × bandwidth) = min({sci(peak)}, {ai:.4g} × "
+            f"{sci(bw)}) = {sci(cost.attainable_flops_per_s)} FLOP/s (Williams et al. 2009). "
+            f"The roofline uses the dense peak: the 2:4-sparse headline needs sparse weights."
+        ),
+    )
+
+
+def attainable(rng: random.Random) -> Question:
+    while True:
+        phase = pick(rng, (Phase.PREFILL, Phase.DECODE))
+        if phase is Phase.PREFILL:
+            batch, tokens = 1, pick(rng, (512, 1024, 2048))
+        else:
+            batch, tokens = pick(rng, (1, 4, 16, 64)), pick(rng, (1024, 4096))
+        acc = pick(rng, ("h100-sxm", "a100-80gb", "h200", "b200", "mi300x"))
+        model = pick(rng, DENSE_MODELS)
+        cost = step_cost(get_model(model), get_accelerator(acc), Workload(phase, batch, tokens))
+        memory_roof = cost.arithmetic_intensity * cost.bandwidth_bytes_per_s
+        # Redraw when the uncapped memory roof lands on the sparse peak: two options alike.
+        if far(SPARSE_SPEEDUP * cost.peak_flops_per_s, memory_roof, 0.1):
+            return attainable_q(rng, acc, model, phase, batch, tokens)
