@@ -155,6 +155,20 @@ def test_sheet_errors_are_one_line(tmp_path: Path) -> None:
     assert AttemptStore(db).status("g", QUIZ_ID).attempts == ()
 
 
+def test_status_and_a_bad_database_path(tmp_path: Path) -> None:
+    code, out, _ = run("status", "--user", "h", "--db", str(tmp_path / "none.db"))
+    assert code == 0 and "No attempt yet; 3 of 3 left." in out
+    assert not (tmp_path / "none.db").exists()
+    bad = str(tmp_path / "no" / "such" / "dir" / "q.db")
+    code, out, err = run("start", "--user", "h", "--db", bad, stdin="1\n")
+    assert code == 2 and err.startswith("error: ") and "cannot open" in err
+    assert "Question 1" not in out  # refused before any question is asked
+    not_db = tmp_path / "text.db"
+    not_db.write_text("this is not a database " * 100)
+    code, _, err = run("status", "--user", "h", "--db", str(not_db))
+    assert code == 2 and "not a usable attempts database" in err and err.count("\n") == 1
+
+
 WORKER = textwrap.dedent(
     """
     import sys, time

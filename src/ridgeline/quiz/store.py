@@ -159,22 +159,25 @@ class AttemptStore:
         return [_record(row) for row in rows]
 
     def status(self, user: str, quiz_id: str) -> UserStatus:
-        """Every submitted attempt of ``user`` at ``quiz_id``."""
+        """Every submitted attempt of ``user`` at ``quiz_id`` (none when there is no file yet:
+        looking does not create the database)."""
+        if not self.path.exists():
+            return UserStatus(user, quiz_id, ())
         with self._tx() as con:
             return UserStatus(user, quiz_id, tuple(self._records(con, user, quiz_id)))
 
     def next_attempt(self, user: str, quiz_id: str) -> int:
-        """The number the user's next attempt will get.
+        """The number the user's next attempt will get; opens (or creates) the database, so a
+        bad path fails before any question is asked.
 
         Raises:
             AttemptLimitError: when every attempt is used (checked again on submission).
         """
-        st = self.status(user, quiz_id)
-        if st.remaining == 0:
-            raise AttemptLimitError(
-                _limit_message(user, quiz_id, st.best.score if st.best else None)
-            )
-        return len(st.attempts) + 1
+        with self._tx() as con:
+            done = self._records(con, user, quiz_id)
+        if len(done) >= MAX_ATTEMPTS:
+            raise AttemptLimitError(_limit_message(user, quiz_id, max(a.score for a in done)))
+        return len(done) + 1
 
     def submit(
         self, user: str, quiz_id: str, result: Result, answers: dict[str, Any]
