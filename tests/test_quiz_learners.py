@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ridgeline.analytic import (
     Bound,
@@ -330,3 +333,23 @@ def test_missing_and_unreadable_answers_are_wrong_and_say_why() -> None:
     assert "expected" in result.marks[0].response
     assert result.marks[1].response == "(no answer)"
     assert all(m.solution for m in result.wrong)
+
+
+@given(
+    answer=st.floats(min_value=1e-6, max_value=1e15),
+    tol=st.sampled_from([0.01, 0.02, 0.03, 0.05]),
+    u=st.floats(min_value=-3.0, max_value=3.0),
+)
+def test_a_response_is_right_exactly_when_inside_the_tolerance(
+    answer: float, tol: float, u: float
+) -> None:
+    q = replace(
+        m1_ridge.ridge_point_q(None, "h100-sxm", "hbm"),  # type: ignore[arg-type]
+        answer=answer,
+        rel_tol=tol,
+    )
+    response = answer * (1 + u * tol)
+    if abs(u) <= 0.999:
+        assert grade(q, response).correct
+    if abs(u) >= 1.001:
+        assert not grade(q, response).correct
