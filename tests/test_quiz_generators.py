@@ -9,6 +9,8 @@ import random
 
 import pytest
 
+from ridgeline.analytic import Phase, Workload
+from ridgeline.analytic.questions import memory_needed_bytes
 from ridgeline.quiz import GENERATORS, Kind, Module, Question, draw_quiz, generators_for
 from ridgeline.quiz.generators import (
     m1_ridge,
@@ -20,6 +22,7 @@ from ridgeline.quiz.generators import (
     m7_kv_runtime,
 )
 from ridgeline.quiz.types import Mistake
+from ridgeline.specs import get_accelerator, get_model
 
 RNG = random.Random(0)
 
@@ -370,3 +373,15 @@ def test_a_quiz_covers_all_seven_modules() -> None:
         counts = quiz.modules()
         assert all(counts[m] >= 2 for m in Module), counts
         assert len({q.generator for q in quiz.questions}) == 22  # 25 generators, no repeats
+
+
+def test_single_chip_questions_only_draw_workloads_that_fit_the_chip() -> None:
+    one_chip = {"weights_intensity", "kv_intensity", "phase_bound", "attainable", "spyre_reads"}
+    for gen in (g for g in GENERATORS if g.name in one_chip):
+        for seed in SEEDS:
+            p = gen.make(random.Random(seed)).params
+            acc = get_accelerator(p.get("accelerator", "ibm-spyre"))
+            phase = Phase(p.get("phase", "decode"))
+            tokens = p.get("tokens", p.get("context"))
+            need = memory_needed_bytes(get_model(p["model"]), Workload(phase, p["batch"], tokens))
+            assert need <= acc.device_capacity_bytes, (gen.name, p)

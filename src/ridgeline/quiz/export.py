@@ -46,12 +46,20 @@ def render_markdown(quiz: Quiz) -> str:
     return "\n".join(head + body)
 
 
+def common_wrong_answers(q: Question) -> str:
+    """The classic wrong answers a numeric question watches for, for the marker."""
+    if q.kind is not Kind.NUMERIC or not q.choices:
+        return ""
+    traps = "; ".join(f"{c.text} ({c.mistake.value})" for c in q.choices if c.mistake)
+    return f" Common wrong answers: {traps}."
+
+
 def render_key_markdown(quiz: Quiz) -> str:
-    """The answer key: each answer and its worked solution."""
+    """The answer key: each answer, its worked solution and the classic wrong answers."""
     out = [f"# ridgeline quiz — answer key, seed {quiz.seed}", ""]
     for i, q in enumerate(quiz.questions, 1):
         tol = f" (±{q.rel_tol:.0%})" if q.kind is Kind.NUMERIC and q.rel_tol else ""
-        out += [f"{i}. **{q.expected}**{tol} — {q.solution}", ""]
+        out += [f"{i}. **{q.expected}**{tol} — {q.solution}{common_wrong_answers(q)}", ""]
     return "\n".join(out)
 
 

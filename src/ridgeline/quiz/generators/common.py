@@ -7,15 +7,21 @@ import random
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from ridgeline.analytic.questions import memory_needed_bytes
+from ridgeline.analytic.workload import Phase, Workload
 from ridgeline.quiz.types import Choice, Given, Mistake
+from ridgeline.specs.catalog import get_accelerator
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
+from ridgeline.specs.hf_config import get_model
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.params import param_counts
 
 T = TypeVar("T")
 KEYS = "ABCDEFGH"
 
+# 7–8B models: one accelerator holds them, so single-chip questions stay physical.
+SMALL_GQA_MODELS = ("llama-3.1-8b", "qwen2.5-7b")
 # Catalog models whose KV heads differ from their query heads and that have no sliding window:
 # the KV questions need the "all query heads" mistake to give a different number.
 GQA_MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "mixtral-8x7b")
@@ -127,6 +133,14 @@ def model_givens(m: ModelSpec) -> list[tuple[str, str]]:
         ("KV heads", str(m.num_kv_heads)),
         ("head dim", str(m.head_dim)),
     ]
+
+
+def fits(model: str, accelerator: str, phase: Phase, batch: int, tokens: int) -> bool:
+    """Whether weights + KV of the step fit one accelerator's device memory: questions about a
+    single chip only draw workloads that one chip can hold."""
+    m, acc = get_model(model), get_accelerator(accelerator)
+    need = memory_needed_bytes(m, Workload(phase, batch, tokens))
+    return bool(need <= acc.device_capacity_bytes)
 
 
 def givens(pairs: Sequence[tuple[str, str]]) -> tuple[Given, ...]:

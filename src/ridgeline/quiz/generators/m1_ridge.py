@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 
 from ridgeline.analytic.roofline import decode_intensity
+from ridgeline.analytic.workload import Phase
 from ridgeline.quiz.generators.common import (
     DENSE_MODELS,
-    GQA_MODELS,
+    SMALL_GQA_MODELS,
     SPARSE_SPEEDUP,
+    fits,
     givens,
     matmul_params,
     model_givens,
@@ -135,13 +137,12 @@ def weights_intensity_q(
 
 
 def weights_intensity(rng: random.Random) -> Question:
-    return weights_intensity_q(
-        rng,
-        pick(rng, DECODE_GPUS[:1] * 3 + DECODE_GPUS),
-        pick(rng, DENSE_MODELS),
-        pick(rng, (2, 4, 8, 16, 32, 64)),
-        pick(rng, (512, 1024, 2048, 4096)),
-    )
+    while True:
+        acc = pick(rng, DECODE_GPUS[:1] * 3 + DECODE_GPUS)
+        model = pick(rng, DENSE_MODELS)
+        batch, context = pick(rng, (2, 4, 8, 16, 32, 64)), pick(rng, (512, 1024, 2048, 4096))
+        if fits(model, acc, Phase.DECODE, batch, context):
+            return weights_intensity_q(rng, acc, model, batch, context)
 
 
 def kv_intensity_q(
@@ -199,10 +200,8 @@ def kv_intensity_q(
 
 
 def kv_intensity(rng: random.Random) -> Question:
-    return kv_intensity_q(
-        rng,
-        "h100-sxm",
-        pick(rng, GQA_MODELS[:3]),
-        pick(rng, (8, 16, 32, 64)),
-        pick(rng, (8192, 16384, 32768)),
-    )
+    while True:
+        model = pick(rng, SMALL_GQA_MODELS)
+        batch, context = pick(rng, (4, 8, 16, 32)), pick(rng, (8192, 16384, 32768))
+        if fits(model, "h100-sxm", Phase.DECODE, batch, context):
+            return kv_intensity_q(rng, "h100-sxm", model, batch, context)
