@@ -60,6 +60,7 @@ def seqs(n: int) -> str:
 
 
 def pick(rng: random.Random, seq: Sequence[T]) -> T:
+    """A uniformly drawn element of ``seq``."""
     return seq[rng.randrange(len(seq))]
 
 
@@ -144,4 +145,5 @@ def fits(model: str, accelerator: str, phase: Phase, batch: int, tokens: int) ->
 
 
 def givens(pairs: Sequence[tuple[str, str]]) -> tuple[Given, ...]:
+    """The givens of a question from (label, value) pairs."""
     return tuple(Given(label, value) for label, value in pairs)

@@ -78,6 +78,7 @@ def ridge_point_q(rng: random.Random, accelerator: str, level: str) -> Question:
 
 
 def ridge_point(rng: random.Random) -> Question:
+    """Draw a ridge-point question: any catalog accelerator, usually its device level."""
     acc = get_accelerator(pick(rng, accelerator_names()))
     with_bw = [lvl.name for lvl in acc.levels if lvl.bandwidth_bytes_per_s is not None]
     level = acc.device_level if rng.random() < 0.6 else pick(rng, with_bw)
@@ -137,6 +138,7 @@ def weights_intensity_q(
 
 
 def weights_intensity(rng: random.Random) -> Question:
+    """Draw a weights-only decode intensity question on a GPU (the H100 most often)."""
     while True:
         acc = pick(rng, DECODE_GPUS[:1] * 3 + DECODE_GPUS)
         model = pick(rng, DENSE_MODELS)
@@ -200,6 +202,7 @@ def kv_intensity_q(
 
 
 def kv_intensity(rng: random.Random) -> Question:
+    """Draw a with-KV decode intensity question on the H100, KV comparable to the weights."""
     while True:
         model = pick(rng, SMALL_GQA_MODELS)
         batch, context = pick(rng, (4, 8, 16, 32)), pick(rng, (8192, 16384, 32768))

@@ -85,6 +85,7 @@ def phase_bound_q(
 
 
 def phase_bound(rng: random.Random) -> Question:
+    """Draw a compute- or bandwidth-bound question: prefill, or decode at small to huge batch."""
     while True:
         phase = pick(rng, (Phase.PREFILL, Phase.DECODE, Phase.DECODE))
         if phase is Phase.PREFILL:
@@ -140,6 +141,7 @@ def _order_trap(order: tuple[str, ...]) -> tuple[Choice, ...]:
 
 
 def rank_ridge(rng: random.Random) -> Question:
+    """Draw five accelerators whose ridge points differ by more than 5% each."""
     names = list(accelerator_names())
     while True:
         chosen = rng.sample(names, 5)
@@ -200,6 +202,7 @@ def spyre_reads_q(rng: random.Random, model: str, batch: int, context: int) -> Q
 
 
 def spyre_reads(rng: random.Random) -> Question:
+    """Draw a Spyre decode-reads question for a model that fits one card."""
     return spyre_reads_q(
         rng,
         pick(rng, (*SMALL_GQA_MODELS, "llama-2-7b")),
@@ -265,6 +268,7 @@ def attainable_q(
 
 
 def attainable(rng: random.Random) -> Question:
+    """Draw an attainable-FLOP/s question on a GPU, prefill or decode."""
     while True:
         phase = pick(rng, (Phase.PREFILL, Phase.DECODE))
         if phase is Phase.PREFILL:

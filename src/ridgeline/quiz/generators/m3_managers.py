@@ -56,6 +56,7 @@ def match_managers_q(rng: random.Random, pairs: tuple[tuple[str, str], ...]) -> 
 
 
 def match_managers(rng: random.Random) -> Question:
+    """Draw four levels from the catalog covering at least three managers."""
     levels = _all_levels()
     while True:
         pairs = tuple(rng.sample(levels, 4))
@@ -96,6 +97,7 @@ def who_manages_q(rng: random.Random, accelerator: str, level: str) -> Question:
 
 def who_manages(rng: random.Random) -> Question:
     # Favour the on-chip levels the course is about: scratchpads and caches.
+    """Draw one on-chip level (not a runtime-managed one) of any accelerator."""
     on_chip = [(a, lvl) for a, lvl in _all_levels() if _manager(a, lvl) is not ManagedBy.RUNTIME]
     a, lvl = pick(rng, on_chip)
     return who_manages_q(rng, a, lvl)
@@ -143,6 +145,7 @@ def no_cache_q(rng: random.Random, cacheless: str, cached: tuple[str, ...]) -> Q
 
 
 def no_cache(rng: random.Random) -> Question:
+    """Draw one accelerator without a hardware cache and three with one."""
     names = accelerator_names()
     cacheless = pick(rng, [n for n in names if not _has_cache(n)])
     cached = tuple(rng.sample([n for n in names if _has_cache(n)], 3))

@@ -65,6 +65,7 @@ def scarce_q(
 
 
 def scarce_resource(rng: random.Random) -> Question:
+    """Draw a decode step on one of the five architectures of the course."""
     return scarce_q(
         rng,
         pick(rng, FIVE),
@@ -113,6 +114,7 @@ def chips_q(rng: random.Random, accelerator: str, model: str, weight_dtype: str)
 
 
 def chips_to_hold(rng: random.Random) -> Question:
+    """Draw a chips-to-hold question for an 8B to 70B model on one of five machines."""
     return chips_q(
         rng,
         pick(rng, ("groq-lpu", "cerebras-wse3", "ibm-spyre", "h100-sxm", "tpu-v5e")),
@@ -160,6 +162,7 @@ def rank_memory_q(rng: random.Random, accelerators: tuple[str, ...], quantity: s
 
 
 def rank_memory(rng: random.Random) -> Question:
+    """Draw five accelerators whose device capacity (or bandwidth) differ by over 10%."""
     quantity = pick(rng, ("capacity", "bandwidth"))
     names = [n for n in accelerator_names() if n != "xeon-spr"]
     while True:

@@ -64,6 +64,7 @@ def spyre_tile_q(rng: random.Random, dtype: str, align: int) -> Question:
 
 
 def spyre_tile(rng: random.Random) -> Question:
+    """Draw a Spyre tile question: fp16 or fp8, aligned to 8–64 elements."""
     return spyre_tile_q(rng, pick(rng, ("fp16", "fp8")), pick(rng, (8, 16, 32, 64)))
 
 
@@ -108,6 +109,7 @@ def tile_intensity_q(rng: random.Random, size: int, depth: int, tile: int) -> Qu
 
 
 def tile_intensity(rng: random.Random) -> Question:
+    """Draw a tiled-matmul intensity question: square matrices, tiles of 32–256."""
     return tile_intensity_q(
         rng, pick(rng, (2048, 4096, 8192)), pick(rng, (4096, 8192)), pick(rng, (32, 64, 128, 256))
     )
@@ -159,6 +161,7 @@ def flash_block_q(rng: random.Random, accelerator: str, level: str, head_dim: in
 
 
 def flash_block(rng: random.Random) -> Question:
+    """Draw a FlashAttention block-size question on a GPU SM, an MI300X CU or a Spyre core."""
     acc, level = pick(rng, FLASH_LEVELS)
     return flash_block_q(rng, acc, level, pick(rng, (64, 128)))
 
@@ -199,4 +202,5 @@ def bank_conflict_q(rng: random.Random, num_banks: int, stride_words: int) -> Qu
 
 
 def bank_conflict(rng: random.Random) -> Question:
+    """Draw a strided shared-memory read over 16 or 32 banks."""
     return bank_conflict_q(rng, pick(rng, (16, 32)), pick(rng, (2, 3, 4, 6, 8, 12, 24, 48, 64)))

@@ -73,6 +73,7 @@ def kv_size_q(rng: random.Random, model: str, batch: int, context: int, kv_dtype
 
 
 def kv_size(rng: random.Random) -> Question:
+    """Draw a KV-size question on a GQA model, bf16 or fp8 cache."""
     return kv_size_q(
         rng,
         pick(rng, GQA_MODELS),
@@ -124,6 +125,7 @@ def kv_crossover_q(rng: random.Random, model: str, batch: int) -> Question:
 
 
 def kv_crossover(rng: random.Random) -> Question:
+    """Draw a KV-versus-weights crossover question at batch 1, 8 or 32."""
     return kv_crossover_q(rng, pick(rng, GQA_MODELS + ("llama-2-7b",)), pick(rng, (1, 8, 32)))
 
 
@@ -182,6 +184,7 @@ def kv_saving_q(
 
 
 def kv_saving(rng: random.Random) -> Question:
+    """Draw a KV-saving question: GQA, MQA or an fp8 cache against MHA."""
     return kv_saving_q(
         rng,
         pick(rng, ("llama-3.1-8b", "llama-3.1-70b", "llama-2-7b")),
@@ -236,6 +239,7 @@ def kv_per_token_q(rng: random.Random, model: str) -> Question:
 
 
 def kv_per_token(rng: random.Random) -> Question:
+    """Draw a KV-per-token question, DeepSeek-V3's MLA included."""
     return kv_per_token_q(
         rng, pick(rng, ("llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "deepseek-v3"))
     )

@@ -62,6 +62,7 @@ def paged_blocks_q(rng: random.Random, prompt: int, output: int, block_size: int
 
 
 def paged_blocks_gen(rng: random.Random) -> Question:
+    """Draw a PagedAttention blocks question whose last block is partly filled."""
     block = pick(rng, (8, 16, 32))
     prompt = rng.randrange(50, 4000)
     output = rng.randrange(1, 1000)
@@ -118,6 +119,7 @@ def contiguous_waste_q(
 
 
 def contiguous_waste(rng: random.Random) -> Question:
+    """Draw a contiguous-reservation waste question with 16-token paged blocks."""
     max_len = pick(rng, (2048, 4096, 8192))
     return contiguous_waste_q(
         rng, pick(rng, GQA_MODELS), rng.randrange(100, max_len // 2), max_len, 16
@@ -181,6 +183,7 @@ def prefix_savings_q(
 
 
 def prefix_savings(rng: random.Random) -> Question:
+    """Draw a prefix-caching question whose prefix ends in a partial block."""
     block = pick(rng, (16, 32))
     # At most 20 full blocks, so sharing the partial block is a mistake beyond the 2% tolerance.
     prefix = rng.randrange(2, 21) * block + rng.randrange(block // 2, block)
@@ -222,4 +225,5 @@ def spec_decode_q(rng: random.Random, accept_rate: float, num_draft: int) -> Que
 
 
 def spec_decode(rng: random.Random) -> Question:
+    """Draw a speculative-decoding question: α from 0.6 to 0.9, k from 3 to 7."""
     return spec_decode_q(rng, pick(rng, (0.6, 0.7, 0.8, 0.9)), pick(rng, (3, 4, 5, 7)))
