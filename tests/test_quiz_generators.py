@@ -335,7 +335,7 @@ def _all_questions() -> list[Question]:
 def test_every_distractor_is_outside_the_tolerance() -> None:
     for q in _all_questions():
         if q.kind is Kind.NUMERIC:
-            assert isinstance(q.answer, float)
+            assert isinstance(q.answer, float) and math.isfinite(q.answer) and q.answer > 0
             for trap in q.choices:
                 assert trap.value is not None and trap.mistake is not None
                 assert abs(trap.value - q.answer) > q.rel_tol * abs(q.answer), (q.generator, trap)

@@ -101,7 +101,7 @@ def weights_intensity_q(
         kind=Kind.NUMERIC,
         prompt=(
             f"One decode step of {model} in bf16 on the {accelerator}: {seqs(batch)}, "
-            f"{context} cached tokens each. What is its arithmetic intensity counting the "
+            f"{context:,} cached tokens each. What is its arithmetic intensity counting the "
             f"weights alone as the bytes moved (FLOPs ÷ weight bytes)?"
         ),
         givens=givens(
@@ -109,7 +109,7 @@ def weights_intensity_q(
                 *model_givens(m),
                 ("parameters multiplied per token (all but the embedding table)", sci(p)),
                 ("batch", str(batch)),
-                ("context per sequence", str(context)),
+                ("context per sequence", f"{context:,}"),
                 ("bytes per weight (bf16)", "2"),
                 (
                     "FLOPs",
