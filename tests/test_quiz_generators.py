@@ -287,7 +287,7 @@ def test_contiguous_waste() -> None:
 
 
 def test_prefix_savings() -> None:
-    q = m7_kv_runtime.prefix_savings_q(RNG, "llama-3.1-8b", 8, 200, 32)
+    q = m7_kv_runtime.prefix_savings_q(RNG, "llama-3.1-8b", 8, 200, 5, 32)
     # ⌊200/32⌋ = 6 full blocks = 192 tokens, reused by 7 of the 8 requests
     assert q.answer == pytest.approx(7 * 192 * LLAMA8_KV_PER_TOKEN / 1e9)  # 0.176 GB
     traps = {c.mistake: c.value for c in q.choices}

@@ -30,16 +30,14 @@ from ridgeline.analytic import (
 from ridgeline.quiz import Kind, Mistake, Question, draw_quiz, grade, grade_quiz, parse_response
 from ridgeline.quiz.formulas import (
     bank_conflict_degree,
-    contiguous_waste_tokens,
     flash_block_sizes,
     largest_square_tile,
-    paged_blocks,
-    prefix_saved_bytes,
-    spec_expected_tokens,
     tiled_matmul_traffic_bytes,
 )
 from ridgeline.quiz.generators import m1_ridge, m5_tiling
 from ridgeline.quiz.grading import AnswerFormatError
+from ridgeline.quiz.runtime import paged_table_blocks, prefix_cache_blocks, reservation
+from ridgeline.serving.spec_decode import expected_tokens_per_step
 from ridgeline.specs import DType, ManagedBy, get_accelerator, get_model
 
 Params = dict[str, Any]
@@ -72,6 +70,14 @@ def _lx() -> Any:
 def _level_bytes(p: Params) -> int:
     lvl = get_accelerator(p["accelerator"]).level(p["level"])
     return int(lvl.usable_bytes or lvl.capacity_bytes)
+
+
+def _prefix_saving(p: Params) -> float:
+    without, with_cache = prefix_cache_blocks(
+        p["num_requests"], p["prefix_len"], p["suffix_len"], p["block_size"]
+    )
+    per = kv_bytes_per_token(get_model(p["model"]))
+    return (without - with_cache) * p["block_size"] * per / 1e9
 
 
 def _technique_saving(p: Params) -> float:
@@ -158,22 +164,14 @@ LIBRARY: dict[str, Callable[[Question, Params], Any]] = {
     "kv_crossover": lambda q, p: crossover_context(get_model(p["model"]), batch=p["batch"]),
     "kv_saving": lambda q, p: _technique_saving(p),
     "kv_per_token": lambda q, p: kv_bytes_per_token(get_model(p["model"])) / 1024,
-    "paged_blocks": lambda q, p: paged_blocks(p["prompt"] + p["output"], p["block_size"]),
+    "paged_blocks": lambda q, p: paged_table_blocks(p["prompt"] + p["output"], p["block_size"]),
     "contiguous_waste": lambda q, p: (
-        contiguous_waste_tokens(p["tokens"], p["max_len"])
+        reservation(p["tokens"], p["max_len"], p["block_size"]).reserved_waste_tokens
         * kv_bytes_per_token(get_model(p["model"]))
         / 1e6
     ),
-    "prefix_savings": lambda q, p: (
-        prefix_saved_bytes(
-            p["num_requests"],
-            p["prefix_len"],
-            p["block_size"],
-            kv_bytes_per_token(get_model(p["model"])),
-        )
-        / 1e9
-    ),
-    "spec_decode": lambda q, p: spec_expected_tokens(p["accept_rate"], p["num_draft"]),
+    "prefix_savings": lambda q, p: _prefix_saving(p),
+    "spec_decode": lambda q, p: expected_tokens_per_step(p["accept_rate"], p["num_draft"]),
 }
 
 

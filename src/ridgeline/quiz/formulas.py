@@ -1,8 +1,9 @@
-"""Closed forms for the tiling and serving questions, each citing its source.
+"""Closed forms for the tiling questions, each citing its source.
 
-NOTE: the tiling (``analytic.tiling``) and serving (``serving``) layers are built in parallel;
-until they land, the quiz computes their questions with these small closed forms (issue 7:
-"until then, those modules' questions use the closed forms of the foundation").
+NOTE: the tiling layer (``analytic.tiling``) is built in parallel; until it lands, the quiz
+computes its questions with these small closed forms (issue 7: "until then, those modules'
+questions use the closed forms of the foundation"). Module 7's questions already use the
+serving runtime itself (``quiz.runtime``, ``serving.spec_decode``).
 """
 
 from __future__ import annotations
@@ -71,43 +72,3 @@ def bank_conflict_degree(stride_words: int, num_banks: int) -> int:
     ``stride_words`` apart: thread t hits bank (t·s) mod B, so B/gcd(s, B) distinct banks serve
     the warp and each is hit gcd(s, B) times (CUDA C Programming Guide, "Shared Memory")."""
     return math.gcd(stride_words, num_banks)
-
-
-def paged_blocks(num_tokens: int, block_size: int) -> int:
-    """Blocks a request of ``num_tokens`` holds under PagedAttention: ⌈tokens / block⌉
-    (Kwon et al., "Efficient Memory Management for LLM Serving with PagedAttention", SOSP 2023)."""
-    return -(-num_tokens // block_size)
-
-
-def paged_waste_tokens(num_tokens: int, block_size: int) -> int:
-    """Token slots allocated but unused under paging: only the last block's tail."""
-    return paged_blocks(num_tokens, block_size) * block_size - num_tokens
-
-
-def contiguous_waste_tokens(num_tokens: int, max_len: int) -> int:
-    """Token slots reserved but unused when a request reserves ``max_len`` up front (the
-    pre-PagedAttention baseline; Kwon et al. 2023 §2.3)."""
-    return max_len - num_tokens
-
-
-def prefix_shared_blocks(prefix_len: int, block_size: int) -> int:
-    """Blocks of a shared prefix that prefix caching reuses: only full blocks are hashed and
-    shared (vLLM automatic prefix caching design; SGLang RadixAttention shares tokens)."""
-    return prefix_len // block_size
-
-
-def prefix_saved_bytes(
-    num_requests: int, prefix_len: int, block_size: int, kv_bytes_per_token: float
-) -> float:
-    """KV bytes prefix caching saves when ``num_requests`` share one prefix: every request
-    but the first reuses the shared full blocks instead of storing its own copy."""
-    shared_tokens = prefix_shared_blocks(prefix_len, block_size) * block_size
-    return (num_requests - 1) * shared_tokens * kv_bytes_per_token
-
-
-def spec_expected_tokens(accept_rate: float, num_draft: int) -> float:
-    """Expected tokens per target step with ``num_draft`` drafted tokens accepted i.i.d. with
-    rate α: (1 − α^(k+1)) / (1 − α) (Leviathan, Kalman, Matias, ICML 2023, Eq. 1)."""
-    if accept_rate >= 1.0:
-        return float(num_draft + 1)
-    return (1 - accept_rate ** (num_draft + 1)) / (1 - accept_rate)

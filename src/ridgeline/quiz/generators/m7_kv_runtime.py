@@ -1,21 +1,18 @@
 """Module 7, managing KV at run time: PagedAttention blocks, the waste of contiguous
-reservation, prefix-cache savings, and the tokens per step of speculative decoding."""
+reservation, prefix-cache savings, and the tokens per step of speculative decoding.
+
+The block counts come from the serving runtime's own allocator (``quiz.runtime``) and the
+speculative-decoding expectation from ``serving.spec_decode``."""
 
 from __future__ import annotations
 
 import random
 
 from ridgeline.analytic.kv import kv_bytes_per_token
-from ridgeline.quiz.formulas import (
-    contiguous_waste_tokens,
-    paged_blocks,
-    paged_waste_tokens,
-    prefix_saved_bytes,
-    prefix_shared_blocks,
-    spec_expected_tokens,
-)
 from ridgeline.quiz.generators.common import GQA_MODELS, givens, model_givens, pick, traps
+from ridgeline.quiz.runtime import paged_table_blocks, prefix_cache_blocks, reservation
 from ridgeline.quiz.types import Kind, Mistake, Module, Question
+from ridgeline.serving.spec_decode import expected_tokens_per_step
 from ridgeline.specs import get_model
 from ridgeline.specs.units import GB, MB, GiB, MiB
 
@@ -24,7 +21,7 @@ def paged_blocks_q(rng: random.Random, prompt: int, output: int, block_size: int
     """KV blocks a finished request holds under PagedAttention."""
     del rng
     tokens = prompt + output
-    answer = paged_blocks(tokens, block_size)
+    answer = paged_table_blocks(tokens, block_size)
     return Question(
         generator="paged_blocks",
         module=Module.KV_RUNTIME,
@@ -56,7 +53,7 @@ def paged_blocks_q(rng: random.Random, prompt: int, output: int, block_size: int
         solution=(
             f"⌈({prompt:,} + {output:,}) ÷ {block_size}⌉ = ⌈{tokens:,} ÷ {block_size}⌉ = "
             f"{answer} blocks; the last one holds {tokens - (answer - 1) * block_size} tokens, so "
-            f"{paged_waste_tokens(tokens, block_size)} slots are unused (Kwon et al., SOSP 2023)."
+            f"{answer * block_size - tokens} slots are unused (Kwon et al., SOSP 2023)."
         ),
     )
 
@@ -78,8 +75,9 @@ def contiguous_waste_q(
     del rng
     m = get_model(model)
     per = kv_bytes_per_token(m)
-    waste = contiguous_waste_tokens(tokens, max_len) * per
-    paged = paged_waste_tokens(tokens, block_size) * per
+    slots = reservation(tokens, max_len, block_size)
+    waste = slots.reserved_waste_tokens * per
+    paged = slots.paged_waste_tokens * per
     mha_per = kv_bytes_per_token(m.with_kv_heads(m.num_heads))
     tol = 0.02
     return Question(
@@ -102,7 +100,7 @@ def contiguous_waste_q(
                 (Mistake.GIB_FOR_GB, waste / MiB),
                 (
                     Mistake.KV_ALL_QUERY_HEADS,
-                    contiguous_waste_tokens(tokens, max_len) * mha_per / MB,
+                    slots.reserved_waste_tokens * mha_per / MB,
                 ),
             ],
             tol,
@@ -127,14 +125,21 @@ def contiguous_waste(rng: random.Random) -> Question:
 
 
 def prefix_savings_q(
-    rng: random.Random, model: str, num_requests: int, prefix_len: int, block_size: int
+    rng: random.Random,
+    model: str,
+    num_requests: int,
+    prefix_len: int,
+    suffix_len: int,
+    block_size: int,
 ) -> Question:
-    """GB of KV that prefix caching saves for a shared system prompt."""
+    """GB of KV that prefix caching saves for a shared system prompt, counted by admitting the
+    requests into the serving runtime's block pool with and without prefix caching."""
     del rng
     m = get_model(model)
     per = kv_bytes_per_token(m)
-    saved = prefix_saved_bytes(num_requests, prefix_len, block_size, per)
-    shared = prefix_shared_blocks(prefix_len, block_size)
+    without, with_cache = prefix_cache_blocks(num_requests, prefix_len, suffix_len, block_size)
+    saved = (without - with_cache) * block_size * per
+    shared = (without - with_cache) // (num_requests - 1)
     tol = 0.02
     return Question(
         generator="prefix_savings",
@@ -142,15 +147,17 @@ def prefix_savings_q(
         kind=Kind.NUMERIC,
         prompt=(
             f"{num_requests} concurrent requests to {model} (bf16 KV) start with the same "
-            f"{prefix_len:,}-token system prompt. With prefix caching over {block_size}-token "
-            f"blocks (only full blocks are shared), how many GB (1e9 B) of KV does the cache "
-            f"save compared with every request storing its own copy?"
+            f"{prefix_len:,}-token system prompt, then each adds {suffix_len} tokens of its own. "
+            f"With prefix caching over {block_size}-token blocks (only full blocks are shared), "
+            f"how many GB (1e9 B) of KV does the cache save compared with every request "
+            f"storing its own copy?"
         ),
         givens=givens(
             [
                 *model_givens(m),
                 ("requests", str(num_requests)),
                 ("shared prefix", f"{prefix_len:,} tokens"),
+                ("own tokens per request", str(suffix_len)),
                 ("block size", str(block_size)),
             ]
         ),
@@ -158,6 +165,7 @@ def prefix_savings_q(
             "model": model,
             "num_requests": num_requests,
             "prefix_len": prefix_len,
+            "suffix_len": suffix_len,
             "block_size": block_size,
         },
         answer=saved / GB,
@@ -187,13 +195,14 @@ def prefix_savings(rng: random.Random) -> Question:
     block = pick(rng, (16, 32))
     # At most 20 full blocks, so sharing the partial block is a mistake beyond the 2% tolerance.
     prefix = rng.randrange(2, 21) * block + rng.randrange(block // 2, block)
-    return prefix_savings_q(rng, pick(rng, GQA_MODELS), pick(rng, (4, 8, 16, 64)), prefix, block)
+    model, num_requests = pick(rng, GQA_MODELS), pick(rng, (4, 8, 16, 64))
+    return prefix_savings_q(rng, model, num_requests, prefix, rng.randrange(20, 200), block)
 
 
 def spec_decode_q(rng: random.Random, accept_rate: float, num_draft: int) -> Question:
     """Expected tokens per target step of speculative decoding."""
     del rng
-    answer = spec_expected_tokens(accept_rate, num_draft)
+    answer = expected_tokens_per_step(accept_rate, num_draft)
     tol = 0.01
     return Question(
         generator="spec_decode",
