@@ -148,6 +148,8 @@ def test_sheet_errors_are_one_line(tmp_path: Path) -> None:
         "start", "--user", "g", "--answers", str(sheet(tmp_path, 1)), "--seed", "3", "--db", db
     )
     assert code == 2 and "answers seed 42, not 3" in err
+    code, _, err = run("start", "--user", "g", "--json", "--db", db)
+    assert code == 2 and "--json: needs --answers" in err
     broken = tmp_path / "b.json"
     broken.write_text("{")
     code, _, err = run("start", "--user", "g", "--answers", str(broken), "--db", db)

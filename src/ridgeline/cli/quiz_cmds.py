@@ -12,6 +12,7 @@ from rich.prompt import Prompt
 from rich.table import Table
 
 from ridgeline.cli.common import JsonOpt, console, emit_json, new_app
+from ridgeline.errors import ConfigError
 from ridgeline.quiz import (
     MAX_ATTEMPTS,
     PASS_FRACTION,
@@ -113,6 +114,8 @@ def start_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Take the quiz: one question at a time, or grade an answer sheet with --answers."""
+    if as_json and answers is None:
+        raise ConfigError("option --json: needs --answers (the interactive quiz talks to a person)")
     store = AttemptStore(db)
     attempt_no = store.next_attempt(user, QUIZ_ID)
     if answers is not None:
