@@ -16,6 +16,7 @@ from ridgeline.cli.analytic_cmds import (
 )
 from ridgeline.cli.common import new_app
 from ridgeline.cli.deploy_cmds import deploy_cmd
+from ridgeline.cli.quiz_cmds import quiz_app
 from ridgeline.cli.report_cmd import report_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
 from ridgeline.cli.tiling_cmds import flash_cmd, orchestrate_cmd, schedule_cmd, tile_cmd
@@ -34,6 +35,7 @@ app.command("tile")(tile_cmd)
 app.command("flash")(flash_cmd)
 app.command("schedule")(schedule_cmd)
 app.command("orchestrate")(orchestrate_cmd)
+app.add_typer(quiz_app, name="quiz")
 
 
 def main() -> None:
