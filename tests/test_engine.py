@@ -23,6 +23,7 @@ from engine_support import (  # noqa: E402
 )
 from ridgeline.engine.attention import build_metadata  # noqa: E402
 from ridgeline.engine.executor import TorchExecutor  # noqa: E402
+from ridgeline.engine.kv_cache import KVCache  # noqa: E402
 from ridgeline.serving.executor import ScheduledRequest  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -145,3 +146,36 @@ def test_bf16_model_runs_close_to_fp32(models: tuple[Any, Any]) -> None:
         )
         ref = theirs(torch.tensor([prompt])).logits[0]
     assert (got - ref).abs().max().item() < 0.25  # bf16 keeps ~3 significant digits
+
+
+def _drafter(kind: str, ours: Any, cache: Any, num_blocks: int, k: int) -> Any:
+    from ridgeline.engine.model import CausalLM, early_exit
+    from ridgeline.engine.spec_decode import Drafter
+    from ridgeline.engine.weights import init_random
+
+    if kind == "self":
+        return Drafter(early_exit(ours, 1), KVCache.sharing(cache, 1), num_blocks, k, True)
+    draft = CausalLM(ours.spec, max_positions=256, num_layers=1 if kind == "small" else None)
+    if kind == "same":
+        draft.load_state_dict(ours.state_dict())
+    else:
+        init_random(draft, torch.Generator().manual_seed(9), std=0.15)
+    draft_cache = cache_for(draft, cache.shape.num_blocks, BS)
+    return Drafter(draft, draft_cache, num_blocks, k, False)
+
+
+@pytest.mark.parametrize("kind", ["same", "small", "self"])
+def test_speculative_decoding_keeps_greedy_tokens(models: tuple[Any, Any], kind: str) -> None:
+    """Identical draft (all accepted), unrelated small draft (mostly rejected), first-layer
+    self-draft: the greedy tokens are transformers' in every case."""
+    ours, _ = models
+    num_blocks, k = 48, 3
+    cache = cache_for(ours, num_blocks, BS, extra=16)
+    executor = TorchExecutor(ours, cache, drafter=_drafter(kind, ours, cache, num_blocks, k))
+    reqs = _mixed(5)
+    d = Driver(executor, Pool(num_blocks, seed=3), BS, budget=12, spec_k=k)
+    d.run(reqs)
+    assert sorted(d.pool.free) == list(range(num_blocks))
+    _expect(models, reqs)
+    if kind == "same":  # every draft accepted: far fewer steps than tokens
+        assert d.steps < sum(r.max_tokens for r in reqs)

@@ -8,12 +8,14 @@ A step's new tokens are laid out back to back, one request after the other::
 Every new token's K and V are first written to its slot (``slot_mapping``); then each query
 reads its request's keys through the block table:
 
-- **multi-token rows** (prefill chunks, speculative verification): one SDPA call per request,
-  with the causal mask shifted by ``start_position``. A fresh prefill (start 0) attends to its
-  own new keys directly; a later chunk gathers its cached keys by slot.
-- **decode rows** (one token each): one batched call for all of them. The reference path gathers
-  ``k[block_tables]`` to ``[B, max_blocks * block_size, kv_heads, d]`` and masks the tail; the
-  index-based kernel (``paged_kernel``) reads blocks in place without that copy.
+- **long rows** (prefill chunks of more than ``PAGED_MAX_NEW`` tokens): one SDPA call per
+  request, with the causal mask shifted by ``start_position``. A fresh prefill (start 0)
+  attends to its own new keys directly; a later chunk gathers its cached keys by slot.
+- **paged rows** (decode tokens, speculative verification, short chunks): one batched call for
+  all of them, each row with its request's block table and its own context length (its
+  position + 1, which makes it causal). The reference path gathers ``k[block_tables]`` to
+  ``[R, max_blocks * block_size, kv_heads, d]`` and masks the tail; the index-based kernel
+  (``paged_kernel``) reads the blocks in place without that copy.
 
 The metadata is built once per step and shared by every layer.
 """
@@ -43,8 +45,11 @@ class SeqInput(Protocol):
     def block_ids(self) -> tuple[int, ...]: ...
 
 
+PAGED_MAX_NEW = 8  # requests with at most this many new tokens take the paged-row path
+
+
 class DecodeKernel(Protocol):
-    """Attention of one query token per sequence over paged K/V, read in place."""
+    """Attention of one query row over its block table's first ``context_len`` keys, in place."""
 
     def __call__(
         self,
@@ -78,20 +83,20 @@ class AttentionMetadata:
     Attributes:
         positions: [T] position of every new token.
         slot_mapping: [T] KV slot of every new token.
-        multi: requests with more than one new token.
-        decode_rows: [B] rows of the single-token requests.
-        block_tables: [B, max_blocks] their block tables, padded with block 0.
-        context_lens: [B] their context lengths including the new token.
-        decode_mask: [B, 1, 1, max_blocks * block_size] True where a key is visible (gather path).
+        multi: requests on the long-row path.
+        paged_rows: [R] rows on the paged-row path.
+        block_tables: [R, max_blocks] each such row's block table, padded with block 0.
+        context_lens: [R] keys each such row sees (its position + 1).
+        paged_mask: [R, 1, 1, max_blocks * block_size] True where a key is visible (gather path).
     """
 
     positions: torch.Tensor
     slot_mapping: torch.Tensor
     multi: tuple[MultiTokenSlice, ...]
-    decode_rows: torch.Tensor
+    paged_rows: torch.Tensor
     block_tables: torch.Tensor
     context_lens: torch.Tensor
-    decode_mask: torch.Tensor
+    paged_mask: torch.Tensor
 
 
 def _slots(block_ids: Sequence[int], start: int, end: int, block_size: int) -> list[int]:
@@ -117,41 +122,39 @@ def build_metadata(
     positions: list[int] = []
     slots: list[int] = []
     multi: list[MultiTokenSlice] = []
-    decode_rows: list[int] = []
-    decode: list[SeqInput] = []
+    paged: list[tuple[int, int, Sequence[int]]] = []  # (row, context_len, block_ids)
     for seq in seqs:
         n, start = len(seq.token_ids), seq.start_position
         row = len(positions)
         positions.extend(range(start, start + n))
         slots.extend(_slots(seq.block_ids, start, start + n, block_size))
-        if n == 1:
-            decode_rows.append(row)
-            decode.append(seq)
+        if n == 1 or (start > 0 and n <= PAGED_MAX_NEW):
+            paged.extend((row + i, start + i + 1, seq.block_ids) for i in range(n))
         else:
             multi.append(_multi_slice(seq, row, block_size, device))
-    tables, lens, mask = _decode_tables(decode, block_size, device)
+    tables, lens, mask = _paged_tables(paged, block_size, device)
     return AttentionMetadata(
         positions=torch.tensor(positions, dtype=torch.long, device=device),
         slot_mapping=torch.tensor(slots, dtype=torch.long, device=device),
         multi=tuple(multi),
-        decode_rows=torch.tensor(decode_rows, dtype=torch.long, device=device),
+        paged_rows=torch.tensor([p[0] for p in paged], dtype=torch.long, device=device),
         block_tables=tables,
         context_lens=lens,
-        decode_mask=mask,
+        paged_mask=mask,
     )
 
 
-def _decode_tables(
-    decode: Sequence[SeqInput], block_size: int, device: torch.device
+def _paged_tables(
+    paged: Sequence[tuple[int, int, Sequence[int]]], block_size: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    lens = [s.start_position + 1 for s in decode]
+    lens = [p[1] for p in paged]
     max_blocks = max(((n + block_size - 1) // block_size for n in lens), default=0)
-    rows = [list(s.block_ids[:max_blocks]) for s in decode]
+    rows = [list(p[2][:max_blocks]) for p in paged]
     rows = [r + [0] * (max_blocks - len(r)) for r in rows]
-    tables = torch.tensor(rows, dtype=torch.int32, device=device).view(len(decode), max_blocks)
-    context_lens = torch.tensor(lens, dtype=torch.int32, device=device)  # [B]
+    tables = torch.tensor(rows, dtype=torch.int32, device=device).view(len(paged), max_blocks)
+    context_lens = torch.tensor(lens, dtype=torch.int32, device=device)  # [R]
     keys = torch.arange(max_blocks * block_size, device=device)  # [S]
-    mask = (keys[None, :] < context_lens[:, None])[:, None, None, :]  # [B, 1, 1, S]
+    mask = (keys[None, :] < context_lens[:, None])[:, None, None, :]  # [R, 1, 1, S]
     return tables, context_lens, mask
 
 
@@ -168,31 +171,31 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: object) -> to
     return out[0].transpose(0, 1)  # [n, H, d]
 
 
-def gather_decode(
+def gather_paged(
     q: torch.Tensor,
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     block_tables: torch.Tensor,
     mask: torch.Tensor,
 ) -> torch.Tensor:
-    """Reference decode attention: gather each sequence's blocks, mask the tail, one SDPA.
+    """Reference paged attention: gather each row's blocks, mask the tail, one SDPA.
 
     Args:
-        q: [B, H, d] one query per sequence.
+        q: [R, H, d] one query per row.
         k_cache, v_cache: [num_blocks, block_size, kv_heads, d].
-        block_tables: [B, max_blocks]; mask: [B, 1, 1, max_blocks * block_size].
+        block_tables: [R, max_blocks]; mask: [R, 1, 1, max_blocks * block_size].
     Returns:
-        [B, H, d].
+        [R, H, d].
     """
-    b, max_blocks = block_tables.shape
+    r, max_blocks = block_tables.shape
     _, bs, kv_heads, d = k_cache.shape
     idx = block_tables.long()
-    k = k_cache[idx].view(b, max_blocks * bs, kv_heads, d).transpose(1, 2)  # [B, kvh, S, d]
-    v = v_cache[idx].view(b, max_blocks * bs, kv_heads, d).transpose(1, 2)  # [B, kvh, S, d]
+    k = k_cache[idx].view(r, max_blocks * bs, kv_heads, d).transpose(1, 2)  # [R, kvh, S, d]
+    v = v_cache[idx].view(r, max_blocks * bs, kv_heads, d).transpose(1, 2)  # [R, kvh, S, d]
     out = F.scaled_dot_product_attention(
         q[:, :, None, :], k, v, attn_mask=mask, enable_gqa=q.shape[1] != kv_heads
-    )  # [B, H, 1, d]
-    return out[:, :, 0, :]  # [B, H, d]
+    )  # [R, H, 1, d]
+    return out[:, :, 0, :]  # [R, H, d]
 
 
 def paged_attention(
@@ -223,12 +226,12 @@ def paged_attention(
             k = k_flat.index_select(0, s.context_slots)  # [ctx, kv_heads, d]
             v = v_flat.index_select(0, s.context_slots)  # [ctx, kv_heads, d]
             out[rows] = _sdpa(q[rows], k, v, attn_mask=s.mask)
-    if meta.decode_rows.numel():
-        q_dec = q.index_select(0, meta.decode_rows)  # [B, H, d]
+    if meta.paged_rows.numel():
+        q_rows = q.index_select(0, meta.paged_rows)  # [R, H, d]
         k_cache, v_cache = cache.k[layer], cache.v[layer]
         if kernel is None:
-            o = gather_decode(q_dec, k_cache, v_cache, meta.block_tables, meta.decode_mask)
+            o = gather_paged(q_rows, k_cache, v_cache, meta.block_tables, meta.paged_mask)
         else:
-            o = kernel(q_dec, k_cache, v_cache, meta.block_tables, meta.context_lens)
-        out.index_copy_(0, meta.decode_rows, o.to(out.dtype))  # [T, H, d]
+            o = kernel(q_rows, k_cache, v_cache, meta.block_tables, meta.context_lens)
+        out.index_copy_(0, meta.paged_rows, o.to(out.dtype))  # [T, H, d]
     return out

@@ -204,3 +204,17 @@ class CausalLM(nn.Module):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits ``[N, vocab]`` for the rows of ``hidden`` that sample."""
         return self.lm_head(hidden).float()  # [N, vocab]
+
+
+def early_exit(target: CausalLM, num_layers: int) -> CausalLM:
+    """A self-draft: the target's first ``num_layers`` layers, then its final norm and lm_head
+    (early exit, as in LayerSkip, Elhoushi et al. 2024). Shares every weight with ``target``."""
+    if not 0 < num_layers < target.num_layers:
+        raise ConfigError(f"draft layers must be in [1, {target.num_layers - 1}], got {num_layers}")
+    with torch.device("meta"):
+        draft = CausalLM(target.spec, max_positions=1, num_layers=num_layers)
+    draft.embed_tokens = target.embed_tokens
+    draft.embed_positions = target.embed_positions
+    draft.layers = nn.ModuleList(list(target.layers)[:num_layers])
+    draft.final_norm, draft.lm_head, draft.rope = target.final_norm, target.lm_head, target.rope
+    return draft
