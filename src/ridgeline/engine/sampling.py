@@ -21,7 +21,7 @@ class SamplingParams:
         top_k: keep the k most likely tokens (0 = all).
         top_p: keep the smallest set whose probability reaches top_p (1 = all).
         seed: seeds the request's generator (None: derived from the engine seed and request id).
-        stop_token_ids: tokens that end the request (included in the output).
+        eos_token_id: the token that ends the request early (included in the output).
     """
 
     max_tokens: int = 16
@@ -29,7 +29,7 @@ class SamplingParams:
     top_k: int = 0
     top_p: float = 1.0
     seed: int | None = None
-    stop_token_ids: tuple[int, ...] = ()
+    eos_token_id: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
