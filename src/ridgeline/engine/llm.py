@@ -131,6 +131,7 @@ class EngineStats:
     draft_tokens: int = 0
     accepted_tokens: int = 0
     batches: list[ScheduledBatch] = field(default_factory=list)
+    step_times: list[float] = field(default_factory=list)
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -319,6 +320,7 @@ class LLM:
         st.steps += 1
         st.busy_s += result.time_s
         st.batches.append(batch)
+        st.step_times.append(result.time_s)
         for sr in batch.requests:
             toks = result.sampled.get(sr.request_id, ())
             if not toks:
