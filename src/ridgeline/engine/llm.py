@@ -23,6 +23,7 @@ import torch
 from ridgeline.engine.executor import TorchExecutor
 from ridgeline.engine.kv_cache import CacheShape, KVCache, cache_shape
 from ridgeline.engine.model import CausalLM, early_exit
+from ridgeline.engine.packing import can_pack, pack_linears
 from ridgeline.engine.paged_kernel import load_paged_kernel
 from ridgeline.engine.sampling import SamplingParams
 from ridgeline.engine.spec_decode import Drafter
@@ -62,6 +63,7 @@ class EngineConfig:
         draft_layers: self-draft with the target's first layers (early exit).
         num_speculative_tokens: k drafts per step (0: off).
         paged_kernel: use the compiled in-place kernel (falls back to gather without a compiler).
+        pack_weights: prepack linear weights for oneDNN on the CPU (``packing``).
         device: torch device.
         seed: random weights and unseeded requests.
         init_std: standard deviation of random weights.
@@ -81,6 +83,7 @@ class EngineConfig:
     draft_layers: int | None = None
     num_speculative_tokens: int = 0
     paged_kernel: bool = True
+    pack_weights: bool = True
     device: str = "cpu"
     seed: int = 0
     init_std: float = 0.02
@@ -157,7 +160,10 @@ def build_model(
         init_random(model, torch.Generator().manual_seed(cfg.seed), cfg.init_std)
     else:
         load_safetensors_dir(model, weights)
-    return model.to(device=cfg.device, dtype=_dtype(cfg.dtype)).eval()
+    model = model.to(device=cfg.device, dtype=_dtype(cfg.dtype)).eval()
+    if cfg.pack_weights and can_pack(torch.device(cfg.device)):
+        pack_linears(model)
+    return model
 
 
 def _kv_budget(
