@@ -25,28 +25,24 @@ import argparse
 import gc
 import os
 import random
-import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ridgeline.analytic import Dtypes, UniformShape, op_terms
-from ridgeline.engine.executor import TorchExecutor
-from ridgeline.engine.kv_cache import CacheShape, KVCache
+from ridgeline.engine import bench
+from ridgeline.engine.bench import Timing, timed
 from ridgeline.engine.llm import LLM
 from ridgeline.engine.model import CausalLM
 from ridgeline.engine.packing import pack_linears
 from ridgeline.engine.paged_kernel import load_paged_kernel
 from ridgeline.engine.sampling import SamplingParams
-from ridgeline.engine.weights import init_random, to_hf_state
-from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest
-from ridgeline.specs import DType, ModelSpec, get_model, parse_config
+from ridgeline.engine.weights import to_hf_state
+from ridgeline.specs import ModelSpec, get_model, parse_config
 
 BLOCK_SIZE = 16
-FP32 = Dtypes(DType.FP32, DType.FP32, DType.FP32)
 LLAMA_350M = {  # Llama-shaped, ~374 M parameters, GQA 16:4 (Llama-3's ratio)
     "model_type": "llama",
     "hidden_size": 1024,
@@ -61,14 +57,6 @@ LLAMA_350M = {  # Llama-shaped, ~374 M parameters, GQA 16:4 (Llama-3's ratio)
 
 
 @dataclass(frozen=True, slots=True)
-class Timing:
-    """Median wall and CPU milliseconds of one decode step."""
-
-    wall_ms: float
-    cpu_ms: float
-
-
-@dataclass(frozen=True, slots=True)
 class Point:
     model: str
     batch: int
@@ -80,70 +68,13 @@ class Point:
 
 
 def load_average() -> str:
-    one, five, fifteen = os.getloadavg()
+    one, five, fifteen = bench.load_average()
     return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
 def malloc_env() -> str:
     found = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
     return ", ".join(f"{k}={v}" for k, v in sorted(found.items())) or "glibc defaults"
-
-
-def read_bandwidth_bytes_per_s() -> float:
-    """Best of five ``sum`` passes over 1 GiB of fp32 (read bandwidth, one thread)."""
-    x = torch.ones(1 << 28)  # [2^28] fp32 = 1 GiB
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        x.sum()
-        best = min(best, time.perf_counter() - t0)
-    return x.numel() * 4 / best
-
-
-def roofline_ms(spec: ModelSpec, batch: int, context: int, bw: float) -> float:
-    """Analytic decode-step bytes (fp32) ÷ measured bandwidth."""
-    terms = op_terms(spec, UniformShape(float(batch), 1.0, float(context)), FP32)
-    return sum(float(t.bytes_read + t.bytes_written) for t in terms) / bw * 1e3
-
-
-def timed(step: Callable[[int], None], warmup: int, steps: int) -> Timing:
-    for i in range(warmup):
-        step(i)
-    wall, cpu = [], []
-    for i in range(warmup, warmup + steps):
-        w0, c0 = time.perf_counter(), time.process_time()
-        step(i)
-        wall.append(time.perf_counter() - w0)
-        cpu.append(time.process_time() - c0)
-    return Timing(statistics.median(wall) * 1e3, statistics.median(cpu) * 1e3)
-
-
-# ---- ridgeline ---------------------------------------------------------------------------------
-
-
-def ridgeline_decode(model: CausalLM, kernel: Any, batch: int, context: int, n: int) -> Callable:
-    """A step function: one decode token for each of ``batch`` sequences at ``context``."""
-    s = model.spec
-    per_seq = -(-(context + n) // BLOCK_SIZE)
-    num_blocks = batch * per_seq
-    shape = CacheShape(
-        s.num_layers, num_blocks, BLOCK_SIZE, s.num_kv_heads, s.head_dim, torch.float32
-    )
-    cache = KVCache(shape, torch.device("cpu"))
-    for t in (*cache.k, *cache.v):
-        t.normal_()
-    order = list(range(num_blocks))
-    random.Random(0).shuffle(order)  # paged: no sequence owns contiguous blocks
-    tables = [tuple(order[i * per_seq : (i + 1) * per_seq]) for i in range(batch)]
-    executor = TorchExecutor(model, cache, kernel)
-
-    def step(i: int) -> None:
-        reqs = tuple(
-            ScheduledRequest(f"s{b}", (1 + b,), context + i, tables[b]) for b in range(batch)
-        )
-        executor.execute(ScheduledBatch(i, reqs, BLOCK_SIZE))
-
-    return step
 
 
 # ---- transformers ------------------------------------------------------------------------------
@@ -204,14 +135,10 @@ def hf_decode(
 # ---- the grid ----------------------------------------------------------------------------------
 
 
-def build(name: str, seed: int = 0) -> tuple[ModelSpec, CausalLM]:
-    if name == "llama-350m":
-        spec = parse_config(LLAMA_350M, "llama-350m")
-    else:
-        spec = replace(get_model(name), max_position_embeddings=2048)  # lab.md: 1024 overflows
-    model = CausalLM(spec, max_positions=2048)
-    init_random(model, torch.Generator().manual_seed(seed))
-    return spec, model.eval()
+def build(name: str) -> tuple[ModelSpec, CausalLM]:
+    spec = parse_config(LLAMA_350M, "llama-350m") if name == "llama-350m" else get_model(name)
+    model = bench.bench_model(spec)
+    return model.spec, model
 
 
 def grid(args: argparse.Namespace, bw: float, kernel: Any) -> list[Point]:
@@ -235,7 +162,8 @@ def measure(
     batch: int, context: int, bw: float,
 ) -> Point:  # fmt: skip
     n = args.warmup + args.steps
-    rl = timed(ridgeline_decode(ours, kernel, batch, context, n), args.warmup, args.steps)
+    with torch.inference_mode():
+        rl = timed(bench.decode_step(ours, kernel, batch, context, n), args.warmup, args.steps)
     gc.collect()
     dyn = sta = None
     if theirs is not None:
@@ -243,7 +171,8 @@ def measure(
         gc.collect()
         sta = timed(hf_decode(theirs, spec, batch, context, True, n), args.warmup, args.steps)
         gc.collect()
-    return Point(spec.name, batch, context, roofline_ms(spec, batch, context, bw), rl, dyn, sta)
+    roof = bench.roofline_ms(spec, batch, context, bw)
+    return Point(spec.name, batch, context, roof, rl, dyn, sta)
 
 
 HEADER = (
@@ -380,7 +309,7 @@ def main() -> None:
     kernel = load_paged_kernel()
     print(f"paged kernel: {'compiled' if kernel else 'unavailable (gather path)'}")
     if not args.skip_grid:
-        bw = read_bandwidth_bytes_per_s()
+        bw = bench.read_bandwidth_bytes_per_s()
         print(f"measured read bandwidth: {bw / 1e9:.1f} GB/s (1 thread)\n\n{HEADER}")
         points = grid(args, bw, kernel)
         verdict(points)

@@ -402,3 +402,53 @@ def _load_tokenizer(path: str | Path) -> Any:
         return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except Exception as e:
         raise ConfigError(f"{path}: no usable local tokenizer ({type(e).__name__})") from e
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationReport:
+    """A ``generate`` run: per-request outputs and the engine's counters."""
+
+    model: str
+    outputs: tuple[RequestOutput, ...]
+    steps: int
+    busy_s: float
+    tokens: int
+    draft_tokens: int
+    accepted_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "ridgeline.generate/1",
+            "model": self.model,
+            "requests": [
+                {
+                    "request_id": o.request_id,
+                    "prompt_tokens": len(o.prompt_token_ids),
+                    "token_ids": list(o.token_ids),
+                    "text": o.text,
+                    "finish_reason": o.finish_reason,
+                    "ttft_s": o.ttft_s,
+                    "tpot_s": o.tpot_s,
+                    "num_cached_tokens": o.num_cached_tokens,
+                    "num_preemptions": o.num_preemptions,
+                }
+                for o in self.outputs
+            ],
+            "stats": {
+                "steps": self.steps,
+                "busy_s": self.busy_s,
+                "tokens": self.tokens,
+                "tokens_per_s": self.tokens / self.busy_s if self.busy_s else 0.0,
+                "draft_tokens": self.draft_tokens,
+                "accepted_tokens": self.accepted_tokens,
+            },
+        }
+
+
+def generation_report(llm: LLM, outputs: Sequence[RequestOutput]) -> GenerationReport:
+    """Outputs plus the engine's counters so far."""
+    st = llm.stats
+    return GenerationReport(
+        llm.spec.name, tuple(outputs), st.steps, st.busy_s, st.tokens, st.draft_tokens,
+        st.accepted_tokens,
+    )  # fmt: skip
