@@ -64,9 +64,7 @@ def generate_cmd(
 ) -> None:
     """Generate with the real paged-KV engine (random weights unless --weights)."""
     llm_mod = _engine()
-    import torch
-
-    torch.set_num_threads(threads)
+    llm_mod.set_threads(threads)
     options = {"block_size": block_size, "max_num_tokens": max_num_tokens, "dtype": dtype}
     if spec_k:
         options |= {"num_speculative_tokens": spec_k, "draft_layers": draft_layers or 1}

@@ -137,6 +137,11 @@ class EngineStats:
     step_times: list[float] = field(default_factory=list)
 
 
+def set_threads(n: int) -> None:
+    """Intra-op threads of torch (lab.md: 1 thread is steadier on a shared CPU)."""
+    torch.set_num_threads(n)
+
+
 def _dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
 
