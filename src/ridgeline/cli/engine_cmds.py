@@ -60,12 +60,16 @@ def generate_cmd(
     draft_layers: Annotated[int, typer.Option(help="self-draft from the first N layers")] = 0,
     spec_k: Annotated[int, typer.Option(help="speculative tokens per step (0 = off)")] = 0,
     threads: Annotated[int, typer.Option(help="torch threads")] = 1,
+    kv_gib: Annotated[float, typer.Option(help="KV cache budget in GiB (2^30 bytes)")] = 0.25,
     json_out: JsonOpt = False,
 ) -> None:
     """Generate with the real paged-KV engine (random weights unless --weights)."""
     llm_mod = _engine()
     llm_mod.set_threads(threads)
-    options = {"block_size": block_size, "max_num_tokens": max_num_tokens, "dtype": dtype}
+    options: dict[str, Any] = {
+        "block_size": block_size, "max_num_tokens": max_num_tokens, "dtype": dtype,
+        "kv_budget_bytes": kv_gib * 2**30,
+    }  # fmt: skip
     if spec_k:
         options |= {"num_speculative_tokens": spec_k, "draft_layers": draft_layers or 1}
     llm = llm_mod.LLM(model, weights=weights, tokenizer=tokenizer, seed=seed, **options)
