@@ -99,7 +99,7 @@ class TorchExecutor:
         input_ids = torch.tensor(ids, dtype=torch.long, device=self.device)  # [T]
         hidden = self.model(input_ids, self.cache, meta, self.kernel)  # [T, hidden]
         rows, owners = self._sample_rows(batch.requests)
-        logits = self.model.logits(hidden.index_select(0, rows))  # [N, vocab]
+        logits = self.model.logits(hidden.index_select(0, rows.to(self.device)))  # [N, vocab]
         if self.drafter is not None:
             self.drafter.catch_up(input_ids, meta, self.kernel)
         sampled = {}

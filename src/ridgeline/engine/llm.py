@@ -208,7 +208,8 @@ class LLM:
         positions = self.max_model_len + self.config.num_speculative_tokens + 1
         self.model = build_model(self.spec, self.config, weights, positions)
         self.tokenizer = _load_tokenizer(tokenizer) if tokenizer is not None else None
-        self.kernel = load_paged_kernel() if self.config.paged_kernel else None
+        cpu = torch.device(self.config.device).type == "cpu"  # the kernel reads host pointers
+        self.kernel = load_paged_kernel() if self.config.paged_kernel and cpu else None
         self.num_blocks, self.cache, drafter = self._build_cache(positions)
         self.executor = TorchExecutor(
             self.model, self.cache, self.kernel, drafter, self.config.seed
