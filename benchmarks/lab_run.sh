@@ -1,0 +1,2 @@
+#!/usr/bin/env bash
+# Regenerates docs/lab/ (filled in below).
