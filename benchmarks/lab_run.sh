@@ -1,2 +1,44 @@
 #!/usr/bin/env bash
-# Regenerates docs/lab/ (filled in below).
+# Regenerate docs/lab/: calibrate this machine, sweep distilgpt2's config over batch {1,4,16} ×
+# context {128,512,1024} (dynamic and static cache, sdpa; eager on the corners), profile two
+# points, check the KV formula, then compare, report and export.
+#
+#   benchmarks/lab_run.sh            # measure (skips points already in the DB) and report
+#   REPORT_ONLY=1 benchmarks/lab_run.sh   # rebuild docs/lab from the existing DB
+#   FRESH=1 benchmarks/lab_run.sh    # start from an empty DB (on a quiet machine)
+#
+# The DB stays out of git (out/lab-run/); docs/lab gets the report, plots, CSV/JSON exports, the
+# calibrated spec and the load average at the start and end of the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+OUT=${OUT:-docs/lab}
+RUN=${RUN:-out/lab-run}
+DB=${DB:-$RUN/ridgeline-lab.db}
+export RIDGELINE_HW_DIR=${RIDGELINE_HW_DIR:-$OUT/hardware}
+export COLUMNS=200
+mkdir -p "$OUT" "$RUN"
+[ "${FRESH:-0}" = 1 ] && rm -f "$DB"
+
+if [ "${REPORT_ONLY:-0}" != 1 ]; then
+  { date -u; uptime; nproc; } > "$OUT/load_start.txt"
+  if ! $BIN/ridgeline lab export --db "$DB" --kind calibrate --json-file "$RUN/cal.json" >/dev/null 2>&1 \
+     || ! grep -q '"kind": "calibrate"' "$RUN/cal.json"; then
+    $BIN/ridgeline lab calibrate --db "$DB" > "$OUT/calibrate.txt"
+  fi
+  $BIN/ridgeline lab sweep --db "$DB" --backend hf:dynamic:sdpa --backend hf:static:sdpa \
+    --batch 1,4,16 --context 128,512,1024
+  $BIN/ridgeline lab sweep --db "$DB" --backend hf:dynamic:eager --batch 1,16 --context 128,1024
+  $BIN/ridgeline lab profile --db "$DB" -b 16 -t 1024 --steps 2 --trace "$RUN/trace_b16_t1024.json" \
+    > "$OUT/profile_b16_t1024.txt"
+  $BIN/ridgeline lab profile --db "$DB" -b 1 -t 128 --steps 3 --trace "$OUT/trace_b1_t128.json" \
+    > "$OUT/profile_b1_t128.txt"
+  $BIN/ridgeline lab kv --db "$DB" -b 4 -t 1024 > "$OUT/kv.txt"
+  { date -u; uptime; } > "$OUT/load_end.txt"
+fi
+
+$BIN/ridgeline lab compare --db "$DB" > "$OUT/compare.txt"
+$BIN/ridgeline lab compare --db "$DB" --json > "$OUT/compare.json"
+$BIN/ridgeline lab report --db "$DB" --out "$OUT"
+$BIN/ridgeline lab export --db "$DB" --csv "$OUT/measurements.csv" --json-file "$OUT/measurements.json"
+echo "docs/lab regenerated from $DB"

@@ -15,6 +15,7 @@ from ridgeline.cli.analytic_cmds import (
     roofline_cmd,
 )
 from ridgeline.cli.common import new_app
+from ridgeline.cli.lab_cmds import lab_app
 from ridgeline.cli.report_cmd import report_cmd
 
 app = new_app("ridgeline: where the time and memory of LLM inference go, and why.")
@@ -25,6 +26,7 @@ app.command("kv")(kv_cmd)
 app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
 app.command("report")(report_cmd)
+app.add_typer(lab_app, name="lab")
 
 
 def main() -> None:

@@ -139,7 +139,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-class _Decoder:
+class Decoder:
     """Greedy decode on one cache (random weights: the argmax is meaningless, the cost is not)."""
 
     __slots__ = ("lm", "cache", "ids")
@@ -159,7 +159,7 @@ class _Decoder:
         self.ids = out.logits[:, -1:].argmax(-1)  # [B, 1]
 
 
-def _time_steps(dec: _Decoder, cfg: PointConfig) -> tuple[list[float], list[float], Any]:
+def _time_steps(dec: Decoder, cfg: PointConfig) -> tuple[list[float], list[float], Any]:
     for _ in range(cfg.warmup):
         dec.step()
     _sync(dec.lm.device)
@@ -179,7 +179,7 @@ def _time_steps(dec: _Decoder, cfg: PointConfig) -> tuple[list[float], list[floa
     return wall, cpu, memstat.usage().minus(before)
 
 
-def _memory_phase(dec: _Decoder, cfg: PointConfig) -> Memory:
+def _memory_phase(dec: Decoder, cfg: PointConfig) -> Memory:
     cuda = dec.lm.device.type == "cuda"
     gc.collect()
     rss0, malloc0 = memstat.rss_bytes(), memstat.malloc_in_use_bytes()
@@ -221,7 +221,7 @@ def measure_point(lm: LabModel, cfg: PointConfig) -> PointResult:
     with torch_threads(cfg.threads), torch.inference_mode():
         cache = new_cache(lm, cfg.cache, cfg.context + cfg.decode_tokens)
         ids = random_ids(cfg.batch, cfg.context, lm.vocab_size, cfg.seed, lm.device)
-        dec = _Decoder(lm, cache, ids)
+        dec = Decoder(lm, cache, ids)
         prefill_s = dec.prefill()
         wall, cpu, use = _time_steps(dec, cfg)
         memory = _memory_phase(dec, cfg)

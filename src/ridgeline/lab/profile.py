@@ -175,3 +175,86 @@ def profile_steps(
         allocated_bytes_per_step=allocated / steps,
         freed_bytes_per_step=freed / steps,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PeakComposition:
+    """The peak of memory allocated during the profiled decode steps, and what it consists of.
+
+    ``temporaries`` is the most allocated at once during the window above its start: new K/V,
+    DynamicCache's concatenated copies (old and new live together inside ``torch.cat``), logits
+    and activations. Parameters and the KV already cached were allocated before the window.
+    """
+
+    parameters: int
+    kv_at_start: int
+    kv_at_end: int
+    temporaries: int
+
+    @property
+    def peak(self) -> int:
+        return self.parameters + self.kv_at_start + self.temporaries
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["peak"] = self.peak
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileReport:
+    """``lab profile``: the summary, the peak's composition, allocated vs moved bytes."""
+
+    config: dict[str, Any]
+    summary: ProfileSummary
+    composition: PeakComposition
+    analytic_bytes_per_step: float  # what a step reads and writes (analytic.op_terms)
+    trace_path: str | None
+
+    @property
+    def allocated_over_moved(self) -> float:
+        return self.summary.allocated_bytes_per_step / self.analytic_bytes_per_step
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "ridgeline.lab-profile/1",
+            "config": self.config,
+            "summary": self.summary.to_dict(),
+            "composition": self.composition.to_dict(),
+            "analytic_bytes_per_step": self.analytic_bytes_per_step,
+            "allocated_over_moved": self.allocated_over_moved,
+            "trace_path": self.trace_path,
+        }
+
+
+def run_profile(cfg: Any, trace_path: str | Path | None, warmup: int = 2) -> ProfileReport:
+    """Prefill, warm up, then profile ``cfg.profile_steps`` decode steps of one point
+    (``cfg`` is a ``PointConfig``)."""
+    from ridgeline.lab.configs import raw_config, with_positions
+    from ridgeline.lab.decode import Decoder, torch_threads
+    from ridgeline.lab.hf import build_model, kv_tensor_bytes, new_cache, random_ids
+    from ridgeline.lab.scratchpad import analytic_step_bytes
+
+    steps = max(cfg.profile_steps, 1)
+    raw = with_positions(raw_config(cfg.model), cfg.context + warmup + steps + 1)
+    lm = build_model(raw, cfg.model, cfg.attn, cfg.dtype, cfg.device, cfg.weights, cfg.seed)
+    with torch_threads(cfg.threads), torch.inference_mode():
+        cache = new_cache(lm, cfg.cache, cfg.context + warmup + steps)
+        dec = Decoder(
+            lm, cache, random_ids(cfg.batch, cfg.context, lm.vocab_size, cfg.seed, lm.device)
+        )
+        dec.prefill()
+        for _ in range(warmup):
+            dec.step()
+        kv_start = kv_tensor_bytes(cache)
+        summary = profile_steps(dec.step, steps, lm.vocab_size, cfg.device, trace_path)
+        kv_end = kv_tensor_bytes(cache)
+    kv_len = cfg.context + warmup + steps / 2
+    moved = analytic_step_bytes(lm.spec, cfg.batch, round(kv_len), cfg.dtype)
+    return ProfileReport(
+        config=cfg.to_dict(),
+        summary=summary,
+        composition=PeakComposition(lm.param_bytes, kv_start, kv_end, summary.peak_window_bytes),
+        analytic_bytes_per_step=moved,
+        trace_path=str(trace_path) if trace_path is not None else None,
+    )

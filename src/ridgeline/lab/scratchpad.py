@@ -1,4 +1,4 @@
-"""How many tokens of KV fit in a scratchpad (torch-free): per layer and KV head, per layer, and
+"""How many tokens of KV fit in a scratchpad, and the bytes a decode step moves (torch-free): per layer and KV head, per layer, and
 for the whole model, in one instance of a per-core memory level (default: one IBM Spyre core's
 LX, 2 MiB).
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ridgeline.analytic import Dtypes, UniformShape, op_terms
 from ridgeline.errors import ConfigError
 from ridgeline.specs import DType, ModelSpec, get_accelerator
 from ridgeline.specs.hardware import Accelerator, ManagedBy, Scope
@@ -65,4 +66,13 @@ def scratchpad_fit(
         tokens_per_head=int(cap // per_head),
         tokens_per_layer=int(cap // per_layer),
         tokens_all_layers=int(cap // (per_layer * spec.num_layers)),
+    )
+
+
+def analytic_step_bytes(spec: ModelSpec, batch: int, kv_len: int, dtype: str = "fp32") -> float:
+    """Bytes one decode step reads and writes (``analytic.op_terms``: weights, KV, activations)."""
+    dt = DType.parse(dtype)
+    shape = UniformShape(num_seqs=float(batch), new_per_seq=1.0, prior_per_seq=float(kv_len))
+    return float(
+        sum(t.bytes_read + t.bytes_written for t in op_terms(spec, shape, Dtypes(dt, dt, dt)))
     )
