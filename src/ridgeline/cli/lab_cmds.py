@@ -28,13 +28,9 @@ ContextsOpt = Annotated[str, typer.Option("--context", "-t", help="contexts, e.g
 
 
 def _check_device(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
+    from ridgeline.lab.device import check_device
 
-        if not torch.cuda.is_available():
-            raise ConfigError("field --device: cuda requested but torch sees no CUDA device")
-    elif device != "cpu":
-        raise ConfigError(f"field --device: '{device}' is not cpu or cuda")
+    check_device(device)
 
 
 def _env_dict(threads: int, device: str) -> dict[str, Any]:
