@@ -43,7 +43,9 @@ def _env_dict(threads: int, device: str) -> dict[str, Any]:
 def calibrate_cmd(
     sizes: Annotated[str, typer.Option(help="array sizes in MiB")] = "1,4,16,64,256,1024",
     threads: Annotated[str, typer.Option(help="thread counts (default: 1 and all)")] = "",
-    dtypes: Annotated[str, typer.Option(help="matmul dtypes")] = "fp32,bf16,fp16",
+    dtypes: Annotated[
+        str, typer.Option(help="matmul dtypes (cuda: add fp16; CPU fp16 is slow)")
+    ] = "fp32,bf16",
     matmul_n: Annotated[int, typer.Option(help="matmul size n ([n,n]x[n,n])")] = 2048,
     repeats: Annotated[int, typer.Option(help="timings per figure (best kept)")] = 3,
     device: DeviceOpt = "cpu",
