@@ -3,27 +3,35 @@
 # context {128,512,1024} (dynamic and static cache, sdpa; eager on the corners), profile two
 # points, check the KV formula, then compare, report and export.
 #
-#   benchmarks/lab_run.sh            # measure (skips points already in the DB) and report
+#   benchmarks/lab_run.sh                 # measure (skips points already in the DB) and report
 #   REPORT_ONLY=1 benchmarks/lab_run.sh   # rebuild docs/lab from the existing DB
-#   FRESH=1 benchmarks/lab_run.sh    # start from an empty DB (on a quiet machine)
+#   FRESH=1 benchmarks/lab_run.sh         # start from an empty DB (do this on a quiet machine)
+#   RECALIBRATE=1 benchmarks/lab_run.sh   # calibrate again even if the DB has a calibration
+#   TIMER=wall|cpu|auto                   # what the report compares (auto: cpu when the 1-minute
+#                                         # load at the start exceeds the cores, else wall)
 #
 # The DB stays out of git (out/lab-run/); docs/lab gets the report, plots, CSV/JSON exports, the
-# calibrated spec and the load average at the start and end of the run.
+# calibrated specs and the load average at the start and end of the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 OUT=${OUT:-docs/lab}
 RUN=${RUN:-out/lab-run}
 DB=${DB:-$RUN/ridgeline-lab.db}
+TIMER=${TIMER:-auto}
 export RIDGELINE_HW_DIR=${RIDGELINE_HW_DIR:-$OUT/hardware}
 export COLUMNS=200
 mkdir -p "$OUT" "$RUN"
-[ "${FRESH:-0}" = 1 ] && rm -f "$DB"
+if [ "${FRESH:-0}" = 1 ]; then rm -f "$DB"; fi
+
+has_calibration() {
+  $BIN/ridgeline lab export --db "$DB" --kind calibrate --json-file "$RUN/cal.json" >/dev/null 2>&1 \
+    && grep -q '"kind": "calibrate"' "$RUN/cal.json"
+}
 
 if [ "${REPORT_ONLY:-0}" != 1 ]; then
   { date -u; uptime; nproc; } > "$OUT/load_start.txt"
-  if ! $BIN/ridgeline lab export --db "$DB" --kind calibrate --json-file "$RUN/cal.json" >/dev/null 2>&1 \
-     || ! grep -q '"kind": "calibrate"' "$RUN/cal.json"; then
+  if [ "${RECALIBRATE:-0}" = 1 ] || ! has_calibration; then
     $BIN/ridgeline lab calibrate --db "$DB" > "$OUT/calibrate.txt"
   fi
   $BIN/ridgeline lab sweep --db "$DB" --backend hf:dynamic:sdpa --backend hf:static:sdpa \
@@ -37,8 +45,18 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
   { date -u; uptime; } > "$OUT/load_end.txt"
 fi
 
-$BIN/ridgeline lab compare --db "$DB" > "$OUT/compare.txt"
-$BIN/ridgeline lab compare --db "$DB" --json > "$OUT/compare.json"
-$BIN/ridgeline lab report --db "$DB" --out "$OUT"
+if [ "$TIMER" = auto ]; then
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  if [ -f "$OUT/load_start.txt" ]; then
+    load=$(grep -o 'load average: [0-9.]*' "$OUT/load_start.txt" | grep -o '[0-9.]*$')
+  fi
+  TIMER=$(awk -v l="$load" -v n="$(nproc)" 'BEGIN { print (l > n) ? "cpu" : "wall" }')
+fi
+echo "$TIMER" > "$OUT/timer.txt"
+for t in wall cpu; do
+  $BIN/ridgeline lab compare --db "$DB" --timer "$t" > "$OUT/compare_$t.txt"
+  $BIN/ridgeline lab compare --db "$DB" --timer "$t" --json > "$OUT/compare_$t.json"
+done
+$BIN/ridgeline lab report --db "$DB" --out "$OUT" --timer "$TIMER"
 $BIN/ridgeline lab export --db "$DB" --csv "$OUT/measurements.csv" --json-file "$OUT/measurements.json"
-echo "docs/lab regenerated from $DB"
+echo "docs/lab regenerated from $DB (timer: $TIMER)"

@@ -25,6 +25,9 @@ ThreadsOpt = Annotated[int, typer.Option("--threads", help="intra-op threads (1 
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda")]
 BatchesOpt = Annotated[str, typer.Option("--batch", "-b", help="batch sizes, e.g. 1,4,16")]
 ContextsOpt = Annotated[str, typer.Option("--context", "-t", help="contexts, e.g. 128,512,1024")]
+TimerOpt = Annotated[
+    str, typer.Option("--timer", help="wall, or cpu (process time: discounts a busy machine)")
+]
 
 
 def _check_device(device: str) -> None:
@@ -47,7 +50,7 @@ def calibrate_cmd(
         str, typer.Option(help="matmul dtypes (cuda: add fp16; CPU fp16 is slow)")
     ] = "fp32,bf16",
     matmul_n: Annotated[int, typer.Option(help="matmul size n ([n,n]x[n,n])")] = 2048,
-    repeats: Annotated[int, typer.Option(help="timings per figure (best kept)")] = 3,
+    repeats: Annotated[int, typer.Option(help="timings per figure (best kept)")] = 5,
     device: DeviceOpt = "cpu",
     name: Annotated[str, typer.Option(help="spec name (--hw NAME thereafter)")] = "measured",
     out_dir: Annotated[
@@ -353,6 +356,7 @@ def compare_cmd(
     hw: Annotated[
         str | None, typer.Option("--hw", help="accelerator (default: the DB's calibration)")
     ] = None,
+    timer: TimerOpt = "wall",
     json_out: JsonOpt = False,
 ) -> None:
     """Predicted vs measured per point, effective bandwidth, fitted model, the gap explained."""
@@ -360,7 +364,7 @@ def compare_cmd(
     from ridgeline.lab.store import open_existing
 
     with open_existing(db) as store:
-        cmp = compare_records(store.records(), hw)
+        cmp = compare_records(store.records(), hw, timer)
     if json_out:
         emit_json(cmp.to_dict())
         return
@@ -375,7 +379,7 @@ def compare_cmd(
         "BW frac",
         "fitted",
         "fit err",
-        title=f"Decode step: measured vs predicted on {cmp.accelerator}",
+        title=f"Decode step: measured ({timer} time) vs predicted on {cmp.accelerator}",
     )
     for p in cmp.points:
         table.add_row(
@@ -429,11 +433,12 @@ def report_cmd(
     hw: Annotated[
         str | None, typer.Option("--hw", help="accelerator (default: the DB's calibration)")
     ] = None,
+    timer: TimerOpt = "wall",
 ) -> None:
     """Write lab.html and lab.md (with plots) and lab.json from a results database."""
     from ridgeline.report.lab_section import build_lab_report
 
-    files = build_lab_report(db, out, hw)
+    files = build_lab_report(db, out, hw, timer)
     console.print(f"wrote {files.html}, {files.markdown}, {files.json}")
 
 

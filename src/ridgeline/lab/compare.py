@@ -162,6 +162,7 @@ class LabComparison:
     accelerator: str
     points: tuple[ComparedPoint, ...]
     fits: tuple[FittedModel, ...]
+    timer: str = "wall"
 
     def labels(self) -> list[str]:
         return list(dict.fromkeys(p.label for p in self.points))
@@ -170,6 +171,7 @@ class LabComparison:
         return {
             "schema": "ridgeline.lab-compare/1",
             "accelerator": self.accelerator,
+            "timer": self.timer,
             "points": [p.to_dict() for p in self.points],
             "fits": [f.to_dict() for f in self.fits],
         }
@@ -279,11 +281,35 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
-def _point(rec: Record, acc: Accelerator, other_cache_s: float | None) -> ComparedPoint:
+TIMERS = ("wall", "cpu")
+
+
+def step_times(timing: dict[str, Any], timer: str) -> tuple[float, float, float]:
+    """(median, p10, p90) of the timed steps by wall clock or by process CPU time.
+
+    NOTE: with one thread, a step's CPU time is what it costs when it is not descheduled; on a
+    shared machine (load above the cores) wall time adds the waits, CPU time does not.
+    """
+    if timer not in TIMERS:
+        raise ConfigError(f"field --timer: '{timer}' is not one of {', '.join(TIMERS)}")
+    series = sorted(timing["step_s"] if timer == "wall" else timing["cpu_step_s"])
+
+    def q(x: float) -> float:
+        pos = x * (len(series) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(series) - 1)
+        return series[lo] + (series[hi] - series[lo]) * (pos - lo)
+
+    return statistics.median(series), q(0.1), q(0.9)
+
+
+def _point(
+    rec: Record, acc: Accelerator, other_cache_s: float | None, timer: str = "wall"
+) -> ComparedPoint:
     cfg = PointConfig.from_dict(rec.config)
     timing, memory = rec.result["timing"], rec.result["memory"]
     cost = _predict(cfg, acc)
-    measured = timing["median_s"]
+    measured, p10, p90 = step_times(timing, timer)
     spec = model_spec(raw_config(cfg.model), cfg.model)
     from ridgeline.analytic import kv_bytes
 
@@ -295,8 +321,8 @@ def _point(rec: Record, acc: Accelerator, other_cache_s: float | None) -> Compar
         kv_len=cfg.kv_len_mean,
         threads=cfg.threads,
         measured_s=measured,
-        p10_s=timing["p10_s"],
-        p90_s=timing["p90_s"],
+        p10_s=p10,
+        p90_s=p90,
         cpu_s=timing["cpu_median_s"],
         prefill_s=timing["prefill_s"],
         predicted_s=cost.step_time_s,
@@ -368,18 +394,20 @@ def fit(label: str, points: Sequence[ComparedPoint]) -> FittedModel:
     )
 
 
-def compare_records(records: Sequence[Record], hw: str | None = None) -> LabComparison:
+def compare_records(
+    records: Sequence[Record], hw: str | None = None, timer: str = "wall"
+) -> LabComparison:
     """Compare every stored decode point with its prediction, fit each backend, explain the gap."""
     decode = [r for r in records if r.kind == DECODE_KIND]
     if not decode:
         raise ConfigError("field --db: no decode points stored; run `ridgeline lab sweep` first")
     first = decode[0]
     acc = _hardware(records, hw, first.config["threads"], first.env.get("host", ""))
-    by_key = {_other_key(r.config): r.result["timing"]["median_s"] for r in decode}
+    by_key = {_other_key(r.config): step_times(r.result["timing"], timer)[0] for r in decode}
     pts = []
     for rec in decode:
         other = dict(rec.config, cache="static" if rec.config["cache"] == "dynamic" else "dynamic")
-        pts.append(_point(rec, acc, by_key.get(_other_key(other))))
+        pts.append(_point(rec, acc, by_key.get(_other_key(other)), timer))
     fits = []
     out = []
     for label in dict.fromkeys(p.label for p in pts):
@@ -387,7 +415,7 @@ def compare_records(records: Sequence[Record], hw: str | None = None) -> LabComp
         model = fit(label, group)
         fits.append(model)
         out += [_with_fit(p, model) for p in group]
-    return LabComparison(acc.name, tuple(out), tuple(fits))
+    return LabComparison(acc.name, tuple(out), tuple(fits), timer)
 
 
 def _other_key(config: dict[str, Any]) -> str:

@@ -51,7 +51,7 @@ class CalibrationSpec:
     threads: tuple[int, ...] = (1, os.cpu_count() or 1)
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
     matmul_n: int = 2048
-    repeats: int = 3
+    repeats: int = 5
     device: str = "cpu"
 
     def to_dict(self) -> dict[str, Any]:

@@ -48,12 +48,12 @@ class LabData:
         return [r for r in self.records if r.kind == kind]
 
 
-def load_lab(db: str | Path, hw: str | None = None) -> LabData:
+def load_lab(db: str | Path, hw: str | None = None, timer: str = "wall") -> LabData:
     """Read the database and compare its decode points (if any) with the prediction."""
     with open_existing(db) as store:
         records = tuple(store.records())
     has_decode = any(r.kind == "decode" for r in records)
-    cmp = compare_records(records, hw) if has_decode else None
+    cmp = compare_records(records, hw, timer) if has_decode else None
     return LabData(str(db), records, cmp, latest_calibration(records))
 
 
@@ -252,7 +252,7 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
         paragraphs=(
             f"Prediction: the analytic roofline (sum over operators of max(FLOPs ÷ peak, bytes ÷ "
             f"bandwidth)) on {cmp.accelerator}, at the mean KV length of the timed steps. "
-            "Measured: median over the timed steps after warm-up (p10–p90 beside it, CPU time "
+            f"Measured ({cmp.timer} time): median over the timed steps after warm-up (p10–p90 beside it, CPU time "
             "per step from time.process_time, which exposes contention when it falls below wall "
             "time). Effective bandwidth = analytic bytes of the step ÷ measured time.",
             "Fitted model per backend: t = overhead + weights ÷ calibrated bandwidth + KV bytes "
@@ -669,11 +669,13 @@ class LabFiles:
     sections: tuple[str, ...]
 
 
-def build_lab_report(db: str | Path, out_dir: str | Path, hw: str | None = None) -> LabFiles:
+def build_lab_report(
+    db: str | Path, out_dir: str | Path, hw: str | None = None, timer: str = "wall"
+) -> LabFiles:
     """Write lab.html (self-contained), lab.md (figures beside it) and lab.json."""
     out = Path(out_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    data = load_lab(db, hw)
+    data = load_lab(db, hw, timer)
     sections = lab_sections(data, lambda name: out / "figures" / name)
     title = "ridgeline lab: measured decode against the analytic model"
     files = LabFiles(
