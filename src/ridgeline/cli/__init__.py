@@ -17,6 +17,7 @@ from ridgeline.cli.analytic_cmds import (
 from ridgeline.cli.common import new_app
 from ridgeline.cli.lab_cmds import lab_app
 from ridgeline.cli.report_cmd import report_cmd
+from ridgeline.cli.simulate_cmds import simulate_cmd
 
 app = new_app("ridgeline: where the time and memory of LLM inference go, and why.")
 app.add_typer(hw_app, name="hw")
@@ -26,6 +27,7 @@ app.command("kv")(kv_cmd)
 app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
 app.command("report")(report_cmd)
+app.command("simulate")(simulate_cmd)
 app.add_typer(lab_app, name="lab")
 
 
