@@ -164,3 +164,19 @@ def test_compare_and_report_from_a_tiny_sweep(tiny_gpt2: str, tmp_path: Path) ->
 def test_cuda_calibration_and_decode_point() -> None:
     cal = calibrate(CalibrationSpec((1 << 24,), (1,), ("bf16",), 1024, 1, "cuda"))
     assert cal.bandwidth_at(1) > 1e10 and cal.peak_at(1)["bf16"] > 1e12
+
+
+def test_engine_backend_measures_a_point(tiny_gpt2: str, tmp_path: Path) -> None:
+    spec = SweepSpec(
+        (Backend.parse("ridgeline"),),
+        (2,),
+        (8,),
+        PointConfig(model=tiny_gpt2, steps=2, warmup=1, memory_steps=1, profile_steps=1),
+    )
+    with ResultsStore(tmp_path / "lab.db") as store:
+        assert run_sweep(spec, store).measured == 1
+        (rec,) = store.records("decode")
+    assert rec.config["backend"] == "ridgeline" and rec.result["timing"]["median_s"] > 0
+    # the engine's block pool: 2 seqs x ceil((8 + 6) / 16) blocks x 16 tokens, K and V, 2 layers,
+    # 4 heads x 8 dims, fp32
+    assert rec.result["memory"]["kv_bytes"] == 2 * 1 * 16 * 2 * 2 * 4 * 8 * 4

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -139,19 +139,52 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class StepRunner(Protocol):
+    """What the phases need from a backend: prefill once, then one decode step at a time."""
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def param_bytes(self) -> int: ...
+
+    def prefill(self) -> float: ...
+
+    def step(self) -> None: ...
+
+    def kv_bytes(self) -> int: ...
+
+    def kv_tokens(self) -> int: ...
+
+
 class Decoder:
-    """Greedy decode on one cache (random weights: the argmax is meaningless, the cost is not)."""
+    """Greedy decode on one transformers cache (random weights: the argmax is meaningless, the
+    cost is not)."""
 
     __slots__ = ("lm", "cache", "ids")
 
     def __init__(self, lm: LabModel, cache: Any, ids: Any) -> None:
         self.lm, self.cache, self.ids = lm, cache, ids
 
+    @property
+    def device(self) -> torch.device:
+        return self.lm.device
+
+    @property
+    def param_bytes(self) -> int:
+        return self.lm.param_bytes
+
+    def kv_bytes(self) -> int:
+        return kv_tensor_bytes(self.cache)
+
+    def kv_tokens(self) -> int:
+        return cache_length(self.cache)
+
     def prefill(self) -> float:
         start = time.perf_counter()
         out = self.lm.model(input_ids=self.ids, cache=self.cache, use_cache=True, logits_to_keep=1)
         self.ids = out.logits[:, -1:].argmax(-1)  # [B, 1]
-        _sync(self.lm.device)
+        _sync(self.device)
         return time.perf_counter() - start
 
     def step(self) -> None:
@@ -159,10 +192,10 @@ class Decoder:
         self.ids = out.logits[:, -1:].argmax(-1)  # [B, 1]
 
 
-def _time_steps(dec: Decoder, cfg: PointConfig) -> tuple[list[float], list[float], Any]:
+def _time_steps(dec: StepRunner, cfg: PointConfig) -> tuple[list[float], list[float], Any]:
     for _ in range(cfg.warmup):
         dec.step()
-    _sync(dec.lm.device)
+    _sync(dec.device)
     wall, cpu = [], []
     gc.collect()
     gc.disable()
@@ -171,7 +204,7 @@ def _time_steps(dec: Decoder, cfg: PointConfig) -> tuple[list[float], list[float
         for _ in range(cfg.steps):
             w0, c0 = time.perf_counter(), time.process_time()
             dec.step()
-            _sync(dec.lm.device)
+            _sync(dec.device)
             wall.append(time.perf_counter() - w0)
             cpu.append(time.process_time() - c0)
     finally:
@@ -179,27 +212,27 @@ def _time_steps(dec: Decoder, cfg: PointConfig) -> tuple[list[float], list[float
     return wall, cpu, memstat.usage().minus(before)
 
 
-def _memory_phase(dec: Decoder, cfg: PointConfig) -> Memory:
-    cuda = dec.lm.device.type == "cuda"
+def _memory_phase(dec: StepRunner, cfg: PointConfig) -> Memory:
+    cuda = dec.device.type == "cuda"
     gc.collect()
     rss0, malloc0 = memstat.rss_bytes(), memstat.malloc_in_use_bytes()
     reset = memstat.reset_hwm()
     if cuda:
-        torch.cuda.reset_peak_memory_stats(dec.lm.device)
-    cuda0 = torch.cuda.memory_allocated(dec.lm.device) if cuda else None
+        torch.cuda.reset_peak_memory_stats(dec.device)
+    cuda0 = torch.cuda.memory_allocated(dec.device) if cuda else None
     malloc_max = malloc0
     for _ in range(cfg.memory_steps):
         dec.step()
-        _sync(dec.lm.device)
+        _sync(dec.device)
         now = memstat.malloc_in_use_bytes()
         if now is not None and malloc_max is not None:
             malloc_max = max(malloc_max, now)
     hwm = memstat.hwm_bytes() if reset else None
-    cuda_peak = torch.cuda.max_memory_allocated(dec.lm.device) if cuda else None
+    cuda_peak = torch.cuda.max_memory_allocated(dec.device) if cuda else None
     return Memory(
-        param_bytes=dec.lm.param_bytes,
-        kv_bytes=kv_tensor_bytes(dec.cache),
-        kv_tokens=cache_length(dec.cache),
+        param_bytes=dec.param_bytes,
+        kv_bytes=dec.kv_bytes(),
+        kv_tokens=dec.kv_tokens(),
         rss_start_bytes=rss0,
         rss_peak_above_start_bytes=(hwm - rss0) if hwm is not None and rss0 else None,
         malloc_start_bytes=malloc0,
@@ -213,21 +246,15 @@ def _memory_phase(dec: Decoder, cfg: PointConfig) -> Memory:
     )
 
 
-def measure_point(lm: LabModel, cfg: PointConfig) -> PointResult:
-    """Prefill ``cfg.context`` random tokens for ``cfg.batch`` sequences, then time, watch memory
-    and profile decode steps, in that order, under ``cfg.threads`` threads."""
-    if cfg.backend != "hf":
-        raise ConfigError(f"field backend: measure_point runs 'hf' only, got '{cfg.backend}'")
+def run_phases(dec: StepRunner, cfg: PointConfig, vocab_size: int) -> PointResult:
+    """Prefill, then the timing, memory and profile phases, under ``cfg.threads`` threads."""
     with torch_threads(cfg.threads), torch.inference_mode():
-        cache = new_cache(lm, cfg.cache, cfg.context + cfg.decode_tokens)
-        ids = random_ids(cfg.batch, cfg.context, lm.vocab_size, cfg.seed, lm.device)
-        dec = Decoder(lm, cache, ids)
         prefill_s = dec.prefill()
         wall, cpu, use = _time_steps(dec, cfg)
         memory = _memory_phase(dec, cfg)
         prof = None
         if cfg.profile_steps:
-            prof = profile_steps(dec.step, cfg.profile_steps, lm.vocab_size, str(lm.device))
+            prof = profile_steps(dec.step, cfg.profile_steps, vocab_size, str(dec.device))
     timing = Timing(
         prefill_s=prefill_s,
         step_s=tuple(wall),
@@ -237,3 +264,14 @@ def measure_point(lm: LabModel, cfg: PointConfig) -> PointResult:
         minor_faults_per_step=use.minor_faults / cfg.steps,
     )
     return PointResult(timing, memory, prof)
+
+
+def measure_point(lm: LabModel, cfg: PointConfig) -> PointResult:
+    """Prefill ``cfg.context`` random tokens for ``cfg.batch`` sequences of a transformers
+    model, then time, watch memory and profile decode steps, in that order."""
+    if cfg.backend != "hf":
+        raise ConfigError(f"field backend: measure_point runs 'hf' only, got '{cfg.backend}'")
+    with torch.inference_mode():
+        cache = new_cache(lm, cfg.cache, cfg.context + cfg.decode_tokens)
+        ids = random_ids(cfg.batch, cfg.context, lm.vocab_size, cfg.seed, lm.device)
+    return run_phases(Decoder(lm, cache, ids), cfg, lm.vocab_size)

@@ -21,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 ATTENTION_OPS = ("attention", "aten::bmm", "aten::baddbmm", "aten::_softmax", "aten::softmax")
 GEMM_OPS = ("aten::mm", "aten::addmm")
 CONCAT_OPS = ("aten::cat",)
-KV_WRITE_OPS = ("aten::index_copy_", "aten::index_copy")
+KV_WRITE_OPS = ("aten::index_copy_", "aten::index_copy", "aten::index_put_")
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ class Backend:
     @classmethod
     def parse(cls, text: str) -> Backend:
         parts = text.split(":")
-        if parts[0] == "ridgeline":
+        if parts[0] == "ridgeline":  # the engine: paged KV blocks, its own paged attention
             return cls("ridgeline", "paged", "paged")
         if len(parts) != 3 or parts[0] != "hf":
             raise ConfigError(
@@ -69,15 +69,6 @@ class SweepOutcome:
 Progress = Callable[[PointConfig, str], None]  # (point, "measured" | "skipped")
 
 
-def _engine_unavailable(cfg: PointConfig) -> ConfigError:
-    # NOTE: hook for the engine backend (issue: real paged-KV engine). When ridgeline.engine
-    # exposes a runner, build it here and time its decode steps like measure_point does.
-    return ConfigError(
-        f"field --backend: '{cfg.backend}' needs the ridgeline engine, which this build lacks; "
-        "use hf:<dynamic|static>:<sdpa|eager>"
-    )
-
-
 def run_sweep(
     spec: SweepSpec, store: ResultsStore, progress: Progress | None = None
 ) -> SweepOutcome:
@@ -94,15 +85,18 @@ def run_sweep(
             if progress:
                 progress(cfg, "skipped")
             continue
-        if cfg.backend != "hf":
-            raise _engine_unavailable(cfg)
-        key = (cfg.attn, cfg.dtype, cfg.device)
-        if key not in models:
-            models[key] = build_model(
-                raw, cfg.model, cfg.attn, cfg.dtype, cfg.device, cfg.weights, cfg.seed
-            )
         env = lab_env.capture(cfg.threads, _device_name(cfg.device))
-        result = measure_point(models[key], cfg)
+        if cfg.backend == "ridgeline":
+            from ridgeline.lab.engine_backend import measure_engine_point
+
+            result = measure_engine_point(cfg)
+        else:
+            key = (cfg.attn, cfg.dtype, cfg.device)
+            if key not in models:
+                models[key] = build_model(
+                    raw, cfg.model, cfg.attn, cfg.dtype, cfg.device, cfg.weights, cfg.seed
+                )
+            result = measure_point(models[key], cfg)
         store.put(KIND, cfg.to_dict(), env.to_dict(), result.to_dict())
         measured += 1
         if progress:
