@@ -17,6 +17,7 @@ from ridgeline.cli.analytic_cmds import (
 from ridgeline.cli.common import new_app
 from ridgeline.cli.deploy_cmds import deploy_cmd
 from ridgeline.cli.engine_cmds import bench_app, generate_cmd
+from ridgeline.cli.lab_cmds import lab_app
 from ridgeline.cli.quiz_cmds import quiz_app
 from ridgeline.cli.report_cmd import report_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
@@ -39,6 +40,7 @@ app.command("orchestrate")(orchestrate_cmd)
 app.add_typer(quiz_app, name="quiz")
 app.command("generate")(generate_cmd)
 app.add_typer(bench_app, name="bench")
+app.add_typer(lab_app, name="lab")
 
 
 def main() -> None:

@@ -14,12 +14,21 @@ def report_cmd(
     model: ModelOpt = "llama-3.1-8b",
     hw: HwOpt = "h100-sxm",
     out: Annotated[str, typer.Option("--out", help="output directory")] = "out/report",
+    lab: Annotated[
+        str | None, typer.Option("--lab", help="lab results database to add as sections")
+    ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="print the written paths as JSON")
     ] = False,
 ) -> None:
     """Write the full report (report.html, report.md, report.json and figures) for one model."""
-    files = build_report(model, out, hw)
+    sections = None
+    if lab is not None:
+        from ridgeline.report.build import SECTIONS
+        from ridgeline.report.lab_section import lab_builders
+
+        sections = SECTIONS + lab_builders(lab)
+    files = build_report(model, out, hw, sections)
     if json_out:
         emit_json(
             {

@@ -1,11 +1,14 @@
 """Loading accelerators from catalog files (TOML, one per accelerator, a source on every number).
 
 The shipped catalog lives in ``ridgeline/data/hardware``; a user adds an accelerator with a file of
-the same form and passes its path wherever a name is accepted (``--hw path/to/mychip.toml``).
+the same form and passes its path wherever a name is accepted (``--hw path/to/mychip.toml``), or
+drops it into the user hardware directory (``user_hardware_dir``), where a name not in the shipped
+catalog is looked up next: ``ridgeline lab calibrate`` writes ``measured.toml`` there.
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from functools import cache
 from importlib import resources
@@ -236,13 +239,26 @@ def accelerator_names() -> list[str]:
     return sorted(_catalog())
 
 
+def user_hardware_dir() -> Path:
+    """Where user accelerator files live: ``$RIDGELINE_HW_DIR``, else
+    ``$XDG_CONFIG_HOME/ridgeline/hardware``, else ``~/.config/ridgeline/hardware``."""
+    if os.environ.get("RIDGELINE_HW_DIR"):
+        return Path(os.environ["RIDGELINE_HW_DIR"])
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "ridgeline" / "hardware"
+
+
 def get_accelerator(name_or_path: str | Accelerator) -> Accelerator:
-    """A catalog accelerator by name, or one loaded from a ``.toml`` path."""
+    """A catalog accelerator by name, one from the user hardware directory (e.g. ``measured``,
+    written by ``ridgeline lab calibrate``), or one loaded from a ``.toml`` path."""
     if isinstance(name_or_path, Accelerator):
         return name_or_path
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         return load_accelerator_file(name_or_path)
     catalog = _catalog()
-    if name_or_path not in catalog:
-        raise UnknownNameError("accelerator", name_or_path, catalog)
-    return catalog[name_or_path]
+    if name_or_path in catalog:
+        return catalog[name_or_path]
+    user_file = user_hardware_dir() / f"{name_or_path}.toml"
+    if user_file.is_file():
+        return load_accelerator_file(user_file)
+    raise UnknownNameError("accelerator", name_or_path, catalog)
