@@ -1,0 +1,190 @@
+"""The explorer's JSON API through FastAPI's TestClient: every endpoint, real values, and bad
+inputs answered with a 422 that names the field (never a 500)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the explorer needs the 'web' extra")
+pytest.importorskip("httpx", reason="TestClient needs httpx (the 'web-test' extra)")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from ridgeline import analytic as an  # noqa: E402
+from ridgeline.specs import DType, get_accelerator, get_model  # noqa: E402
+from ridgeline.web.app import create_app  # noqa: E402
+
+LLAMA_8B_PARAMS = 8_030_261_248
+GPT2_PARAMS = 124_439_808
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(), raise_server_exceptions=False)
+
+
+def gpt2_config() -> dict[str, Any]:
+    text = resources.files("ridgeline.data").joinpath("models", "gpt2.json").read_text()
+    return json.loads(text)
+
+
+def field_of(response: Any) -> list[str]:
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and detail[0]["msg"]
+    return detail[0]["loc"]
+
+
+def test_accelerators_list_and_show(client: TestClient) -> None:
+    accs = client.get("/api/accelerators").json()["accelerators"]
+    assert len(accs) == 13 and "ibm-spyre" in [a["name"] for a in accs]
+    h100 = client.get("/api/accelerators/h100-sxm").json()
+    assert h100["device_level"] == "hbm"
+    assert h100["ridge_point_flops_per_byte"] == pytest.approx(989.4e12 / 3.35e12)
+    assert field_of(client.get("/api/accelerators/h1000")) == ["path", "name"]
+
+
+def test_models_list_show_and_parse(client: TestClient) -> None:
+    names = [m["name"] for m in client.get("/api/models").json()["models"]]
+    assert "llama-3.1-8b" in names
+    llama = client.get("/api/models/llama-3.1-8b").json()
+    assert (llama["params"], llama["kv_bytes_per_token"]) == (LLAMA_8B_PARAMS, 131_072)
+    parsed = client.post(
+        "/api/models/parse", json={"config": gpt2_config(), "config_name": "mine"}
+    ).json()
+    assert (parsed["name"], parsed["params"], parsed["layers"]) == ("mine", GPT2_PARAMS, 12)
+    assert field_of(client.get("/api/models/llama-9")) == ["path", "name"]
+
+
+def test_a_path_is_not_a_model_name(client: TestClient) -> None:
+    """The server reads no file a client names: catalog names only."""
+    r = client.post("/api/roofline", json={"model": "/etc/passwd"})
+    assert field_of(r) == ["body", "model"] and "unknown model" in r.json()["detail"][0]["msg"]
+    r = client.post("/api/roofline", json={"accelerator": "../../x.toml"})
+    assert field_of(r) == ["body", "accelerator"]
+
+
+def test_roofline_equals_the_library(client: TestClient) -> None:
+    body = {"batch": 8, "context": 2048, "prompt": 512, "kv_dtype": "fp8"}
+    r = client.post("/api/roofline", json=body).json()
+    m, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    dt = an.Dtypes(kv=DType.FP8)
+    decode = an.step_cost(m, acc, an.Workload(an.Phase.DECODE, 8, 2048, dtypes=dt))
+    prefill = an.step_cost(m, acc, an.Workload(an.Phase.PREFILL, 8, 512, dtypes=dt))
+    assert r["decode"]["flops"] == decode.flops and r["decode"]["bytes"] == decode.bytes
+    assert r["prefill"]["step_time_s"] == prefill.step_time_s
+    assert (r["decode"]["bound"], r["prefill"]["bound"]) == ("memory", "compute")
+    assert r["decode"]["dtypes"]["kv"] == "fp8"
+
+
+def test_batch_moves_the_decode_point(client: TestClient) -> None:
+    """What the page shows when the batch slider moves: intensity up, then the bound flips."""
+    one = client.post("/api/roofline", json={"batch": 1, "context": 128}).json()["decode"]
+    big = client.post("/api/roofline", json={"batch": 4096, "context": 128}).json()["decode"]
+    assert big["arithmetic_intensity"] > 100 * one["arithmetic_intensity"]
+    assert (one["bound"], big["bound"]) == ("memory", "compute")
+
+
+def test_kv_sizing_and_curve(client: TestClient) -> None:
+    k = client.post("/api/kv", json={"batch": 1, "context": 4096}).json()
+    assert k["kv_bytes"] == 2 * 32 * 4096 * 8 * 128 * 2  # 2·layers·T·kv_heads·head_dim·bf16
+    assert k["crossover_context_tokens"] == an.crossover_context(get_model("llama-3.1-8b"))
+    assert k["capacity"]["max_context"] > 4096 and k["capacity_error"] is None
+    curve = k["curve"]
+    assert len(curve["context"]) == len(curve["kv_bytes"]) > 10
+    assert curve["kv_bytes"] == sorted(curve["kv_bytes"])
+
+
+def test_kv_when_the_weights_do_not_fit_is_a_result(client: TestClient) -> None:
+    k = client.post("/api/kv", json={"model": "llama-3.1-70b", "accelerator": "groq-lpu"})
+    assert k.status_code == 200
+    assert k.json()["capacity"] is None and "do not fit" in k.json()["capacity_error"]
+
+
+def test_questions(client: TestClient) -> None:
+    q = client.post("/api/questions", json={"batch": 1, "context": 4096}).json()
+    assert (q["scarce"], q["bound"]) == ("bandwidth", "memory")
+    assert q["levels"][0]["name"] == "registers" and "hbm" in [lvl["name"] for lvl in q["levels"]]
+    assert q["decode_reads"]["kv_bytes"] > q["decode_reads"]["activation_bytes"]
+
+
+def test_compare_five_architectures(client: TestClient) -> None:
+    c = client.post("/api/compare", json={"batch": 1}).json()
+    assert [r["accelerator"] for r in c["rows"]] == list(an.DEFAULT_ACCELERATORS)
+    two = client.post("/api/compare", json={"accelerators": ["h100-sxm", "h200"]}).json()
+    assert len(two["rows"]) == 2
+    assert field_of(client.post("/api/compare", json={"accelerators": []})) == [
+        "body",
+        "accelerators",
+    ]
+    assert field_of(client.post("/api/compare", json={"accelerators": ["x"]})) == [
+        "body",
+        "accelerators",
+    ]
+
+
+def test_uploaded_config_drives_every_view(client: TestClient) -> None:
+    body = {"config": gpt2_config(), "config_name": "up", "accelerator": "a100-80gb"}
+    for path in ("/api/roofline", "/api/kv", "/api/questions", "/api/compare"):
+        r = client.post(path, json=body)
+        assert r.status_code == 200, (path, r.text)
+        assert "up" in r.text
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"batch": 0}, "batch"),
+        ({"batch": "many"}, "batch"),
+        ({"batch": 10**9}, "batch"),
+        ({"context": -1}, "context"),
+        ({"prompt": 0}, "prompt"),
+        ({"kv_dtype": "fp12"}, "kv_dtype"),
+        ({"accelerator": "tpu-v9"}, "accelerator"),
+        ({"model": "gpt-5"}, "model"),
+        ({"config": {"model_type": "llama"}}, "config"),
+        ({"config": {"model_type": "bert"}}, "config"),
+        ({"config": [1, 2]}, "config"),
+        ({"act_dtype": "fp32", "accelerator": "groq-lpu"}, "act_dtype"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_bad_inputs_are_422_naming_the_field(
+    client: TestClient, body: dict[str, Any], field: str
+) -> None:
+    assert field_of(client.post("/api/roofline", json=body))[:2] == ["body", field]
+
+
+def test_malformed_json_and_wrong_reserve(client: TestClient) -> None:
+    r = client.post("/api/kv", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    r = client.post("/api/kv", content=b"\xff\xfe", headers={"content-type": "application/json"})
+    assert field_of(r)[0] == "body"  # not UTF-8: never a 400 or a 500
+    assert field_of(client.post("/api/kv", json={"reserve_fraction": 1.0})) == [
+        "body",
+        "reserve_fraction",
+    ]
+
+
+def test_config_error_message_names_the_inner_field(client: TestClient) -> None:
+    cfg = gpt2_config() | {"n_head": 7}
+    r = client.post("/api/models/parse", json={"config": cfg})
+    assert field_of(r) == ["body", "config"]
+    assert "'n_embd' (768) is not divisible by 'n_head' (7)" in r.json()["detail"][0]["msg"]
+
+
+def test_page_openapi_and_plotly_are_served(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="batch-range"' in page.text
+    assert "https://" not in page.text  # no CDN
+    js = client.get("/vendor/plotly.min.js")
+    assert js.status_code == 200 and len(js.content) > 1_000_000
+    assert client.get("/static/explorer.js").status_code == 200
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/api/roofline", "/api/kv", "/api/questions", "/api/compare"} <= set(paths)
+    caps = client.get("/api/capabilities").json()
+    assert set(caps) >= {"simulate", "tiling"}

@@ -1,0 +1,37 @@
+"""A property-based run of the explorer's API from its own OpenAPI schema (schemathesis): no
+input it generates gets a 500, and every response matches the schema it publishes.
+
+Bounded on purpose (a few examples per operation) so it runs in seconds on a shared machine.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the explorer needs the 'web' extra")
+schemathesis = pytest.importorskip("schemathesis", reason="needs the 'web-test' extra")
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+from schemathesis.checks import (  # noqa: E402
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from ridgeline.web.app import create_app  # noqa: E402
+
+schema = schemathesis.openapi.from_asgi("/openapi.json", create_app())
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+
+
+@schema.parametrize()
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+def test_api_from_its_schema(case: schemathesis.Case) -> None:
+    case.call_and_validate(checks=CHECKS)
