@@ -21,6 +21,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/ridgeline report --model $(MODEL) --out $(OUT)
+	@echo "Explore it live: $(BIN)/ridgeline explore --open   (serves http://127.0.0.1:8765/)"
 
 test: $(STAMP)
 	$(BIN)/python -m ruff check src tests benchmarks

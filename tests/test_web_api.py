@@ -188,3 +188,40 @@ def test_page_openapi_and_plotly_are_served(client: TestClient) -> None:
     assert {"/api/roofline", "/api/kv", "/api/questions", "/api/compare"} <= set(paths)
     caps = client.get("/api/capabilities").json()
     assert set(caps) >= {"simulate", "tiling"}
+
+
+def test_explore_command_is_registered_and_the_cli_starts_without_fastapi() -> None:
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    result = CliRunner().invoke(app, ["explore", "--help"])
+    assert result.exit_code == 0 and "--port" in result.stdout and "--open" in result.stdout
+    bad = CliRunner().invoke(app, ["explore", "--port", "70000"])
+    assert bad.exit_code == 2 and "port" in bad.stderr
+    code = "import sys, ridgeline.cli; print(sorted({'fastapi', 'uvicorn', 'plotly'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_explore_runs_the_server_or_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app, web_cmds
+    from ridgeline.web import server
+
+    calls: list[tuple[str, int, bool]] = []
+    monkeypatch.setattr(
+        server, "serve", lambda host, port, open_: calls.append((host, port, open_))
+    )
+    result = CliRunner().invoke(app, ["explore", "--port", "9123", "--open"])
+    assert result.exit_code == 0 and calls == [("127.0.0.1", 9123, True)]
+    assert "http://127.0.0.1:9123/" in result.stderr
+
+    monkeypatch.setattr(web_cmds, "WEB_PACKAGES", ("fastapi", "no_such_package_here"))
+    result = CliRunner().invoke(app, ["explore"])
+    assert result.exit_code == 2
+    assert "no_such_package_here" in result.stderr and "ridgeline[web]" in result.stderr
