@@ -1,5 +1,8 @@
 """analytic: closed-form models of inference cost — roofline, per-operator FLOPs and bytes,
-KV sizing, the five questions, the five-architecture comparison.
+KV sizing, the five questions, the five-architecture comparison; tiling against a scratchpad
+(``tiling``), banks/alignment/access order (``layout``), FlashAttention IO (``flash``), the
+compiled schedule of a scratchpad accelerator (``dataflow``) and three orchestrators of one KV
+cache (``orchestrate``) — import those as submodules.
 
 Layer rule: imports ``specs`` (and ``errors``) only; never torch, never a lower layer.
 """

@@ -16,6 +16,7 @@ from ridgeline.cli.analytic_cmds import (
 )
 from ridgeline.cli.common import new_app
 from ridgeline.cli.report_cmd import report_cmd
+from ridgeline.cli.tiling_cmds import flash_cmd, orchestrate_cmd, schedule_cmd, tile_cmd
 from ridgeline.cli.web_cmds import explore_cmd
 
 app = new_app("ridgeline: where the time and memory of LLM inference go, and why.")
@@ -26,6 +27,10 @@ app.command("kv")(kv_cmd)
 app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
 app.command("report")(report_cmd)
+app.command("tile")(tile_cmd)
+app.command("flash")(flash_cmd)
+app.command("schedule")(schedule_cmd)
+app.command("orchestrate")(orchestrate_cmd)
 app.command("explore")(explore_cmd)
 
 

@@ -38,6 +38,9 @@ class _LevelFile(_Strict):
     capacity_bytes: _Sourced
     bandwidth_bytes_per_s: _Sourced | None = None
     usable_bytes: _Sourced | None = None
+    granule_bytes: _Sourced | None = None
+    banks: _Sourced | None = None
+    bank_width_bytes: _Sourced | None = None
     note: str = ""
 
 
@@ -53,6 +56,8 @@ class _AcceleratorFile(_Strict):
     levels: Annotated[list[_LevelFile], Field(min_length=1)]
     notes: list[str] = []
     references: dict[str, str] = {}
+    array_dim: _Sourced | None = None
+    ring_bandwidth_bytes_per_s: _Sourced | None = None
 
     @field_validator("peak_flops_per_s")
     @classmethod
@@ -71,12 +76,25 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc)
 
 
+_OPTIONAL_LEVEL_FIELDS = (
+    "bandwidth_bytes_per_s",
+    "usable_bytes",
+    "granule_bytes",
+    "banks",
+    "bank_width_bytes",
+)
+
+
+def _value(x: _Sourced | None) -> float | None:
+    return x.value if x is not None else None
+
+
 def _to_level(f: _LevelFile) -> MemoryLevel:
     sources = {"capacity_bytes": f.capacity_bytes.source}
-    if f.bandwidth_bytes_per_s is not None:
-        sources["bandwidth_bytes_per_s"] = f.bandwidth_bytes_per_s.source
-    if f.usable_bytes is not None:
-        sources["usable_bytes"] = f.usable_bytes.source
+    for name in _OPTIONAL_LEVEL_FIELDS:
+        sourced = getattr(f, name)
+        if sourced is not None:
+            sources[name] = sourced.source
     return MemoryLevel(
         name=f.name,
         capacity_bytes=f.capacity_bytes.value,
@@ -87,6 +105,9 @@ def _to_level(f: _LevelFile) -> MemoryLevel:
         usable_bytes=f.usable_bytes.value if f.usable_bytes else None,
         note=f.note,
         sources=sources,
+        granule_bytes=_value(f.granule_bytes),
+        banks=int(f.banks.value) if f.banks else None,
+        bank_width_bytes=_value(f.bank_width_bytes),
     )
 
 
@@ -101,6 +122,10 @@ def _to_accelerator(f: _AcceleratorFile, where: str) -> Accelerator:
         raise ConfigError(f"{where}: field levels.{f.device_level}.bandwidth_bytes_per_s: required")
     sources = {"cores": f.cores.source}
     sources.update({f"peak_flops_per_s.{k}": v.source for k, v in f.peak_flops_per_s.items()})
+    for name in ("array_dim", "ring_bandwidth_bytes_per_s"):
+        sourced = getattr(f, name)
+        if sourced is not None:
+            sources[name] = sourced.source
     return Accelerator(
         name=f.name,
         kind=f.kind,
@@ -114,6 +139,8 @@ def _to_accelerator(f: _AcceleratorFile, where: str) -> Accelerator:
         sources=sources,
         references=dict(f.references),
         notes=tuple(f.notes),
+        array_dim=int(f.array_dim.value) if f.array_dim else None,
+        ring_bandwidth_bytes_per_s=_value(f.ring_bandwidth_bytes_per_s),
     )
 
 

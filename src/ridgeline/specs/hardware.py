@@ -44,6 +44,10 @@ class MemoryLevel:
         managed_by: who decides what lives here.
         scope: what one instance belongs to.
         usable_bytes: capacity of one instance left to the program (ECC, reservations), if less.
+        granule_bytes: the unit data moves in to or out of this level (Spyre's 128-B sticks),
+            ``None`` where unknown.
+        banks: independent banks of one instance (CUDA shared memory: 32), ``None`` if unknown.
+        bank_width_bytes: bytes one bank serves per cycle, ``None`` where unknown.
         sources: source tag per field name, e.g. ``{"capacity_bytes": "[S1]"}``.
     """
 
@@ -56,6 +60,14 @@ class MemoryLevel:
     usable_bytes: float | None = None
     note: str = ""
     sources: Mapping[str, str] = field(default_factory=dict)
+    granule_bytes: float | None = None
+    banks: int | None = None
+    bank_width_bytes: float | None = None
+
+    @property
+    def usable_capacity_bytes(self) -> float:
+        """Capacity of one instance left to the program."""
+        return self.usable_bytes if self.usable_bytes is not None else self.capacity_bytes
 
     @property
     def total_capacity_bytes(self) -> float:
@@ -75,6 +87,10 @@ class Accelerator:
 
     ``device_level`` names the level where weights and the KV cache live (HBM on a GPU, on-chip
     SRAM on Groq and Cerebras, LPDDR5 on Spyre); decode streams from it.
+
+    ``array_dim`` is the edge of the matrix unit a matmul tile should be a multiple of (Spyre's
+    8x8 systolic arrays, a TPU MXU's 128x128); ``ring_bandwidth_bytes_per_s`` the bandwidth of
+    one direction of an on-chip ring between cores (Spyre). Both ``None`` where not given.
     """
 
     name: str
@@ -89,6 +105,8 @@ class Accelerator:
     sources: Mapping[str, str] = field(default_factory=dict)
     references: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    array_dim: int | None = None
+    ring_bandwidth_bytes_per_s: float | None = None
 
     def level(self, name: str) -> MemoryLevel:
         """The memory level called ``name``."""

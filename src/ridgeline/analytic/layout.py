@@ -1,0 +1,187 @@
+"""Layout and access: banked memory, alignment to a transfer granule, access order.
+
+Three first-order models of how the *way* bytes are touched sets the bandwidth a kernel gets
+(course module 5):
+
+- Banks: a memory of B banks, each ``bank_width`` bytes wide, serves one word per bank per
+  cycle. Lanes whose words fall in the same bank (different words) serialise; the conflict
+  degree is the largest number of distinct words that share a bank (CUDA C++ Programming
+  Guide, "Shared Memory": a stride of s 4-byte words over 32 banks conflicts gcd(s, 32) ways).
+- Alignment: an access of ``size`` bytes at ``offset`` touches
+  ⌈(offset mod g + size) ÷ g⌉ granules of g bytes, against ⌈size ÷ g⌉ when aligned.
+- Access order: walking a row-major array column by column fetches a whole line per element
+  unless the lines of one column's rows all stay cached until the next column.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from ridgeline.errors import ConfigError
+
+
+def _positive(field: str, value: float) -> None:
+    if value <= 0:
+        raise ConfigError(f"field {field}: must be positive, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class BankAccess:
+    """One strided access by ``lanes`` lanes against a banked memory."""
+
+    banks: int
+    bank_width_bytes: float
+    stride_words: int
+    lanes: int
+    conflict_degree: int
+    peak_bytes_per_s: float | None
+
+    @property
+    def efficiency(self) -> float:
+        """Share of the banks' peak the access gets: 1 ÷ conflict degree."""
+        return 1.0 / self.conflict_degree
+
+    @property
+    def effective_bytes_per_s(self) -> float | None:
+        if self.peak_bytes_per_s is None:
+            return None
+        return self.peak_bytes_per_s * self.efficiency
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(efficiency=self.efficiency, effective_bytes_per_s=self.effective_bytes_per_s)
+        return d
+
+
+def bank_conflicts(
+    stride_words: int,
+    banks: int = 32,
+    bank_width_bytes: float = 4.0,
+    lanes: int | None = None,
+    peak_bytes_per_s: float | None = None,
+) -> BankAccess:
+    """Conflict degree of lane i reading word i·stride (one word per lane).
+
+    Word w lives in bank w mod ``banks``; lanes reading the *same* word are served by one
+    broadcast, so the degree counts distinct words per bank (CUDA C++ Programming Guide,
+    Shared Memory). ``lanes`` defaults to ``banks`` (a warp of 32 on 32 banks).
+    """
+    _positive("banks", banks)
+    _positive("bank_width_bytes", bank_width_bytes)
+    n = banks if lanes is None else lanes
+    _positive("lanes", n)
+    words = {i * stride_words for i in range(n)}
+    degree = max(Counter(w % banks for w in words).values())
+    return BankAccess(banks, bank_width_bytes, stride_words, n, degree, peak_bytes_per_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Alignment:
+    """Granules one access touches, aligned and as placed."""
+
+    offset_bytes: float
+    size_bytes: float
+    granule_bytes: float
+    granules_aligned: int
+    granules_touched: int
+
+    @property
+    def overhead(self) -> float:
+        """Extra transfers caused by misalignment, as a fraction of the aligned count."""
+        return self.granules_touched / self.granules_aligned - 1.0
+
+    @property
+    def efficiency(self) -> float:
+        """Useful bytes ÷ bytes transferred."""
+        return self.size_bytes / (self.granules_touched * self.granule_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(overhead=self.overhead, efficiency=self.efficiency)
+        return d
+
+
+def alignment(offset_bytes: float, size_bytes: float, granule_bytes: float) -> Alignment:
+    """Transactions of an access at ``offset_bytes`` of ``size_bytes``: ⌈(offset mod g + size)/g⌉
+    granules, against ⌈size/g⌉ when aligned (g = ``granule_bytes``: a 128-B Spyre stick, a 32-B
+    GPU sector, a 128-B cache line)."""
+    _positive("size_bytes", size_bytes)
+    _positive("granule_bytes", granule_bytes)
+    if offset_bytes < 0:
+        raise ConfigError(f"field offset_bytes: must be >= 0, got {offset_bytes}")
+    head = offset_bytes % granule_bytes
+    touched = math.ceil((head + size_bytes) / granule_bytes)
+    aligned = math.ceil(size_bytes / granule_bytes)
+    return Alignment(offset_bytes, size_bytes, granule_bytes, aligned, touched)
+
+
+def padded_bytes(rows: int, cols: int, elem_bytes: float, granule_bytes: float) -> float:
+    """Bytes of a row-major [rows, cols] array whose rows are padded to whole granules (Spyre
+    stickification: each row starts on a 128-B stick)."""
+    _positive("rows", rows)
+    _positive("cols", cols)
+    return rows * math.ceil(cols * elem_bytes / granule_bytes) * granule_bytes
+
+
+class Order(StrEnum):
+    ROW = "row-major"
+    COLUMN = "column-major"
+
+
+@dataclass(frozen=True, slots=True)
+class Traversal:
+    """Bytes fetched to read every element of a row-major [rows, cols] array once."""
+
+    order: Order
+    useful_bytes: float
+    fetched_bytes: float
+
+    @property
+    def amplification(self) -> float:
+        """Bytes fetched per useful byte (1.0 is perfect)."""
+        return self.fetched_bytes / self.useful_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "order": self.order.value,
+            "useful_bytes": self.useful_bytes,
+            "fetched_bytes": self.fetched_bytes,
+            "amplification": self.amplification,
+        }
+
+
+def traversal(
+    rows: int,
+    cols: int,
+    elem_bytes: float,
+    line_bytes: float,
+    order: Order,
+    cache_bytes: float = 0.0,
+) -> Traversal:
+    """Bytes fetched in lines of ``line_bytes`` to walk a row-major array in ``order``.
+
+    Row order reads each row's lines once: rows·⌈cols·e/line⌉·line. Column order touches one
+    line per element unless a column's ``rows`` lines fit in ``cache_bytes`` (then each line
+    is fetched once, as in row order). Rows are assumed to start on a line boundary.
+    """
+    _positive("elem_bytes", elem_bytes)
+    _positive("line_bytes", line_bytes)
+    useful = rows * cols * elem_bytes
+    row_fetch = padded_bytes(rows, cols, elem_bytes, line_bytes)
+    if order is Order.ROW or rows * line_bytes <= cache_bytes:
+        return Traversal(order, useful, row_fetch)
+    return Traversal(order, useful, rows * cols * max(line_bytes, elem_bytes))
+
+
+def strided_efficiency(stride_elems: int, elem_bytes: float, granule_bytes: float) -> float:
+    """Useful share of the bytes moved when reading one element every ``stride_elems``
+    elements with transfers of ``granule_bytes`` (a long run, aligned start)."""
+    _positive("stride_elems", stride_elems)
+    span = stride_elems * elem_bytes
+    if span >= granule_bytes:
+        return elem_bytes / granule_bytes
+    return 1.0 / stride_elems

@@ -1,0 +1,274 @@
+"""Three orchestrators, one KV cache: who moves the KV of one decode step, through which levels.
+
+The same attention over the same KV cache (``op_terms``' ``attn.core`` ops of one decode step:
+every sequence's cached K and V read once per layer, the new token's K and V written) under
+three ways of deciding where data lives (course module 3 and the video's point,
+reference/course.md):
+
+(a) GPU — runtime + kernels: the serving runtime keeps the KV in paged blocks in HBM (vLLM's
+    block table, Kwon et al., SOSP 2023); the attention kernel stages tiles through shared
+    memory; L2 is a hardware cache every HBM byte passes through.
+(b) TPU — compiler + kernels: XLA / a Pallas kernel pipelines HBM→VMEM DMAs of KV pages with
+    MXU work (the page table sits in scalar memory); no hardware cache on the data path [S2].
+(c) Spyre — compiler only: every load from LPDDR5 into a core's LX and every ring transfer
+    between cores is an instruction of the compiled schedule (``dataflow``).
+
+Bytes per level are what crosses into or out of that level; time per level is bytes ÷ its
+bandwidth, and the level with the largest time binds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ridgeline.analytic import dataflow
+from ridgeline.analytic.ops import OpTerms, op_terms
+from ridgeline.analytic.roofline import shape_of
+from ridgeline.analytic.tiling import scratchpad_level
+from ridgeline.analytic.workload import Phase, Workload
+from ridgeline.errors import ConfigError
+from ridgeline.specs.hardware import Accelerator
+from ridgeline.specs.model import ModelSpec
+
+PAGE_TOKENS = 16  # vLLM's default KV block size (tokens per block), Kwon et al. 2023
+PAGE_INDEX_BYTES = 4  # one int32 block id per block-table entry (vLLM block tables)
+
+
+@dataclass(frozen=True, slots=True)
+class LevelMove:
+    """Bytes that cross one memory level in the step's attention, and what that costs.
+
+    ``managed_by`` is who decides what lives in the level (catalog); ``moved_by`` is who issues
+    the transfers of this step into or out of it.
+    """
+
+    level: str
+    managed_by: str
+    moved_by: str
+    moved_bytes: float
+    bandwidth_bytes_per_s: float | None
+    what: str
+
+    @property
+    def time_s(self) -> float | None:
+        if self.bandwidth_bytes_per_s is None:
+            return None
+        return self.moved_bytes / self.bandwidth_bytes_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class Orchestration:
+    """One accelerator's way of moving the KV cache through its levels."""
+
+    accelerator: str
+    orchestrator: str
+    kv_home: str
+    moves: tuple[LevelMove, ...]
+    time_s: float
+    binding: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "accelerator": self.accelerator,
+            "orchestrator": self.orchestrator,
+            "kv_home": self.kv_home,
+            "time_s": self.time_s,
+            "binding": self.binding,
+            "levels": [
+                {
+                    "level": m.level,
+                    "managed_by": m.managed_by,
+                    "moved_by": m.moved_by,
+                    "bytes": m.moved_bytes,
+                    "bandwidth_bytes_per_s": m.bandwidth_bytes_per_s,
+                    "time_s": m.time_s,
+                    "what": m.what,
+                }
+                for m in self.moves
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class KvTraffic:
+    """The attention of one decode step, summed over layers (from ``op_terms``)."""
+
+    kv_read_bytes: float
+    kv_write_bytes: float
+    act_bytes: float
+    flops: float
+    layers: int
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.kv_read_bytes + self.kv_write_bytes + self.act_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class OrchestrationReport:
+    """The three orchestrators side by side for one model, batch and context."""
+
+    model: str
+    batch: int
+    context: int
+    traffic: KvTraffic
+    rows: tuple[Orchestration, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.traffic
+        return {
+            "schema": "ridgeline.orchestrate/1",
+            "model": self.model,
+            "batch": self.batch,
+            "context": self.context,
+            "kv_read_bytes": t.kv_read_bytes,
+            "kv_write_bytes": t.kv_write_bytes,
+            "activation_bytes": t.act_bytes,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+def _attention_terms(model: ModelSpec, w: Workload) -> list[OpTerms]:
+    terms = op_terms(model, shape_of(w), w.dtypes)
+    return [t for t in terms if t.name.startswith("attn.core")]
+
+
+def kv_traffic(model: ModelSpec, w: Workload) -> KvTraffic:
+    """What the attention over the KV cache reads and writes in one step."""
+    ts = _attention_terms(model, w)
+    return KvTraffic(
+        kv_read_bytes=sum(float(t.kv_read_bytes) for t in ts),
+        kv_write_bytes=sum(float(t.kv_write_bytes) for t in ts),
+        act_bytes=sum(float(t.act_read_bytes + t.act_write_bytes) for t in ts),
+        flops=sum(float(t.flops) for t in ts),
+        layers=model.num_layers,
+    )
+
+
+def _finish(acc: Accelerator, who: str, home: str, moves: list[LevelMove]) -> Orchestration:
+    timed = [(m.time_s, m.level) for m in moves if m.time_s is not None]
+    time_s, binding = max(timed)
+    return Orchestration(acc.name, who, home, tuple(moves), time_s, binding)
+
+
+def _move(acc: Accelerator, level: str, by: str, moved: float, what: str) -> LevelMove:
+    lvl = acc.level(level)
+    return LevelMove(level, lvl.managed_by.value, by, moved, lvl.bandwidth_bytes_per_s, what)
+
+
+def _block_table_bytes(w: Workload, layers: int) -> float:
+    """One block id per PAGE_TOKENS tokens per sequence, read once per layer."""
+    return w.batch * math.ceil(w.context_len / PAGE_TOKENS) * PAGE_INDEX_BYTES * layers
+
+
+def gpu_runtime_kernels(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestration:
+    """(a) Paged KV in HBM (runtime), tiles through shared memory (kernel), L2 (hardware)."""
+    table = _block_table_bytes(w, t.layers)
+    hbm = t.hbm_bytes + table
+    moves = [
+        _move(
+            acc,
+            acc.device_level,
+            "kernel",
+            hbm,
+            "KV pages + q/o + block tables (runtime-allocated)",
+        ),
+        _move(
+            acc, "l2", "hardware", hbm, "every HBM byte passes the hardware cache once (no reuse)"
+        ),
+        _move(
+            acc,
+            "smem",
+            "kernel",
+            t.kv_read_bytes,
+            "K/V tiles staged by the kernel (TMA / cp.async)",
+        ),
+    ]
+    return _finish(acc, "runtime + kernels", f"{acc.device_level} (paged blocks)", moves)
+
+
+def tpu_compiler_kernels(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestration:
+    """(b) KV pages in HBM; the compiler/Pallas kernel pipelines HBM→VMEM DMAs."""
+    table = _block_table_bytes(w, t.layers)
+    vmem = scratchpad_level(acc).name
+    moves = [
+        _move(
+            acc, acc.device_level, "compiler", t.hbm_bytes + table, "KV pages + q/o + page indices"
+        ),
+        _move(
+            acc,
+            vmem,
+            "compiler",
+            t.kv_read_bytes + t.act_bytes,
+            "pipelined DMA tiles (compiler/Pallas)",
+        ),
+    ]
+    return _finish(acc, "compiler + kernels", f"{acc.device_level} (pages)", moves)
+
+
+def spyre_compiler_only(acc: Accelerator, model: ModelSpec, w: Workload) -> Orchestration:
+    """(c) Explicit loads into each core's scratchpad and ring transfers, from the schedule."""
+    core = dataflow.core_of(acc, w.dtypes)
+    lx = scratchpad_level(acc)
+    loaded = stored = ring = 0.0
+    time_s = 0.0
+    for term in _attention_terms(model, w):
+        prog = dataflow.compile_op(term, model, w, core)
+        run = dataflow.simulate_op(prog, core)
+        n = term.count * core.cores
+        loaded += prog.total(dataflow.Kind.LOAD) * n
+        stored += prog.total(dataflow.Kind.STORE) * n
+        ring += prog.total(dataflow.Kind.RING) * n
+        time_s += run.time_s * term.count
+    dev = acc.device
+    moves = [
+        LevelMove(
+            dev.name,
+            dev.managed_by.value,
+            "compiler",
+            loaded + stored,
+            dev.bandwidth_bytes_per_s,
+            "compiler-emitted loads/stores, KV split across cores",
+        ),
+        LevelMove(
+            lx.name,
+            lx.managed_by.value,
+            "compiler",
+            loaded + ring,
+            lx.bandwidth_bytes_per_s,
+            "LX writes",
+        ),
+        LevelMove(
+            "ring",
+            "compiler",
+            "compiler",
+            ring,
+            (acc.ring_bandwidth_bytes_per_s or 0.0) * 2 * acc.cores or None,
+            "q gather + partial-output reduction",
+        ),
+    ]
+    o = _finish(acc, "compiler only", f"{dev.name} (static buffers per bucket)", moves)
+    return Orchestration(o.accelerator, o.orchestrator, o.kv_home, o.moves, time_s, o.binding)
+
+
+def orchestrate(
+    model: ModelSpec,
+    batch: int,
+    context: int,
+    gpu: Accelerator,
+    tpu: Accelerator,
+    spyre: Accelerator,
+) -> OrchestrationReport:
+    """The KV traffic of one decode step under the three orchestrators."""
+    w = Workload(Phase.DECODE, batch, context)
+    if context < 1:
+        raise ConfigError("field context: must be at least 1 for a KV cache to exist")
+    t = kv_traffic(model, w)
+    rows = (
+        gpu_runtime_kernels(gpu, t, w),
+        tpu_compiler_kernels(tpu, t, w),
+        spyre_compiler_only(spyre, model, w),
+    )
+    return OrchestrationReport(model.name, batch, context, t, rows)

@@ -1,0 +1,189 @@
+"""Commands of issue 4: tile, flash, schedule, orchestrate (thin: parse, call, render)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ridgeline import analytic as an
+from ridgeline.analytic import dataflow, flash, orchestrate, tiling
+from ridgeline.cli.common import (
+    BatchOpt,
+    ContextOpt,
+    DtypeOpt,
+    HwOpt,
+    JsonOpt,
+    ModelOpt,
+    PlotOpt,
+    console,
+    emit_json,
+)
+from ridgeline.report import tiling_plots
+from ridgeline.specs import DType, get_accelerator, get_model
+from ridgeline.specs.units import fmt_bytes, fmt_seconds
+
+DEFAULT_FLASH_HW = ["h100-sxm", "tpu-v6e", "ibm-spyre"]
+BuffersOpt = Annotated[int, typer.Option(help="1 = single, 2 = double buffering")]
+
+
+def tile_cmd(
+    hw: HwOpt = "ibm-spyre",
+    m: Annotated[int, typer.Option("--m", help="rows of A and C (tokens)")] = 1,
+    k: Annotated[int, typer.Option("--k", help="inner dimension")] = 4096,
+    n: Annotated[int, typer.Option("--n", help="columns of B and C")] = 4096,
+    dtype: DtypeOpt = "bf16",
+    buffers: BuffersOpt = 2,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile."""
+    dt = DType.parse(dtype)
+    mm = tiling.Matmul(m, k, n, dt.bytes, dt.bytes, dt.bytes)
+    rep = tiling.tile_report(get_accelerator(hw), mm, dt, buffers)
+    if plot:
+        tiling_plots.intensity_plot(
+            [(rep.scratchpad.name, rep.curve)], plot, f"[{m}x{k}]·[{k}x{n}] {dt.value}"
+        )
+    if json_out:
+        emit_json(rep)
+        return
+    table = Table("edge", "resident", "fits", "AI (FLOP/B)")
+    for p in rep.curve.points:
+        table.add_row(str(p.edge), fmt_bytes(p.resident_bytes), "yes" if p.fits else "no",
+                      f"{p.intensity:.3g}")  # fmt: skip
+    console.print(table)
+    b = rep.best
+    if b is None:
+        console.print(f"no legal tile fits {fmt_bytes(rep.scratchpad.capacity_bytes)}")
+    else:
+        t = b.tile
+        console.print(
+            f"best on {rep.scratchpad.name} ({fmt_bytes(rep.scratchpad.capacity_bytes)}): "
+            f"{b.order.value} {t.tm}x{t.tk}x{t.tn}, {fmt_bytes(b.resident_bytes)} resident, "
+            f"{fmt_bytes(b.traffic_bytes)} traffic, {b.intensity:.3g} FLOP/B; one core: compute "
+            f"{fmt_seconds(rep.compute_s or 0)}, memory {fmt_seconds(rep.memory_s or 0)}"
+        )
+    console.print(rep.curve.reason)
+
+
+def flash_cmd(
+    model: ModelOpt = "llama-3.1-8b",
+    context: ContextOpt = 32768,
+    hw: Annotated[
+        list[str] | None, typer.Option("--hw", help="accelerator (repeat); default: 3")
+    ] = None,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """FlashAttention traffic against N on each accelerator's per-core scratchpad."""
+    spec = get_model(model)
+    accs = tuple(get_accelerator(h) for h in (hw or DEFAULT_FLASH_HW))
+    table = flash.flash_for_model(spec.name, spec.head_dim, spec.num_heads, accs, context)
+    if plot:
+        tiling_plots.flash_plot(table, plot)
+    if json_out:
+        emit_json(table)
+        return
+    out = Table("memory", "N", "Bc/Br", "standard", "tiled", "saving", "Q/O passes", "decode",
+                "splits")  # fmt: skip
+    for r in table.rows:
+        p = r.prefill
+        out.add_row(r.memory, f"{r.n:,}", f"{p.blocks.bc}/{p.blocks.br}",
+                    fmt_bytes(r.prefill_standard_bytes), fmt_bytes(r.prefill_flash_bytes),
+                    f"{p.saving:.1f}x", str(p.q_passes),
+                    fmt_bytes(r.decode_flash_bytes), str(r.decode.splits))  # fmt: skip
+    console.print(out)
+    console.print(f"{spec.name}: per layer, one sequence, {spec.num_heads} query heads, d = "
+                  f"{spec.head_dim}; K/V read once (Algorithm 1), Q/O once per K/V block")  # fmt: skip
+
+
+def schedule_cmd(
+    hw: HwOpt = "ibm-spyre",
+    model: ModelOpt = "llama-3.1-8b",
+    phase: Annotated[an.Phase, typer.Option(help="prefill or decode")] = an.Phase.DECODE,
+    batch: BatchOpt = 1,
+    context: ContextOpt = 4096,
+    bucket_batch: Annotated[int | None, typer.Option(help="compiled batch slots")] = None,
+    bucket_context: Annotated[int | None, typer.Option(help="compiled sequence length")] = None,
+    buffers: BuffersOpt = 2,
+    timeline: Annotated[str | None, typer.Option(help="write the timeline PNG here")] = None,
+    program: Annotated[
+        str | None, typer.Option(help="also print this op's per-core program (e.g. lm_head)")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Compile one step for a scratchpad accelerator and simulate its timeline."""
+    w = an.Workload(phase, batch, context)
+    bucket = None
+    if bucket_batch is not None or bucket_context is not None:
+        d = dataflow.default_bucket(w)
+        bucket = dataflow.Bucket(bucket_batch or d.batch, bucket_context or d.context)
+    s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, buffers)
+    if timeline:
+        tiling_plots.timeline_plot(s, timeline)
+    if json_out:
+        emit_json(s)
+        return
+    _print_schedule(s)
+    if program:
+        for line in dataflow.listing(dataflow.program_of(s, program)):
+            console.print(line, highlight=False, soft_wrap=True)
+
+
+def _print_schedule(s: dataflow.Schedule) -> None:
+    table = Table("op", "×", "tile per core", "loaded", "ring", "LX", "time", "roofline")
+    for o in s.ops:
+        table.add_row(o.name, str(o.count), o.tile or o.kind.value, fmt_bytes(o.dram_load_bytes),
+                      fmt_bytes(o.ring_bytes), fmt_bytes(o.occupancy_bytes),
+                      fmt_seconds(o.time_s), fmt_seconds(o.roofline_s))  # fmt: skip
+    console.print(table)
+    gap = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in s.gap().items() if k != "total")
+    console.print(
+        f"reads: weights {fmt_bytes(s.analytic_weight_bytes)}, KV r+w "
+        f"{fmt_bytes(s.analytic_kv_bytes)}, activations r+w {fmt_bytes(s.analytic_act_bytes)}; "
+        f"loaded {fmt_bytes(s.loaded_bytes)} (re-loads {fmt_bytes(s.reload_bytes)}), "
+        f"ring {fmt_bytes(s.ring_bytes)}, padding {s.padding_fraction:.1%}\n"
+        f"step {fmt_seconds(s.time_s)} vs roofline {fmt_seconds(s.roofline_time_s)} ({gap}); "
+        f"compute {s.compute_utilisation:.2%}, bandwidth {s.bandwidth_utilisation:.1%}, "
+        f"peak LX {fmt_bytes(s.peak_occupancy_bytes)} of {fmt_bytes(s.core.capacity_bytes)}"
+    )
+
+
+def orchestrate_cmd(
+    model: ModelOpt = "llama-3.1-8b",
+    batch: BatchOpt = 1,
+    context: ContextOpt = 4096,
+    gpu: Annotated[str, typer.Option(help="the GPU")] = "h100-sxm",
+    tpu: Annotated[str, typer.Option(help="the TPU")] = "tpu-v6e",
+    spyre: Annotated[str, typer.Option(help="the compiler-only machine")] = "ibm-spyre",
+    json_out: JsonOpt = False,
+) -> None:
+    """One KV cache, three orchestrators: bytes per level, time, and the level that binds."""
+    rep = orchestrate.orchestrate(
+        get_model(model),
+        batch,
+        context,
+        get_accelerator(gpu),
+        get_accelerator(tpu),
+        get_accelerator(spyre),
+    )
+    if json_out:
+        emit_json(rep)
+        return
+    table = Table("accelerator", "orchestrator", "level", "placed by", "moved by", "bytes", "time")
+    for r in rep.rows:
+        for i, mv in enumerate(r.moves):
+            t = mv.time_s
+            table.add_row(r.accelerator if i == 0 else "", r.orchestrator if i == 0 else "",
+                          mv.level + (" *" if mv.level == r.binding else ""), mv.managed_by, mv.moved_by,
+                          fmt_bytes(mv.moved_bytes),
+                          fmt_seconds(t) if t is not None else "—")  # fmt: skip
+    console.print(table)
+    tr = rep.traffic
+    times = ", ".join(f"{r.accelerator} {fmt_seconds(r.time_s)}" for r in rep.rows)
+    console.print(
+        f"{rep.model}, batch {rep.batch}, context {rep.context}: attention reads "
+        f"{fmt_bytes(tr.kv_read_bytes)} of KV per decode step; * = binding level; {times}"
+    )

@@ -1,0 +1,164 @@
+"""The compiled schedule on a scratchpad accelerator, the three orchestrators, and the CLI."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from ridgeline.analytic import Phase, Workload
+from ridgeline.analytic.dataflow import Bucket, Kind, compile_schedule, step_timeline
+from ridgeline.analytic.orchestrate import orchestrate
+from ridgeline.cli import app
+from ridgeline.errors import ConfigError
+from ridgeline.specs import get_accelerator, get_model
+
+
+@cache
+def _spyre_decode():  # type: ignore[no-untyped-def]
+    return compile_schedule(
+        get_model("llama-3.1-8b"), get_accelerator("ibm-spyre"), Workload(Phase.DECODE, 1, 4096)
+    )
+
+
+def test_spyre_decode_reads_by_category_by_hand() -> None:
+    s = _spyre_decode()
+    # llama-3.1-8b, bf16. Weights per layer: q 4096², k and v 4096·1024 each, o 4096²,
+    # gate/up/down 3·4096·14336, two norms 2·4096 = 218,112,000 params; ×32 = 6,979,584,000;
+    # + final norm 4,096 + lm_head 128,256·4,096 = 525,336,576 + one embedding row 4,096
+    # = 7,504,928,768 params × 2 B = 15,009,857,536 B.
+    weights = 15_009_857_536
+    # KV read: 2 (K,V) × 32 layers × 4,096 tokens × 8 heads × 128 × 2 B = 536,870,912 B;
+    # KV written for the new token: 2 × 32 × 8 × 128 × 2 = 131,072 B.
+    kv_read, kv_write = 536_870_912, 131_072
+    # Activations read, elements per layer: attn_norm 4,096 + qkv 4,096 + attention
+    # (q 4,096 + new k,v 2,048) 6,144 + o 4,096 + mlp_norm 4,096 + up/gate 4,096 + act 28,672
+    # + down 14,336 = 69,632; ×32 = 2,228,224; + final norm 4,096 + lm_head 4,096
+    # = 2,236,416 elements × 2 B = 4,472,832 B.
+    act_read = 4_472_832
+    # Activations written, per layer: 4,096 + 6,144 + 4,096 + 4,096 + 4,096 + 28,672 + 14,336
+    # + 4,096 = 69,632; ×32 + embedding 4,096 + final norm 4,096 + lm_head 128,256
+    # = 2,364,672 elements × 2 B = 4,729,344 B.
+    act_write = 4_729_344
+    assert s.analytic_weight_bytes == weights
+    assert s.analytic_kv_bytes == kv_read + kv_write
+    assert s.analytic_act_bytes == act_read + act_write
+    assert s.loaded_bytes == pytest.approx(weights + kv_read + act_read, rel=1e-12)
+    assert s.stored_bytes == pytest.approx(kv_write + act_write, rel=1e-12)
+    assert s.reload_bytes == 0
+    # time at 200 GB/s: (15,551,201,280 + 4,860,416) / 200e9 = 77.78 ms; the schedule is within
+    # 0.1% of it (fill and drain of each op)
+    assert s.roofline_time_s == pytest.approx(15_556_061_696 / 200e9)
+    assert s.roofline_time_s <= s.time_s < 1.001 * s.roofline_time_s
+
+
+def test_spyre_program_fits_and_is_aligned() -> None:
+    s = _spyre_decode()
+    assert s.peak_occupancy_bytes <= 1_625_292
+    for r in s.runs:
+        assert all(b.addr % 128 == 0 and b.size_bytes % 128 == 0 for b in r.program.buffers)
+    qkv = next(r for r in s.runs if r.program.name == "attn.qkv_proj")
+    assert qkv.program.array_util == pytest.approx(1 / 8)  # M = 1 on an 8x8 array
+    assert qkv.dma_busy_s > 50 * qkv.compute_busy_s  # weight streaming, compute idles
+    segs = step_timeline(s)
+    assert segs[-1].end_s == pytest.approx(s.time_s)
+    assert sum(1 for g in segs if g.name == "attn.core") == 32
+
+
+def test_bucket_padding_is_counted() -> None:
+    m, spyre = get_model("llama-3.1-8b"), get_accelerator("ibm-spyre")
+    s = compile_schedule(m, spyre, Workload(Phase.DECODE, 3, 3000), keep_events=False)
+    assert s.bucket == Bucket(4, 4096)
+    full = compile_schedule(m, spyre, Workload(Phase.DECODE, 4, 4096), keep_events=False)
+    assert s.loaded_bytes == pytest.approx(full.loaded_bytes)
+    assert 0 < s.padding_fraction < 0.1
+    with pytest.raises(ConfigError, match="field bucket"):
+        compile_schedule(m, spyre, Workload(Phase.DECODE, 8, 10), Bucket(4, 16))
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    model=st.sampled_from(["gpt2", "llama-3.1-8b", "mixtral-8x7b", "qwen2.5-7b"]),
+    phase=st.sampled_from(list(Phase)),
+    batch=st.integers(1, 8),
+    context=st.integers(1, 1024),
+)
+def test_schedule_bytes_equal_analytic_plus_declared_reloads(
+    model: str, phase: Phase, batch: int, context: int
+) -> None:
+    m, spyre = get_model(model), get_accelerator("ibm-spyre")
+    w = Workload(phase, batch, context)
+    s = compile_schedule(m, spyre, w, Bucket(batch, context), keep_events=False)
+    assert s.loaded_bytes == pytest.approx(s.analytic_read_bytes + s.reload_bytes, rel=1e-9)
+    assert s.stored_bytes == pytest.approx(s.analytic_write_bytes + s.restore_bytes, rel=1e-9)
+    for r in s.runs:
+        assert r.program.total(Kind.LOAD, reload=True) == 0 or r.program.reload_note
+        assert r.program.occupancy_bytes <= spyre.level("lx").usable_capacity_bytes
+
+
+def test_orchestrators_share_one_kv_cache() -> None:
+    g = get_accelerator
+    rep = orchestrate(get_model("llama-3.1-8b"), 1, 4096, g("h100-sxm"), g("tpu-v6e"),
+                      g("ibm-spyre"))  # fmt: skip
+    assert rep.traffic.kv_read_bytes == 536_870_912
+    assert [r.binding for r in rep.rows] == ["hbm", "hbm", "lpddr5"]
+    gpu, tpu, spyre = rep.rows
+    # block table: ⌈4096/16⌉ = 256 entries × 4 B × 32 layers = 32,768 B on top of the KV
+    assert gpu.moves[0].moved_bytes == rep.traffic.hbm_bytes + 32_768
+    assert gpu.time_s == pytest.approx(gpu.moves[0].moved_bytes / 3.35e12)
+    assert spyre.time_s > tpu.time_s > gpu.time_s
+
+
+runner = CliRunner()
+
+
+def test_cli_schedule_json_and_timeline(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    png = tmp_path / "t.png"
+    r = runner.invoke(app, ["schedule", "--json", "--timeline", str(png)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["schema"] == "ridgeline.schedule/1"
+    assert d["bytes_per_level"]["dram_loaded"] == pytest.approx(15_551_201_280)
+    assert png.stat().st_size > 10_000
+
+
+def test_cli_commands_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    for args in (
+        ["tile", "--m", "1", "--k", "4096", "--n", "4096", "--plot", str(tmp_path / "a.png")],
+        ["flash", "--context", "2048", "--plot", str(tmp_path / "f.png")],
+        ["orchestrate", "--json"],
+    ):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, r.output
+
+
+def test_cli_error_is_one_line_exit_2() -> None:
+    r = runner.invoke(app, ["tile", "--k", "0"])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == "error: field k: must be at least 1, got 0"
+
+
+def test_program_listing_shows_double_buffered_addresses() -> None:
+    from ridgeline.analytic.dataflow import listing, program_of
+
+    prog = program_of(_spyre_decode(), "attn.qkv_proj")
+    lines = listing(prog, max_steps=2)
+    # c-stationary 1x64x192 per core: K/64 = 64 steps, weight tiles 64·192·2 = 24,576 B,
+    # alternating between the two B buffers
+    assert "64 steps per layer" in lines[0]
+    weights = [ln for ln in lines if "load    weight" in ln]
+    assert all("24,576 B" in ln for ln in weights)
+    assert weights[0].split("LX ")[1] != weights[1].split("LX ")[1]
+    with pytest.raises(ConfigError, match="field program"):
+        program_of(_spyre_decode(), "nope")
+
+
+def test_a_machine_without_a_level_below_its_scratchpad_is_refused() -> None:
+    with pytest.raises(ConfigError, match="field device_level"):
+        compile_schedule(
+            get_model("gpt2"), get_accelerator("groq-lpu"), Workload(Phase.DECODE, 1, 8)
+        )
