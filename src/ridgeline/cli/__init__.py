@@ -16,6 +16,7 @@ from ridgeline.cli.analytic_cmds import (
 )
 from ridgeline.cli.common import new_app
 from ridgeline.cli.report_cmd import report_cmd
+from ridgeline.cli.simulate_cmds import simulate_cmd
 from ridgeline.cli.tiling_cmds import flash_cmd, orchestrate_cmd, schedule_cmd, tile_cmd
 from ridgeline.cli.web_cmds import explore_cmd
 
@@ -32,6 +33,7 @@ app.command("flash")(flash_cmd)
 app.command("schedule")(schedule_cmd)
 app.command("orchestrate")(orchestrate_cmd)
 app.command("explore")(explore_cmd)
+app.command("simulate")(simulate_cmd)
 
 
 def main() -> None:
