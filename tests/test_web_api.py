@@ -15,6 +15,7 @@ pytest.importorskip("httpx", reason="TestClient needs httpx (the 'web-test' extr
 from fastapi.testclient import TestClient  # noqa: E402
 
 from ridgeline import analytic as an  # noqa: E402
+from ridgeline.analytic import dataflow  # noqa: E402
 from ridgeline.specs import DType, get_accelerator, get_model  # noqa: E402
 from ridgeline.web.app import create_app  # noqa: E402
 
@@ -186,8 +187,7 @@ def test_page_openapi_and_plotly_are_served(client: TestClient) -> None:
     assert client.get("/static/explorer.js").status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/api/roofline", "/api/kv", "/api/questions", "/api/compare"} <= set(paths)
-    caps = client.get("/api/capabilities").json()
-    assert set(caps) >= {"simulate", "tiling"}
+    assert {"/api/schedule", "/api/flash", "/api/simulate", "/api/simulate/{job_id}"} <= set(paths)
 
 
 def test_explore_command_is_registered_and_the_cli_starts_without_fastapi() -> None:
@@ -225,3 +225,73 @@ def test_explore_runs_the_server_or_names_what_is_missing(monkeypatch: pytest.Mo
     result = CliRunner().invoke(app, ["explore"])
     assert result.exit_code == 2
     assert "no_such_package_here" in result.stderr and "ridgeline[web]" in result.stderr
+
+
+def test_schedule_equals_the_library_and_refuses_what_it_cannot_compile(client: TestClient) -> None:
+    s = client.post("/api/schedule", json={"batch": 4, "context": 1024}).json()
+    w = an.Workload(an.Phase.DECODE, 4, 1024)
+    ref = dataflow.compile_schedule(get_model("llama-3.1-8b"), get_accelerator("ibm-spyre"), w)
+    assert (s["accelerator"], s["time_s"]) == ("ibm-spyre", ref.time_s)
+    assert s["time_s"] >= s["roofline_time_s"] > 0 and len(s["ops"]) == len(ref.ops)
+    r = client.post("/api/schedule", json={"accelerator": "groq-lpu"})
+    assert field_of(r) == ["body", "accelerator"] and "no load/store schedule" in r.text
+    big = client.post("/api/schedule", json={"phase": "prefill", "batch": 8, "context": 4096})
+    assert field_of(big) == ["body"] and "ridgeline schedule" in big.json()["detail"][0]["msg"]
+    assert field_of(client.post("/api/schedule", json={"batch": 5000})) == ["body", "batch"]
+
+
+def test_flash_traffic_table(client: TestClient) -> None:
+    f = client.post("/api/flash", json={"context": 4096}).json()
+    assert [m["name"] for m in f["memories"]] == ["h100-sxm smem", "tpu-v6e vmem", "ibm-spyre lx"]
+    assert sorted({r["n"] for r in f["rows"]}) == [512, 1024, 2048, 4096]
+    assert all(r["prefill_flash_bytes_per_layer"] < r["prefill_standard_bytes_per_layer"]
+               for r in f["rows"] if r["n"] == 4096)  # fmt: skip
+    assert field_of(client.post("/api/flash", json={"accelerators": ["nope"]})) == [
+        "body",
+        "accelerators",
+    ]
+
+
+def wait_for(client: TestClient, job_id: str, timeout_s: float = 60.0) -> dict[str, Any]:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job = client.get(f"/api/simulate/{job_id}").json()
+        if job["status"] in ("done", "failed") or time.monotonic() > deadline:
+            return job
+        time.sleep(0.05)
+
+
+def test_simulation_runs_with_progress_and_returns_its_curves(client: TestClient) -> None:
+    body = {"num_requests": 60, "rate_per_s": 20, "prompt_len": 256, "output_len": 32}
+    started = client.post("/api/simulate", json=body)
+    assert started.status_code == 202 and started.json()["total"] == 60
+    job = wait_for(client, started.json()["id"])
+    assert (job["status"], job["done"], job["error"]) == ("done", 60, None)
+    r = job["result"]
+    assert r["num_completed"] == 60 and r["schema"] == "ridgeline.simulate/1"
+    assert r["cdf"]["e2e_s"]["p"][-1] == 1.0 and r["cdf"]["e2e_s"]["x"] == sorted(
+        r["cdf"]["e2e_s"]["x"]
+    )
+    assert len(r["kv_timeline"]["time_s"]) == len(r["kv_timeline"]["used_frac"]) > 0
+
+
+def test_oversized_simulations_are_refused_with_a_clear_message(client: TestClient) -> None:
+    r = client.post("/api/simulate", json={"num_requests": 50_000})
+    assert field_of(r) == ["body", "num_requests"]
+    assert "50,000 requests is more than the explorer runs (1,000)" in r.text
+    assert "ridgeline simulate -n 50000" in r.text
+    r = client.post("/api/simulate", json={"num_requests": 1000, "prompt_len": 30_000})
+    assert field_of(r) == ["body"] and "30,128,000 tokens" in r.text
+    r = client.post("/api/simulate", json={"model": "llama-3.1-70b", "accelerator": "groq-lpu"})
+    assert field_of(r) == ["body", "accelerator"] and "no room for KV" in r.text
+    assert field_of(client.get("/api/simulate/feedface")) == ["path", "job_id"]
+
+
+def test_a_simulation_past_the_time_limit_is_stopped() -> None:
+    quick = TestClient(create_app(sim_time_limit_s=0.0))
+    started = quick.post("/api/simulate", json={"num_requests": 250, "rate_per_s": 50}).json()
+    job = wait_for(quick, started["id"])
+    assert job["status"] == "failed" and "stopped after 0 s" in job["error"]
+    assert 0 < job["done"] < 250 and job["result"] is None

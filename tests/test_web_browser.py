@@ -162,7 +162,6 @@ def test_batch_slider_moves_the_decode_point_and_flips_the_bound(
     wait_text(page, "#decode-bound", "memory-bound")
     page.wait_for_timeout(400)  # let the comparison catch up before the picture
     page.screenshot(path=shots / "explorer-1280x800.png")
-    page.screenshot(path=shots / "explorer-full.png", full_page=True)
 
 
 def test_every_control_is_labelled_and_the_narrow_page_does_not_overflow(
@@ -211,3 +210,24 @@ def test_a_broken_config_is_reported_not_applied(page: Page, base_url: str, tmp_
     page.set_input_files("#config-file", str(path))
     wait_text(page, "#status", "is missing")
     assert page.input_value("#model") == "llama-3.1-8b"
+
+
+def test_simulate_panel_runs_a_bounded_simulation_and_the_schedule_is_shown(
+    page: Page, base_url: str, shots: Path
+) -> None:
+    page.goto(f"{base_url}#model=llama-3.1-8b&hw=h100-sxm&batch=8&context=2048&sched=ibm-spyre")
+    wait_text(page, "#sched-summary", "compiled")
+    assert "ibm-spyre" in page.text_content("#sched-summary")
+    page.fill("#sim-requests", "80")
+    page.fill("#sim-rate", "20")
+    page.press("#sim-output", "Enter")  # the form submits from the keyboard
+    wait_text(page, "#sim-summary", "80 done")
+    assert page.evaluate("document.getElementById('sim-progress').value") == 1
+    traces = page.evaluate("document.getElementById('sim-latency-plot').data.length")
+    assert traces == 2
+    page.wait_for_timeout(300)
+    page.screenshot(path=shots / "explorer-full.png", full_page=True)
+    page.fill("#sim-requests", "5000")
+    page.click("#sim-run")
+    wait_text(page, "#sim-summary", "more than the explorer runs")
+    page.locator("#simulate-card").screenshot(path=shots / "explorer-simulate.png")

@@ -8,8 +8,10 @@ result's ``to_dict()``. Errors a user can cause never become a 500:
   workload): the same 422 shape, ``loc`` naming the field the message names.
 
     GET  /api/accelerators            GET  /api/models            POST /api/models/parse
-    GET  /api/accelerators/{name}     GET  /api/models/{name}     GET  /api/capabilities
+    GET  /api/accelerators/{name}     GET  /api/models/{name}
     POST /api/roofline   POST /api/kv   POST /api/questions   POST /api/compare
+    POST /api/schedule   POST /api/flash                       (analytic.dataflow, .flash)
+    POST /api/simulate   GET  /api/simulate/{id}               (sim, bounded, with progress)
     GET  /  (the page)   /static/...    /vendor/plotly.min.js     /openapi.json
 """
 
@@ -31,6 +33,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ridgeline import analytic as an
+from ridgeline.analytic import dataflow, flash
 from ridgeline.errors import CapacityError, RidgelineError, UnknownNameError
 from ridgeline.specs import (
     Accelerator,
@@ -42,12 +45,16 @@ from ridgeline.specs import (
     param_counts,
     parse_config,
 )
+from ridgeline.web.jobs import Jobs, plan
 from ridgeline.web.schemas import (
+    MAX_SIM_SECONDS,
     AcceleratorList,
     AcceleratorSummary,
-    Capabilities,
     CompareBody,
     CompareOut,
+    FlashBody,
+    FlashOut,
+    JobOut,
     KvBody,
     KvOut,
     ModelBody,
@@ -55,6 +62,9 @@ from ridgeline.web.schemas import (
     ModelSummary,
     QuestionsOut,
     RooflineOut,
+    ScheduleBody,
+    ScheduleOut,
+    SimulateBody,
     WorkloadBody,
 )
 
@@ -87,10 +97,15 @@ def clean(obj: Any) -> Any:
     return obj
 
 
+BODY_FIELDS = frozenset().union(
+    *(b.model_fields for b in (KvBody, CompareBody, ScheduleBody, FlashBody, SimulateBody))
+)
+
+
 def _error_loc(message: str) -> list[str]:
-    """``["body", field]`` when the library's message names a field (``field batch: ...``)."""
+    """``["body", field]`` when the library's message names a request field (``field batch:``)."""
     m = re.search(r"field '?([A-Za-z_][\w.]*)'?", message)
-    return ["body", m.group(1)] if m else ["body"]
+    return ["body", m.group(1)] if m and m.group(1) in BODY_FIELDS else ["body"]
 
 
 def _unprocessable(loc: list[str], message: str) -> JSONResponse:
@@ -251,12 +266,36 @@ def comparison(body: CompareBody) -> dict[str, Any]:
     return an.compare(m, accs, body.batch, body.context, body.prompt, body.dtypes()).to_dict()
 
 
-def capabilities() -> dict[str, bool]:
-    """Which optional views this build has (the simulator and tiling land separately)."""
-    return {
-        "simulate": importlib.util.find_spec("ridgeline.sim") is not None,
-        "tiling": importlib.util.find_spec("ridgeline.analytic.tiling") is not None,
-    }
+def schedule(body: ScheduleBody) -> dict[str, Any]:
+    """One step compiled and simulated on a scratchpad accelerator (``compile_schedule``)."""
+    acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
+    try:
+        dataflow.core_of(acc, body.dtypes())  # a chip with nothing to schedule says so here
+    except RidgelineError as e:
+        raise FieldError(("body", "accelerator"), str(e)) from None
+    w = an.Workload(an.Phase(body.phase), body.batch, body.context, dtypes=body.dtypes())
+    s = dataflow.compile_schedule(
+        resolve_model(body), acc, w, buffers=body.buffers, keep_events=False
+    )
+    return s.to_dict()
+
+
+def flash_io(body: FlashBody) -> dict[str, Any]:
+    """FlashAttention traffic against sequence length (``flash_for_model``)."""
+    m = resolve_model(body)
+    accs = tuple(catalog_accelerator(n, ("body", "accelerators")) for n in body.accelerators)
+    return flash.flash_for_model(m.name, m.head_dim, m.num_heads, accs, body.context).to_dict()
+
+
+def start_simulation(jobs: Jobs, body: SimulateBody) -> dict[str, Any]:
+    """Queue a bounded ``simulate`` run; a model that leaves no room for KV is refused now."""
+    acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
+    model = resolve_model(body)
+    try:
+        cfg, requests = plan(body, model, acc)
+    except CapacityError as e:
+        raise FieldError(("body", "accelerator"), str(e)) from None
+    return jobs.submit(cfg, requests).to_dict()
 
 
 def _add_api(app: FastAPI) -> None:
@@ -287,11 +326,6 @@ def _add_api(app: FastAPI) -> None:
         """Parse an uploaded config.json (``parse_config``) and count its parameters."""
         return clean(model_summary(resolve_model(body)))
 
-    @app.get("/api/capabilities", response_model=Capabilities, tags=["catalog"])
-    def get_capabilities() -> Any:
-        """Which optional views (simulate, tiling) this build serves."""
-        return capabilities()
-
     @app.post("/api/roofline", response_model=RooflineOut, tags=["analytic"])
     def post_roofline(body: WorkloadBody) -> Any:
         """Prefill and decode steps on the roofline: per-op FLOPs and bytes, intensity, bound."""
@@ -311,6 +345,31 @@ def _add_api(app: FastAPI) -> None:
     def post_compare(body: CompareBody) -> Any:
         """Five architectures side by side: the five questions, prefill and decode."""
         return clean(comparison(body))
+
+    @app.post("/api/schedule", response_model=ScheduleOut, tags=["tiling"])
+    def post_schedule(body: ScheduleBody) -> Any:
+        """One step compiled for a scratchpad accelerator: per-op tiles, loads, time vs roofline."""
+        return clean(schedule(body))
+
+    @app.post("/api/flash", response_model=FlashOut, tags=["tiling"])
+    def post_flash(body: FlashBody) -> Any:
+        """FlashAttention HBM traffic against sequence length on each per-core scratchpad."""
+        return clean(flash_io(body))
+
+
+def _add_simulate(app: FastAPI, jobs: Jobs) -> None:
+    @app.post("/api/simulate", response_model=JobOut, status_code=202, tags=["simulate"])
+    def post_simulate(body: SimulateBody) -> Any:
+        """Start a bounded serving simulation; poll ``/api/simulate/{id}`` for its progress."""
+        return clean(start_simulation(jobs, body))
+
+    @app.get("/api/simulate/{job_id}", response_model=JobOut, tags=["simulate"])
+    def get_simulation(job_id: str) -> Any:
+        """A simulation's progress (requests done of total) and, once done, its result."""
+        job = jobs.get(job_id)
+        if job is None:
+            raise FieldError(("path", "job_id"), f"no simulation '{job_id}' (finished jobs expire)")
+        return clean(job.to_dict())
 
 
 def _add_page(app: FastAPI) -> None:
@@ -333,8 +392,12 @@ def plotly_bundle() -> Path:
     return Path(spec.origin).parent / "package_data" / "plotly.min.js"
 
 
-def create_app() -> FastAPI:
-    """The explorer: JSON API under ``/api``, OpenAPI at ``/openapi.json``, the page at ``/``."""
+def create_app(sim_time_limit_s: float = MAX_SIM_SECONDS) -> FastAPI:
+    """The explorer: JSON API under ``/api``, OpenAPI at ``/openapi.json``, the page at ``/``.
+
+    Args:
+        sim_time_limit_s: wall time after which a simulation job is stopped.
+    """
     app = FastAPI(
         title="ridgeline explorer",
         version="1",
@@ -345,5 +408,6 @@ def create_app() -> FastAPI:
     app.add_exception_handler(RidgelineError, _on_library_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     _add_api(app)
+    _add_simulate(app, Jobs(sim_time_limit_s))
     _add_page(app)
     return app

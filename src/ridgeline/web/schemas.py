@@ -8,9 +8,9 @@ request stays cheap.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ridgeline.analytic import DEFAULT_ACCELERATORS, Dtypes
 from ridgeline.specs import DType, accelerator_names, model_names
@@ -174,6 +174,118 @@ class CompareOut(_Out):
     rows: list[dict[str, Any]]
 
 
-class Capabilities(_Out):
-    simulate: bool
-    tiling: bool
+# ---- simulation (the serving simulator, ``ridgeline.sim``) ----------------------------------
+
+MAX_SIM_REQUESTS = 1000
+MAX_SIM_TOKENS = 1_000_000  # requests × (prompt + output)
+MAX_SIM_SECONDS = 30.0
+
+
+class SimulateBody(ModelBody):
+    """A bounded serving simulation: Poisson arrivals of fixed-length requests on one instance.
+
+    Larger runs belong to the CLI (``ridgeline simulate``); the explorer refuses them with a 422.
+    """
+
+    accelerator: AcceleratorName = DEFAULT_ACCELERATOR
+    num_requests: Annotated[int, Field(ge=1, json_schema_extra={"maximum": MAX_SIM_REQUESTS})] = 200
+    rate_per_s: Annotated[float, Field(gt=0, le=10_000, description="mean arrivals per second")] = (
+        10.0
+    )
+    prompt_len: Annotated[int, Field(ge=1, le=32_768)] = 512
+    output_len: Annotated[int, Field(ge=1, le=8_192)] = 128
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
+    weight_dtype: DType = DType.BF16
+    act_dtype: DType = DType.BF16
+    kv_dtype: DType = DType.BF16
+
+    @field_validator("num_requests")
+    @classmethod
+    def _bounded(cls, n: int) -> int:
+        if n > MAX_SIM_REQUESTS:
+            raise ValueError(
+                f"{n:,} requests is more than the explorer runs ({MAX_SIM_REQUESTS:,}); "
+                f"use 'ridgeline simulate -n {n}' for a run that size"
+            )
+        return n
+
+    @model_validator(mode="after")
+    def _bounded_tokens(self) -> SimulateBody:
+        tokens = self.num_requests * (self.prompt_len + self.output_len)
+        if tokens > MAX_SIM_TOKENS:
+            raise ValueError(
+                f"num_requests × (prompt_len + output_len) = {tokens:,} tokens is more than the "
+                f"explorer simulates ({MAX_SIM_TOKENS:,}); use 'ridgeline simulate' instead"
+            )
+        return self
+
+    def dtypes(self) -> Dtypes:
+        return Dtypes(self.weight_dtype, self.act_dtype, self.kv_dtype)
+
+
+class JobOut(_Out):
+    id: str
+    status: Literal["queued", "running", "done", "failed"]
+    done: int
+    total: int
+    elapsed_s: float
+    error: str | None
+    result: dict[str, Any] | None
+
+
+# ---- tiling and compiled schedules (``analytic.dataflow``, ``analytic.flash``) -----------------
+
+MAX_SCHEDULE_TOKENS = 4096  # new tokens in the compiled step: compile time grows with them
+MAX_SCHEDULE_BATCH = 1024
+MAX_SCHEDULE_CONTEXT = 131_072
+
+
+class ScheduleBody(ModelBody):
+    """One step compiled for a scratchpad accelerator (static bucket, double-buffered)."""
+
+    accelerator: AcceleratorName = "ibm-spyre"
+    phase: Literal["decode", "prefill"] = "decode"
+    batch: Annotated[int, Field(ge=1, le=MAX_SCHEDULE_BATCH)] = 1
+    context: Annotated[
+        int, Field(ge=1, le=MAX_SCHEDULE_CONTEXT, description="decode: cached; prefill: prompt")
+    ] = 4096
+    buffers: Annotated[int, Field(ge=1, le=4, description="1 single, 2 double buffering")] = 2
+    weight_dtype: DType = DType.BF16
+    act_dtype: DType = DType.BF16
+    kv_dtype: DType = DType.BF16
+
+    @model_validator(mode="after")
+    def _bounded_tokens(self) -> ScheduleBody:
+        tokens = self.batch * (self.context if self.phase == "prefill" else 1)
+        if tokens > MAX_SCHEDULE_TOKENS:
+            raise ValueError(
+                f"a prefill of batch × context = {tokens:,} tokens is more than the explorer "
+                f"compiles ({MAX_SCHEDULE_TOKENS:,}); use 'ridgeline schedule' instead"
+            )
+        return self
+
+    def dtypes(self) -> Dtypes:
+        return Dtypes(self.weight_dtype, self.act_dtype, self.kv_dtype)
+
+
+class FlashBody(ModelBody):
+    """FlashAttention traffic up to ``context`` on each accelerator's per-core scratchpad."""
+
+    context: Annotated[int, Field(ge=1, le=MAX_CONTEXT)] = 32_768
+    accelerators: Annotated[list[AcceleratorName], Field(min_length=1, max_length=MAX_COMPARE)] = [
+        "h100-sxm",
+        "tpu-v6e",
+        "ibm-spyre",
+    ]
+
+
+class ScheduleOut(_Out):
+    model: str
+    accelerator: str
+    time_s: float
+    roofline_time_s: float
+    ops: list[dict[str, Any]]
+
+
+class FlashOut(_Out):
+    rows: list[dict[str, Any]]

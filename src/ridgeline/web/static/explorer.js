@@ -6,7 +6,7 @@
 const DTYPES = ["bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4"];
 const DEFAULTS = {
   model: "llama-3.1-8b", hw: "h100-sxm", batch: 1, context: 4096, prompt: 2048,
-  wdt: "bf16", adt: "bf16", kvdt: "bf16", config: null, cname: null,
+  wdt: "bf16", adt: "bf16", kvdt: "bf16", sched: "ibm-spyre", config: null, cname: null,
 };
 const COLORS = { prefill: "#1f5fbf", decode: "#b3541e", roof: "#1d2433", kv: "#7a3fb0" };
 const PLOT_CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
@@ -51,7 +51,7 @@ function b64decode(s) {
 }
 function readHash() {
   const p = new URLSearchParams(location.hash.slice(1));
-  for (const k of ["model", "hw", "wdt", "adt", "kvdt", "cname"]) if (p.has(k)) state[k] = p.get(k);
+  for (const k of ["model", "hw", "wdt", "adt", "kvdt", "sched", "cname"]) if (p.has(k)) state[k] = p.get(k);
   for (const k of ["batch", "context", "prompt"]) {
     const v = parseInt(p.get(k), 10);
     if (Number.isFinite(v)) state[k] = v;
@@ -63,7 +63,7 @@ function readHash() {
 }
 function writeHash() {
   const p = new URLSearchParams();
-  for (const k of ["model", "hw", "batch", "context", "prompt", "wdt", "adt", "kvdt"]) p.set(k, state[k]);
+  for (const k of ["model", "hw", "batch", "context", "prompt", "wdt", "adt", "kvdt", "sched"]) p.set(k, state[k]);
   if (state.config) { p.set("config", b64encode(JSON.stringify(state.config))); p.set("cname", state.cname); }
   history.replaceState(null, "", `#${p.toString()}`);
 }
@@ -263,6 +263,7 @@ function changed(modelChanged = false) {
   writeHash();
   schedule("views", refresh, 40);
   schedule("compare", refreshCompare, 200);
+  schedule("schedule", refreshSchedule, 300);
   if (modelChanged) refreshModel();
 }
 
@@ -270,6 +271,7 @@ function changed(modelChanged = false) {
 function syncControls() {
   $("model").value = state.config ? "__uploaded__" : state.model;
   $("accelerator").value = state.hw;
+  $("sched-accelerator").value = state.sched;
   $("weight-dtype").value = state.wdt; $("act-dtype").value = state.adt; $("kv-dtype").value = state.kvdt;
   for (const k of ["batch", "context", "prompt"]) {
     $(k).value = state[k];
@@ -314,6 +316,8 @@ function bind() {
     state.model = e.target.value; state.config = null; changed(true);
   });
   $("accelerator").addEventListener("change", (e) => { state.hw = e.target.value; changed(); });
+  $("sched-accelerator").addEventListener("change", (e) => { state.sched = e.target.value; changed(); });
+  $("simulate-form").addEventListener("submit", runSimulation);
   $("weight-dtype").addEventListener("change", (e) => { state.wdt = e.target.value; changed(); });
   $("act-dtype").addEventListener("change", (e) => { state.adt = e.target.value; changed(); });
   $("kv-dtype").addEventListener("change", (e) => { state.kvdt = e.target.value; changed(); });
@@ -328,14 +332,97 @@ function fill(select, values, labels) {
   select.innerHTML = values.map((v, i) => `<option value="${escapeHtml(v)}">${escapeHtml(labels ? labels[i] : v)}</option>`).join("");
 }
 
-// ---------- simulate ----------
-function setupSimulate(caps) {
-  if (!caps.simulate) {
-    $("simulate-note").textContent = "The serving simulator is not part of this build yet; its panel (latency CDF, KV use over time) appears when it is.";
-    return;
+// ---------- tiling and the compiled schedule ----------
+function drawSchedule(s) {
+  const gaps = Object.entries(s.gap).filter(([k, v]) => k !== "total" && v > 0)
+    .map(([k, v]) => `${k} ${fmtSeconds(v)}`).join(", ");
+  $("sched-summary").textContent = `${s.phase} step of ${s.model} on ${s.accelerator} (${s.cores} cores, bucket batch ${fmtInt(s.bucket.batch)} × ${fmtInt(s.bucket.context)} tokens): `
+    + `compiled ${fmtSeconds(s.time_s)} vs roofline ${fmtSeconds(s.roofline_time_s)}${gaps ? ` (gap: ${gaps})` : ""}; `
+    + `bandwidth ${(100 * s.bandwidth_utilisation).toFixed(1)}%, compute ${(100 * s.compute_utilisation).toFixed(2)}%; `
+    + `peak scratchpad ${fmtBytes(s.peak_occupancy_bytes)} of ${fmtBytes(s.scratchpad_bytes)}; padding ${(100 * s.padding_fraction).toFixed(1)}%.`;
+  $("sched-table").tBodies[0].innerHTML = s.ops.map((o) => `<tr><th scope="row">${escapeHtml(o.name)}</th>
+    <td class="num">${o.count}</td><td>${escapeHtml(o.tile || o.kind)}</td>
+    <td class="num">${fmtBytes(o.dram_load_bytes)}</td><td class="num">${fmtSeconds(o.time_s)}</td>
+    <td class="num">${fmtSeconds(o.roofline_s)}</td><td>${escapeHtml(o.limiter)}</td></tr>`).join("");
+}
+function drawFlash(f) {
+  const byMem = {};
+  for (const r of f.rows) (byMem[r.memory] = byMem[r.memory] || []).push(r);
+  const traces = [];
+  const first = Object.values(byMem)[0] || [];
+  traces.push({ x: first.map((r) => r.n), y: first.map((r) => r.prefill_standard_bytes_per_layer / 1e9),
+    name: "standard attention", mode: "lines", line: { color: "#888", dash: "dot" } });
+  for (const [mem, rows] of Object.entries(byMem)) {
+    traces.push({ x: rows.map((r) => r.n), y: rows.map((r) => r.prefill_flash_bytes_per_layer / 1e9),
+      name: `flash, ${mem}`, mode: "lines+markers" });
   }
-  $("simulate-form").hidden = false;
-  if (window.ridgelineSimulate) window.ridgelineSimulate({ api, body, state, $, fmtSeconds, fmtBytes, showError, showOk, PLOT_CONFIG });
+  Plotly.react("flash-plot", traces, {
+    margin: { l: 62, r: 12, t: 8, b: 40 }, legend: { orientation: "h", y: -0.35 },
+    xaxis: { type: "log", title: { text: "sequence length N (prefill)" }, tickvals: first.map((r) => r.n), tickformat: ",d" },
+    yaxis: { type: "log", title: { text: "GB per layer" }, dtick: 1, tickformat: "~g" },
+  }, PLOT_CONFIG);
+  const last = f.rows.filter((r) => r.n === f.rows[f.rows.length - 1].n);
+  $("flash-summary").textContent = `${f.model}, ${f.heads} heads of d=${f.head_dim}, N=${fmtInt(last[0].n)}: `
+    + last.map((r) => `${r.memory} saves ${r.prefill.saving.toFixed(1)}× (K/V read ${r.prefill.kv_passes}×, Q/O ${r.prefill.q_passes}×)`).join("; ") + ".";
+}
+async function refreshSchedule() {
+  const b = body();
+  const req = { accelerator: state.sched, phase: "decode", batch: state.batch, context: Math.max(state.context, 1),
+    weight_dtype: state.wdt, act_dtype: state.adt, kv_dtype: state.kvdt };
+  const fl = { context: Math.max(state.context, 8192) };
+  if (b.config) { req.config = fl.config = b.config; req.config_name = fl.config_name = b.config_name; } else req.model = fl.model = b.model;
+  try { drawSchedule(await api("/api/schedule", req)); } catch (e) {
+    $("sched-summary").textContent = `No schedule: ${e.message}`;
+    $("sched-table").tBodies[0].innerHTML = "";
+  }
+  try { drawFlash(await api("/api/flash", fl)); } catch (e) { $("flash-summary").textContent = e.message; }
+}
+
+// ---------- simulate ----------
+function simBody() {
+  const b = body();
+  const s = {
+    accelerator: b.accelerator, weight_dtype: b.weight_dtype, act_dtype: b.act_dtype, kv_dtype: b.kv_dtype,
+    num_requests: parseInt($("sim-requests").value, 10), rate_per_s: parseFloat($("sim-rate").value),
+    prompt_len: parseInt($("sim-prompt").value, 10), output_len: parseInt($("sim-output").value, 10),
+  };
+  if (b.config) { s.config = b.config; s.config_name = b.config_name; } else s.model = b.model;
+  return s;
+}
+function drawSimulation(r) {
+  const ms = (x) => (x == null ? "—" : `${(x * 1e3).toPrecision(3)} ms`);
+  $("sim-summary").textContent = `${r.label}: ${fmtInt(r.num_completed)} done, ${fmtInt(r.num_rejected)} rejected in ${fmtSeconds(r.makespan_s)} simulated; `
+    + `${r.requests_per_s.toPrecision(3)} req/s, ${fmtInt(r.output_tokens_per_s)} output tokens/s; TTFT p50 ${ms(r.ttft_s.p50)}, p99 ${ms(r.ttft_s.p99)}; `
+    + `TPOT p50 ${ms(r.tpot_s.p50)}; ${r.num_preemptions} preemptions; KV peak ${(100 * r.kv_peak_frac).toFixed(1)}% of ${fmtInt(r.kv_blocks)} blocks.`;
+  const cdf = (c, name, color) => ({ x: c.x, y: c.p, name, mode: "lines", line: { color, width: 2, shape: "hv" } });
+  Plotly.react("sim-latency-plot", [cdf(r.cdf.ttft_s, "time to first token", COLORS.prefill), cdf(r.cdf.e2e_s, "end to end", COLORS.decode)], {
+    margin: { l: 56, r: 12, t: 8, b: 40 }, legend: { orientation: "h", y: -0.4 },
+    xaxis: { type: "log", title: { text: "latency (s)" }, dtick: 1, tickformat: "~g" }, yaxis: { title: { text: "fraction of requests" }, range: [0, 1.02] },
+  }, PLOT_CONFIG);
+  Plotly.react("sim-kv-plot", [{ x: r.kv_timeline.time_s, y: r.kv_timeline.used_frac.map((v) => 100 * v), name: "KV used",
+    mode: "lines", line: { color: COLORS.kv, width: 2 }, fill: "tozeroy" }], {
+    margin: { l: 56, r: 12, t: 8, b: 40 }, showlegend: false,
+    xaxis: { title: { text: "simulated time (s)" } }, yaxis: { title: { text: "KV pool used (%)" }, rangemode: "tozero" },
+  }, PLOT_CONFIG);
+}
+async function runSimulation() {
+  const button = $("sim-run"), bar = $("sim-progress");
+  button.disabled = true; bar.value = 0;
+  $("sim-summary").textContent = "Simulating…";
+  try {
+    let job = await api("/api/simulate", simBody());
+    while (job.status === "queued" || job.status === "running") {
+      bar.value = job.total ? job.done / job.total : 0;
+      $("sim-summary").textContent = `Simulating… ${fmtInt(job.done)} of ${fmtInt(job.total)} requests done`;
+      await new Promise((ok) => setTimeout(ok, 200));
+      job = await api(`/api/simulate/${job.id}`);
+    }
+    bar.value = 1;
+    if (job.status === "failed") throw new Error(job.error);
+    drawSimulation(job.result);
+  } catch (e) {
+    $("sim-summary").textContent = `Not simulated: ${e.message}`;
+  } finally { button.disabled = false; }
 }
 
 function start() {
@@ -348,12 +435,13 @@ function start() {
 async function init() {
   readHash();
   try {
-    const [models, accs, caps] = await Promise.all([api("/api/models"), api("/api/accelerators"), api("/api/capabilities")]);
+    const [models, accs] = await Promise.all([api("/api/models"), api("/api/accelerators")]);
     fill($("model"), models.models.map((m) => m.name));
-    fill($("accelerator"), accs.accelerators.map((a) => a.name), accs.accelerators.map((a) => `${a.name} (${a.kind})`));
+    const accNames = accs.accelerators.map((a) => a.name), accLabels = accs.accelerators.map((a) => `${a.name} (${a.kind})`);
+    fill($("accelerator"), accNames, accLabels);
+    fill($("sched-accelerator"), accNames, accLabels);
     for (const s of document.querySelectorAll("select.dtype")) fill(s, DTYPES);
     bind();
-    setupSimulate(caps);
     start();
   } catch (e) { showError(`cannot reach the API: ${e.message}`); }
 }
