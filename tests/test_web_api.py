@@ -295,3 +295,21 @@ def test_a_simulation_past_the_time_limit_is_stopped() -> None:
     job = wait_for(quick, started["id"])
     assert job["status"] == "failed" and "stopped after 0 s" in job["error"]
     assert 0 < job["done"] < 250 and job["result"] is None
+
+
+def test_shutdown_stops_a_running_simulation() -> None:
+    import time
+
+    from ridgeline.web.jobs import Jobs, plan
+    from ridgeline.web.schemas import SimulateBody
+
+    body = SimulateBody(num_requests=1000, rate_per_s=200, prompt_len=512)
+    jobs = Jobs()
+    job = jobs.submit(*plan(body, get_model(body.model), get_accelerator(body.accelerator)))
+    while job.status == "queued":
+        time.sleep(0.01)
+    jobs.shutdown()
+    deadline = time.monotonic() + 30
+    while job.status == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert job.status == "failed" and job.error == "the explorer is shutting down"

@@ -231,3 +231,13 @@ def test_simulate_panel_runs_a_bounded_simulation_and_the_schedule_is_shown(
     page.click("#sim-run")
     wait_text(page, "#sim-summary", "more than the explorer runs")
     page.locator("#simulate-card").screenshot(path=shots / "explorer-simulate.png")
+
+
+def test_without_chromium_and_root_the_browser_tests_say_why(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    module = __import__(__name__, fromlist=["CHROMIUM"])
+    monkeypatch.setattr(module, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    reason = ensure_chromium()
+    assert reason is not None and "needs root and apt-get" in reason

@@ -20,6 +20,8 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -398,7 +400,16 @@ def create_app(sim_time_limit_s: float = MAX_SIM_SECONDS) -> FastAPI:
     Args:
         sim_time_limit_s: wall time after which a simulation job is stopped.
     """
+    jobs = Jobs(sim_time_limit_s)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        jobs.start()
+        yield
+        jobs.shutdown()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="ridgeline explorer",
         version="1",
         description="Where the time and memory of LLM inference go: the analytic views as JSON.",
@@ -408,6 +419,6 @@ def create_app(sim_time_limit_s: float = MAX_SIM_SECONDS) -> FastAPI:
     app.add_exception_handler(RidgelineError, _on_library_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     _add_api(app)
-    _add_simulate(app, Jobs(sim_time_limit_s))
+    _add_simulate(app, jobs)
     _add_page(app)
     return app

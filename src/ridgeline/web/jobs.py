@@ -114,7 +114,8 @@ class Jobs:
         self.time_limit_s = time_limit_s
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ridgeline-sim")
+        self._pool: ThreadPoolExecutor | None = None  # made on the first submit
+        self._stopping = threading.Event()
 
     def submit(self, cfg: SimConfig, requests: list[RequestSpec]) -> Job:
         job = Job(uuid.uuid4().hex[:12], total=len(requests))
@@ -122,7 +123,9 @@ class Jobs:
             self._jobs[job.id] = job
             while len(self._jobs) > MAX_JOBS:
                 self._jobs.popitem(last=False)
-        self._pool.submit(self._run, job, cfg, requests)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ridgeline-sim")
+            self._pool.submit(self._run, job, cfg, requests)
         return job
 
     def get(self, job_id: str) -> Job | None:
@@ -135,6 +138,8 @@ class Jobs:
 
         def progress(done: int) -> None:
             job.done = done
+            if self._stopping.is_set():
+                raise TimeLimitExceeded("the explorer is shutting down")
             if time.monotonic() > deadline:
                 raise TimeLimitExceeded(
                     f"stopped after {self.time_limit_s:g} s at {done} of {job.total} requests: "
@@ -151,5 +156,14 @@ class Jobs:
         finally:
             job.finished_s = time.monotonic()
 
+    def start(self) -> None:
+        """Accept jobs again (an app's lifespan may start and stop more than once in tests)."""
+        self._stopping.clear()
+
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Drop queued jobs and stop the running one at its next progress report."""
+        self._stopping.set()
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
