@@ -241,3 +241,25 @@ def test_without_chromium_and_root_the_browser_tests_say_why(
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     reason = ensure_chromium()
     assert reason is not None and "needs root and apt-get" in reason
+
+
+def test_chromium_install_retries_after_apt_get_update(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    module = __import__(__name__, fromlist=["CHROMIUM"])
+    fake = tmp_path / "chromium"
+    calls: list[tuple[str, ...]] = []
+
+    def apt(*args: str) -> bool:  # a fresh machine: no package lists until 'update'
+        calls.append(args)
+        if args[0] == "install" and ("update", "-q") in calls:
+            fake.touch()
+            return True
+        return args[0] == "update"
+
+    monkeypatch.setattr(module, "CHROMIUM", fake)
+    monkeypatch.setattr(module, "_apt", apt)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert ensure_chromium() is None
+    assert [c[0] for c in calls] == ["install", "update", "install"]
