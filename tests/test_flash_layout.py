@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ridgeline.analytic.flash import (
     FlashOrder,
@@ -16,6 +20,7 @@ from ridgeline.analytic.layout import (
     Order,
     alignment,
     bank_conflicts,
+    level_bank_conflicts,
     padded_bytes,
     strided_efficiency,
     traversal,
@@ -86,9 +91,19 @@ def test_flash_table_for_three_memories() -> None:
 def test_bank_conflict_degree(stride: int, degree: int) -> None:
     # 32 banks of 4 B, 32 lanes: lane i reads word i·stride → gcd(stride, 32)-way (stride 0:
     # every lane reads one word, a broadcast)
-    acc = bank_conflicts(stride, peak_bytes_per_s=128.0)
+    acc = bank_conflicts(stride, 32, 4, peak_bytes_per_s=128.0)
     assert acc.conflict_degree == degree
     assert acc.effective_bytes_per_s == pytest.approx(128.0 / degree)
+
+
+def test_h100_shared_memory_banks_come_from_the_catalog() -> None:
+    smem = get_accelerator("h100-sxm").level("smem")
+    a = level_bank_conflicts(smem, stride_words=2)
+    # 32 banks x 4 B; one SM's share of 33.45 TB/s over 132 SMs = 253.4 GB/s, halved
+    assert (a.banks, a.bank_width_bytes, a.conflict_degree) == (32, 4, 2)
+    assert a.effective_bytes_per_s == pytest.approx(3.345e13 / 132 / 2)
+    with pytest.raises(ConfigError, match="field banks"):
+        level_bank_conflicts(get_accelerator("ibm-spyre").level("lx"), 1)
 
 
 def test_alignment_and_sticks() -> None:
@@ -111,3 +126,17 @@ def test_access_order() -> None:
     assert cached.amplification == 1.0
     assert strided_efficiency(2, 2, 128) == 0.5
     assert strided_efficiency(64, 2, 128) == pytest.approx(2 / 128)
+
+
+@settings(max_examples=100, deadline=None)
+@given(stride=st.integers(1, 4096))
+def test_bank_conflict_degree_is_gcd_with_32_banks(stride: int) -> None:
+    assert bank_conflicts(stride, 32, 4).conflict_degree == math.gcd(stride, 32)
+
+
+@settings(max_examples=100, deadline=None)
+@given(offset=st.integers(0, 10_000), size=st.integers(1, 10_000))
+def test_misalignment_costs_at_most_one_granule(offset: int, size: int) -> None:
+    a = alignment(offset, size, 128)
+    assert a.granules_touched - a.granules_aligned in (0, 1)
+    assert a.granules_touched == a.granules_aligned or offset % 128 != 0

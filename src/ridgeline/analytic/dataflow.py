@@ -38,7 +38,7 @@ from typing import Any
 
 from ridgeline.analytic import flash
 from ridgeline.analytic.ops import OpTerms, op_terms
-from ridgeline.analytic.roofline import shape_of, step_cost
+from ridgeline.analytic.roofline import Efficiency, shape_of, step_cost
 from ridgeline.analytic.tiling import (
     LoopOrder,
     Matmul,
@@ -54,6 +54,7 @@ from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.model import ModelSpec
 
 MIN_STREAM_TILES = 4  # NOTE: a heuristic: enough tiles for double buffering to overlap
+NO_RING_NOTE = "no ring: every core re-reads the shared input; partials meet in device memory"
 
 
 class Kind(StrEnum):
@@ -73,6 +74,14 @@ class Category(StrEnum):
     ACT = "act"
     PARTIAL = "partial"  # matmul partial sums written out and read back (a declared re-load)
     NONE = "none"
+
+
+class Lane(StrEnum):
+    """A resource of a core that an operator can be limited by."""
+
+    DMA = "device memory"
+    COMPUTE = "compute"
+    RING = "ring"
 
 
 class OpKind(StrEnum):
@@ -140,16 +149,27 @@ class OpProgram:
     array_util: float
     reload_note: str = ""
 
+    def __post_init__(self) -> None:
+        ends = [b.addr + b.size_bytes for b in self.buffers]
+        assert all(e <= b.addr for e, b in zip(ends, self.buffers[1:], strict=False)), (
+            "buffers overlap"
+        )
+
     @property
     def occupancy_bytes(self) -> int:
         return sum(b.size_bytes for b in self.buffers)
 
-    def total(self, kind: Kind, reload: bool | None = None) -> float:
-        """Bytes of ``kind`` instructions in one core's program for one layer."""
+    def total(
+        self, kind: Kind, reload: bool | None = None, category: Category | None = None
+    ) -> float:
+        """Bytes of ``kind`` instructions in one core's program for one layer (optionally only
+        re-loads or first loads, only one category)."""
         out = 0.0
         for s in self.steps:
             for ins in (*s.loads, *s.stores):
-                if ins.kind is kind and (reload is None or ins.reload is reload):
+                if ins.kind is not kind or (reload is not None and ins.reload is not reload):
+                    continue
+                if category is None or ins.category is category:
                     out += ins.size_bytes
         return out
 
@@ -169,14 +189,23 @@ class Core:
     dram_bytes_per_s: float  # this core's share of device bandwidth
     ring_bytes_per_s: float  # what the ring delivers into one core (both directions)
     flops_per_s: float  # this core's share of peak
+    has_ring: bool = True  # False: shared inputs are re-read from device memory by every core
 
 
-def core_of(acc: Accelerator, dt: Dtypes, level: str | None = None) -> Core:
+def core_of(
+    acc: Accelerator,
+    dt: Dtypes,
+    level: str | None = None,
+    use_ring: bool = True,
+    bandwidth_efficiency: float = 1.0,
+) -> Core:
     """A core of ``acc``: its scratchpad, and its shares of bandwidth and peak.
 
     Ring: a core receives from both neighbours, 2 × the per-direction bandwidth (bandwidth-
-    optimal ring all-gather, Patarasuk & Yuan, JPDC 2009). Without a ring in the catalog the
-    device bandwidth share stands in for inter-core traffic.
+    optimal ring all-gather, Patarasuk & Yuan, JPDC 2009). Without a ring in the catalog (or
+    with ``use_ring=False``) every core reads a shared input from device memory itself, and
+    partial results meet in device memory: replicated traffic the plan declares as re-loads.
+    ``bandwidth_efficiency`` scales device bandwidth (Spyre's measured ~150 of 200 GB/s [S38]).
     """
     lvl = scratchpad_level(acc, level)
     if acc.level_names.index(lvl.name) >= acc.level_names.index(acc.device_level):
@@ -185,7 +214,7 @@ def core_of(acc: Accelerator, dt: Dtypes, level: str | None = None) -> Core:
             f"which is not below the scratchpad '{lvl.name}'; there is no load/store schedule "
             f"between them to compile"
         )
-    share = acc.device_bandwidth_bytes_per_s / acc.cores
+    share = acc.device_bandwidth_bytes_per_s * bandwidth_efficiency / acc.cores
     if lvl.bandwidth_bytes_per_s is not None:
         share = min(share, lvl.bandwidth_bytes_per_s / lvl.instances)
     ring = acc.ring_bandwidth_bytes_per_s
@@ -197,7 +226,13 @@ def core_of(acc: Accelerator, dt: Dtypes, level: str | None = None) -> Core:
         dram_bytes_per_s=share,
         ring_bytes_per_s=2.0 * ring if ring is not None else share,
         flops_per_s=acc.peak(dt.compute) / acc.cores,
+        has_ring=use_ring and ring is not None,
     )
+
+
+def _rounding_slack(core: Core, buffers: int) -> float:
+    """Bytes lost to rounding each of at most 3·``buffers`` buffers up to the granule."""
+    return 3 * buffers * core.granule_bytes
 
 
 class _Allocator:
@@ -260,7 +295,7 @@ def _matmul_program(
     mm = Matmul(m, k, n_core, dt.act.bytes, dt.weight.bytes, dt.act.bytes)
     pad = Scratchpad(
         "core",
-        core.capacity_bytes,
+        core.capacity_bytes - _rounding_slack(core, buffers),
         core.array_dim,
         core.granule_bytes,
         core.flops_per_s,
@@ -277,16 +312,10 @@ def _matmul_program(
         b=_per_core_layer(t.weight_bytes, t, core.cores),
         c=_per_core_layer(t.act_write_bytes, t, core.cores),
         cores=core.cores,
+        ring=core.has_ring,
     )
     alloc = _Allocator(core.granule_bytes)
     steps = _emit_matmul(mm, p, sizes, alloc)
-    note = ""
-    if p.passes.a_reads > 1 or p.passes.b_reads > 1 or p.passes.c_reads > 0:
-        note = (
-            f"{p.order.value} tiles {p.tile.tm}x{p.tile.tk}x{p.tile.tn}: A read "
-            f"{p.passes.a_reads}x, B {p.passes.b_reads}x, partial sums "
-            f"{p.passes.c_writes} out / {p.passes.c_reads} back"
-        )
     return OpProgram(
         t.name,
         t.count,
@@ -296,7 +325,18 @@ def _matmul_program(
         p,
         t,
         array_utilisation(mm, core.array_dim),
-        note,
+        _reload_note(p, core.has_ring),
+    )
+
+
+def _reload_note(p: TilePlan, ring: bool) -> str:
+    """Why a tiling moves an operand more than once, or "" when it does not."""
+    if p.passes.a_reads == 1 and p.passes.b_reads == 1 and p.passes.c_reads == 0:
+        return "" if ring else NO_RING_NOTE
+    return ("" if ring else NO_RING_NOTE + "; ") + (
+        f"{p.order.value} tiles {p.tile.tm}x{p.tile.tk}x{p.tile.tn}: A read "
+        f"{p.passes.a_reads}x, B {p.passes.b_reads}x, partial sums "
+        f"{p.passes.c_writes} out / {p.passes.c_reads} back"
     )
 
 
@@ -308,6 +348,7 @@ class _MatmulBytes:
     b: float
     c: float
     cores: int
+    ring: bool
 
 
 def _edges(dim: int, tile: int) -> list[tuple[int, int]]:
@@ -318,8 +359,9 @@ def _edges(dim: int, tile: int) -> list[tuple[int, int]]:
 def _emit_matmul(mm: Matmul, p: TilePlan, sz: _MatmulBytes, alloc: _Allocator) -> list[Step]:
     """The loop nest of ``p.order`` as a flat list of steps (module docstring of ``tiling``).
 
-    An A tile's first load comes 1/cores from device memory and the rest over the ring; a later
-    load of the same tile is a declared re-load from device memory.
+    An A tile's first load comes 1/cores from device memory and the rest over the ring (without
+    a ring: a replicated read, declared as a re-load); a later load of the same tile is a
+    declared re-load from device memory.
     """
     t, nb = p.tile, p.buffers
     a_addr = [alloc.alloc(f"A[{i}]", t.tm * t.tk * mm.a_bytes) for i in range(nb)]
@@ -366,9 +408,10 @@ def _a_loads(
     if again:
         return [Instr(Kind.LOAD, Category.ACT, tile, 0, addr, True)]
     own = tile / sz.cores
+    rest = (Kind.RING, False) if sz.ring else (Kind.LOAD, True)  # else: replicated read
     return [
         Instr(Kind.LOAD, Category.ACT, own, 0, addr),
-        Instr(Kind.RING, Category.ACT, tile - own, 0, addr),
+        Instr(rest[0], Category.ACT, tile - own, 0, addr, rest[1]),
     ]
 
 
@@ -398,7 +441,8 @@ class _Stream:
 
     loads: tuple[tuple[Category, float, bool], ...]
     stores: tuple[tuple[Category, float, bool], ...]
-    ring: float
+    gather: float  # bytes this core needs from the others' share of a shared input
+    reduce: float  # bytes of partial results this core exchanges with the others
     flops: float
 
 
@@ -406,9 +450,13 @@ def _stream_program(
     t: OpTerms, kind: OpKind, s: _Stream, core: Core, buffers: int, note: str = ""
 ) -> OpProgram:
     """Split a streamed op evenly and cut it into equal double-buffered tiles."""
+    if not core.has_ring and s.gather + s.reduce > 0:
+        s = _without_ring(s)
+        note = note or NO_RING_NOTE
     load_bytes = sum(b for _, b, _ in s.loads)
     store_bytes = sum(b for _, b, _ in s.stores)
-    by_capacity = math.ceil(buffers * (load_bytes + store_bytes) / core.capacity_bytes)
+    room = core.capacity_bytes - _rounding_slack(core, buffers)
+    by_capacity = math.ceil(buffers * (load_bytes + store_bytes) / room)
     by_granule = max(1, int((load_bytes + store_bytes) // core.granule_bytes))
     tiles = max(1, by_capacity, min(MIN_STREAM_TILES, by_granule))
     alloc = _Allocator(core.granule_bytes)
@@ -421,8 +469,9 @@ def _stream_program(
             for cat, b, again in s.loads
             if b > 0
         ]
-        if s.ring > 0:
-            loads.append(Instr(Kind.RING, Category.ACT, s.ring / tiles, 0, in_addr[i % buffers]))
+        ring = s.gather + s.reduce
+        if ring > 0:
+            loads.append(Instr(Kind.RING, Category.ACT, ring / tiles, 0, in_addr[i % buffers]))
         stores = tuple(
             Instr(Kind.STORE, cat, b / tiles, 0, out_addr[i % buffers], again)
             for cat, b, again in s.stores
@@ -431,6 +480,14 @@ def _stream_program(
         compute = Instr(Kind.COMPUTE, Category.NONE, 0.0, s.flops / tiles, in_addr[i % buffers])
         steps.append(Step(tuple(loads), compute, stores))
     return OpProgram(t.name, t.count, kind, tuple(steps), tuple(alloc.buffers), None, t, 1.0, note)
+
+
+def _without_ring(s: _Stream) -> _Stream:
+    """Inter-core traffic through device memory: the gathered input is read again by every
+    core, partial results are stored and read back (declared re-loads)."""
+    loads = (*s.loads, (Category.ACT, s.gather + s.reduce, True))
+    stores = (*s.stores, (Category.ACT, s.reduce, True))
+    return _Stream(loads, stores, 0.0, 0.0, s.flops)
 
 
 def _basic_stream(t: OpTerms, cores: int) -> _Stream:
@@ -450,7 +507,8 @@ def _basic_stream(t: OpTerms, cores: int) -> _Stream:
             (Category.KV, per(t.kv_write_bytes), False),
             (Category.ACT, per(t.act_write_bytes), False),
         ),
-        ring=0.0,
+        gather=0.0,
+        reduce=0.0,
         flops=per(t.flops),
     )
 
@@ -469,8 +527,8 @@ def _attention_stream(t: OpTerms, model: ModelSpec, w: Workload, core: Core) -> 
     act_in = float(t.act_read_bytes) / t.count
     act_out = float(t.act_write_bytes) / t.count
     if w.phase is Phase.DECODE:
-        ring = (act_in + act_out) * (c - 1) / c
-        return _Stream(base.loads, base.stores, ring, base.flops), ""
+        gather, reduce = act_in * (c - 1) / c, act_out * (c - 1) / c
+        return _Stream(base.loads, base.stores, gather, reduce, base.flops), ""
     n, d, e = w.new_tokens_per_seq, model.head_dim, w.dtypes.act.bytes
     blocks = flash.block_sizes(core.capacity_bytes, d, e)
     tc, _ = blocks.tiles(n)
@@ -483,7 +541,7 @@ def _attention_stream(t: OpTerms, model: ModelSpec, w: Workload, core: Core) -> 
     loads = (*base.loads, (Category.ACT, extra_in, True))
     stores = (*base.stores, (Category.ACT, extra_out, True))
     note = f"FlashAttention Bc={blocks.bc}, Br={blocks.br}: Q/O pass {tc}x over {n} tokens"
-    return _Stream(loads, stores, 0.0, base.flops), note
+    return _Stream(loads, stores, 0.0, 0.0, base.flops), note
 
 
 def compile_op(
@@ -613,7 +671,7 @@ class OpSummary:
     flops: float
     occupancy_bytes: int
     array_util: float
-    limiter: str
+    limiter: Lane
     tile: str
     reload_note: str
 
@@ -623,7 +681,38 @@ class OpSummary:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["kind"] = self.kind.value
+        d["limiter"] = self.limiter.value
         return d
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Seconds per step the simulated schedule spends above the roofline bound, by cause."""
+
+    reloads_s: float  # declared re-loads keep device memory busier than the analytic bytes
+    array_padding_s: float  # tiles that fill the matrix unit only partly (M < array edge)
+    ring_s: float  # inter-core transfers longer than everything else
+    fill_drain_s: float  # first load and last store of each op, which nothing overlaps
+    total_s: float
+
+    def causes(self) -> dict[str, float]:
+        """Cause name → seconds, for printing."""
+        return {
+            "re-loads": self.reloads_s,
+            "array padding": self.array_padding_s,
+            "ring": self.ring_s,
+            "fill/drain": self.fill_drain_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryBytes:
+    """Bytes by what they are."""
+
+    weight: float
+    kv: float
+    act: float
+    partial: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -658,6 +747,19 @@ class Schedule:
     def loaded_bytes(self) -> float:
         """Device-memory bytes loaded by all cores over the step."""
         return self._sum(Kind.LOAD)
+
+    def loaded_by_category(self) -> CategoryBytes:
+        """Device-memory bytes loaded over the step, by what the load instructions carry."""
+        c = self.core.cores
+
+        def total(cat: Category) -> float:
+            return sum(
+                r.program.total(Kind.LOAD, category=cat) * r.program.count * c for r in self.runs
+            )
+
+        return CategoryBytes(
+            total(Category.WEIGHT), total(Category.KV), total(Category.ACT), total(Category.PARTIAL)
+        )
 
     @property
     def stored_bytes(self) -> float:
@@ -701,7 +803,7 @@ class Schedule:
         """Share of the bytes read that the bucket adds over the request's own shape."""
         return 1.0 - self.useful_read_bytes / self.analytic_read_bytes
 
-    def gap(self) -> dict[str, float]:
+    def gap(self) -> Gap:
         """How far the simulated time is above the roofline bound, by cause (s per step).
 
         Per op: the plan's bound is its busiest lane (device memory including declared
@@ -709,21 +811,25 @@ class Schedule:
         analytic roofline is charged to that lane's cause, and the rest of the simulated time
         (the first load and the last store, which nothing overlaps) to fill/drain.
         """
-        out = {"re-loads": 0.0, "array padding": 0.0, "ring": 0.0, "fill/drain": 0.0}
-        cause = {"device memory": "re-loads", "compute": "array padding", "ring": "ring"}
+        over = {lane: 0.0 for lane in Lane}
+        fill = 0.0
         for r, o in zip(self.runs, self.ops, strict=True):
             n = r.program.count
-            lanes = {
-                "device memory": r.dma_busy_s,
-                "compute": r.compute_busy_s,
-                "ring": r.ring_busy_s,
-            }
-            busiest = max(lanes.values())
-            out[cause[o.limiter]] += max(0.0, busiest * n - o.roofline_s)
-            out["fill/drain"] += (r.time_s - busiest) * n
-        out["total"] = self.time_s - self.roofline_time_s
+            busiest = max(r.dma_busy_s, r.compute_busy_s, r.ring_busy_s)
+            over[o.limiter] += max(0.0, busiest * n - o.roofline_s)
+            fill += (r.time_s - busiest) * n
         tiny = 1e-9 * self.time_s  # floating-point noise, not a cause
-        return {k: (0.0 if abs(v) < tiny else v) for k, v in out.items()}
+
+        def clean(v: float) -> float:
+            return 0.0 if abs(v) < tiny else v
+
+        return Gap(
+            reloads_s=clean(over[Lane.DMA]),
+            array_padding_s=clean(over[Lane.COMPUTE]),
+            ring_s=clean(over[Lane.RING]),
+            fill_drain_s=clean(fill),
+            total_s=clean(self.time_s - self.roofline_time_s),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         w = self.workload
@@ -739,7 +845,7 @@ class Schedule:
             "cores": self.core.cores,
             "time_s": self.time_s,
             "roofline_time_s": self.roofline_time_s,
-            "gap": self.gap(),
+            "gap": asdict(self.gap()),
             "analytic": {
                 "read_bytes": self.analytic_read_bytes,
                 "write_bytes": self.analytic_write_bytes,
@@ -747,6 +853,7 @@ class Schedule:
                 "kv_bytes": self.analytic_kv_bytes,
                 "activation_bytes": self.analytic_act_bytes,
             },
+            "loaded_by_category": asdict(self.loaded_by_category()),
             "bytes_per_level": {
                 "dram_loaded": self.loaded_bytes,
                 "dram_stored": self.stored_bytes,
@@ -766,11 +873,7 @@ def _summary(run: OpRun, core: Core, peak: float, bw: float) -> OpSummary:
     p, c, n = run.program, core.cores, run.program.count
     t = p.terms
     roof = max(float(t.flops) / peak, float(t.bytes_read + t.bytes_written) / bw)
-    lanes = {
-        "device memory": run.dma_busy_s,
-        "compute": run.compute_busy_s,
-        "ring": run.ring_busy_s,
-    }
+    lanes = {Lane.DMA: run.dma_busy_s, Lane.COMPUTE: run.compute_busy_s, Lane.RING: run.ring_busy_s}
     limiter = max(lanes, key=lambda k: lanes[k])
     tile = ""
     if p.plan is not None:
@@ -800,22 +903,49 @@ def _summary(run: OpRun, core: Core, peak: float, bw: float) -> OpSummary:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduleOptions:
+    """How to compile: buffer depth (2 = double buffering), whether cores share inputs over
+    the ring, whether to keep per-instruction events for a timeline picture, and the fraction
+    of device bandwidth reached (schedule and roofline alike)."""
+
+    buffers: int = 2
+    use_ring: bool = True
+    keep_events: bool = True
+    bandwidth_efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.buffers < 1:
+            raise ConfigError(f"field buffers: must be at least 1, got {self.buffers}")
+        if not 0.0 < self.bandwidth_efficiency <= 1.0:
+            raise ConfigError(f"field bw_eff: must be in (0, 1], got {self.bandwidth_efficiency}")
+
+
 def compile_schedule(
     model: ModelSpec,
     acc: Accelerator,
     workload: Workload,
     bucket: Bucket | None = None,
-    buffers: int = 2,
-    keep_events: bool = True,
+    options: ScheduleOptions | None = None,
 ) -> Schedule:
     """Compile and simulate one step of ``workload`` on ``acc`` for a static ``bucket``.
+
+    Args:
+        model: the model; its operators come from ``op_terms``.
+        acc: a scratchpad accelerator (a compiler- or kernel-managed level above the device
+            level), e.g. ``ibm-spyre``.
+        workload: phase, batch, context and dtypes of the request.
+        bucket: the static shape compiled for (default: next powers of two).
+        options: buffer depth, ring use, event recording.
+
+    Returns:
+        The per-core programs, their simulated runs, totals and the analytic bound.
 
     Raises:
         ConfigError: the workload does not fit the bucket, or ``buffers`` < 1.
         CapacityError: no tile of some matmul fits the scratchpad.
     """
-    if buffers < 1:
-        raise ConfigError(f"field buffers: must be at least 1, got {buffers}")
+    opt = options or ScheduleOptions()
     b = bucket or default_bucket(workload)
     if workload.batch > b.batch or workload.context_len > b.context:
         raise ConfigError(
@@ -823,14 +953,20 @@ def compile_schedule(
             f"does not fit the bucket (batch {b.batch}, context {b.context})"
         )
     padded = Workload(workload.phase, b.batch, b.context, workload.prompt_len, workload.dtypes)
-    core = core_of(acc, workload.dtypes)
+    core = core_of(
+        acc, workload.dtypes, use_ring=opt.use_ring, bandwidth_efficiency=opt.bandwidth_efficiency
+    )
     terms = op_terms(model, shape_of(padded), padded.dtypes)
     runs = tuple(
-        simulate_op(compile_op(t, model, padded, core, buffers), core, keep_events) for t in terms
+        simulate_op(compile_op(t, model, padded, core, opt.buffers), core, opt.keep_events)
+        for t in terms
     )
-    cost = step_cost(model, acc, padded)
+    assert all(r.program.occupancy_bytes <= core.capacity_bytes for r in runs), "LX overflow"
+    eff = Efficiency(bandwidth=opt.bandwidth_efficiency)
+    cost = step_cost(model, acc, padded, eff)
     useful = step_cost(model, acc, workload).bytes_read
-    peak, bw = acc.peak(workload.dtypes.compute), acc.device_bandwidth_bytes_per_s
+    peak = acc.peak(workload.dtypes.compute)
+    bw = acc.device_bandwidth_bytes_per_s * opt.bandwidth_efficiency
     return Schedule(
         model=model.name,
         accelerator=acc.name,

@@ -123,7 +123,18 @@ def attention_io(
     elem_bytes: float = DType.BF16.bytes,
     order: FlashOrder = FlashOrder.KV_OUTER,
 ) -> AttentionIO:
-    """Standard vs tiled HBM traffic of self-attention over ``n`` tokens, one head."""
+    """Standard vs tiled HBM traffic of self-attention over ``n`` tokens, one head.
+
+    Args:
+        n: sequence length (queries = keys = n).
+        head_dim: d.
+        memory_bytes: on-chip memory M in bytes (converted to elements of ``elem_bytes``).
+        elem_bytes: bytes per element of Q, K, V, O.
+        order: Algorithm 1's K/V-outer loop or FlashAttention-2's Q-outer loop.
+
+    Returns:
+        Block sizes, passes and bytes of both algorithms.
+    """
     if n < 1:
         raise ConfigError(f"field context: must be at least 1, got {n}")
     blocks = block_sizes(memory_bytes, head_dim, elem_bytes)
@@ -197,7 +208,6 @@ class FlashMemory:
     name: str
     memory_bytes: float
     cores: int
-    device_bandwidth_bytes_per_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,10 +300,9 @@ def flash_memory(acc: Accelerator, level: str | None = None) -> FlashMemory:
     """The per-core scratchpad of ``acc`` (usable bytes) as the M of Algorithm 1."""
     lvl = scratchpad_level(acc, level)
     return FlashMemory(
-        name=f"{acc.name} {lvl.name}",
+        name=f"{acc.name}:{lvl.name}",
         memory_bytes=lvl.usable_capacity_bytes,
         cores=acc.cores,
-        device_bandwidth_bytes_per_s=acc.device_bandwidth_bytes_per_s,
     )
 
 

@@ -8,9 +8,12 @@ Three first-order models of how the *way* bytes are touched sets the bandwidth a
   degree is the largest number of distinct words that share a bank (CUDA C++ Programming
   Guide, "Shared Memory": a stride of s 4-byte words over 32 banks conflicts gcd(s, 32) ways).
 - Alignment: an access of ``size`` bytes at ``offset`` touches
-  ⌈(offset mod g + size) ÷ g⌉ granules of g bytes, against ⌈size ÷ g⌉ when aligned.
+  ⌈(offset mod g + size) ÷ g⌉ granules of g bytes, against ⌈size ÷ g⌉ when aligned (CUDA C++
+  Best Practices Guide, "Coalesced Access to Global Memory": a misaligned warp access touches
+  one more 32-B sector; on Spyre g is the 128-B stick [S35]).
 - Access order: walking a row-major array column by column fetches a whole line per element
-  unless the lines of one column's rows all stay cached until the next column.
+  unless the lines of one column's rows all stay cached until the next column (spatial
+  locality; Hennessy & Patterson, *Computer Architecture*, ch. 2, loop interchange).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from ridgeline.errors import ConfigError
+from ridgeline.specs.hardware import MemoryLevel
 
 
 def _positive(field: str, value: float) -> None:
@@ -59,8 +63,8 @@ class BankAccess:
 
 def bank_conflicts(
     stride_words: int,
-    banks: int = 32,
-    bank_width_bytes: float = 4.0,
+    banks: int,
+    bank_width_bytes: float,
     lanes: int | None = None,
     peak_bytes_per_s: float | None = None,
 ) -> BankAccess:
@@ -77,6 +81,16 @@ def bank_conflicts(
     words = {i * stride_words for i in range(n)}
     degree = max(Counter(w % banks for w in words).values())
     return BankAccess(banks, bank_width_bytes, stride_words, n, degree, peak_bytes_per_s)
+
+
+def level_bank_conflicts(level: MemoryLevel, stride_words: int) -> BankAccess:
+    """``bank_conflicts`` on a catalog level's banks, bank width and per-instance bandwidth
+    (e.g. one H100 SM's shared memory)."""
+    if level.banks is None or level.bank_width_bytes is None:
+        raise ConfigError(f"level {level.name}: field banks: the catalog gives no bank layout")
+    bw = level.bandwidth_bytes_per_s
+    peak = bw / level.instances if bw is not None else None
+    return bank_conflicts(stride_words, level.banks, level.bank_width_bytes, None, peak)
 
 
 @dataclass(frozen=True, slots=True)

@@ -261,7 +261,19 @@ def orchestrate(
     tpu: Accelerator,
     spyre: Accelerator,
 ) -> OrchestrationReport:
-    """The KV traffic of one decode step under the three orchestrators."""
+    """The KV traffic of one decode step under the three orchestrators.
+
+    Args:
+        model: the model whose KV cache is read.
+        batch: sequences decoding together.
+        context: cached tokens per sequence.
+        gpu: the runtime + kernels machine (needs ``l2`` and ``smem`` levels).
+        tpu: the compiler + kernels machine.
+        spyre: the compiler-only machine (a compiled schedule of the attention).
+
+    Returns:
+        Bytes per level, time and binding level for each machine.
+    """
     w = Workload(Phase.DECODE, batch, context)
     if context < 1:
         raise ConfigError("field context: must be at least 1 for a KV cache to exist")

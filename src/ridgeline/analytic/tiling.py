@@ -180,7 +180,18 @@ def resident_bytes(mm: Matmul, tile: Tile, order: LoopOrder, buffers: int) -> fl
 def plan(
     mm: Matmul, tile: Tile, order: LoopOrder, capacity_bytes: float, buffers: int = 2
 ) -> TilePlan:
-    """Resident bytes, fit and DRAM traffic of ``mm`` tiled by ``tile`` under ``order``."""
+    """Resident bytes, fit and DRAM traffic of ``mm`` tiled by ``tile`` under ``order``.
+
+    Args:
+        mm: the matmul and its operand element sizes.
+        tile: tile edges (clipped to the matrix).
+        order: which operand stays resident (module docstring's table).
+        capacity_bytes: the scratchpad the tiles must fit.
+        buffers: 1 = single, 2 = double buffering of the streamed tiles.
+
+    Returns:
+        The plan: resident bytes, passes, traffic per operand, intensity.
+    """
     if buffers < 1:
         raise ConfigError(f"field buffers: must be 1 (single) or more, got {buffers}")
     p = passes(mm, tile, order)
@@ -312,7 +323,14 @@ def best_tile(mm: Matmul, pad: Scratchpad, buffers: int = 2) -> TilePlan | None:
 
     Time bound = max(compute, memory) (roofline, Williams et al. 2009); ties go to less traffic,
     then to the shortest pipeline fill (the first tiles' load, which nothing overlaps).
-    ``None`` when no legal tile fits the scratchpad.
+
+    Args:
+        mm: the matmul.
+        pad: one core's scratchpad, matrix-unit edge, granule, peak and bandwidth share.
+        buffers: buffer depth of the streamed tiles.
+
+    Returns:
+        The best fitting plan, or ``None`` when no legal tile fits the scratchpad.
 
     NOTE: no fixed cost per transfer is modelled, so among equal plans the smallest tiles win;
     a real compiler also weighs the per-DMA overhead ([S38]'s turnaround penalty).
@@ -400,7 +418,8 @@ def _verdict(mm: Matmul, points: list[CurvePoint], ridge: float) -> str:
         best = max((pt.intensity for pt in points if pt.fits), default=0.0)
         return (
             f"not compute-bound on this scratchpad: the best fitting square tile reaches "
-            f"{best:.3g} FLOP/B < ridge {ridge:.3g} FLOP/B; a larger scratchpad would"
+            f"{best:.3g} FLOP/B < ridge {ridge:.3g} FLOP/B; it takes a larger scratchpad, or "
+            f"reuse across cores (a shared cache, a ring broadcast)"
         )
     return (
         f"compute-bound from {hit.edge}x{hit.edge} tiles "
@@ -422,7 +441,6 @@ class TileReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": "ridgeline.tile/1",
             "accelerator": self.accelerator,
             "scratchpad": self.scratchpad.name,
             "capacity_bytes": self.scratchpad.capacity_bytes,
@@ -445,3 +463,32 @@ def tile_report(
     compute_s, memory_s = time_bound_s(best, pad) if best is not None else (None, None)
     curve = intensity_curve(mm, pad, buffers=buffers)
     return TileReport(acc.name, pad, best, compute_s, memory_s, curve)
+
+
+@dataclass(frozen=True, slots=True)
+class TileComparison:
+    """One matmul's best tile and intensity curve on the cores of several accelerators."""
+
+    matmul: Matmul
+    reports: tuple[TileReport, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        mm = self.matmul
+        return {
+            "schema": "ridgeline.tile/1",
+            "m": mm.m,
+            "k": mm.k,
+            "n": mm.n,
+            "flops": mm.flops,
+            "max_intensity_flops_per_byte": mm.max_intensity,
+            "reports": [r.to_dict() for r in self.reports],
+        }
+
+
+def compare_tiles(
+    accs: tuple[Accelerator, ...], mm: Matmul, dtype: DType = DType.BF16, buffers: int = 2
+) -> TileComparison:
+    """``tile_report`` of ``mm`` on each accelerator (e.g. a Spyre core and an H100 SM)."""
+    if not accs:
+        raise ConfigError("field hw: give at least one accelerator")
+    return TileComparison(mm, tuple(tile_report(acc, mm, dtype, buffers) for acc in accs))

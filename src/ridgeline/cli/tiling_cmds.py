@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from ridgeline import analytic as an
 from ridgeline.analytic import dataflow, flash, orchestrate, tiling
@@ -29,7 +30,9 @@ BuffersOpt = Annotated[int, typer.Option(help="1 = single, 2 = double buffering"
 
 
 def tile_cmd(
-    hw: HwOpt = "ibm-spyre",
+    hw: Annotated[
+        list[str] | None, typer.Option("--hw", help="accelerator or .toml (repeat to compare)")
+    ] = None,
     m: Annotated[int, typer.Option("--m", help="rows of A and C (tokens)")] = 1,
     k: Annotated[int, typer.Option("--k", help="inner dimension")] = 4096,
     n: Annotated[int, typer.Option("--n", help="columns of B and C")] = 4096,
@@ -41,31 +44,46 @@ def tile_cmd(
     """Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile."""
     dt = DType.parse(dtype)
     mm = tiling.Matmul(m, k, n, dt.bytes, dt.bytes, dt.bytes)
-    rep = tiling.tile_report(get_accelerator(hw), mm, dt, buffers)
+    accs = tuple(get_accelerator(h) for h in (hw or ["ibm-spyre"]))
+    cmp = tiling.compare_tiles(accs, mm, dt, buffers)
     if plot:
-        tiling_plots.intensity_plot(
-            [(rep.scratchpad.name, rep.curve)], plot, f"[{m}x{k}]·[{k}x{n}] {dt.value}"
-        )
+        curves = [(r.scratchpad.name, r.curve) for r in cmp.reports]
+        tiling_plots.intensity_plot(curves, plot, f"[{m}x{k}]·[{k}x{n}] {dt.value}")
     if json_out:
-        emit_json(rep)
+        emit_json(cmp)
         return
-    table = Table("edge", "resident", "fits", "AI (FLOP/B)")
-    for p in rep.curve.points:
-        table.add_row(str(p.edge), fmt_bytes(p.resident_bytes), "yes" if p.fits else "no",
-                      f"{p.intensity:.3g}")  # fmt: skip
+    _print_curves(cmp)
+    for rep in cmp.reports:
+        _print_best(rep)
+
+
+def _print_curves(cmp: tiling.TileComparison) -> None:
+    edges = sorted({p.edge for r in cmp.reports for p in r.curve.points})
+    table = Table("edge", *(f"{r.scratchpad.name} AI (resident)" for r in cmp.reports))
+    for edge in edges:
+        cells = []
+        for r in cmp.reports:
+            p = next((q for q in r.curve.points if q.edge == edge), None)
+            cells.append("" if p is None else f"{p.intensity:.3g} ({fmt_bytes(p.resident_bytes)})"
+                         + ("" if p.fits else " *"))  # fmt: skip
+        table.add_row(str(edge), *cells)
     console.print(table)
-    b = rep.best
+    console.print("square tiles, C-stationary, double-buffered; * = does not fit the scratchpad")
+
+
+def _print_best(rep: tiling.TileReport) -> None:
+    b, pad = rep.best, rep.scratchpad
     if b is None:
-        console.print(f"no legal tile fits {fmt_bytes(rep.scratchpad.capacity_bytes)}")
+        console.print(f"{pad.name}: no legal tile fits {fmt_bytes(pad.capacity_bytes)}")
     else:
         t = b.tile
         console.print(
-            f"best on {rep.scratchpad.name} ({fmt_bytes(rep.scratchpad.capacity_bytes)}): "
+            f"best on {pad.name} ({fmt_bytes(pad.capacity_bytes)}): "
             f"{b.order.value} {t.tm}x{t.tk}x{t.tn}, {fmt_bytes(b.resident_bytes)} resident, "
             f"{fmt_bytes(b.traffic_bytes)} traffic, {b.intensity:.3g} FLOP/B; one core: compute "
             f"{fmt_seconds(rep.compute_s or 0)}, memory {fmt_seconds(rep.memory_s or 0)}"
         )
-    console.print(rep.curve.reason)
+    console.print(f"{pad.name}: {rep.curve.reason}")
 
 
 def flash_cmd(
@@ -86,8 +104,8 @@ def flash_cmd(
     if json_out:
         emit_json(table)
         return
-    out = Table("memory", "N", "Bc/Br", "standard", "tiled", "saving", "Q/O passes", "decode",
-                "splits")  # fmt: skip
+    out = Table(Column("memory", no_wrap=True), "N", "Bc/Br", "standard", "tiled", "saving",
+                "Q/O passes", "decode", "splits")  # fmt: skip
     for r in table.rows:
         p = r.prefill
         out.add_row(r.memory, f"{r.n:,}", f"{p.blocks.bc}/{p.blocks.br}",
@@ -105,22 +123,32 @@ def schedule_cmd(
     phase: Annotated[an.Phase, typer.Option(help="prefill or decode")] = an.Phase.DECODE,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
+    prompt: Annotated[
+        int | None, typer.Option(help="prefill tokens per sequence (default: context)")
+    ] = None,
     bucket_batch: Annotated[int | None, typer.Option(help="compiled batch slots")] = None,
     bucket_context: Annotated[int | None, typer.Option(help="compiled sequence length")] = None,
     buffers: BuffersOpt = 2,
     timeline: Annotated[str | None, typer.Option(help="write the timeline PNG here")] = None,
+    no_ring: Annotated[
+        bool, typer.Option("--no-ring", help="cores re-read shared inputs from device memory")
+    ] = False,
+    bw_eff: Annotated[
+        float, typer.Option(help="fraction of device bandwidth reached (Spyre measured: 0.75)")
+    ] = 1.0,
     program: Annotated[
         str | None, typer.Option(help="also print this op's per-core program (e.g. lm_head)")
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Compile one step for a scratchpad accelerator and simulate its timeline."""
-    w = an.Workload(phase, batch, context)
+    w = an.Workload(phase, batch, context, prompt)
     bucket = None
     if bucket_batch is not None or bucket_context is not None:
         d = dataflow.default_bucket(w)
         bucket = dataflow.Bucket(bucket_batch or d.batch, bucket_context or d.context)
-    s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, buffers)
+    opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
+    s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
     if timeline:
         tiling_plots.timeline_plot(s, timeline)
     if json_out:
@@ -128,7 +156,7 @@ def schedule_cmd(
         return
     _print_schedule(s)
     if program:
-        for line in dataflow.listing(dataflow.program_of(s, program)):
+        for line in dataflow.listing(dataflow.program_of(s, program), max_steps=4):
             console.print(line, highlight=False, soft_wrap=True)
 
 
@@ -139,11 +167,13 @@ def _print_schedule(s: dataflow.Schedule) -> None:
                       fmt_bytes(o.ring_bytes), fmt_bytes(o.occupancy_bytes),
                       fmt_seconds(o.time_s), fmt_seconds(o.roofline_s))  # fmt: skip
     console.print(table)
-    gap = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in s.gap().items() if k != "total")
+    gap = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in s.gap().causes().items())
     console.print(
         f"reads: weights {fmt_bytes(s.analytic_weight_bytes)}, KV r+w "
         f"{fmt_bytes(s.analytic_kv_bytes)}, activations r+w {fmt_bytes(s.analytic_act_bytes)}; "
-        f"loaded {fmt_bytes(s.loaded_bytes)} (re-loads {fmt_bytes(s.reload_bytes)}), "
+        f"loaded {fmt_bytes(s.loaded_bytes)} ("
+        + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in asdict(s.loaded_by_category()).items() if v)
+        + f"; re-loads {fmt_bytes(s.reload_bytes)}), "
         f"ring {fmt_bytes(s.ring_bytes)}, padding {s.padding_fraction:.1%}\n"
         f"step {fmt_seconds(s.time_s)} vs roofline {fmt_seconds(s.roofline_time_s)} ({gap}); "
         f"compute {s.compute_utilisation:.2%}, bandwidth {s.bandwidth_utilisation:.1%}, "

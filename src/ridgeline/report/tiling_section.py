@@ -139,7 +139,7 @@ def tiling_section(ctx: ReportContext) -> Section:
     flash_table, flash_fig, flash_data = _flash_part(ctx)
     sched_table, sched_fig, s = _schedule_part(ctx)
     orch_table, orch_data = _orchestrate_part(ctx)
-    gap = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in s.gap().items() if k != "total")
+    gap = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in s.gap().causes().items())
     paragraphs = (
         "Tiling decides reuse: the intensity of a tiled matmul at DRAM grows with the tile "
         "along the dimension it reuses, until the scratchpad is full. At decode (M = batch) "
