@@ -98,7 +98,7 @@ def test_a_request_that_can_never_fit_is_rejected_with_a_reason() -> None:
     r = req("huge", 15, max_new=2)
     assert not s.add_request(r)
     assert r.status is RequestStatus.REJECTED
-    assert "exceeds the KV pool (16 slots)" in r.reject_reason
+    assert r.reject_reason == "larger than the KV pool: 17 tokens > 16 slots"
 
 
 def test_contiguous_reserves_max_model_len_at_admission() -> None:
@@ -107,7 +107,7 @@ def test_contiguous_reserves_max_model_len_at_admission() -> None:
     step(s, ex)
     assert len(s.kv.block_ids("A")) == 8  # 32 slots reserved for 6 tokens
     rejected = req("B", 30, max_new=5)
-    assert not s.add_request(rejected) and "max_model_len 32" in rejected.reject_reason
+    assert not s.add_request(rejected) and rejected.reject_reason.endswith("= 35 > 32")
 
 
 def test_static_policy_uses_slots_and_the_smallest_bucket() -> None:
@@ -154,3 +154,32 @@ def test_expected_tokens_per_step_formula_and_draws() -> None:
     rng = random.Random(1)
     draws = [1 + draw_accepted(rng, 0.6, 4) for _ in range(40_000)]
     assert sum(draws) / len(draws) == pytest.approx(expected_tokens_per_step(0.6, 4), rel=0.02)
+
+
+def test_serving_loop_runs_explicit_token_ids_to_completion_with_eos() -> None:
+    from ridgeline.serving import Request, SamplingParams, ServingLoop
+
+    s, ex = make_scheduler(32, block_size=4, max_num_batched_tokens=6)
+    loop = ServingLoop(s, ex)
+    assert loop.add(Request("a", [5, 6, 7, 8, 9, 10, 11, 12], SamplingParams(3)))
+    assert loop.add(Request("b", [5, 6, 7], SamplingParams(10, eos_token_id=7)))
+    done = loop.run()
+    assert [(r.request_id, r.output_token_ids, r.finish_reason.value) for r in done] == [
+        ("b", [7], "stop"),
+        ("a", [7, 7, 7], "length"),
+    ]
+    first = ex.batches[0].requests
+    assert [(r.request_id, r.token_ids) for r in first] == [("a", (5, 6, 7, 8, 9, 10))]
+    assert loop.elapsed_s == len(ex.batches) and s.kv.pool.num_free == 32
+
+
+def test_kv_received_from_a_prefill_instance_is_admitted_as_computed() -> None:
+    from ridgeline.serving.disagg import decode_request, prefill_request
+
+    s, ex = make_scheduler(16, block_size=4)
+    original = req("a", 8, max_new=3)
+    first = prefill_request(original)
+    first.output_token_ids.append(7)
+    s.add_request(decode_request(original, first))
+    (sr,) = s.schedule().requests
+    assert (sr.start_position, sr.token_ids, sr.block_ids) == (8, (7,), (0, 1, 2))

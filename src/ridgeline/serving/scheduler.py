@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ridgeline.errors import ConfigError
+from ridgeline.serving.block_pool import KVBlock
 from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager, PrefixHit
 from ridgeline.serving.policies import Policy, PolicyKind, make_policy
@@ -123,7 +124,7 @@ class Scheduler:
 
     def add_request(self, request: Request) -> bool:
         """Queue ``request``; False (and status REJECTED with a reason) if it can never fit."""
-        reason = self._never_fits(request)
+        reason = self.never_fits(request)
         self._seq += 1
         request.seq = self._seq
         if reason:
@@ -137,27 +138,25 @@ class Scheduler:
         self.waiting.push(request)
         return True
 
-    def _never_fits(self, request: Request) -> str:
+    def never_fits(self, request: Request) -> str:
+        """Why ``request`` can never run here, as ``category: details`` ("" when it can)."""
         capacity = self.kv.pool.num_blocks * self.kv.block_size
         n = request.max_tokens
-        if n > self.config.max_model_len:
-            return (
-                f"prompt + max_new_tokens = {n} exceeds max_model_len {self.config.max_model_len}"
-            )
+        limit = self.config.max_model_len
+        if n > limit:
+            return f"longer than max_model_len: prompt + max_new_tokens = {n} > {limit}"
         if n > capacity:
-            return f"prompt + max_new_tokens = {n} tokens exceeds the KV pool ({capacity} slots)"
+            return f"larger than the KV pool: {n} tokens > {capacity} slots"
         reserve = self.policy.reserve_tokens(request)
         if reserve is None:
-            return f"{n} tokens fit no {self.policy.kind.value} reservation"
+            return f"no {self.policy.kind.value} reservation holds it: {n} tokens"
         if reserve > capacity:
-            return f"reservation of {reserve} slots exceeds the KV pool ({capacity} slots)"
-        if (
-            not self.policy.chunked
-            and request.num_prompt_tokens > self.config.max_num_batched_tokens
-        ):
+            return f"reservation larger than the KV pool: {reserve} > {capacity} slots"
+        budget = self.config.max_num_batched_tokens
+        if not self.policy.chunked and request.num_prompt_tokens > budget:
             return (
-                f"prompt of {request.num_prompt_tokens} tokens exceeds max_num_batched_tokens "
-                f"{self.config.max_num_batched_tokens} without chunked prefill"
+                f"prompt over the step budget without chunked prefill: "
+                f"{request.num_prompt_tokens} > {budget} tokens"
             )
         return ""
 
@@ -239,6 +238,7 @@ class Scheduler:
             req.swapped = True
         else:
             req.num_computed_tokens = 0
+            req.num_external_tokens = 0  # its transferred KV is gone: recompute it here
         self.kv.free(req)
         self.waiting.push_front(req)
 
@@ -249,12 +249,14 @@ class Scheduler:
         while len(self.waiting) and budget > 0 and len(self.running) < self.max_running:
             req = self.waiting.peek()
             hit = self._prefix_hit(req)
-            owed = req.num_tokens - req.num_computed_tokens - hit.num_tokens
+            # KV that arrived from a prefill instance counts as computed (disaggregation)
+            external = req.num_external_tokens if req.num_computed_tokens == 0 else 0
+            owed = req.num_tokens - req.num_computed_tokens - external - hit.num_tokens
             if not chunked and owed > budget:
                 break
             cap = self.config.long_prefill_token_threshold or owed
             n = min(owed, cap, budget)
-            if not self._admit_one(req, n, hit):
+            if not self._admit_one(req, n, hit, external):
                 self._blocked_on_memory = True
                 break
             self.waiting.pop()
@@ -266,10 +268,9 @@ class Scheduler:
             return PrefixHit(block_size=self.kv.block_size)
         return self.kv.find_prefix(req)
 
-    def _admit_one(self, req: Request, n: int, hit: PrefixHit) -> bool:
+    def _admit_one(self, req: Request, n: int, hit: PrefixHit, external: int) -> bool:
         """Allocate ``req``'s table (reservation, hit, external and new tokens) and run it."""
         reserve = self.policy.reserve_tokens(req) or 0
-        external = req.num_external_tokens if req.num_computed_tokens == 0 else 0
         req.num_computed_tokens += external
         if self.kv.allocate_slots(req, n, hit, reserve_tokens=reserve) is None:
             req.num_computed_tokens -= external
@@ -391,15 +392,17 @@ class Scheduler:
             return 0
         k = max_steps
         for req in self.running:
-            if req.num_tokens - req.num_computed_tokens != 1 or req.params.eos_token_id is not None:
+            out = req.output_token_ids
+            owed = req.num_prompt_tokens + len(out) - req.num_computed_tokens
+            if owed != 1 or req.params.eos_token_id is not None:
                 return 0
-            k = min(k, req.params.max_new_tokens - req.num_output_tokens)
+            k = min(k, req.params.max_new_tokens - len(out))
         return self._fundable_steps(k)
 
     def _fundable_steps(self, k: int) -> int:
         """Largest j <= k such that j decode steps need at most the free blocks."""
-        free, bs = self.kv.pool.num_free, self.kv.block_size
-        starts = [(r.num_computed_tokens, len(self.kv.table(r.request_id))) for r in self.running]
+        free, bs, tables = self.kv.pool.num_free, self.kv.block_size, self.kv.tables
+        starts = [(r.num_computed_tokens, len(tables[r.request_id])) for r in self.running]
 
         def need(j: int) -> int:
             return sum(max(0, -(-(p + j) // bs) - nb) for p, nb in starts)
@@ -421,24 +424,29 @@ class Scheduler:
         """Apply ``k`` decode steps at once (see ``decode_run_limit``); blocks are handed out in
         the order step-by-step scheduling would use. Returns the requests that finished."""
         events = []
-        bs = self.kv.block_size
+        bs, tables = self.kv.block_size, self.kv.tables
         for idx, req in enumerate(self.running):
-            p, nb = req.num_computed_tokens, len(self.kv.table(req.request_id))
-            first = max(nb * bs - p, 0)
-            events += [(j, idx) for j in range(first, k, bs)]
+            first = len(tables[req.request_id]) * bs - req.num_computed_tokens
+            if first < k:
+                events += [(j, idx) for j in range(max(first, 0), k, bs)]
         events.sort()
         new = self.kv.pool.allocate(len(events))  # popped in the order single steps would pop
         assert new is not None, "decode_run_limit funds every step"
+        grown: dict[int, list[KVBlock]] = {}
         for (_, idx), block in zip(events, new, strict=True):
-            self.kv.append_blocks(self.running[idx].request_id, [block])
+            grown.setdefault(idx, []).append(block)
+        for idx, blocks in grown.items():
+            self.kv.append_blocks(self.running[idx].request_id, blocks)
         self._step += k
         self.stats.num_steps += k
         finished = []
+        caching = self.kv.enable_prefix_caching
         for req in list(self.running):
             req.output_token_ids.extend(sample(req, k))
             req.num_computed_tokens += k
-            self.kv.cache_full_blocks(req)
-            if self._is_done(req):
+            if caching:
+                self.kv.cache_full_blocks(req)
+            if len(req.output_token_ids) >= req.params.max_new_tokens and self._is_done(req):
                 self._finish(req)
                 finished.append(req)
         return finished

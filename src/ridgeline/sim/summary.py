@@ -80,7 +80,8 @@ def summarize(sim: Simulation, label: str) -> SimResult:
         num_completed=len(done),
         num_rejected=len(m.rejected),
         reject_reasons=tuple(
-            f"{n}× {reason}" for reason, n in Counter(m.rejected.values()).most_common()
+            f"{n}× {reason}"
+            for reason, n in Counter(r.split(":")[0] for r in m.rejected.values()).most_common()
         ),
         makespan_s=makespan,
         requests_per_s=len(done) / makespan if makespan > 0 else 0.0,
