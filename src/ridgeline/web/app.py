@@ -276,10 +276,8 @@ def schedule(body: ScheduleBody) -> dict[str, Any]:
     except RidgelineError as e:
         raise FieldError(("body", "accelerator"), str(e)) from None
     w = an.Workload(an.Phase(body.phase), body.batch, body.context, dtypes=body.dtypes())
-    s = dataflow.compile_schedule(
-        resolve_model(body), acc, w, buffers=body.buffers, keep_events=False
-    )
-    return s.to_dict()
+    opts = dataflow.ScheduleOptions(buffers=body.buffers, keep_events=False)
+    return dataflow.compile_schedule(resolve_model(body), acc, w, options=opts).to_dict()
 
 
 def flash_io(body: FlashBody) -> dict[str, Any]:
