@@ -16,11 +16,12 @@ $(BIN)/python:
 # torch is pinned first so no other requirement can pull a CUDA build.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[torch,dev]'
+	$(BIN)/python -m pip install -q -e '.[torch,dev,web,web-test]'
 	touch $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/ridgeline report --model $(MODEL) --out $(OUT)
+	@echo "Explore it live: $(BIN)/ridgeline explore --open   (serves http://127.0.0.1:8765/)"
 
 test: $(STAMP)
 	$(BIN)/python -m ruff check src tests benchmarks tools

@@ -22,6 +22,7 @@ from ridgeline.cli.quiz_cmds import quiz_app
 from ridgeline.cli.report_cmd import report_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
 from ridgeline.cli.tiling_cmds import flash_cmd, orchestrate_cmd, schedule_cmd, tile_cmd
+from ridgeline.cli.web_cmds import explore_cmd
 
 app = new_app("ridgeline: where the time and memory of LLM inference go, and why.")
 app.add_typer(hw_app, name="hw")
@@ -41,6 +42,8 @@ app.add_typer(quiz_app, name="quiz")
 app.command("generate")(generate_cmd)
 app.add_typer(bench_app, name="bench")
 app.add_typer(lab_app, name="lab")
+app.command("explore")(explore_cmd)
+app.command("simulate")(simulate_cmd)
 
 
 def main() -> None:

@@ -1,0 +1,422 @@
+"""The explorer's JSON API: FastAPI routes over the analytic library, and the page.
+
+Every route validates its body with a model of ``schemas``, calls the library and returns the
+result's ``to_dict()``. Errors a user can cause never become a 500:
+
+- a body or path parameter that breaks its schema: FastAPI's 422, naming the field;
+- a ``RidgelineError`` from the library (unknown name, malformed config.json, impossible
+  workload): the same 422 shape, ``loc`` naming the field the message names.
+
+    GET  /api/accelerators            GET  /api/models            POST /api/models/parse
+    GET  /api/accelerators/{name}     GET  /api/models/{name}
+    POST /api/roofline   POST /api/kv   POST /api/questions   POST /api/compare
+    POST /api/schedule   POST /api/flash                       (analytic.dataflow, .flash)
+    POST /api/simulate   GET  /api/simulate/{id}               (sim, bounded, with progress)
+    GET  /  (the page)   /static/...    /vendor/plotly.min.js     /openapi.json
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ridgeline import analytic as an
+from ridgeline.analytic import dataflow, flash
+from ridgeline.errors import CapacityError, RidgelineError, UnknownNameError
+from ridgeline.specs import (
+    Accelerator,
+    ModelSpec,
+    accelerator_names,
+    get_accelerator,
+    get_model,
+    model_names,
+    param_counts,
+    parse_config,
+)
+from ridgeline.web.jobs import Jobs, plan
+from ridgeline.web.schemas import (
+    MAX_SIM_SECONDS,
+    AcceleratorList,
+    AcceleratorSummary,
+    CompareBody,
+    CompareOut,
+    FlashBody,
+    FlashOut,
+    JobOut,
+    KvBody,
+    KvOut,
+    ModelBody,
+    ModelList,
+    ModelSummary,
+    QuestionsOut,
+    RooflineOut,
+    ScheduleBody,
+    ScheduleOut,
+    SimulateBody,
+    WorkloadBody,
+)
+
+STATIC = Path(str(resources.files("ridgeline.web").joinpath("static")))
+KV_CURVE_POINTS = 96
+
+
+class FieldError(RidgelineError):
+    """A library error attributed to one request field (``loc`` of the 422)."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+def clean(obj: Any) -> Any:
+    """Plain JSON values: enums by value, numpy as lists/scalars, non-finite floats as null."""
+    if isinstance(obj, dict):
+        return {str(k): clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [clean(v) for v in obj]
+    if isinstance(obj, Enum):
+        return obj.value
+    if isinstance(obj, np.ndarray):
+        return clean(obj.tolist())
+    if isinstance(obj, np.generic):
+        return clean(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+BODY_FIELDS = frozenset().union(
+    *(b.model_fields for b in (KvBody, CompareBody, ScheduleBody, FlashBody, SimulateBody))
+)
+
+
+def _error_loc(message: str) -> list[str]:
+    """``["body", field]`` when the library's message names a request field (``field batch:``)."""
+    m = re.search(r"field '?([A-Za-z_][\w.]*)'?", message)
+    return ["body", m.group(1)] if m and m.group(1) in BODY_FIELDS else ["body"]
+
+
+def _unprocessable(loc: list[str], message: str) -> JSONResponse:
+    detail = [{"loc": loc, "msg": message, "type": "value_error"}]
+    return JSONResponse(status_code=422, content={"detail": detail})
+
+
+async def _on_library_error(request: Request, exc: Exception) -> JSONResponse:
+    loc = list(exc.loc) if isinstance(exc, FieldError) else _error_loc(str(exc))
+    return _unprocessable(loc, str(exc))
+
+
+async def _on_http_error(request: Request, exc: Exception) -> Response:
+    """A body FastAPI cannot even decode (not UTF-8) is its 400; call it what it is, a 422."""
+    if isinstance(exc, StarletteHTTPException) and exc.status_code == 400:
+        return _unprocessable(["body"], f"the body cannot be read as JSON: {exc.detail}")
+    assert isinstance(exc, StarletteHTTPException)
+    return await http_exception_handler(request, exc)
+
+
+def resolve_model(body: ModelBody) -> ModelSpec:
+    """The uploaded config.json when there is one, else the catalog model."""
+    if body.config is not None:
+        try:
+            return parse_config(body.config, body.config_name, "config.json")
+        except RidgelineError as e:
+            raise FieldError(("body", "config"), str(e)) from None
+    return catalog_model(body.model, ("body", "model"))
+
+
+def catalog_model(name: str, loc: tuple[str, ...]) -> ModelSpec:
+    if name not in model_names():  # names only: a path would read a file on the server
+        raise FieldError(loc, str(UnknownNameError("model", name, model_names())))
+    return get_model(name)
+
+
+def catalog_accelerator(name: str, loc: tuple[str, ...]) -> Accelerator:
+    if name not in accelerator_names():
+        raise FieldError(loc, str(UnknownNameError("accelerator", name, accelerator_names())))
+    return get_accelerator(name)
+
+
+def model_summary(m: ModelSpec) -> dict[str, Any]:
+    p = param_counts(m)
+    return {
+        "name": m.name,
+        "family": m.family,
+        "params": p.total,
+        "active_params": p.active,
+        "layers": m.num_layers,
+        "hidden_size": m.hidden_size,
+        "heads": m.num_heads,
+        "kv_heads": m.num_kv_heads,
+        "kv_heads_cached": m.kv_heads_cached,
+        "head_dim": m.head_dim,
+        "vocab_size": m.vocab_size,
+        "attention": m.attention.value,
+        "moe": None if m.moe is None else {"experts": m.moe.num_experts, "top_k": m.moe.top_k},
+        "kv_bytes_per_token": an.kv_bytes_per_token(m),
+        "weights_bytes": an.weights_bytes(m),
+        "param_breakdown": p.to_dict(),
+    }
+
+
+def accelerator_summary(acc: Accelerator) -> dict[str, Any]:
+    return {
+        "name": acc.name,
+        "kind": acc.kind,
+        "vendor": acc.vendor,
+        "description": acc.description,
+        "device_level": acc.device_level,
+        "device_capacity_bytes": acc.device_capacity_bytes,
+        "device_bandwidth_bytes_per_s": acc.device_bandwidth_bytes_per_s,
+        "peak_flops_per_s": {k.value: v for k, v in acc.peak_flops_per_s.items()},
+        "ridge_point_flops_per_byte": acc.ridge_point(),
+        "levels": [
+            {
+                "name": lvl.name,
+                "capacity_bytes": lvl.total_capacity_bytes,
+                "bandwidth_bytes_per_s": lvl.bandwidth_bytes_per_s,
+                "managed_by": lvl.managed_by.value,
+                "scope": lvl.scope.value,
+            }
+            for lvl in acc.levels
+        ],
+    }
+
+
+def _workload(body: WorkloadBody) -> tuple[ModelSpec, Accelerator]:
+    acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
+    try:
+        acc.peak(body.act_dtype)
+    except RidgelineError as e:
+        raise FieldError(("body", "act_dtype"), str(e)) from None
+    return resolve_model(body), acc
+
+
+def roofline(body: WorkloadBody) -> dict[str, Any]:
+    """A prefill step of ``prompt`` tokens and a decode step at ``context`` (``step_cost``)."""
+    m, acc = _workload(body)
+    dt = body.dtypes()
+    prefill = an.Workload(an.Phase.PREFILL, body.batch, body.prompt, dtypes=dt)
+    decode = an.Workload(an.Phase.DECODE, body.batch, body.context, dtypes=dt)
+    return {
+        "prefill": an.step_cost(m, acc, prefill).to_dict(),
+        "decode": an.step_cost(m, acc, decode).to_dict(),
+    }
+
+
+def kv(body: KvBody) -> dict[str, Any]:
+    """KV sizing (``kv_bytes``, ``crossover_context``, ``capacity``, ``techniques``) and the
+    KV footprint over context for the page's plot."""
+    m, acc = _workload(body)
+    dt = body.dtypes()
+    try:
+        cap: dict[str, Any] | None = an.capacity(
+            m, acc, body.context, body.batch, dt, body.reserve_fraction
+        ).to_dict()
+        cap_error = None
+    except CapacityError as e:  # weights alone do not fit: a result to show, not a bad input
+        cap, cap_error = None, str(e)
+    top = max(body.context, (cap or {}).get("max_context") or 0, 1024) * 4
+    contexts = np.unique(np.geomspace(1, top, KV_CURVE_POINTS).round())
+    return {
+        "model": m.name,
+        "accelerator": acc.name,
+        "batch": body.batch,
+        "context": body.context,
+        "kv_dtype": dt.kv.value,
+        "kv_bytes_per_token": an.kv_bytes_per_token(m, dt.kv),
+        "kv_bytes": an.kv_bytes(m, body.batch, body.context, dt.kv),
+        "weights_bytes": an.weights_bytes(m, dt.weight),
+        "crossover_context_tokens": an.crossover_context(m, dt, body.batch),
+        "device_capacity_bytes": acc.device_capacity_bytes,
+        "capacity": cap,
+        "capacity_error": cap_error,
+        "techniques": [t.to_dict() for t in an.techniques(m, body.batch, body.context, dt.kv)],
+        "curve": {
+            "context": contexts.tolist(),
+            "kv_bytes": np.atleast_1d(an.kv_bytes(m, body.batch, contexts, dt.kv)).tolist(),
+        },
+    }
+
+
+def questions(body: WorkloadBody) -> dict[str, Any]:
+    """The five questions at the decode step, and what that step reads (``five_questions``)."""
+    m, acc = _workload(body)
+    dt = body.dtypes()
+    w = an.Workload(an.Phase.DECODE, body.batch, body.context, dtypes=dt)
+    reads = an.decode_reads(m, acc, body.batch, body.context, dt)
+    return {**an.five_questions(m, acc, w).to_dict(), "decode_reads": reads.to_dict()}
+
+
+def comparison(body: CompareBody) -> dict[str, Any]:
+    """The five-architecture comparison (``compare``)."""
+    m = resolve_model(body)
+    accs = [catalog_accelerator(n, ("body", "accelerators")) for n in body.accelerators]
+    return an.compare(m, accs, body.batch, body.context, body.prompt, body.dtypes()).to_dict()
+
+
+def schedule(body: ScheduleBody) -> dict[str, Any]:
+    """One step compiled and simulated on a scratchpad accelerator (``compile_schedule``)."""
+    acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
+    try:
+        dataflow.core_of(acc, body.dtypes())  # a chip with nothing to schedule says so here
+    except RidgelineError as e:
+        raise FieldError(("body", "accelerator"), str(e)) from None
+    w = an.Workload(an.Phase(body.phase), body.batch, body.context, dtypes=body.dtypes())
+    opts = dataflow.ScheduleOptions(buffers=body.buffers, keep_events=False)
+    return dataflow.compile_schedule(resolve_model(body), acc, w, options=opts).to_dict()
+
+
+def flash_io(body: FlashBody) -> dict[str, Any]:
+    """FlashAttention traffic against sequence length (``flash_for_model``)."""
+    m = resolve_model(body)
+    accs = tuple(catalog_accelerator(n, ("body", "accelerators")) for n in body.accelerators)
+    return flash.flash_for_model(m.name, m.head_dim, m.num_heads, accs, body.context).to_dict()
+
+
+def start_simulation(jobs: Jobs, body: SimulateBody) -> dict[str, Any]:
+    """Queue a bounded ``simulate`` run; a model that leaves no room for KV is refused now."""
+    acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
+    model = resolve_model(body)
+    try:
+        cfg, requests = plan(body, model, acc)
+    except CapacityError as e:
+        raise FieldError(("body", "accelerator"), str(e)) from None
+    return jobs.submit(cfg, requests).to_dict()
+
+
+def _add_api(app: FastAPI) -> None:
+    @app.get("/api/accelerators", response_model=AcceleratorList, tags=["catalog"])
+    def list_accelerators() -> Any:
+        """Every catalog accelerator: device level, capacity, bandwidth, peaks, ridge point."""
+        return clean(
+            {"accelerators": [accelerator_summary(get_accelerator(n)) for n in accelerator_names()]}
+        )
+
+    @app.get("/api/accelerators/{name}", response_model=AcceleratorSummary, tags=["catalog"])
+    def show_accelerator(name: str) -> Any:
+        """One catalog accelerator, with its memory levels fastest first."""
+        return clean(accelerator_summary(catalog_accelerator(name, ("path", "name"))))
+
+    @app.get("/api/models", response_model=ModelList, tags=["catalog"])
+    def list_models() -> Any:
+        """Every shipped model config: shapes, parameter counts, KV bytes per token (bf16)."""
+        return clean({"models": [model_summary(get_model(n)) for n in model_names()]})
+
+    @app.get("/api/models/{name}", response_model=ModelSummary, tags=["catalog"])
+    def show_model(name: str) -> Any:
+        """One shipped model config."""
+        return clean(model_summary(catalog_model(name, ("path", "name"))))
+
+    @app.post("/api/models/parse", response_model=ModelSummary, tags=["catalog"])
+    def parse_model(body: ModelBody) -> Any:
+        """Parse an uploaded config.json (``parse_config``) and count its parameters."""
+        return clean(model_summary(resolve_model(body)))
+
+    @app.post("/api/roofline", response_model=RooflineOut, tags=["analytic"])
+    def post_roofline(body: WorkloadBody) -> Any:
+        """Prefill and decode steps on the roofline: per-op FLOPs and bytes, intensity, bound."""
+        return clean(roofline(body))
+
+    @app.post("/api/kv", response_model=KvOut, tags=["analytic"])
+    def post_kv(body: KvBody) -> Any:
+        """KV cache size, crossover with the weights, what fits the device, techniques."""
+        return clean(kv(body))
+
+    @app.post("/api/questions", response_model=QuestionsOut, tags=["analytic"])
+    def post_questions(body: WorkloadBody) -> Any:
+        """The five questions for the accelerator at the decode step."""
+        return clean(questions(body))
+
+    @app.post("/api/compare", response_model=CompareOut, tags=["analytic"])
+    def post_compare(body: CompareBody) -> Any:
+        """Five architectures side by side: the five questions, prefill and decode."""
+        return clean(comparison(body))
+
+    @app.post("/api/schedule", response_model=ScheduleOut, tags=["tiling"])
+    def post_schedule(body: ScheduleBody) -> Any:
+        """One step compiled for a scratchpad accelerator: per-op tiles, loads, time vs roofline."""
+        return clean(schedule(body))
+
+    @app.post("/api/flash", response_model=FlashOut, tags=["tiling"])
+    def post_flash(body: FlashBody) -> Any:
+        """FlashAttention HBM traffic against sequence length on each per-core scratchpad."""
+        return clean(flash_io(body))
+
+
+def _add_simulate(app: FastAPI, jobs: Jobs) -> None:
+    @app.post("/api/simulate", response_model=JobOut, status_code=202, tags=["simulate"])
+    def post_simulate(body: SimulateBody) -> Any:
+        """Start a bounded serving simulation; poll ``/api/simulate/{id}`` for its progress."""
+        return clean(start_simulation(jobs, body))
+
+    @app.get("/api/simulate/{job_id}", response_model=JobOut, tags=["simulate"])
+    def get_simulation(job_id: str) -> Any:
+        """A simulation's progress (requests done of total) and, once done, its result."""
+        job = jobs.get(job_id)
+        if job is None:
+            raise FieldError(("path", "job_id"), f"no simulation '{job_id}' (finished jobs expire)")
+        return clean(job.to_dict())
+
+
+def _add_page(app: FastAPI) -> None:
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    @app.get("/vendor/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        return FileResponse(plotly_bundle(), media_type="text/javascript")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+
+def plotly_bundle() -> Path:
+    """plotly.js as bundled inside the installed ``plotly`` Python package."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or spec.origin is None:
+        raise RidgelineError("the explorer needs plotly: pip install 'ridgeline[web]'")
+    return Path(spec.origin).parent / "package_data" / "plotly.min.js"
+
+
+def create_app(sim_time_limit_s: float = MAX_SIM_SECONDS) -> FastAPI:
+    """The explorer: JSON API under ``/api``, OpenAPI at ``/openapi.json``, the page at ``/``.
+
+    Args:
+        sim_time_limit_s: wall time after which a simulation job is stopped.
+    """
+    jobs = Jobs(sim_time_limit_s)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        jobs.start()
+        yield
+        jobs.shutdown()
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="ridgeline explorer",
+        version="1",
+        description="Where the time and memory of LLM inference go: the analytic views as JSON.",
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN; the page loads nothing remote
+        redoc_url=None,
+    )
+    app.add_exception_handler(RidgelineError, _on_library_error)
+    app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    _add_api(app)
+    _add_simulate(app, jobs)
+    _add_page(app)
+    return app

@@ -1,0 +1,291 @@
+"""Request and response models of the explorer's API: every input validated, every bound stated.
+
+A model or accelerator is named from the catalog (never a path: the server reads no file a client
+names); an uploaded config.json travels inline as ``config`` and is parsed by
+``ridgeline.specs.parse_config``. Sizes are capped below the library's own "absurd" limits so one
+request stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ridgeline.analytic import DEFAULT_ACCELERATORS, Dtypes
+from ridgeline.specs import DType, accelerator_names, model_names
+
+MAX_BATCH = 1_000_000
+MAX_CONTEXT = 10_000_000
+MAX_CONFIG_KEYS = 400  # a real config.json has tens of keys; a big one is not a config
+MAX_COMPARE = 8
+
+DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_ACCELERATOR = "h100-sxm"
+
+ModelName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="a catalog model (see /api/models); ignored when config is given",
+        json_schema_extra={"enum": model_names()},
+    ),
+]
+AcceleratorName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="a catalog accelerator (see /api/accelerators)",
+        json_schema_extra={"enum": accelerator_names()},
+    ),
+]
+ConfigJson = Annotated[
+    dict[str, Any] | None,
+    Field(
+        max_length=MAX_CONFIG_KEYS,
+        description="an uploaded Hugging Face config.json (parsed offline); wins over model",
+    ),
+]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelBody(_Body):
+    """A model: a catalog name, or an uploaded config.json with the name to show for it."""
+
+    model: ModelName = DEFAULT_MODEL
+    config: ConfigJson = None
+    config_name: Annotated[str, Field(min_length=1, max_length=200)] = "uploaded"
+
+
+class WorkloadBody(ModelBody):
+    """A model on an accelerator, with the sizes of a prefill and a decode step."""
+
+    accelerator: AcceleratorName = DEFAULT_ACCELERATOR
+    batch: Annotated[int, Field(ge=1, le=MAX_BATCH, description="sequences in the batch")] = 1
+    context: Annotated[
+        int, Field(ge=0, le=MAX_CONTEXT, description="tokens cached per sequence at decode")
+    ] = 4096
+    prompt: Annotated[
+        int, Field(ge=1, le=MAX_CONTEXT, description="prompt tokens per sequence at prefill")
+    ] = 2048
+    weight_dtype: DType = DType.BF16
+    act_dtype: DType = DType.BF16
+    kv_dtype: DType = DType.BF16
+
+    def dtypes(self) -> Dtypes:
+        return Dtypes(self.weight_dtype, self.act_dtype, self.kv_dtype)
+
+
+class KvBody(WorkloadBody):
+    """A workload and the fraction of device memory kept free for activations."""
+
+    reserve_fraction: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.1
+
+
+class CompareBody(WorkloadBody):
+    """A workload on several accelerators (default: the five architectures of the course)."""
+
+    accelerators: Annotated[list[AcceleratorName], Field(min_length=1, max_length=MAX_COMPARE)] = (
+        list(DEFAULT_ACCELERATORS)
+    )
+
+
+class _Out(BaseModel):
+    """A response: the fields named here are checked; the library's other fields pass through."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ModelSummary(_Out):
+    name: str
+    family: str
+    params: int
+    active_params: int
+    layers: int
+    attention: str
+    kv_bytes_per_token: float
+    weights_bytes: float
+
+
+class ModelList(_Out):
+    models: list[ModelSummary]
+
+
+class AcceleratorSummary(_Out):
+    name: str
+    kind: str
+    device_level: str
+    device_capacity_bytes: float
+    device_bandwidth_bytes_per_s: float
+    peak_flops_per_s: dict[str, float]
+    ridge_point_flops_per_byte: float
+
+
+class AcceleratorList(_Out):
+    accelerators: list[AcceleratorSummary]
+
+
+class StepOut(_Out):
+    model: str
+    accelerator: str
+    phase: str
+    bound: str
+    arithmetic_intensity: float
+    ridge_point_flops_per_byte: float
+    peak_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    step_time_s: float
+    ops: list[dict[str, Any]]
+
+
+class RooflineOut(_Out):
+    prefill: StepOut
+    decode: StepOut
+
+
+class KvOut(_Out):
+    model: str
+    kv_bytes_per_token: float
+    kv_bytes: float
+    weights_bytes: float
+    crossover_context_tokens: int | None
+    device_capacity_bytes: float
+    capacity: dict[str, Any] | None
+    capacity_error: str | None
+    curve: dict[str, list[float]]
+
+
+class QuestionsOut(_Out):
+    accelerator: str
+    bound: str
+    scarce: str
+    reason: str
+    levels: list[dict[str, Any]]
+    decode_reads: dict[str, Any]
+
+
+class CompareOut(_Out):
+    model: str
+    rows: list[dict[str, Any]]
+
+
+# ---- simulation (the serving simulator, ``ridgeline.sim``) ----------------------------------
+
+MAX_SIM_REQUESTS = 1000
+MAX_SIM_TOKENS = 1_000_000  # requests × (prompt + output)
+MAX_SIM_SECONDS = 30.0
+
+
+class SimulateBody(ModelBody):
+    """A bounded serving simulation: Poisson arrivals of fixed-length requests on one instance.
+
+    Larger runs belong to the CLI (``ridgeline simulate``); the explorer refuses them with a 422.
+    """
+
+    accelerator: AcceleratorName = DEFAULT_ACCELERATOR
+    num_requests: Annotated[int, Field(ge=1, json_schema_extra={"maximum": MAX_SIM_REQUESTS})] = 200
+    rate_per_s: Annotated[float, Field(gt=0, le=10_000, description="mean arrivals per second")] = (
+        10.0
+    )
+    prompt_len: Annotated[int, Field(ge=1, le=32_768)] = 512
+    output_len: Annotated[int, Field(ge=1, le=8_192)] = 128
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 0
+    weight_dtype: DType = DType.BF16
+    act_dtype: DType = DType.BF16
+    kv_dtype: DType = DType.BF16
+
+    @field_validator("num_requests")
+    @classmethod
+    def _bounded(cls, n: int) -> int:
+        if n > MAX_SIM_REQUESTS:
+            raise ValueError(
+                f"{n:,} requests is more than the explorer runs ({MAX_SIM_REQUESTS:,}); "
+                f"use 'ridgeline simulate -n {n}' for a run that size"
+            )
+        return n
+
+    @model_validator(mode="after")
+    def _bounded_tokens(self) -> SimulateBody:
+        tokens = self.num_requests * (self.prompt_len + self.output_len)
+        if tokens > MAX_SIM_TOKENS:
+            raise ValueError(
+                f"num_requests × (prompt_len + output_len) = {tokens:,} tokens is more than the "
+                f"explorer simulates ({MAX_SIM_TOKENS:,}); use 'ridgeline simulate' instead"
+            )
+        return self
+
+    def dtypes(self) -> Dtypes:
+        return Dtypes(self.weight_dtype, self.act_dtype, self.kv_dtype)
+
+
+class JobOut(_Out):
+    id: str
+    status: Literal["queued", "running", "done", "failed"]
+    done: int
+    total: int
+    elapsed_s: float
+    error: str | None
+    result: dict[str, Any] | None
+
+
+# ---- tiling and compiled schedules (``analytic.dataflow``, ``analytic.flash``) -----------------
+
+MAX_SCHEDULE_TOKENS = 4096  # new tokens in the compiled step: compile time grows with them
+MAX_SCHEDULE_BATCH = 1024
+MAX_SCHEDULE_CONTEXT = 131_072
+
+
+class ScheduleBody(ModelBody):
+    """One step compiled for a scratchpad accelerator (static bucket, double-buffered)."""
+
+    accelerator: AcceleratorName = "ibm-spyre"
+    phase: Literal["decode", "prefill"] = "decode"
+    batch: Annotated[int, Field(ge=1, le=MAX_SCHEDULE_BATCH)] = 1
+    context: Annotated[
+        int, Field(ge=1, le=MAX_SCHEDULE_CONTEXT, description="decode: cached; prefill: prompt")
+    ] = 4096
+    buffers: Annotated[int, Field(ge=1, le=4, description="1 single, 2 double buffering")] = 2
+    weight_dtype: DType = DType.BF16
+    act_dtype: DType = DType.BF16
+    kv_dtype: DType = DType.BF16
+
+    @model_validator(mode="after")
+    def _bounded_tokens(self) -> ScheduleBody:
+        tokens = self.batch * (self.context if self.phase == "prefill" else 1)
+        if tokens > MAX_SCHEDULE_TOKENS:
+            raise ValueError(
+                f"a prefill of batch × context = {tokens:,} tokens is more than the explorer "
+                f"compiles ({MAX_SCHEDULE_TOKENS:,}); use 'ridgeline schedule' instead"
+            )
+        return self
+
+    def dtypes(self) -> Dtypes:
+        return Dtypes(self.weight_dtype, self.act_dtype, self.kv_dtype)
+
+
+class FlashBody(ModelBody):
+    """FlashAttention traffic up to ``context`` on each accelerator's per-core scratchpad."""
+
+    context: Annotated[int, Field(ge=1, le=MAX_CONTEXT)] = 32_768
+    accelerators: Annotated[list[AcceleratorName], Field(min_length=1, max_length=MAX_COMPARE)] = [
+        "h100-sxm",
+        "tpu-v6e",
+        "ibm-spyre",
+    ]
+
+
+class ScheduleOut(_Out):
+    model: str
+    accelerator: str
+    time_s: float
+    roofline_time_s: float
+    ops: list[dict[str, Any]]
+
+
+class FlashOut(_Out):
+    rows: list[dict[str, Any]]

@@ -1,0 +1,315 @@
+"""The explorer's JSON API through FastAPI's TestClient: every endpoint, real values, and bad
+inputs answered with a 422 that names the field (never a 500)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the explorer needs the 'web' extra")
+pytest.importorskip("httpx", reason="TestClient needs httpx (the 'web-test' extra)")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from ridgeline import analytic as an  # noqa: E402
+from ridgeline.analytic import dataflow  # noqa: E402
+from ridgeline.specs import DType, get_accelerator, get_model  # noqa: E402
+from ridgeline.web.app import create_app  # noqa: E402
+
+LLAMA_8B_PARAMS = 8_030_261_248
+GPT2_PARAMS = 124_439_808
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(), raise_server_exceptions=False)
+
+
+def gpt2_config() -> dict[str, Any]:
+    text = resources.files("ridgeline.data").joinpath("models", "gpt2.json").read_text()
+    return json.loads(text)
+
+
+def field_of(response: Any) -> list[str]:
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and detail[0]["msg"]
+    return detail[0]["loc"]
+
+
+def test_accelerators_list_and_show(client: TestClient) -> None:
+    accs = client.get("/api/accelerators").json()["accelerators"]
+    assert len(accs) == 13 and "ibm-spyre" in [a["name"] for a in accs]
+    h100 = client.get("/api/accelerators/h100-sxm").json()
+    assert h100["device_level"] == "hbm"
+    assert h100["ridge_point_flops_per_byte"] == pytest.approx(989.4e12 / 3.35e12)
+    assert field_of(client.get("/api/accelerators/h1000")) == ["path", "name"]
+
+
+def test_models_list_show_and_parse(client: TestClient) -> None:
+    names = [m["name"] for m in client.get("/api/models").json()["models"]]
+    assert "llama-3.1-8b" in names
+    llama = client.get("/api/models/llama-3.1-8b").json()
+    assert (llama["params"], llama["kv_bytes_per_token"]) == (LLAMA_8B_PARAMS, 131_072)
+    parsed = client.post(
+        "/api/models/parse", json={"config": gpt2_config(), "config_name": "mine"}
+    ).json()
+    assert (parsed["name"], parsed["params"], parsed["layers"]) == ("mine", GPT2_PARAMS, 12)
+    assert field_of(client.get("/api/models/llama-9")) == ["path", "name"]
+
+
+def test_a_path_is_not_a_model_name(client: TestClient) -> None:
+    """The server reads no file a client names: catalog names only."""
+    r = client.post("/api/roofline", json={"model": "/etc/passwd"})
+    assert field_of(r) == ["body", "model"] and "unknown model" in r.json()["detail"][0]["msg"]
+    r = client.post("/api/roofline", json={"accelerator": "../../x.toml"})
+    assert field_of(r) == ["body", "accelerator"]
+
+
+def test_roofline_equals_the_library(client: TestClient) -> None:
+    body = {"batch": 8, "context": 2048, "prompt": 512, "kv_dtype": "fp8"}
+    r = client.post("/api/roofline", json=body).json()
+    m, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
+    dt = an.Dtypes(kv=DType.FP8)
+    decode = an.step_cost(m, acc, an.Workload(an.Phase.DECODE, 8, 2048, dtypes=dt))
+    prefill = an.step_cost(m, acc, an.Workload(an.Phase.PREFILL, 8, 512, dtypes=dt))
+    assert r["decode"]["flops"] == decode.flops and r["decode"]["bytes"] == decode.bytes
+    assert r["prefill"]["step_time_s"] == prefill.step_time_s
+    assert (r["decode"]["bound"], r["prefill"]["bound"]) == ("memory", "compute")
+    assert r["decode"]["dtypes"]["kv"] == "fp8"
+
+
+def test_batch_moves_the_decode_point(client: TestClient) -> None:
+    """What the page shows when the batch slider moves: intensity up, then the bound flips."""
+    one = client.post("/api/roofline", json={"batch": 1, "context": 128}).json()["decode"]
+    big = client.post("/api/roofline", json={"batch": 4096, "context": 128}).json()["decode"]
+    assert big["arithmetic_intensity"] > 100 * one["arithmetic_intensity"]
+    assert (one["bound"], big["bound"]) == ("memory", "compute")
+
+
+def test_kv_sizing_and_curve(client: TestClient) -> None:
+    k = client.post("/api/kv", json={"batch": 1, "context": 4096}).json()
+    assert k["kv_bytes"] == 2 * 32 * 4096 * 8 * 128 * 2  # 2·layers·T·kv_heads·head_dim·bf16
+    assert k["crossover_context_tokens"] == an.crossover_context(get_model("llama-3.1-8b"))
+    assert k["capacity"]["max_context"] > 4096 and k["capacity_error"] is None
+    curve = k["curve"]
+    assert len(curve["context"]) == len(curve["kv_bytes"]) > 10
+    assert curve["kv_bytes"] == sorted(curve["kv_bytes"])
+
+
+def test_kv_when_the_weights_do_not_fit_is_a_result(client: TestClient) -> None:
+    k = client.post("/api/kv", json={"model": "llama-3.1-70b", "accelerator": "groq-lpu"})
+    assert k.status_code == 200
+    assert k.json()["capacity"] is None and "do not fit" in k.json()["capacity_error"]
+
+
+def test_questions(client: TestClient) -> None:
+    q = client.post("/api/questions", json={"batch": 1, "context": 4096}).json()
+    assert (q["scarce"], q["bound"]) == ("bandwidth", "memory")
+    assert q["levels"][0]["name"] == "registers" and "hbm" in [lvl["name"] for lvl in q["levels"]]
+    assert q["decode_reads"]["kv_bytes"] > q["decode_reads"]["activation_bytes"]
+
+
+def test_compare_five_architectures(client: TestClient) -> None:
+    c = client.post("/api/compare", json={"batch": 1}).json()
+    assert [r["accelerator"] for r in c["rows"]] == list(an.DEFAULT_ACCELERATORS)
+    two = client.post("/api/compare", json={"accelerators": ["h100-sxm", "h200"]}).json()
+    assert len(two["rows"]) == 2
+    assert field_of(client.post("/api/compare", json={"accelerators": []})) == [
+        "body",
+        "accelerators",
+    ]
+    assert field_of(client.post("/api/compare", json={"accelerators": ["x"]})) == [
+        "body",
+        "accelerators",
+    ]
+
+
+def test_uploaded_config_drives_every_view(client: TestClient) -> None:
+    body = {"config": gpt2_config(), "config_name": "up", "accelerator": "a100-80gb"}
+    for path in ("/api/roofline", "/api/kv", "/api/questions", "/api/compare"):
+        r = client.post(path, json=body)
+        assert r.status_code == 200, (path, r.text)
+        assert "up" in r.text
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"batch": 0}, "batch"),
+        ({"batch": "many"}, "batch"),
+        ({"batch": 10**9}, "batch"),
+        ({"context": -1}, "context"),
+        ({"prompt": 0}, "prompt"),
+        ({"kv_dtype": "fp12"}, "kv_dtype"),
+        ({"accelerator": "tpu-v9"}, "accelerator"),
+        ({"model": "gpt-5"}, "model"),
+        ({"config": {"model_type": "llama"}}, "config"),
+        ({"config": {"model_type": "bert"}}, "config"),
+        ({"config": [1, 2]}, "config"),
+        ({"act_dtype": "fp32", "accelerator": "groq-lpu"}, "act_dtype"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_bad_inputs_are_422_naming_the_field(
+    client: TestClient, body: dict[str, Any], field: str
+) -> None:
+    assert field_of(client.post("/api/roofline", json=body))[:2] == ["body", field]
+
+
+def test_malformed_json_and_wrong_reserve(client: TestClient) -> None:
+    r = client.post("/api/kv", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    r = client.post("/api/kv", content=b"\xff\xfe", headers={"content-type": "application/json"})
+    assert field_of(r)[0] == "body"  # not UTF-8: never a 400 or a 500
+    assert field_of(client.post("/api/kv", json={"reserve_fraction": 1.0})) == [
+        "body",
+        "reserve_fraction",
+    ]
+
+
+def test_config_error_message_names_the_inner_field(client: TestClient) -> None:
+    cfg = gpt2_config() | {"n_head": 7}
+    r = client.post("/api/models/parse", json={"config": cfg})
+    assert field_of(r) == ["body", "config"]
+    assert "'n_embd' (768) is not divisible by 'n_head' (7)" in r.json()["detail"][0]["msg"]
+
+
+def test_page_openapi_and_plotly_are_served(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="batch-range"' in page.text
+    assert "https://" not in page.text  # no CDN
+    js = client.get("/vendor/plotly.min.js")
+    assert js.status_code == 200 and len(js.content) > 1_000_000
+    assert client.get("/static/explorer.js").status_code == 200
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/api/roofline", "/api/kv", "/api/questions", "/api/compare"} <= set(paths)
+    assert {"/api/schedule", "/api/flash", "/api/simulate", "/api/simulate/{job_id}"} <= set(paths)
+
+
+def test_explore_command_is_registered_and_the_cli_starts_without_fastapi() -> None:
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    result = CliRunner().invoke(app, ["explore", "--help"])
+    assert result.exit_code == 0 and "--port" in result.stdout and "--open" in result.stdout
+    bad = CliRunner().invoke(app, ["explore", "--port", "70000"])
+    assert bad.exit_code == 2 and "port" in bad.stderr
+    code = "import sys, ridgeline.cli; print(sorted({'fastapi', 'uvicorn', 'plotly'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_explore_runs_the_server_or_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app, web_cmds
+    from ridgeline.web import server
+
+    calls: list[tuple[str, int, bool]] = []
+    monkeypatch.setattr(
+        server, "serve", lambda host, port, open_: calls.append((host, port, open_))
+    )
+    result = CliRunner().invoke(app, ["explore", "--port", "9123", "--open"])
+    assert result.exit_code == 0 and calls == [("127.0.0.1", 9123, True)]
+    assert "http://127.0.0.1:9123/" in result.stderr
+
+    monkeypatch.setattr(web_cmds, "WEB_PACKAGES", ("fastapi", "no_such_package_here"))
+    result = CliRunner().invoke(app, ["explore"])
+    assert result.exit_code == 2
+    assert "no_such_package_here" in result.stderr and "ridgeline[web]" in result.stderr
+
+
+def test_schedule_equals_the_library_and_refuses_what_it_cannot_compile(client: TestClient) -> None:
+    s = client.post("/api/schedule", json={"batch": 4, "context": 1024}).json()
+    w = an.Workload(an.Phase.DECODE, 4, 1024)
+    ref = dataflow.compile_schedule(get_model("llama-3.1-8b"), get_accelerator("ibm-spyre"), w)
+    assert (s["accelerator"], s["time_s"]) == ("ibm-spyre", ref.time_s)
+    assert s["time_s"] >= s["roofline_time_s"] > 0 and len(s["ops"]) == len(ref.ops)
+    r = client.post("/api/schedule", json={"accelerator": "groq-lpu"})
+    assert field_of(r) == ["body", "accelerator"] and "no load/store schedule" in r.text
+    big = client.post("/api/schedule", json={"phase": "prefill", "batch": 8, "context": 4096})
+    assert field_of(big) == ["body"] and "ridgeline schedule" in big.json()["detail"][0]["msg"]
+    assert field_of(client.post("/api/schedule", json={"batch": 5000})) == ["body", "batch"]
+
+
+def test_flash_traffic_table(client: TestClient) -> None:
+    f = client.post("/api/flash", json={"context": 4096}).json()
+    assert [m["name"] for m in f["memories"]] == ["h100-sxm:smem", "tpu-v6e:vmem", "ibm-spyre:lx"]
+    assert sorted({r["n"] for r in f["rows"]}) == [512, 1024, 2048, 4096]
+    assert all(r["prefill_flash_bytes_per_layer"] < r["prefill_standard_bytes_per_layer"]
+               for r in f["rows"] if r["n"] == 4096)  # fmt: skip
+    assert field_of(client.post("/api/flash", json={"accelerators": ["nope"]})) == [
+        "body",
+        "accelerators",
+    ]
+
+
+def wait_for(client: TestClient, job_id: str, timeout_s: float = 60.0) -> dict[str, Any]:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job = client.get(f"/api/simulate/{job_id}").json()
+        if job["status"] in ("done", "failed") or time.monotonic() > deadline:
+            return job
+        time.sleep(0.05)
+
+
+def test_simulation_runs_with_progress_and_returns_its_curves(client: TestClient) -> None:
+    body = {"num_requests": 60, "rate_per_s": 20, "prompt_len": 256, "output_len": 32}
+    started = client.post("/api/simulate", json=body)
+    assert started.status_code == 202 and started.json()["total"] == 60
+    job = wait_for(client, started.json()["id"])
+    assert (job["status"], job["done"], job["error"]) == ("done", 60, None)
+    r = job["result"]
+    assert r["num_completed"] == 60 and r["schema"] == "ridgeline.simulate/1"
+    assert r["cdf"]["e2e_s"]["p"][-1] == 1.0 and r["cdf"]["e2e_s"]["x"] == sorted(
+        r["cdf"]["e2e_s"]["x"]
+    )
+    assert len(r["kv_timeline"]["time_s"]) == len(r["kv_timeline"]["used_frac"]) > 0
+
+
+def test_oversized_simulations_are_refused_with_a_clear_message(client: TestClient) -> None:
+    r = client.post("/api/simulate", json={"num_requests": 50_000})
+    assert field_of(r) == ["body", "num_requests"]
+    assert "50,000 requests is more than the explorer runs (1,000)" in r.text
+    assert "ridgeline simulate -n 50000" in r.text
+    r = client.post("/api/simulate", json={"num_requests": 1000, "prompt_len": 30_000})
+    assert field_of(r) == ["body"] and "30,128,000 tokens" in r.text
+    r = client.post("/api/simulate", json={"model": "llama-3.1-70b", "accelerator": "groq-lpu"})
+    assert field_of(r) == ["body", "accelerator"] and "no room for KV" in r.text
+    assert field_of(client.get("/api/simulate/feedface")) == ["path", "job_id"]
+
+
+def test_a_simulation_past_the_time_limit_is_stopped() -> None:
+    quick = TestClient(create_app(sim_time_limit_s=0.0))
+    started = quick.post("/api/simulate", json={"num_requests": 250, "rate_per_s": 50}).json()
+    job = wait_for(quick, started["id"])
+    assert job["status"] == "failed" and "stopped after 0 s" in job["error"]
+    assert 0 < job["done"] < 250 and job["result"] is None
+
+
+def test_shutdown_stops_a_running_simulation() -> None:
+    import time
+
+    from ridgeline.web.jobs import Jobs, plan
+    from ridgeline.web.schemas import SimulateBody
+
+    body = SimulateBody(num_requests=1000, rate_per_s=200, prompt_len=512)
+    jobs = Jobs()
+    job = jobs.submit(*plan(body, get_model(body.model), get_accelerator(body.accelerator)))
+    while job.status == "queued":
+        time.sleep(0.01)
+    jobs.shutdown()
+    deadline = time.monotonic() + 30
+    while job.status == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert job.status == "failed" and job.error == "the explorer is shutting down"

@@ -1,0 +1,265 @@
+"""The explorer's page in a real browser: headless Debian Chromium driven by Playwright against the
+page served by uvicorn on 127.0.0.1.
+
+Chromium comes from the system's packages: when ``/usr/bin/chromium`` is missing and we are root,
+the set-up installs it with apt-get; where that cannot be done the tests are skipped, saying why.
+Screenshots go to ``$RIDGELINE_SCREENSHOTS`` when set (``docs/explorer`` holds the committed ones),
+else to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the explorer needs the 'web' extra")
+pytest.importorskip("uvicorn", reason="the explorer needs the 'web' extra")
+pytest.importorskip("playwright", reason="the browser test needs the 'web-test' extra")
+
+import uvicorn  # noqa: E402
+from playwright.sync_api import Page, sync_playwright  # noqa: E402
+
+from ridgeline.web.app import create_app  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Flags this machine's closed network needs (no background connections, no QUIC, no GPU).
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+GPT2_PARAMS = "124,439,808"
+WAIT_MS = 20_000
+
+
+def _apt(*args: str) -> bool:
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        done = subprocess.run(
+            ["apt-get", *args], env=env, capture_output=True, timeout=1200, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def ensure_chromium() -> str | None:
+    """Install Debian's chromium when it is missing and we may; the reason to skip, or None."""
+    if CHROMIUM.exists():
+        return None
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return f"{CHROMIUM} is missing and cannot be installed here (needs root and apt-get)"
+    if not _apt("install", "-y", "-q", "chromium"):
+        _apt("update", "-q")
+        _apt("install", "-y", "-q", "chromium")
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing and 'apt-get install chromium' failed"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    port = _free_port()
+    config = uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    reason = ensure_chromium()
+    if reason:
+        pytest.skip(reason)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser: Any) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    context.close()
+    assert errors == [], f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = os.environ.get("RIDGELINE_SCREENSHOTS")
+    path = Path(where) if where else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def decode_x(page: Page) -> float:
+    js = "document.getElementById('roofline-plot').data.find(t => t.name === 'decode').x[0]"
+    return float(page.evaluate(js))
+
+
+def wait_text(page: Page, selector: str, text: str) -> None:
+    page.wait_for_function(
+        "([s, t]) => (document.querySelector(s)?.textContent ?? '').includes(t)",
+        arg=[selector, text],
+        timeout=WAIT_MS,
+    )
+
+
+def test_batch_slider_moves_the_decode_point_and_flips_the_bound(
+    page: Page, base_url: str, shots: Path
+) -> None:
+    page.goto(f"{base_url}#model=llama-3.1-8b&hw=h100-sxm&batch=1&context=128&prompt=512")
+    wait_text(page, "#decode-bound", "memory-bound")
+    x1, ai1 = decode_x(page), page.text_content("#decode-ai")
+
+    page.focus("#batch-range")  # the keyboard alone drives the slider
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("location.hash.includes('batch=2&')", timeout=WAIT_MS)
+    page.wait_for_function(f"document.getElementById('decode-ai').textContent !== '{ai1}'")
+    assert decode_x(page) > x1
+
+    page.keyboard.press("End")  # batch 4096
+    wait_text(page, "#decode-bound", "compute-bound")
+    assert page.input_value("#batch") == "4096" and "batch=4096" in page.url
+    assert decode_x(page) > 100 * x1
+    assert "compute" in page.get_attribute("#decode-bound", "class")
+
+    page.focus("#batch-range")
+    for _ in range(6):  # back to batch 64 for a picture with both bounds in view
+        page.keyboard.press("ArrowLeft")
+    wait_text(page, "#decode-bound", "memory-bound")
+    page.wait_for_timeout(400)  # let the comparison catch up before the picture
+    page.screenshot(path=shots / "explorer-1280x800.png")
+
+
+def test_every_control_is_labelled_and_the_narrow_page_does_not_overflow(
+    page: Page, base_url: str, shots: Path
+) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(base_url)
+    wait_text(page, "#decode-bound", "-bound")
+    unlabelled = page.evaluate(
+        "[...document.querySelectorAll('input, select, button')]"
+        ".filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')"
+        " && !e.textContent.trim()).map(e => e.id)"
+    )
+    assert unlabelled == []
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    page.screenshot(path=shots / "explorer-narrow.png")
+
+
+def test_upload_a_config_shows_its_parameter_count_and_the_link_keeps_it(
+    page: Page, base_url: str, tmp_path: Path, browser: Any
+) -> None:
+    cfg = json.loads(resources.files("ridgeline.data").joinpath("models", "gpt2.json").read_text())
+    path = tmp_path / "my-gpt2.json"
+    path.write_text(json.dumps(cfg))
+    page.goto(base_url)
+    wait_text(page, "#model-name", "llama-3.1-8b")
+    page.set_input_files("#config-file", str(path))
+    wait_text(page, "#model-params", GPT2_PARAMS)
+    wait_text(page, "#status", "my-gpt2 on h100-sxm")
+    assert page.input_value("#model") == "__uploaded__"
+    assert "config=" in page.url
+
+    shared = browser.new_page()  # the shareable URL carries the uploaded config
+    try:
+        shared.goto(page.url)
+        wait_text(shared, "#model-params", GPT2_PARAMS)
+    finally:
+        shared.close()
+
+
+def test_a_broken_config_is_reported_not_applied(page: Page, base_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    page.goto(base_url)
+    wait_text(page, "#model-name", "llama-3.1-8b")
+    page.set_input_files("#config-file", str(path))
+    wait_text(page, "#status", "is missing")
+    assert page.input_value("#model") == "llama-3.1-8b"
+
+
+def test_simulate_panel_runs_a_bounded_simulation_and_the_schedule_is_shown(
+    page: Page, base_url: str, shots: Path
+) -> None:
+    page.goto(f"{base_url}#model=llama-3.1-8b&hw=h100-sxm&batch=8&context=2048&sched=ibm-spyre")
+    wait_text(page, "#sched-summary", "compiled")
+    assert "ibm-spyre" in page.text_content("#sched-summary")
+    page.fill("#sim-requests", "80")
+    page.fill("#sim-rate", "20")
+    page.press("#sim-output", "Enter")  # the form submits from the keyboard
+    wait_text(page, "#sim-summary", "80 done")
+    assert page.evaluate("document.getElementById('sim-progress').value") == 1
+    traces = page.evaluate("document.getElementById('sim-latency-plot').data.length")
+    assert traces == 2
+    page.wait_for_timeout(300)
+    page.screenshot(path=shots / "explorer-full.png", full_page=True)
+    page.fill("#sim-requests", "5000")
+    page.click("#sim-run")
+    wait_text(page, "#sim-summary", "more than the explorer runs")
+    page.locator("#simulate-card").screenshot(path=shots / "explorer-simulate.png")
+
+
+def test_without_chromium_and_root_the_browser_tests_say_why(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    module = __import__(__name__, fromlist=["CHROMIUM"])
+    monkeypatch.setattr(module, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    reason = ensure_chromium()
+    assert reason is not None and "needs root and apt-get" in reason
+
+
+def test_chromium_install_retries_after_apt_get_update(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    module = __import__(__name__, fromlist=["CHROMIUM"])
+    fake = tmp_path / "chromium"
+    calls: list[tuple[str, ...]] = []
+
+    def apt(*args: str) -> bool:  # a fresh machine: no package lists until 'update'
+        calls.append(args)
+        if args[0] == "install" and ("update", "-q") in calls:
+            fake.touch()
+            return True
+        return args[0] == "update"
+
+    monkeypatch.setattr(module, "CHROMIUM", fake)
+    monkeypatch.setattr(module, "_apt", apt)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert ensure_chromium() is None
+    assert [c[0] for c in calls] == ["install", "update", "install"]
