@@ -16,6 +16,7 @@ from ridgeline.cli.analytic_cmds import (
 )
 from ridgeline.cli.common import new_app
 from ridgeline.cli.report_cmd import report_cmd
+from ridgeline.cli.sweep_cmds import sweep_app
 
 app = new_app("ridgeline: where the time and memory of LLM inference go, and why.")
 app.add_typer(hw_app, name="hw")
@@ -25,6 +26,7 @@ app.command("kv")(kv_cmd)
 app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
 app.command("report")(report_cmd)
+app.add_typer(sweep_app, name="sweep")
 
 
 def main() -> None:
