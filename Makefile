@@ -23,8 +23,8 @@ run: $(STAMP)
 	$(BIN)/ridgeline report --model $(MODEL) --out $(OUT)
 
 test: $(STAMP)
-	$(BIN)/python -m ruff check src tests benchmarks
-	$(BIN)/python -m ruff format --check src tests benchmarks
+	$(BIN)/python -m ruff check src tests benchmarks tools
+	$(BIN)/python -m ruff format --check src tests benchmarks tools
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest
 

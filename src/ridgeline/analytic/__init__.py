@@ -1,10 +1,30 @@
 """analytic: closed-form models of inference cost — roofline, per-operator FLOPs and bytes,
-KV sizing, the five questions, the five-architecture comparison.
+KV sizing, the five questions, deployments of many chips (tensor and pipeline parallelism), the
+five-architecture comparison.
 
 Layer rule: imports ``specs`` (and ``errors``) only; never torch, never a lower layer.
 """
 
-from ridgeline.analytic.compare import DEFAULT_ACCELERATORS, Comparison, compare
+from ridgeline.analytic.compare import (
+    DEFAULT_ACCELERATORS,
+    ArchRow,
+    Comparison,
+    binding_sentence,
+    compare,
+)
+from ridgeline.analytic.deploy import (
+    Binding,
+    ChipMemory,
+    Collective,
+    Deployment,
+    DeploymentCost,
+    auto_deployment,
+    bubble_fraction,
+    deploy_step,
+    deployment_cost,
+    min_chips,
+    ring_allreduce,
+)
 from ridgeline.analytic.kv import (
     Capacity,
     Technique,
@@ -46,6 +66,19 @@ from ridgeline.analytic.workload import Dtypes, Phase, Workload
 
 __all__ = [
     "DEFAULT_ACCELERATORS",
+    "ArchRow",
+    "Binding",
+    "ChipMemory",
+    "Collective",
+    "Deployment",
+    "DeploymentCost",
+    "auto_deployment",
+    "binding_sentence",
+    "bubble_fraction",
+    "deploy_step",
+    "deployment_cost",
+    "min_chips",
+    "ring_allreduce",
     "Bound",
     "Capacity",
     "Comparison",

@@ -15,6 +15,7 @@ from ridgeline.cli.analytic_cmds import (
     roofline_cmd,
 )
 from ridgeline.cli.common import new_app
+from ridgeline.cli.deploy_cmds import deploy_cmd
 from ridgeline.cli.report_cmd import report_cmd
 from ridgeline.cli.sweep_cmds import sweep_app
 
@@ -25,6 +26,7 @@ app.command("roofline")(roofline_cmd)
 app.command("kv")(kv_cmd)
 app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
+app.command("deploy")(deploy_cmd)
 app.command("report")(report_cmd)
 app.add_typer(sweep_app, name="sweep")
 

@@ -62,7 +62,9 @@ class ScheduledBatch:
 
     ``copies`` are copy-on-write block copies (src, dst) on the device; ``swap_in``/``swap_out``
     are (tier block, device block) moves between KV tiers, whose transfer time the executor
-    charges to the step.
+    charges to the step. ``transfer_s`` is that time as the scheduler's tier model prices it
+    (offloads, prefix loads, swaps since the previous step); a simulated executor adds it to the
+    step, a real one that performs the copies measures them instead.
     """
 
     step: int
@@ -72,6 +74,7 @@ class ScheduledBatch:
     swap_in: tuple[tuple[int, int], ...] = ()
     swap_out: tuple[tuple[int, int], ...] = ()
     transfer_bytes: float = 0.0
+    transfer_s: float = 0.0
 
     @property
     def num_tokens(self) -> int:

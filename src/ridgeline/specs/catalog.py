@@ -16,7 +16,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ridgeline.errors import ConfigError, UnknownNameError
 from ridgeline.specs.dtypes import DType
-from ridgeline.specs.hardware import Accelerator, ManagedBy, MemoryLevel, Scope
+from ridgeline.specs.hardware import (
+    Accelerator,
+    Interconnect,
+    ManagedBy,
+    MemoryLevel,
+    Parallelism,
+    Scope,
+    Topology,
+)
 
 
 class _Strict(BaseModel):
@@ -41,6 +49,27 @@ class _LevelFile(_Strict):
     note: str = ""
 
 
+class _InterconnectFile(_Strict):
+    kind: Annotated[str, Field(min_length=1)]
+    topology: Topology
+    parallelism: Parallelism
+    links: _Sourced
+    link_bandwidth_bytes_per_s: _Sourced
+    egress_bandwidth_bytes_per_s: _Sourced
+    latency_s: _Sourced
+    domain_chips: _Sourced
+    note: str = ""
+
+
+_INTERCONNECT_NUMBERS = (
+    "links",
+    "link_bandwidth_bytes_per_s",
+    "egress_bandwidth_bytes_per_s",
+    "latency_s",
+    "domain_chips",
+)
+
+
 class _AcceleratorFile(_Strict):
     name: Annotated[str, Field(min_length=1)]
     kind: Annotated[str, Field(min_length=1)]
@@ -53,6 +82,7 @@ class _AcceleratorFile(_Strict):
     levels: Annotated[list[_LevelFile], Field(min_length=1)]
     notes: list[str] = []
     references: dict[str, str] = {}
+    interconnect: _InterconnectFile | None = None
 
     @field_validator("peak_flops_per_s")
     @classmethod
@@ -90,6 +120,22 @@ def _to_level(f: _LevelFile) -> MemoryLevel:
     )
 
 
+def _to_interconnect(f: _InterconnectFile) -> Interconnect:
+    numbers = {name: getattr(f, name) for name in _INTERCONNECT_NUMBERS}
+    return Interconnect(
+        kind=f.kind,
+        topology=f.topology,
+        parallelism=f.parallelism,
+        links=int(f.links.value),
+        link_bandwidth_bytes_per_s=f.link_bandwidth_bytes_per_s.value,
+        egress_bandwidth_bytes_per_s=f.egress_bandwidth_bytes_per_s.value,
+        latency_s=f.latency_s.value,
+        domain_chips=int(f.domain_chips.value),
+        note=f.note,
+        sources={name: sourced.source for name, sourced in numbers.items()},
+    )
+
+
 def _to_accelerator(f: _AcceleratorFile, where: str) -> Accelerator:
     names = [lvl.name for lvl in f.levels]
     if len(set(names)) != len(names):
@@ -101,6 +147,9 @@ def _to_accelerator(f: _AcceleratorFile, where: str) -> Accelerator:
         raise ConfigError(f"{where}: field levels.{f.device_level}.bandwidth_bytes_per_s: required")
     sources = {"cores": f.cores.source}
     sources.update({f"peak_flops_per_s.{k}": v.source for k, v in f.peak_flops_per_s.items()})
+    link = None if f.interconnect is None else _to_interconnect(f.interconnect)
+    if link is not None:
+        sources.update({f"interconnect.{k}": v for k, v in link.sources.items()})
     return Accelerator(
         name=f.name,
         kind=f.kind,
@@ -114,6 +163,7 @@ def _to_accelerator(f: _AcceleratorFile, where: str) -> Accelerator:
         sources=sources,
         references=dict(f.references),
         notes=tuple(f.notes),
+        interconnect=link,
     )
 
 

@@ -1,0 +1,444 @@
+"""The phase-less scheduler: running requests first, then waiting ones, under a token budget.
+
+One rule (vLLM v1 ``Scheduler.schedule``, reference/serving.md §3.3): every request owes
+``num_tokens - num_computed_tokens`` tokens; a step gives each running request what it owes (or
+the rest of the budget), then admits waiting requests with what is left. Chunked prefill is a
+prompt that owes more than the budget; a prefix hit is computed tokens for free; speculative
+decoding owes 1 + k tokens::
+
+    budget 8   running: A owes 1 (decode), B owes 1    waiting: C owes 10 (prompt)
+    step:      A:1  B:1  C:6 (chunk)  -> next step A:1 B:1 C:4 (rest, then it samples)
+
+When the pool cannot grow a running request, the policy's victim is preempted: recompute (free
+its blocks, requeue it at the front, ``num_computed_tokens = 0``) or swap (its blocks move to the
+first lower tier and come back at readmission). Waiting requests are not admitted in a step that
+preempted. ``schedule()`` returns a ``ScheduledBatch``; the executor runs it; ``update()`` applies
+its ``StepResult``. Nothing here knows whether the executor is simulated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ridgeline.errors import ConfigError
+from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest, StepResult
+from ridgeline.serving.kv_manager import KVCacheManager, PrefixHit
+from ridgeline.serving.policies import Policy, PolicyKind, make_policy
+from ridgeline.serving.request import FinishReason, Request, RequestStatus
+from ridgeline.serving.spec_decode import DraftProposer, SpecDecodeConfig, repeat_last_proposer
+
+
+class PreemptionMode(StrEnum):
+    RECOMPUTE = "recompute"
+    SWAP = "swap"
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Limits and policy of one scheduler (vLLM defaults where it has them).
+
+    Attributes:
+        max_num_batched_tokens: token budget per step.
+        max_num_seqs: most requests running at once.
+        max_model_len: longest request (prompt + output) accepted; also what ``contiguous``
+            reserves per request.
+        long_prefill_token_threshold: cap on one prefill chunk (0: the budget is the cap).
+        enable_chunked_prefill: split prompts over steps (paged policies only).
+        policy: fcfs, priority, contiguous or static.
+        preemption: recompute or swap.
+        static_buckets: sequence-length buckets of the static policy.
+        static_slots: batch slots of the static policy (None: max_num_seqs).
+        spec: speculative decoding (None: off).
+    """
+
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 128
+    max_model_len: int = 8192
+    long_prefill_token_threshold: int = 0
+    enable_chunked_prefill: bool = True
+    policy: str = "fcfs"
+    preemption: PreemptionMode = PreemptionMode.RECOMPUTE
+    static_buckets: tuple[int, ...] = ()
+    static_slots: int | None = None
+    spec: SpecDecodeConfig | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"field {name}: must be >= 1, got {getattr(self, name)}")
+        if self.spec and self.max_num_batched_tokens < self.spec.num_draft_tokens + 1:
+            raise ConfigError("field max_num_batched_tokens: must hold 1 + spec_k tokens")
+
+
+@dataclass(slots=True)
+class SchedulerStats:
+    """Counters a scheduler keeps for metrics."""
+
+    num_preemptions: int = 0
+    num_swaps: int = 0
+    prompt_tokens_queried: int = 0
+    prefix_hit_tokens: int = 0
+    tier_hit_tokens: int = 0
+    num_steps: int = 0
+
+
+class Scheduler:
+    """Continuous batching over a ``KVCacheManager``.
+
+    Args:
+        config: limits and policy.
+        kv: the KV cache manager (owns the block pool).
+        proposer: draft tokens for speculative decoding (default: repeat the last token).
+    """
+
+    def __init__(
+        self, config: SchedulerConfig, kv: KVCacheManager, proposer: DraftProposer | None = None
+    ) -> None:
+        self.config = config
+        self.kv = kv
+        self.policy: Policy = make_policy(
+            config.policy, config.max_model_len, config.static_buckets, config.static_slots
+        )
+        self.waiting = self.policy.new_queue()
+        self.running: list[Request] = []
+        self.requests: dict[str, Request] = {}
+        self.rejected: list[Request] = []
+        self.stats = SchedulerStats()
+        self._proposer = proposer or repeat_last_proposer
+        self._seq = 0
+        self._step = 0
+        self._swap_slots = 0
+        self._swapped_blocks: dict[str, int] = {}
+        self._pending_swap_out: list[tuple[int, int]] = []
+        self._blocked_on_memory = False
+
+    # ---- intake ------------------------------------------------------------------------------
+
+    @property
+    def max_running(self) -> int:
+        slots = self.policy.num_slots if self.policy.kind is PolicyKind.STATIC else None
+        return min(self.config.max_num_seqs, slots or self.config.max_num_seqs)
+
+    def add_request(self, request: Request) -> bool:
+        """Queue ``request``; False (and status REJECTED with a reason) if it can never fit."""
+        reason = self._never_fits(request)
+        self._seq += 1
+        request.seq = self._seq
+        if reason:
+            request.status = RequestStatus.REJECTED
+            request.finish_reason = FinishReason.REJECTED
+            request.reject_reason = reason
+            self.rejected.append(request)
+            return False
+        self.requests[request.request_id] = request
+        request.status = RequestStatus.WAITING
+        self.waiting.push(request)
+        return True
+
+    def _never_fits(self, request: Request) -> str:
+        capacity = self.kv.pool.num_blocks * self.kv.block_size
+        n = request.max_tokens
+        if n > self.config.max_model_len:
+            return (
+                f"prompt + max_new_tokens = {n} exceeds max_model_len {self.config.max_model_len}"
+            )
+        if n > capacity:
+            return f"prompt + max_new_tokens = {n} tokens exceeds the KV pool ({capacity} slots)"
+        reserve = self.policy.reserve_tokens(request)
+        if reserve is None:
+            return f"{n} tokens fit no {self.policy.kind.value} reservation"
+        if reserve > capacity:
+            return f"reservation of {reserve} slots exceeds the KV pool ({capacity} slots)"
+        if (
+            not self.policy.chunked
+            and request.num_prompt_tokens > self.config.max_num_batched_tokens
+        ):
+            return (
+                f"prompt of {request.num_prompt_tokens} tokens exceeds max_num_batched_tokens "
+                f"{self.config.max_num_batched_tokens} without chunked prefill"
+            )
+        return ""
+
+    @property
+    def has_unfinished(self) -> bool:
+        return bool(self.running) or len(self.waiting) > 0
+
+    # ---- schedule ----------------------------------------------------------------------------
+
+    def schedule(self) -> ScheduledBatch:
+        """Choose this step's tokens: running requests first, then admissions."""
+        limit = self.config.max_num_batched_tokens
+        picked: dict[str, tuple[Request, int, tuple[int, ...]]] = {}
+        budget, preempted, i = limit, False, 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            n, drafts = self._owed(req, budget)
+            num_preempted = self._grow(req, n, picked)
+            preempted = preempted or num_preempted > 0
+            if req.status is not RequestStatus.RUNNING:
+                continue  # req itself was preempted; running[i] is now the next one
+            picked[req.request_id] = (req, n, drafts)
+            budget = limit - sum(m for _, m, _ in picked.values()) if num_preempted else budget - n
+            i = self.running.index(req) + 1 if num_preempted else i + 1
+        if not preempted:
+            self._admit(budget, picked)
+        return self._batch(picked)
+
+    def _owed(self, req: Request, budget: int) -> tuple[int, tuple[int, ...]]:
+        """Tokens to give a running request now, and its draft tokens (spec decode)."""
+        owed = req.num_tokens - req.num_computed_tokens
+        spec = self.config.spec
+        if spec is not None and owed == 1 and req.num_output_tokens > 0:
+            k = min(
+                spec.num_draft_tokens,
+                req.params.max_new_tokens - req.num_output_tokens - 1,
+                budget - 1,
+            )
+            if k > 0:
+                return 1 + k, self._proposer(req, k)
+        cap = self.config.long_prefill_token_threshold or owed
+        return min(owed, cap, budget), ()
+
+    def _grow(
+        self, req: Request, n: int, picked: dict[str, tuple[Request, int, tuple[int, ...]]]
+    ) -> int:
+        """Allocate slots for ``req``, preempting the policy's victims until it fits (or until
+        ``req`` itself is the victim). Returns how many requests were preempted."""
+        count = 0
+        while self.kv.allocate_slots(req, n) is None:
+            victim = self.policy.victim(self.running)
+            self._preempt(victim)
+            picked.pop(victim.request_id, None)
+            count += 1
+            if victim is req:
+                break
+        return count
+
+    def _preempt(self, req: Request) -> None:
+        """Free ``req``'s blocks (recompute) or move them to the first tier (swap); requeue."""
+        self.running.remove(req)
+        self.stats.num_preemptions += 1
+        req.num_preemptions += 1
+        req.status = RequestStatus.PREEMPTED
+        blocks = self.kv.table(req.request_id)
+        tiers = self.kv.tiers
+        swap = self.config.preemption is PreemptionMode.SWAP and tiers is not None
+        if (
+            swap
+            and req.num_computed_tokens > 0
+            and tiers is not None
+            and tiers.reserve_swap(len(blocks))
+        ):
+            self.stats.num_swaps += 1
+            self._swapped_blocks[req.request_id] = len(blocks)
+            for b in blocks:
+                self._pending_swap_out.append((b.block_id, self._swap_slots))
+                self._swap_slots += 1
+            req.swapped = True
+        else:
+            req.num_computed_tokens = 0
+        self.kv.free(req)
+        self.waiting.push_front(req)
+
+    def _admit(self, budget: int, picked: dict[str, tuple[Request, int, tuple[int, ...]]]) -> None:
+        """Admit waiting requests in queue order while budget, slots and blocks last."""
+        self._blocked_on_memory = False
+        chunked = self.policy.chunked and self.config.enable_chunked_prefill
+        while len(self.waiting) and budget > 0 and len(self.running) < self.max_running:
+            req = self.waiting.peek()
+            hit = self._prefix_hit(req)
+            owed = req.num_tokens - req.num_computed_tokens - hit.num_tokens
+            if not chunked and owed > budget:
+                break
+            cap = self.config.long_prefill_token_threshold or owed
+            n = min(owed, cap, budget)
+            if not self._admit_one(req, n, hit):
+                self._blocked_on_memory = True
+                break
+            self.waiting.pop()
+            picked[req.request_id] = (req, n, ())
+            budget -= n
+
+    def _prefix_hit(self, req: Request) -> PrefixHit:
+        if req.num_computed_tokens > 0 or req.num_external_tokens > 0:
+            return PrefixHit(block_size=self.kv.block_size)
+        return self.kv.find_prefix(req)
+
+    def _admit_one(self, req: Request, n: int, hit: PrefixHit) -> bool:
+        """Allocate ``req``'s table (reservation, hit, external and new tokens) and run it."""
+        reserve = self.policy.reserve_tokens(req) or 0
+        external = req.num_external_tokens if req.num_computed_tokens == 0 else 0
+        req.num_computed_tokens += external
+        if self.kv.allocate_slots(req, n, hit, reserve_tokens=reserve) is None:
+            req.num_computed_tokens -= external
+            return False
+        self._note_hit(req, hit)
+        req.num_computed_tokens += hit.num_tokens
+        if req.swapped:
+            req.swapped = False
+            assert self.kv.tiers is not None
+            self.kv.tiers.release_swap(self._swapped_blocks.pop(req.request_id))
+        req.status = RequestStatus.RUNNING
+        self.running.append(req)
+        return True
+
+    def _note_hit(self, req: Request, hit: PrefixHit) -> None:
+        if req.num_cached_tokens >= 0:
+            return
+        req.num_cached_tokens = hit.num_tokens
+        self.stats.prompt_tokens_queried += req.num_prompt_tokens
+        self.stats.prefix_hit_tokens += hit.num_tokens
+        self.stats.tier_hit_tokens += len(hit.tier_hashes) * hit.block_size
+
+    def _batch(self, picked: dict[str, tuple[Request, int, tuple[int, ...]]]) -> ScheduledBatch:
+        self._step += 1
+        self.stats.num_steps += 1
+        reqs = []
+        for req, n, drafts in picked.values():
+            start = req.num_computed_tokens
+            stop = start + n - len(drafts)
+            reqs.append(
+                ScheduledRequest(
+                    request_id=req.request_id,
+                    token_ids=req.tokens(start, stop) + drafts,
+                    start_position=start,
+                    block_ids=self.kv.block_ids(req.request_id),
+                    num_draft_tokens=len(drafts),
+                    sample=stop >= req.num_tokens,
+                )
+            )
+        tiers = self.kv.tiers
+        swap_out, self._pending_swap_out = tuple(self._pending_swap_out), []
+        return ScheduledBatch(
+            step=self._step,
+            requests=tuple(reqs),
+            block_size=self.kv.block_size,
+            copies=self.kv.take_copies(),
+            swap_out=swap_out,
+            transfer_s=tiers.take_transfer_s() if tiers is not None else 0.0,
+        )
+
+    # ---- update ------------------------------------------------------------------------------
+
+    def update(self, batch: ScheduledBatch, result: StepResult) -> list[Request]:
+        """Apply a step's result; return the requests that finished in it."""
+        finished = []
+        for sr in batch.requests:
+            req = self.requests.get(sr.request_id)
+            if req is None or req.status is not RequestStatus.RUNNING:
+                continue
+            req.num_computed_tokens += sr.num_new_tokens
+            if sr.sample:
+                self._append(req, sr, result.sampled.get(sr.request_id, ()))
+            self.kv.cache_full_blocks(req)
+            if self._is_done(req):
+                self._finish(req)
+                finished.append(req)
+        return finished
+
+    def _append(self, req: Request, sr: ScheduledRequest, tokens: Sequence[int]) -> None:
+        if not tokens:
+            raise ConfigError(f"executor returned no token for request {req.request_id}")
+        rejected = sr.num_draft_tokens - (len(tokens) - 1)
+        if rejected < 0:
+            raise ConfigError(
+                f"executor returned {len(tokens)} tokens for {req.request_id} "
+                f"with {sr.num_draft_tokens} drafts"
+            )
+        req.output_token_ids.extend(tokens)
+        if rejected:
+            req.num_computed_tokens -= rejected
+            self.kv.trim(req, req.num_tokens)
+
+    def _is_done(self, req: Request) -> bool:
+        p = req.params
+        if req.num_output_tokens >= p.max_new_tokens:
+            del req.output_token_ids[p.max_new_tokens :]
+            req.finish_reason = FinishReason.LENGTH
+            return True
+        if p.eos_token_id is not None and p.eos_token_id in req.output_token_ids[-1:]:
+            req.finish_reason = FinishReason.STOP
+            return True
+        return False
+
+    def _finish(self, req: Request) -> None:
+        req.status = RequestStatus.FINISHED
+        self.running.remove(req)
+        self.kv.free(req)
+        del self.requests[req.request_id]
+        self._blocked_on_memory = False
+
+    # ---- closed-form decode runs (the simulator's fast path) ---------------------------------
+
+    def decode_run_limit(self, max_steps: int) -> int:
+        """How many next steps are plain decode steps that change nothing but one token per
+        running request (no admission, completion, preemption or draft); 0 when not now.
+
+        NOTE: a performance shortcut for executors that can price many steps at once; running
+        those steps one by one gives the same blocks, tokens and times.
+        """
+        if not self.running or self.config.spec is not None or self.kv.tiers is not None:
+            return 0
+        if (
+            len(self.waiting)
+            and len(self.running) < self.max_running
+            and not self._blocked_on_memory
+        ):
+            return 0
+        if len(self.running) > self.config.max_num_batched_tokens:
+            return 0
+        k = max_steps
+        for req in self.running:
+            if req.num_tokens - req.num_computed_tokens != 1 or req.params.eos_token_id is not None:
+                return 0
+            k = min(k, req.params.max_new_tokens - req.num_output_tokens)
+        return self._fundable_steps(k)
+
+    def _fundable_steps(self, k: int) -> int:
+        """Largest j <= k such that j decode steps need at most the free blocks."""
+        free, bs = self.kv.pool.num_free, self.kv.block_size
+        starts = [(r.num_computed_tokens, len(self.kv.table(r.request_id))) for r in self.running]
+
+        def need(j: int) -> int:
+            return sum(max(0, -(-(p + j) // bs) - nb) for p, nb in starts)
+
+        if need(k) <= free:
+            return k
+        lo, hi = 0, k
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if need(mid) <= free:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def advance_decode(
+        self, k: int, sample: Callable[[Request, int], Sequence[int]]
+    ) -> list[Request]:
+        """Apply ``k`` decode steps at once (see ``decode_run_limit``); blocks are handed out in
+        the order step-by-step scheduling would use. Returns the requests that finished."""
+        events = []
+        bs = self.kv.block_size
+        for idx, req in enumerate(self.running):
+            p, nb = req.num_computed_tokens, len(self.kv.table(req.request_id))
+            first = max(nb * bs - p, 0)
+            events += [(j, idx) for j in range(first, k, bs)]
+        events.sort()
+        new = self.kv.pool.allocate(len(events))  # popped in the order single steps would pop
+        assert new is not None, "decode_run_limit funds every step"
+        for (_, idx), block in zip(events, new, strict=True):
+            self.kv.append_blocks(self.running[idx].request_id, [block])
+        self._step += k
+        self.stats.num_steps += k
+        finished = []
+        for req in list(self.running):
+            req.output_token_ids.extend(sample(req, k))
+            req.num_computed_tokens += k
+            self.kv.cache_full_blocks(req)
+            if self._is_done(req):
+                self._finish(req)
+                finished.append(req)
+        return finished

@@ -1,0 +1,146 @@
+"""KV tiers below device memory: host memory, disk. Each has a capacity and a bandwidth.
+
+Two uses (reference/serving.md §3.4; vLLM ``OffloadingConnector``, SGLang HiCache):
+
+- **Prefix offload**: a cached prefix block evicted from the device is written to the first
+  tier (LRU); when that tier is full its least recently used block cascades to the next tier,
+  and falls off the last. A later prefix hit may find the block in a tier and load it back.
+- **Swap preemption**: a preempted request's blocks move to the first tier and come back when
+  it is readmitted, instead of being recomputed.
+
+Transfer time (bytes ÷ the tier's bandwidth, plus its latency per transfer) is accumulated and
+charged to the next step (``take_transfer_s``). NOTE: cascades between lower tiers run in the
+background and are counted as traffic but not charged to a step.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from ridgeline.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class TierSpec:
+    """One KV tier: ``capacity_bytes`` reached at ``bandwidth_bytes_per_s`` from the device."""
+
+    name: str
+    capacity_bytes: float
+    bandwidth_bytes_per_s: float
+    latency_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.capacity_bytes < 0 or self.bandwidth_bytes_per_s <= 0 or self.latency_s < 0:
+            raise ConfigError(
+                f"tier {self.name}: capacity must be >= 0, bandwidth > 0, latency >= 0"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class TierTraffic:
+    """Bytes moved into and out of one tier and the prefix blocks it served."""
+
+    name: str
+    bytes_in: float
+    bytes_out: float
+    hit_blocks: int
+
+
+class _Tier:
+    __slots__ = ("spec", "num_blocks", "blocks", "reserved", "bytes_in", "bytes_out", "hits")
+
+    def __init__(self, spec: TierSpec, block_bytes: float) -> None:
+        self.spec = spec
+        self.num_blocks = int(spec.capacity_bytes // block_bytes)
+        self.blocks: OrderedDict[int, None] = OrderedDict()  # prefix hashes, LRU first
+        self.reserved = 0  # blocks held by swapped-out requests
+        self.bytes_in = 0.0
+        self.bytes_out = 0.0
+        self.hits = 0
+
+    @property
+    def room(self) -> int:
+        return self.num_blocks - self.reserved - len(self.blocks)
+
+
+class KVTiers:
+    """The tiers below the device, fastest first, holding blocks of ``block_bytes``."""
+
+    def __init__(self, specs: tuple[TierSpec, ...], block_bytes: float) -> None:
+        if not specs:
+            raise ConfigError("field tiers: give at least one tier below the device")
+        self.block_bytes = block_bytes
+        self.tiers = [_Tier(s, block_bytes) for s in specs]
+        self._pending_s = 0.0
+
+    def offload(self, block_hash: int) -> None:
+        """A cached prefix block was evicted from the device: write it to the first tier."""
+        top = self.tiers[0]
+        if top.num_blocks - top.reserved <= 0:
+            return
+        self._charge(top, self.block_bytes)
+        top.bytes_in += self.block_bytes
+        self._insert(0, block_hash)
+
+    def _insert(self, level: int, block_hash: int) -> None:
+        tier = self.tiers[level]
+        tier.blocks[block_hash] = None
+        tier.blocks.move_to_end(block_hash)
+        while tier.room < 0 and tier.blocks:
+            victim, _ = tier.blocks.popitem(last=False)
+            tier.bytes_out += self.block_bytes
+            nxt = level + 1
+            if nxt < len(self.tiers) and self.tiers[nxt].num_blocks - self.tiers[nxt].reserved > 0:
+                self.tiers[nxt].bytes_in += self.block_bytes
+                self._insert(nxt, victim)
+
+    def find(self, block_hash: int) -> int | None:
+        """Index of the fastest tier holding ``block_hash``, or None."""
+        for i, tier in enumerate(self.tiers):
+            if block_hash in tier.blocks:
+                return i
+        return None
+
+    def load(self, block_hashes: list[int]) -> None:
+        """Bring prefix blocks back to the device (they stay in their tier as copies)."""
+        for h in block_hashes:
+            level = self.find(h)
+            assert level is not None, h
+            tier = self.tiers[level]
+            tier.blocks.move_to_end(h)
+            tier.hits += 1
+            tier.bytes_out += self.block_bytes
+            self._charge(tier, self.block_bytes)
+
+    def reserve_swap(self, num_blocks: int) -> bool:
+        """Hold room for a swapped-out request in the first tier (dropping cached prefix
+        blocks if needed); False when it cannot fit. Charges the write."""
+        top = self.tiers[0]
+        if top.num_blocks - top.reserved < num_blocks:
+            return False
+        top.reserved += num_blocks
+        while top.room < 0:
+            top.blocks.popitem(last=False)
+        top.bytes_in += num_blocks * self.block_bytes
+        self._charge(top, num_blocks * self.block_bytes)
+        return True
+
+    def release_swap(self, num_blocks: int) -> None:
+        """A swapped request comes back: read its blocks and free the room."""
+        top = self.tiers[0]
+        assert top.reserved >= num_blocks
+        top.reserved -= num_blocks
+        top.bytes_out += num_blocks * self.block_bytes
+        self._charge(top, num_blocks * self.block_bytes)
+
+    def _charge(self, tier: _Tier, nbytes: float) -> None:
+        self._pending_s += tier.spec.latency_s + nbytes / tier.spec.bandwidth_bytes_per_s
+
+    def take_transfer_s(self) -> float:
+        """Transfer time accumulated since the last call (charged to the next step)."""
+        t, self._pending_s = self._pending_s, 0.0
+        return t
+
+    def traffic(self) -> tuple[TierTraffic, ...]:
+        return tuple(TierTraffic(t.spec.name, t.bytes_in, t.bytes_out, t.hits) for t in self.tiers)

@@ -1,0 +1,44 @@
+"""sim: the serving simulator — workloads and traces, the cost-model executor, the event loop
+and its metrics. It drives the same ``serving.Scheduler`` the real engine uses.
+
+Layer rule: imports ``serving``, ``analytic``, ``specs`` and ``errors`` only; never torch.
+"""
+
+from ridgeline.sim.engine import Disagg, SimConfig, Simulation, kv_pool_blocks, simulate
+from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCostModel
+from ridgeline.sim.metrics import SLO, Percentiles, RequestMetrics, SimResult
+from ridgeline.sim.workload import (
+    Arrival,
+    LengthDist,
+    Lengths,
+    RequestSpec,
+    Tokens,
+    WorkloadSpec,
+    generate,
+    load_trace,
+    parse_lengths,
+)
+
+__all__ = [
+    "SLO",
+    "Arrival",
+    "CostModelExecutor",
+    "Disagg",
+    "LengthDist",
+    "Lengths",
+    "Percentiles",
+    "RequestMetrics",
+    "RequestPlan",
+    "RequestSpec",
+    "SimConfig",
+    "SimResult",
+    "Simulation",
+    "StepCostModel",
+    "Tokens",
+    "WorkloadSpec",
+    "generate",
+    "kv_pool_blocks",
+    "load_trace",
+    "parse_lengths",
+    "simulate",
+]

@@ -1,0 +1,250 @@
+"""The simulator's executor: a step's time from the analytic cost model, any catalog accelerator.
+
+Every operator's FLOPs and bytes in ``analytic.ops.op_terms`` are affine in a few sums over the
+batch (the step's linear model)::
+
+    x = [1, seqs, new tokens, keys, attended_w..., cached_w...]      (one pair per window size)
+    flops_op = F_op · x        bytes_op = M_op · x
+    step_s   = Σ_op max(flops_op / (peak·eff_c), bytes_op / (bw·eff_b)) + overhead + transfers
+
+so ``F`` and ``M`` are computed once per (model, accelerator) by evaluating ``op_terms`` on unit
+aggregates, and a step costs two small matrix-vector products — the same numbers as
+``analytic.step_cost`` (a test checks it), in microseconds. MoE models are not affine in the
+tokens (distinct experts hit); for them every step calls ``op_terms`` directly.
+
+The executor also plays the machine's outputs: the token it "samples" for a request comes from
+that request's plan (the workload decides the outputs, so multi-turn prompts can contain them),
+and speculative drafts are accepted with the request's rate from a seeded generator.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
+from ridgeline.serving.executor import ScheduledBatch, StepResult
+from ridgeline.serving.spec_decode import draw_accepted
+from ridgeline.specs import Accelerator, ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPlan:
+    """What the simulated machine knows of a request: prompt length, the outputs it will
+    sample, and its draft acceptance rate (speculative decoding)."""
+
+    prompt_len: int
+    output: Sequence[int]
+    spec_acceptance: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Aggregates:
+    """A ``StepShape`` given directly by its sums (used to read off the linear model)."""
+
+    num_seqs: float
+    num_tokens: float
+    decode: bool
+    attended_by_window: Mapping[int | None, float]
+    cached_by_window: Mapping[int | None, float]
+    num_keys: float
+
+    @property
+    def is_decode(self) -> bool:
+        return self.decode
+
+    def attended(self, window: int | None) -> float:
+        return self.attended_by_window[window]
+
+    def cached(self, window: int | None) -> float:
+        return self.cached_by_window[window]
+
+    def keys(self) -> float:
+        return self.num_keys
+
+
+class StepCostModel:
+    """Step time of any mixed batch of one model on one accelerator, precomputed.
+
+    Args:
+        model: the model.
+        acc: the accelerator (its device level holds weights and KV).
+        dtypes: storage formats.
+        efficiency: fractions of peak reached and a fixed per-step overhead.
+    """
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        acc: Accelerator,
+        dtypes: Dtypes | None = None,
+        efficiency: Efficiency | None = None,
+    ) -> None:
+        self.model = model
+        self.dtypes = dtypes or Dtypes()
+        self.efficiency = efficiency or Efficiency()
+        self.peak = acc.peak(self.dtypes.compute) * self.efficiency.compute
+        self.bw = acc.device_bandwidth_bytes_per_s * self.efficiency.bandwidth
+        self.windows: tuple[int | None, ...] = tuple(
+            sorted({layer.window for layer in model.layers}, key=lambda w: -1 if w is None else w)
+        )
+        self.affine = model.moe is None
+        self._coef = {d: self._read_coefficients(d) for d in (True, False)} if self.affine else {}
+
+    def _shape(self, x: Sequence[float], decode: bool) -> _Aggregates:
+        nw = len(self.windows)
+        return _Aggregates(
+            num_seqs=x[1],
+            num_tokens=x[2],
+            decode=decode,
+            attended_by_window=dict(zip(self.windows, x[4 : 4 + nw], strict=True)),
+            cached_by_window=dict(zip(self.windows, x[4 + nw : 4 + 2 * nw], strict=True)),
+            num_keys=x[3],
+        )
+
+    def _terms(self, shape: object) -> tuple[np.ndarray, np.ndarray]:
+        ops = op_terms(self.model, shape, self.dtypes)  # type: ignore[arg-type]
+        flops = np.array([float(o.flops) for o in ops])
+        nbytes = np.array([float(o.bytes_read + o.bytes_written) for o in ops])
+        return flops, nbytes
+
+    def _read_coefficients(self, decode: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(ops × d) matrices of FLOPs and bytes per unit of each aggregate, column 0 constant."""
+        d = 4 + 2 * len(self.windows)
+        base = [1.0] + [0.0] * (d - 1)
+        f0, b0 = self._terms(self._shape(base, decode))
+        fcols, bcols = [f0], [b0]
+        for j in range(1, d):
+            x = list(base)
+            x[j] = 1.0
+            f, b = self._terms(self._shape(x, decode))
+            fcols.append(f - f0)
+            bcols.append(b - b0)
+        return np.stack(fcols, axis=1) / self.peak, np.stack(bcols, axis=1) / self.bw
+
+    def aggregates(self, new: Sequence[int], prior: Sequence[int]) -> list[float]:
+        """The linear model's x for sequences adding ``new`` tokens on ``prior`` cached ones."""
+        seqs = tokens = keys = 0.0
+        att = [0.0] * len(self.windows)
+        cac = [0.0] * len(self.windows)
+        for n, p in zip(new, prior, strict=True):
+            seqs += 1
+            tokens += n
+            keys += p + n
+            for i, w in enumerate(self.windows):
+                if w is None:
+                    att[i] += n * p + n * (n + 1) / 2
+                    cac[i] += p
+                else:
+                    att[i] += _windowed_sum(p + n, w) - _windowed_sum(p, w)
+                    cac[i] += min(p, w)
+        return [1.0, seqs, tokens, keys, *att, *cac]
+
+    def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float:
+        """Time of one step whose sequences add ``new`` tokens on ``prior`` cached ones."""
+        decode = all(n == 1 for n in new)
+        if not self.affine:
+            shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
+            f, b = self._terms(shape)
+            return (
+                float(np.maximum(f / self.peak, b / self.bw).sum())
+                + self.efficiency.step_overhead_s
+            )
+        fc, bc = self._coef[decode]
+        x = np.asarray(self.aggregates(new, prior))
+        return float(np.maximum(fc @ x, bc @ x).sum()) + self.efficiency.step_overhead_s
+
+    def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
+        """Times of ``k`` consecutive decode steps of the same sequences (closed form: each
+        step every sequence adds one token, so the sums grow by the batch size per step)."""
+        if not self.affine:
+            return np.array(
+                [self.step_time_s([1] * len(prior), [p + j for p in prior]) for j in range(k)]
+            )
+        p = np.asarray(prior, dtype=float)
+        j = np.arange(k, dtype=float)
+        batch = float(len(p))
+        total = float(p.sum())
+        rows = [np.ones(k), np.full(k, batch), np.full(k, batch), total + batch * (j + 1)]
+        if self.windows == (None,):  # no sliding window: the sums are linear in the step
+            att, cac = [total + batch * (j + 1)], [total + batch * j]
+        else:
+            ctx = p[:, None] + j[None, :]  # (B, k) cached tokens per sequence per step
+            att = [_attended_decode(ctx, w) for w in self.windows]
+            cac = [(ctx if w is None else np.minimum(ctx, w)).sum(axis=0) for w in self.windows]
+        x = np.stack(rows + att + cac)  # (d, k)
+        fc, bc = self._coef[True]
+        return np.maximum(fc @ x, bc @ x).sum(axis=0) + self.efficiency.step_overhead_s
+
+
+def _windowed_sum(x: float, w: int) -> float:
+    """Σ_{t=1..x} min(t, w) (see ``analytic.ops.attended_keys``)."""
+    return x * (x + 1) / 2 if x <= w else w * (w + 1) / 2 + (x - w) * w
+
+
+def _attended_decode(ctx: np.ndarray, w: int | None) -> np.ndarray:
+    """Σ over sequences of the keys one new token attends to: min(prior + 1, window)."""
+    keys = ctx + 1.0
+    return (keys if w is None else np.minimum(keys, w)).sum(axis=0)
+
+
+class CostModelExecutor:
+    """An ``Executor`` that prices each step with a ``StepCostModel`` and plays planned outputs.
+
+    Args:
+        cost: the target model's step cost.
+        plans: request id → plan (prompt length, outputs, acceptance rate); shared with the
+            simulator, which adds a plan before submitting each request.
+        rng: draws draft acceptances (speculative decoding).
+        spec_acceptance: default acceptance rate α.
+        draft: the draft model's step cost (None: drafts cost nothing).
+    """
+
+    def __init__(
+        self,
+        cost: StepCostModel,
+        plans: Mapping[str, RequestPlan],
+        rng: random.Random | None = None,
+        spec_acceptance: float = 0.7,
+        draft: StepCostModel | None = None,
+    ) -> None:
+        self.cost = cost
+        self.plans = plans
+        self.rng = rng or random.Random(0)
+        self.spec_acceptance = spec_acceptance
+        self.draft = draft
+
+    def execute(self, batch: ScheduledBatch) -> StepResult:
+        new = [len(r.token_ids) for r in batch.requests]
+        prior = [r.start_position for r in batch.requests]
+        time_s = self.cost.step_time_s(new, prior) if batch.requests else 0.0
+        sampled = {}
+        drafted = [r for r in batch.requests if r.num_draft_tokens]
+        for r in batch.requests:
+            if r.sample:
+                sampled[r.request_id] = self._sample(
+                    r.request_id, r.context_len - r.num_draft_tokens, r.num_draft_tokens
+                )
+        if drafted and self.draft is not None:
+            k = max(r.num_draft_tokens for r in drafted)
+            ctx = [r.start_position for r in drafted]
+            time_s += float(self.draft.decode_run_s(ctx, k).sum())
+        return StepResult(sampled=sampled, time_s=time_s + batch.transfer_s)
+
+    def _sample(self, request_id: str, num_tokens: int, num_drafts: int) -> tuple[int, ...]:
+        plan = self.plans[request_id]
+        start = num_tokens - plan.prompt_len
+        n = 1
+        if num_drafts:
+            alpha = self.spec_acceptance if plan.spec_acceptance is None else plan.spec_acceptance
+            n += draw_accepted(self.rng, alpha, num_drafts)
+        return tuple(plan.output[start : start + n])
+
+    def sample_run(self, request_id: str, num_tokens: int, k: int) -> Sequence[int]:
+        """The next ``k`` outputs of a request holding ``num_tokens`` tokens (decode runs)."""
+        plan = self.plans[request_id]
+        start = num_tokens - plan.prompt_len
+        return plan.output[start : start + k]
