@@ -17,6 +17,7 @@ from ridgeline.cli.analytic_cmds import (
 from ridgeline.cli.common import new_app
 from ridgeline.cli.deploy_cmds import deploy_cmd
 from ridgeline.cli.report_cmd import report_cmd
+from ridgeline.cli.simulate_cmds import simulate_cmd
 from ridgeline.cli.sweep_cmds import sweep_app
 
 app = new_app("ridgeline: where the time and memory of LLM inference go, and why.")
@@ -28,6 +29,7 @@ app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
 app.command("deploy")(deploy_cmd)
 app.command("report")(report_cmd)
+app.command("simulate")(simulate_cmd)
 app.add_typer(sweep_app, name="sweep")
 
 

@@ -1,0 +1,107 @@
+"""Run one workload under several named configurations and tabulate them.
+
+Variants (a registry of ``SimConfig -> SimConfig`` edits, applied to a base configuration):
+
+    paged          the base: paged KV, chunked prefill, FCFS
+    contiguous     reserve max_model_len per request at admission (pre-PagedAttention)
+    static         compiled schedule: fixed slots and sequence buckets
+    prefix         paged + prefix caching
+    no-chunk       whole prompts in one step (budget raised to max_model_len)
+    priority       priority queue order
+    swap           preempt by swapping to host memory instead of recomputing
+    spec           speculative decoding, k = 4, α = 0.7
+    host-tier      prefix caching with evicted prefix blocks offloaded to host memory
+    disagg         one prefill and one decode instance
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.serving.scheduler import PreemptionMode
+from ridgeline.serving.spec_decode import SpecDecodeConfig
+from ridgeline.serving.tiers import TierSpec
+from ridgeline.sim.engine import Disagg, SimConfig, simulate
+from ridgeline.sim.metrics import SimResult
+from ridgeline.sim.workload import RequestSpec
+from ridgeline.specs import Accelerator
+
+DEFAULT_VARIANTS = ("paged", "contiguous", "static", "prefix", "no-chunk")
+
+
+def host_tier(hw: Accelerator) -> TierSpec:
+    """The accelerator's host-memory level as a KV tier."""
+    level = next((lvl for lvl in hw.levels if lvl.name == "host"), None)
+    if level is None or level.bandwidth_bytes_per_s is None:
+        raise ConfigError(
+            f"{hw.name}: no 'host' memory level with a bandwidth; give --tiers NAME:BYTES:BW"
+        )
+    return TierSpec("host", level.total_capacity_bytes, level.bandwidth_bytes_per_s)
+
+
+def _sched(cfg: SimConfig, **changes: object) -> SimConfig:
+    return replace(cfg, scheduler=replace(cfg.scheduler, **changes))  # type: ignore[arg-type]
+
+
+def _whole_prompts(cfg: SimConfig) -> SimConfig:
+    """No chunked prefill; the budget grows to max_model_len so every prompt fits one step."""
+    s = cfg.scheduler
+    return _sched(
+        cfg,
+        enable_chunked_prefill=False,
+        max_num_batched_tokens=max(s.max_num_batched_tokens, s.max_model_len),
+    )
+
+
+VARIANTS: dict[str, Callable[[SimConfig], SimConfig]] = {
+    "paged": lambda c: c,
+    "contiguous": lambda c: _whole_prompts(_sched(c, policy="contiguous")),
+    "static": lambda c: _whole_prompts(_sched(c, policy="static")),
+    "prefix": lambda c: replace(c, prefix_caching=True),
+    "no-chunk": lambda c: _whole_prompts(c),
+    "priority": lambda c: _sched(c, policy="priority"),
+    "swap": lambda c: replace(
+        _sched(c, preemption=PreemptionMode.SWAP), tiers=c.tiers or (host_tier(c.hw),)
+    ),
+    "spec": lambda c: _sched(c, spec=SpecDecodeConfig(4, 0.7)),
+    "host-tier": lambda c: replace(c, prefix_caching=True, tiers=c.tiers or (host_tier(c.hw),)),
+    "disagg": lambda c: replace(c, disagg=Disagg(1, 1)),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Results of one workload under several configurations, in the order asked."""
+
+    results: tuple[SimResult, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "schema": "ridgeline.simulate-compare/1",
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+def variant(base: SimConfig, name: str) -> SimConfig:
+    """``base`` edited by the named variant, labelled with the name."""
+    if name not in VARIANTS:
+        raise UnknownNameError("simulate variant", name, VARIANTS)
+    return replace(VARIANTS[name](base), label=name)
+
+
+def compare(
+    base: SimConfig,
+    workload: Sequence[RequestSpec],
+    names: Sequence[str] = DEFAULT_VARIANTS,
+    progress: Callable[[str], None] | None = None,
+) -> Comparison:
+    """Simulate ``workload`` under each named variant of ``base``."""
+    configs = [variant(base, n) for n in names]
+    out = []
+    for cfg in configs:
+        if progress is not None:
+            progress(cfg.label)
+        out.append(simulate(cfg, workload))
+    return Comparison(tuple(out))

@@ -1,0 +1,157 @@
+"""Simulator tests: exact single-request timing, closed form = step by step, overload, traces,
+tiers and disaggregation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ridgeline.errors import ConfigError
+from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.serving.tiers import TierSpec
+from ridgeline.sim import (
+    Disagg,
+    LengthDist,
+    Lengths,
+    RequestSpec,
+    SimConfig,
+    Simulation,
+    StepCostModel,
+    Tokens,
+    WorkloadSpec,
+    generate,
+    load_trace,
+    simulate,
+)
+from ridgeline.specs import get_accelerator, get_model
+
+DATA = Path(__file__).parent / "data"
+A100 = get_accelerator("a100-80gb")
+LLAMA = get_model("llama-2-7b")
+
+
+def one(prompt: int, output: int, at: float = 0.0, rid: str = "r0", base: int = 0) -> RequestSpec:
+    """A request whose prompt is tokens base, base+1, ... (distinct bases share nothing)."""
+    return RequestSpec(rid, at, Tokens([range(base, base + prompt)]), range(10**9, 10**9 + output))
+
+
+def test_single_request_ttft_is_its_prefill_step_and_tpot_the_decode_steps() -> None:
+    res = simulate(SimConfig(LLAMA, A100), [one(1000, 50)])
+    cost = StepCostModel(LLAMA, A100)
+    (r,) = res.requests
+    assert r.ttft_s == pytest.approx(cost.step_time_s([1000], [0]), rel=1e-12)
+    decode = [cost.step_time_s([1], [1000 + j]) for j in range(49)]
+    assert r.tpot_s == pytest.approx(sum(decode) / 49, rel=1e-9)
+    # hand check: (6.74e9 params − 0.13e9 embedding rows not read) × 2 B = 13.2 GB, plus ~0.53 GB
+    # of KV at ~1,025 tokens × 524,288 B, at 2.039 TB/s: 6.48 + 0.26 ms
+    assert r.tpot_s == pytest.approx(0.00674, rel=0.01)
+    assert r.queue_s == 0.0 and r.e2e_s == pytest.approx(r.ttft_s + 49 * r.tpot_s, rel=1e-9)
+
+
+def test_closed_form_decode_runs_give_the_step_by_step_result() -> None:
+    spec = WorkloadSpec(
+        num_requests=120,
+        rate_per_s=20,
+        prompt=Lengths(LengthDist.LOGNORMAL, 300),
+        output=Lengths(LengthDist.UNIFORM, 60),
+        seed=3,
+    )
+    wl = generate(spec)
+    cfg = SimConfig(LLAMA, A100, SchedulerConfig(max_num_batched_tokens=512), num_blocks=400)
+    fast = simulate(cfg, wl)
+    slow = simulate(SimConfig(LLAMA, A100, cfg.scheduler, num_blocks=400, fast_forward=False), wl)
+    assert fast.num_preemptions == slow.num_preemptions > 0
+    assert fast.num_steps == slow.num_steps
+    for a, b in zip(fast.requests, slow.requests, strict=True):
+        assert (a.request_id, a.output_len, a.num_preemptions) == (
+            b.request_id,
+            b.output_len,
+            b.num_preemptions,
+        )
+        assert a.e2e_s == pytest.approx(b.e2e_s, rel=1e-9)
+        assert a.ttft_s == pytest.approx(b.ttft_s, rel=1e-9)
+
+
+def test_overload_completes_or_rejects_every_request_and_never_exceeds_memory() -> None:
+    cost = StepCostModel(LLAMA, A100)
+    prompt, output = 400, 100
+    # sustainable rate with all 400 blocks busy: about 40 sequences at ~8 ms per decode step
+    per_request_s = (
+        cost.step_time_s([prompt], [0]) + output * cost.step_time_s([1] * 40, [450] * 40) / 40
+    )
+    wl = generate(
+        WorkloadSpec(
+            num_requests=300,
+            rate_per_s=3.0 / per_request_s,
+            prompt=Lengths(LengthDist.UNIFORM, prompt, lo=50),
+            output=Lengths(LengthDist.FIXED, output),
+            seed=5,
+        )
+    )
+    wl[7] = one(7000, 10, wl[7].arrival_s, "too-long")  # can never fit 400 blocks of 16
+    sim = Simulation(SimConfig(LLAMA, A100, num_blocks=400), wl)
+    res = sim.run()
+    assert res.num_completed + res.num_rejected == 300
+    assert res.num_rejected == 1 and "exceeds the KV pool (6400 slots)" in res.reject_reasons[0]
+    assert res.num_preemptions > 0 and res.queue_s.p99 > 1.0  # it really was overloaded
+    assert max(res.timeline.used_frac) <= 1.0 and res.kv_peak_frac > 0.9
+    for inst in sim.instances:
+        inst.scheduler.kv.pool.check()
+        assert inst.scheduler.kv.pool.num_used == 0 and not inst.scheduler.has_unfinished
+
+
+def test_a_simulation_is_deterministic_for_a_seed() -> None:
+    spec = WorkloadSpec(num_requests=40, rate_per_s=10, output=Lengths(LengthDist.ZIPF, 40), seed=9)
+    a = simulate(SimConfig(LLAMA, A100), generate(spec))
+    b = simulate(SimConfig(LLAMA, A100), generate(spec))
+    assert a.to_dict() == b.to_dict()
+
+
+def test_traces_jsonl_and_csv() -> None:
+    reqs = load_trace(DATA / "trace_tiny.jsonl")
+    assert [r.prompt_len for r in reqs] == [300, 280, 18, 64]
+    assert list(reqs[0].prompt[:256]) == list(reqs[1].prompt[:256])  # shared prefix sys-a
+    assert reqs[0].prompt[256] != reqs[1].prompt[256]
+    assert reqs[2].prompt[:3] == (1, 2, 3)
+    csv = load_trace(DATA / "trace_tiny.csv")
+    assert [(r.prompt_len, r.output_len) for r in csv] == [
+        (480, 10),
+        (318, 8),
+        (110, 27),
+        (743, 14),
+    ]
+    assert csv[3].arrival_s == pytest.approx(0.140684)
+    with pytest.raises(ConfigError, match=r"trace_bad.jsonl:2: field prompt_len: not a number"):
+        load_trace(DATA / "trace_bad.jsonl")
+
+
+def test_prefix_blocks_offloaded_to_host_come_back_on_a_hit() -> None:
+    shared = [
+        RequestSpec(
+            f"s{i}",
+            i * 2.0,
+            Tokens([range(512), range(10**6 * (i + 1), 10**6 * (i + 1) + 64)]),
+            range(4),
+        )
+        for i in range(2)
+    ]
+    filler = [one(1000, 4, 0.5 + 0.1 * i, f"f{i}", base=10**8 * (i + 1)) for i in range(3)]
+    host = TierSpec("host", 1e12, 32e9)
+    wl = sorted([*shared, *filler], key=lambda r: r.arrival_s)
+    res = simulate(SimConfig(LLAMA, A100, num_blocks=70, prefix_caching=True, tiers=(host,)), wl)
+    (traffic,) = res.tier_traffic
+    assert traffic.hit_blocks == 32  # the whole 512-token prefix came back from host memory
+    assert traffic.bytes_out == pytest.approx(32 * 16 * 524288)
+    by_id = {r.request_id: r for r in res.requests}
+    assert by_id["s1"].cached_tokens == 512
+
+
+def test_disaggregation_adds_the_kv_transfer_before_decode() -> None:
+    link = Disagg(1, 1, link_bandwidth_bytes_per_s=10e9, link_latency_s=0.002)
+    res = simulate(SimConfig(LLAMA, A100, disagg=link), [one(1000, 20)])
+    mixed = simulate(SimConfig(LLAMA, A100), [one(1000, 20)])
+    (d,), (m,) = res.requests, mixed.requests
+    assert d.ttft_s == pytest.approx(m.ttft_s, rel=1e-12)  # the prefill instance samples token 1
+    transfer = 0.002 + 1000 * 524288 / 10e9
+    assert d.e2e_s - m.e2e_s == pytest.approx(transfer, rel=1e-6)
