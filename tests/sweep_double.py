@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ridgeline.sweep import Configuration, RequestLatencies, Requests
+from ridgeline.sweep import Configuration, RequestLatencies, Requests, weights_fit
 
 SPEED = {"h100-sxm": 1.0, "h200": 1.5, "mi300x": 1.2, "tpu-v5p": 0.8}
 
@@ -28,6 +28,9 @@ class FifoDouble:
     decode_s: float = 0.01
     sleep_s: float = 0.0
     speeds: dict[str, float] = field(default_factory=lambda: dict(SPEED))
+
+    def fits(self, config: Configuration) -> bool:
+        return weights_fit(config)
 
     def simulate(self, config: Configuration, requests: Requests, seed: int) -> RequestLatencies:
         speed = config.chips * self.speeds.get(config.accelerator, 1.0)

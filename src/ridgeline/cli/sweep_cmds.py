@@ -15,9 +15,10 @@ from ridgeline.report.document import Table
 from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
 from ridgeline.sweep import (
     BackendKind,
-    Deployment,
+    ChipSplit,
     Objective,
     StoreFormat,
+    load_simulator,
     load_spec,
     make_backend,
     open_store,
@@ -27,7 +28,6 @@ from ridgeline.sweep import (
     with_overrides,
 )
 from ridgeline.sweep import Progress as SweepProgress
-from ridgeline.sweep.simulator import load_simulator
 
 sweep_app = new_app("Capacity sweeps: the highest request rate within SLOs, per configuration.")
 
@@ -41,12 +41,12 @@ def _split(text: str | None) -> tuple[str, ...] | None:
     return None if text is None else tuple(t.strip() for t in text.split(",") if t.strip())
 
 
-def _chips(text: str | None) -> tuple[Deployment, ...] | None:
+def _chips(text: str | None) -> tuple[ChipSplit, ...] | None:
     """``--chips 1,2,4``: tensor parallel over all chips, as the spec's ``sweep.chips``."""
     if text is None:
         return None
     try:
-        return tuple(Deployment(int(c), int(c)) for c in text.split(","))
+        return tuple(ChipSplit(int(c), int(c)) for c in text.split(","))
     except ValueError:
         raise ConfigError(f"--chips {text!r}: expected integers like 1,2,4") from None
 

@@ -21,8 +21,8 @@ from ridgeline.sweep.backends import (
     make_backend,
 )
 from ridgeline.sweep.point import (
+    ChipSplit,
     Configuration,
-    Deployment,
     PointResult,
     PointSimulator,
     Policy,
@@ -33,8 +33,9 @@ from ridgeline.sweep.point import (
     summarize,
 )
 from ridgeline.sweep.report import SweepReport, sweep_report
-from ridgeline.sweep.runner import Progress, SweepOutcome, fits, run_sweep
+from ridgeline.sweep.runner import Progress, SweepOutcome, run_sweep, weights_fit
 from ridgeline.sweep.search import Bracket, FrontPoint, Status, next_rate, pareto_front
+from ridgeline.sweep.simulator import ServingSimulator, default_simulator, load_simulator
 from ridgeline.sweep.spec import (
     Objective,
     Price,
@@ -71,7 +72,7 @@ __all__ = [
     "Bracket",
     "ConfigResult",
     "Configuration",
-    "Deployment",
+    "ChipSplit",
     "FrontPoint",
     "Lengths",
     "LocalBackend",
@@ -88,6 +89,7 @@ __all__ = [
     "RequestTable",
     "Requests",
     "SearchSettings",
+    "ServingSimulator",
     "SharedContext",
     "Slo",
     "SqliteStore",
@@ -99,7 +101,8 @@ __all__ = [
     "SweepSpec",
     "WorkloadSpec",
     "at_rate",
-    "fits",
+    "default_simulator",
+    "load_simulator",
     "load_spec",
     "load_table",
     "make_backend",
@@ -114,6 +117,7 @@ __all__ = [
     "spec_from_dict",
     "summarize",
     "sweep_report",
+    "weights_fit",
     "with_overrides",
 ]
 

@@ -25,8 +25,9 @@ from ridgeline.sweep.workload import Requests, WorkloadSpec
 
 
 @dataclass(frozen=True, slots=True)
-class Deployment:
-    """How many chips serve one replica of the model, and how the model is split over them.
+class ChipSplit:
+    """How many chips serve one replica of the model and how it is split over them (the sweep's
+    axis value; the simulator turns it into an ``analytic.Deployment`` on the accelerator).
 
     Attributes:
         chips: chips in the deployment (= tensor_parallel × pipeline_parallel).
@@ -83,7 +84,7 @@ class Configuration:
 
     model: str
     accelerator: str
-    deployment: Deployment
+    deployment: ChipSplit
     policy: Policy
     workload: WorkloadSpec
 
@@ -156,6 +157,11 @@ class PointSimulator(Protocol):
 
     def simulate(self, config: Configuration, requests: Requests, seed: int) -> RequestLatencies:
         """Per-request latencies of ``requests`` served by ``config``."""
+        ...
+
+    def fits(self, config: Configuration) -> bool:
+        """False when ``config`` cannot run at all (weights leave no room for KV, impossible
+        split); such a configuration is never simulated."""
         ...
 
 

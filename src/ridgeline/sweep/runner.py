@@ -63,11 +63,9 @@ class _Search:
     status: Status = Status.RUNNING
 
 
-def fits(config: Configuration) -> bool:
-    """True when the model's weights fit the deployment's device memory (all chips together).
-
-    A cheap analytic pre-check: a configuration that fails it is never simulated.
-    """
+def weights_fit(config: Configuration) -> bool:
+    """True when the model's weights fit the deployment's device memory (all chips together):
+    the crudest ``PointSimulator.fits``, for simulators without memory rules of their own."""
     model, acc = get_model(config.model), get_accelerator(config.accelerator)
     return float(weights_bytes(model)) < acc.device_capacity_bytes * config.chips
 
@@ -80,8 +78,10 @@ def spec_payload(spec: SweepSpec) -> dict[str, Any]:
 class _Sweep:
     """One run of ``run_sweep``: the searches, the store, the probe cache, the counters."""
 
-    def __init__(self, spec: SweepSpec, store: ResultStore, backend: Backend) -> None:
-        self.spec, self.store, self.backend = spec, store, backend
+    def __init__(
+        self, spec: SweepSpec, store: ResultStore, backend: Backend, simulator: PointSimulator
+    ) -> None:
+        self.spec, self.store, self.backend, self.simulator = spec, store, backend, simulator
         configs = spec.configurations()
         keys = [point_key(c, spec.slo, spec.seed) for c in configs]
         rows = [config_row(i, k, c) for i, (k, c) in enumerate(zip(keys, configs, strict=True))]
@@ -123,7 +123,7 @@ class _Sweep:
 
     def decide(self, s: _Search, best: float) -> float | None:
         """The rate ``s`` probes this round, or ``None`` once it has finished."""
-        if s.bracket.num_probes == 0 and not fits(s.config):
+        if s.bracket.num_probes == 0 and not self.simulator.fits(s.config):
             self.finish(s, Status.DOES_NOT_FIT)
             return None
         early = self.spec.search.early_stop and s.factor is not None
@@ -197,7 +197,7 @@ def run_sweep(
         Every configuration's result (in grid order) and what this call simulated.
     """
     start = time.perf_counter()
-    sweep = _Sweep(spec, store, backend)
+    sweep = _Sweep(spec, store, backend, simulator)
     tables = {w.name: load_table(w, spec.seed) for w in spec.workloads}
     backend.start(SharedContext(simulator, tables, spec.slo))
     try:

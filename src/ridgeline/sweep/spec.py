@@ -45,7 +45,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ridgeline.errors import ConfigError
-from ridgeline.sweep.point import Configuration, Deployment, Policy, Slo
+from ridgeline.sweep.point import ChipSplit, Configuration, Policy, Slo
 from ridgeline.sweep.workload import Arrival, Lengths, WorkloadSpec
 
 
@@ -105,7 +105,7 @@ class SweepSpec:
     name: str
     models: tuple[str, ...]
     accelerators: tuple[str, ...]
-    deployments: tuple[Deployment, ...]
+    deployments: tuple[ChipSplit, ...]
     policies: tuple[Policy, ...]
     workloads: tuple[WorkloadSpec, ...]
     slo: Slo
@@ -215,17 +215,17 @@ class _SpecFile(_Strict):
     prices: dict[str, _PriceFile] = {}
 
 
-def _deployments(f: _SpecFile) -> tuple[Deployment, ...]:
+def _deployments(f: _SpecFile) -> tuple[ChipSplit, ...]:
     if f.deployments and f.sweep.chips:
         raise ConfigError("sweep.chips and [[deployments]]: give one or the other")
     if f.deployments:
         return tuple(
-            Deployment(
+            ChipSplit(
                 d.chips, d.tensor_parallel or d.chips // d.pipeline_parallel, d.pipeline_parallel
             )
             for d in f.deployments
         )
-    return tuple(Deployment(c, c) for c in (f.sweep.chips or [1]))
+    return tuple(ChipSplit(c, c) for c in (f.sweep.chips or [1]))
 
 
 _KNOBS = (
