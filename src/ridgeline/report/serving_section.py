@@ -54,7 +54,7 @@ def _row(r: SimResult) -> tuple[str, ...]:
     )
 
 
-def serving_section(ctx: ReportContext) -> Section:
+def serving_section(ctx: ReportContext, num_requests: int = NUM_REQUESTS) -> Section:
     """Paged vs contiguous vs static vs prefix caching, on one shared-prefix workload."""
     base = SimConfig(ctx.model, ctx.hw, SchedulerConfig(max_model_len=4096))
     try:
@@ -62,7 +62,7 @@ def serving_section(ctx: ReportContext) -> Section:
         rate = _rate(cost, 1024, 128)
         wl = generate(
             WorkloadSpec(
-                num_requests=NUM_REQUESTS,
+                num_requests=num_requests,
                 rate_per_s=rate,
                 prompt=Lengths(LengthDist.LOGNORMAL, 512, hi=2048),
                 output=Lengths(LengthDist.LOGNORMAL, 128, hi=1024),
@@ -82,7 +82,7 @@ def serving_section(ctx: ReportContext) -> Section:
     slots = paged.kv_blocks * paged.block_size
     mean_tokens = sum(r.prompt_len + r.output_len for r in paged.requests) / len(paged.requests)
     text = (
-        f"{NUM_REQUESTS} requests (Poisson {rate:.2f}/s, 4 shared 512-token system prompts + "
+        f"{num_requests} requests (Poisson {rate:.2f}/s, 4 shared 512-token system prompts + "
         f"lognormal 512-token questions, lognormal 128-token answers) served by {ctx.model.name} "
         f"on one {ctx.hw.name} ({paged.kv_blocks:,} KV blocks of {paged.block_size} tokens). "
         f"Reserving max_model_len ({base.scheduler.max_model_len}) per request (contiguous) "

@@ -172,8 +172,12 @@ class Collector:
         ends = t0 + np.cumsum(step_s)
         k = len(step_s)
         for rid in rids:
-            self.itl.append(float(ends[0]) - self.last_tok[rid])
-            self.itl_w.append(1.0)
+            last = self.last_tok.get(rid)
+            if last is None:  # a prefix hit left only the last prompt token: first token now
+                self.first_tok[rid] = float(ends[0])
+            else:
+                self.itl.append(float(ends[0]) - last)
+                self.itl_w.append(1.0)
             self.last_tok[rid] = float(ends[-1])
             self.num_out[rid] += k
         self.decode_tokens += k * len(rids)
