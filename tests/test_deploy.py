@@ -117,6 +117,16 @@ def test_pipeline_bubble_fraction() -> None:
     assert cost.bubble_s == pytest.approx(3 * cost.slot.time_s)
 
 
+def test_replicated_ops_are_named_as_ops_names_them() -> None:
+    from ridgeline.analytic.deploy import _REPLICATED_OPS
+
+    names = {
+        t.name
+        for t in an.op_terms(get_model("llama-3.1-8b"), an.UniformShape(1.0, 1.0, 0.0), an.Dtypes())
+    }
+    assert set(_REPLICATED_OPS) - {"extra_norms"} <= names
+
+
 def test_kv_heads_split_then_replicate() -> None:
     m = get_model("llama-3.1-70b")  # 8 KV heads
     assert [kv_share(m, tp) for tp in (1, 2, 8, 16)] == [1, 0.5, 0.125, 0.125]
@@ -195,7 +205,8 @@ def test_automatic_deployment_holds_weights_plus_kv(
     # each chip: 1/chips of the weights, its KV heads (replicated past tp = kv_heads) of 1/pp
     kv_per_chip = kv * math.ceil(m.num_kv_heads / tp) / m.num_kv_heads / pp
     assert weights / dep.chips + kv_per_chip <= per_chip * (1 + 1e-12)
-    assert dep.chips * per_chip >= weights + kv * min(1.0, tp / m.num_kv_heads) / tp
+    assert dep.chips * kv_per_chip >= kv * (1 - 1e-12)  # every KV head is on some chip
+    assert dep.chips * per_chip >= (weights + kv) * (1 - 1e-12)
 
 
 # --- errors -------------------------------------------------------------------------------------
