@@ -167,6 +167,23 @@ def _toml_dict(text: str) -> dict[str, object]:
     return tomllib.loads(text)
 
 
+def test_duration_mode_takes_rate_times_duration_requests(tmp_path: Path) -> None:
+    w = WorkloadSpec(
+        "w", Arrival.UNIFORM, None, prompt_tokens=Lengths(10, 10), output_tokens=Lengths(2, 2),
+        duration_s=5.0, max_requests=40,
+    )  # fmt: skip
+    assert [w.requests_at(r, 40) for r in (0.1, 2.0, 7.9, 100.0)] == [2, 10, 40, 40]
+    text = SPEC.replace("num_requests = 30", "duration_s = 5.0\nmax_requests = 40")
+    out = run_sweep(
+        load_spec(_spec(tmp_path, text)),
+        SqliteStore(tmp_path / "d.db"),
+        LocalBackend(1),
+        FifoDouble(),
+    )
+    assert all(r.capacity_rps is not None and r.capacity_rps <= 8.0 for r in out.results)
+    assert "capped" in {r.status for r in out.results}  # the double outruns 40 requests / 5 s
+
+
 # --- search -----------------------------------------------------------------------------------
 
 

@@ -50,7 +50,9 @@ class ProbeTask:
 def run_probe(ctx: SharedContext, task: ProbeTask) -> PointResult:
     """Lay the workload out at the task's rate and simulate it."""
     workload = task.config.workload
-    requests = at_rate(ctx.tables[workload.name], workload.arrival, task.rate_rps, task.seed)
+    table = ctx.tables[workload.name]
+    n = workload.requests_at(task.rate_rps, len(table.prompt_tokens))
+    requests = at_rate(table, workload.arrival, task.rate_rps, task.seed, n)
     return simulate_point(ctx.simulator, task.config, requests, ctx.slo, task.seed)
 
 

@@ -14,8 +14,8 @@ the store when it is there, so it also reaches the same decisions, simulating on
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ridgeline.analytic import weights_bytes
@@ -23,7 +23,7 @@ from ridgeline.specs import get_accelerator, get_model
 from ridgeline.sweep.backends import Backend, ProbeTask, SharedContext
 from ridgeline.sweep.point import Configuration, PointResult, PointSimulator, point_key
 from ridgeline.sweep.search import Bracket, Status, dominated, next_rate, proven
-from ridgeline.sweep.spec import SweepSpec
+from ridgeline.sweep.spec import SearchSettings, SweepSpec
 from ridgeline.sweep.store import ConfigResult, ResultStore, config_row
 from ridgeline.sweep.workload import load_table
 
@@ -59,6 +59,7 @@ class _Search:
     key: str
     config: Configuration
     factor: float | None
+    settings: SearchSettings
     bracket: Bracket = Bracket()
     status: Status = Status.RUNNING
 
@@ -75,11 +76,26 @@ def spec_payload(spec: SweepSpec) -> dict[str, Any]:
     return asdict(spec)
 
 
+def _settings(spec: SweepSpec, c: Configuration, table_sizes: Mapping[str, int]) -> SearchSettings:
+    """The search settings of one configuration: a probe of ``duration_s`` seconds cannot
+    measure rates beyond (requests available) / duration_s, so the search stops there (capped)."""
+    w = c.workload
+    if w.duration_s is None:
+        return spec.search
+    most = min(spec.search.rate_max_rps, table_sizes[w.name] / w.duration_s)
+    return replace(spec.search, rate_max_rps=most)
+
+
 class _Sweep:
     """One run of ``run_sweep``: the searches, the store, the probe cache, the counters."""
 
     def __init__(
-        self, spec: SweepSpec, store: ResultStore, backend: Backend, simulator: PointSimulator
+        self,
+        spec: SweepSpec,
+        store: ResultStore,
+        backend: Backend,
+        simulator: PointSimulator,
+        table_sizes: Mapping[str, int],
     ) -> None:
         self.spec, self.store, self.backend, self.simulator = spec, store, backend, simulator
         configs = spec.configurations()
@@ -91,7 +107,7 @@ class _Sweep:
         self.cache = {(p.key, p.result.rate_rps): p.result for p in store.read().probes}
         self.results: dict[str, ConfigResult] = {}
         self.searches = [
-            _Search(i, k, c, spec.objective_factor(c))
+            _Search(i, k, c, spec.objective_factor(c), _settings(spec, c, table_sizes))
             for i, (k, c) in enumerate(zip(keys, configs, strict=True))
         ]
         self.num_configs = len(configs)
@@ -130,7 +146,7 @@ class _Sweep:
         if early and s.factor is not None and dominated(s.bracket, s.factor, best):
             self.finish(s, Status.DOMINATED)
             return None
-        step = next_rate(s.bracket, self.spec.search)
+        step = next_rate(s.bracket, s.settings)
         if isinstance(step, Status):
             self.finish(s, step)
             return None
@@ -197,8 +213,9 @@ def run_sweep(
         Every configuration's result (in grid order) and what this call simulated.
     """
     start = time.perf_counter()
-    sweep = _Sweep(spec, store, backend, simulator)
     tables = {w.name: load_table(w, spec.seed) for w in spec.workloads}
+    sizes = {name: len(t.prompt_tokens) for name, t in tables.items()}
+    sweep = _Sweep(spec, store, backend, simulator, sizes)
     backend.start(SharedContext(simulator, tables, spec.slo))
     try:
         while sweep.round(on_progress):

@@ -57,7 +57,7 @@ class Bracket:
 def next_rate(b: Bracket, s: SearchSettings) -> float | Status:
     """The next rate to probe, or the status the search ends with."""
     if b.lo_rps is None and b.hi_rps is None:
-        return s.rate_start_rps
+        return min(s.rate_start_rps, s.rate_max_rps)
     if b.num_probes >= s.max_probes:
         return Status.BUDGET
     if b.lo_rps is None:

@@ -18,7 +18,7 @@ Example (every table but ``[sweep]``, ``[[workloads]]`` and ``[slo]`` is optiona
     [[workloads]]
     name = "conv"
     trace = "traces/splitwise_conv.csv"    # relative to this file
-    num_requests = 300
+    duration_s = 60                        # rate x 60 s of arrivals per probe (or num_requests)
 
     [slo]
     ttft_s = 2.0
@@ -168,7 +168,9 @@ class _PolicyFile(_Strict):
 
 class _WorkloadFile(_Strict):
     name: Annotated[str, Field(min_length=1)]
-    num_requests: Annotated[int, Field(ge=2)]
+    num_requests: Annotated[int, Field(ge=2)] | None = None
+    duration_s: PosFloat | None = None
+    max_requests: Annotated[int, Field(ge=2)] = 20_000
     trace: str | None = None
     skip: Annotated[int, Field(ge=0)] = 0
     arrival: Arrival | None = None
@@ -271,6 +273,8 @@ def _workload(w: _WorkloadFile, base: Path) -> WorkloadSpec:
         w.skip,
         _lengths(w.prompt_tokens),
         _lengths(w.output_tokens),
+        w.duration_s,
+        w.max_requests,
     )
 
 
