@@ -21,6 +21,7 @@ from ridgeline.cli.lab_cmds import lab_app
 from ridgeline.cli.quiz_cmds import quiz_app
 from ridgeline.cli.report_cmd import report_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
+from ridgeline.cli.sweep_cmds import sweep_app
 from ridgeline.cli.tiling_cmds import flash_cmd, orchestrate_cmd, schedule_cmd, tile_cmd
 from ridgeline.cli.web_cmds import explore_cmd
 
@@ -44,6 +45,7 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(lab_app, name="lab")
 app.command("explore")(explore_cmd)
 app.command("simulate")(simulate_cmd)
+app.add_typer(sweep_app, name="sweep")
 
 
 def main() -> None:

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json
-from ridgeline.report.build import build_report
+from ridgeline.report.build import SECTIONS, build_report
+from ridgeline.report.sweep_section import sweep_section
 
 
 def report_cmd(
@@ -20,14 +21,18 @@ def report_cmd(
     json_out: Annotated[
         bool, typer.Option("--json", help="print the written paths as JSON")
     ] = False,
+    sweep_db: Annotated[
+        str | None, typer.Option("--sweep", help="add a section on this stored sweep")
+    ] = None,
 ) -> None:
     """Write the full report (report.html, report.md, report.json and figures) for one model."""
-    sections = None
+    sections = list(SECTIONS)
     if lab is not None:
-        from ridgeline.report.build import SECTIONS
         from ridgeline.report.lab_section import lab_builders
 
-        sections = SECTIONS + lab_builders(lab)
+        sections += lab_builders(lab)
+    if sweep_db is not None:
+        sections.append(sweep_section(sweep_db))
     files = build_report(model, out, hw, sections)
     if json_out:
         emit_json(
