@@ -44,7 +44,6 @@ app.command("generate")(generate_cmd)
 app.add_typer(bench_app, name="bench")
 app.add_typer(lab_app, name="lab")
 app.command("explore")(explore_cmd)
-app.command("simulate")(simulate_cmd)
 app.add_typer(sweep_app, name="sweep")
 
 
