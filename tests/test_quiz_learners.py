@@ -27,13 +27,11 @@ from ridgeline.analytic import (
     techniques,
     weights_bytes,
 )
+from ridgeline.analytic.flash import block_sizes
+from ridgeline.analytic.layout import bank_conflicts
+from ridgeline.analytic.tiling import LoopOrder, Matmul, Tile, plan
 from ridgeline.quiz import Kind, Mistake, Question, draw_quiz, grade, grade_quiz, parse_response
-from ridgeline.quiz.formulas import (
-    bank_conflict_degree,
-    flash_block_sizes,
-    largest_square_tile,
-    tiled_matmul_traffic_bytes,
-)
+from ridgeline.quiz.formulas import largest_square_tile
 from ridgeline.quiz.generators import m1_ridge, m5_tiling
 from ridgeline.quiz.grading import AnswerFormatError
 from ridgeline.quiz.runtime import paged_table_blocks, prefix_cache_blocks, reservation
@@ -150,13 +148,17 @@ LIBRARY: dict[str, Callable[[Question, Params], Any]] = {
         _lx().usable_bytes, DType.parse(p["dtype"]).bytes, p["align"]
     ),
     "tile_intensity": lambda q, p: (
-        2
-        * p["size"] ** 2
-        * p["depth"]
-        / tiled_matmul_traffic_bytes(p["size"], p["size"], p["depth"], p["tile"], p["tile"], 2)
+        plan(
+            Matmul(p["size"], p["depth"], p["size"]),
+            Tile(p["tile"], p["depth"], p["tile"]),
+            LoopOrder.C_STATIONARY,
+            float("inf"),
+        ).intensity
     ),
-    "flash_block": lambda q, p: flash_block_sizes(_level_bytes(p) // 2, p["head_dim"])[0],
-    "bank_conflict": lambda q, p: bank_conflict_degree(p["stride_words"], p["num_banks"]),
+    "flash_block": lambda q, p: block_sizes(_level_bytes(p), p["head_dim"], 2).bc,
+    "bank_conflict": lambda q, p: (
+        bank_conflicts(p["stride_words"], p["num_banks"], 4).conflict_degree
+    ),
     "kv_size": lambda q, p: nearest(
         q,
         kv_bytes(get_model(p["model"]), p["batch"], p["context"], DType.parse(p["kv_dtype"])) / 1e9,

@@ -1,8 +1,9 @@
 """quiz: the course's graded quiz — parametric questions computed by the library, grading,
 22-question sessions, printable exports and an attempts store.
 
-Every answer is computed by ridgeline's own functions (``specs``, ``analytic``) or by the small
-closed forms of ``quiz.formulas`` (each citing its source), never typed in.
+Every answer is computed by ridgeline's own functions — ``specs``, ``analytic`` (roofline, KV,
+tiling, flash, layout) and the ``serving`` runtime (``quiz.runtime`` admits requests into its
+block pool) — never typed in.
 
 Layer rule: imports ``specs``, ``analytic``, ``serving``, ``sim`` and ``errors`` only; never
 torch, never ``cli`` or ``report``.

@@ -1,21 +1,23 @@
 """Module 5, tiling and layout: the largest tile one Spyre core holds double-buffered, the
-intensity a tile size buys, FlashAttention's block size, and bank conflicts of a strided read."""
+intensity a tile size buys, FlashAttention's block size, and bank conflicts of a strided read.
+
+Answers come from the tiling layer: ``analytic.tiling`` (resident bytes, traffic under a loop
+order), ``analytic.flash`` (block sizes) and ``analytic.layout`` (bank conflicts)."""
 
 from __future__ import annotations
 
 import math
 import random
 
-from ridgeline.quiz.formulas import (
-    bank_conflict_degree,
-    flash_block_sizes,
-    largest_square_tile,
-    tile_resident_bytes,
-    tiled_matmul_traffic_bytes,
-)
+from ridgeline.analytic.flash import block_sizes
+from ridgeline.analytic.layout import bank_conflicts
+from ridgeline.analytic.tiling import LoopOrder, Matmul, Tile, plan
+from ridgeline.quiz.formulas import largest_square_tile, square_resident_bytes
 from ridgeline.quiz.generators.common import givens, pick, sci, traps
 from ridgeline.quiz.types import Kind, Mistake, Module, Question
 from ridgeline.specs import DType, get_accelerator
+
+BANK_WORD_BYTES = 4.0  # the question's banks serve 4-byte words (as CUDA shared memory does)
 
 
 def spyre_tile_q(rng: random.Random, dtype: str, align: int) -> Question:
@@ -24,11 +26,11 @@ def spyre_tile_q(rng: random.Random, dtype: str, align: int) -> Question:
     lx = get_accelerator("ibm-spyre").level("lx")
     usable = lx.usable_bytes or lx.capacity_bytes
     b = DType.parse(dtype).bytes
-    answer = largest_square_tile(usable, b, align, double_buffered=True)
+    answer = largest_square_tile(usable, b, align, buffers=2)
     assert answer is not None
     candidates = [
-        (Mistake.SINGLE_BUFFER, largest_square_tile(usable, b, align, double_buffered=False)),
-        (Mistake.RAW_CAPACITY, largest_square_tile(lx.capacity_bytes, b, align, True)),
+        (Mistake.SINGLE_BUFFER, largest_square_tile(usable, b, align, buffers=1)),
+        (Mistake.RAW_CAPACITY, largest_square_tile(lx.capacity_bytes, b, align, buffers=2)),
         (Mistake.NO_ALIGNMENT, math.isqrt(int(usable / (5 * b)))),
     ]
     return Question(
@@ -58,7 +60,7 @@ def spyre_tile_q(rng: random.Random, dtype: str, align: int) -> Question:
         solution=(
             f"Resident bytes = 2×(A+B) + C = 5·t²·{b:g} B ≤ {usable:,.0f} B → t ≤ "
             f"{math.sqrt(usable / (5 * b)):.1f}; the largest multiple of {align} is {answer} "
-            f"({tile_resident_bytes(answer, b, True):,.0f} B resident)."
+            f"({square_resident_bytes(answer, b, 2):,.0f} B resident)."
         ),
     )
 
@@ -72,7 +74,8 @@ def tile_intensity_q(rng: random.Random, size: int, depth: int, tile: int) -> Qu
     """Arithmetic intensity at DRAM of an output-stationary tiled matmul."""
     del rng
     b = DType.BF16.bytes
-    traffic = tiled_matmul_traffic_bytes(size, size, depth, tile, tile, b)
+    mm = Matmul(size, depth, size, b, b, b)
+    traffic = plan(mm, Tile(tile, depth, tile), LoopOrder.C_STATIONARY, float("inf")).traffic_bytes
     flops = 2 * size * size * depth
     answer = flops / traffic
     compulsory = flops / ((size * depth * 2 + size * size) * b)
@@ -130,8 +133,9 @@ def flash_block_q(rng: random.Random, accelerator: str, level: str, head_dim: in
     lvl = get_accelerator(accelerator).level(level)
     mem_bytes = int(lvl.usable_bytes or lvl.capacity_bytes)
     elements = mem_bytes // int(DType.BF16.bytes)
-    bc, br = flash_block_sizes(elements, head_dim)
-    wrong, _ = flash_block_sizes(mem_bytes, head_dim)
+    blocks = block_sizes(mem_bytes, head_dim, DType.BF16.bytes)
+    bc, br = blocks.bc, blocks.br
+    wrong = block_sizes(mem_bytes, head_dim, 1.0).bc  # bytes taken for elements
     return Question(
         generator="flash_block",
         module=Module.TILING,
@@ -169,13 +173,13 @@ def flash_block(rng: random.Random) -> Question:
 def bank_conflict_q(rng: random.Random, num_banks: int, stride_words: int) -> Question:
     """Conflict degree of a strided shared-memory read."""
     del rng
-    degree = bank_conflict_degree(stride_words, num_banks)
+    degree = bank_conflicts(stride_words, num_banks, BANK_WORD_BYTES).conflict_degree
     return Question(
         generator="bank_conflict",
         module=Module.TILING,
         kind=Kind.NUMERIC,
         prompt=(
-            f"A shared memory has {num_banks} banks of 4-byte words (word w lives in bank "
+            f"A shared memory has {num_banks} banks of {BANK_WORD_BYTES:g}-byte words (word w lives in bank "
             f"w mod {num_banks}). {num_banks} threads each read one word, thread t reading word "
             f"t·{stride_words}. How many ways is the bank conflict (reads serialised per bank)?"
         ),
