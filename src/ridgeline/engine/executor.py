@@ -88,6 +88,8 @@ class TorchExecutor:
         self.cache.swap(batch.swap_out, to_device=False)
         self.cache.swap(batch.swap_in, to_device=True)
         self.cache.copy_blocks(batch.copies)
+        if self.drafter is not None and not self.drafter.shares_target_cache:
+            self.drafter.cache.copy_blocks(batch.copies)  # its KV follows the same tables
         sampled: dict[str, tuple[int, ...]] = {}
         if batch.requests:
             sampled = self._forward(batch)
