@@ -28,7 +28,7 @@ from ridgeline.engine.paged_kernel import load_paged_kernel
 from ridgeline.engine.sampling import SamplingParams
 from ridgeline.engine.spec_decode import Drafter
 from ridgeline.engine.weights import init_random, load_safetensors_dir
-from ridgeline.errors import ConfigError
+from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.block_pool import BlockPool
 from ridgeline.serving.eviction import make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
@@ -373,7 +373,12 @@ class LLM:
             if not self.scheduler.has_unfinished and pending:
                 self.clock_s = arrivals[pending[0]]  # idle: jump to the next arrival
                 continue
+            before = self.stats.steps
             self.step()
+            if self.stats.steps == before:  # nothing schedulable
+                if not pending:
+                    raise CapacityError("the scheduler can make no progress: KV pool too small?")
+                self.clock_s = max(self.clock_s, arrivals[pending[0]])
         return [self._output(rid) for rid in ids]
 
     def _output(self, rid: str) -> RequestOutput:
