@@ -66,6 +66,7 @@ class TorchExecutor:
         self.requests[request_id] = RequestState(params, torch.Generator().manual_seed(seed))
 
     def remove_request(self, request_id: str) -> None:
+        """Forget a finished request's sampling state."""
         self.requests.pop(request_id, None)
 
     def drafts(self, request_id: str) -> tuple[int, ...]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from ridgeline.analytic import weights_bytes
 from ridgeline.engine.executor import TorchExecutor
 from ridgeline.engine.kv_cache import CacheShape, KVCache, cache_shape
 from ridgeline.engine.model import CausalLM, early_exit
@@ -37,7 +38,7 @@ from ridgeline.serving.request import Request
 from ridgeline.serving.request import SamplingParams as ServingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
-from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model
+from ridgeline.specs import Accelerator, DType, ModelSpec, get_accelerator, get_model
 from ridgeline.specs.model import Position
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -171,15 +172,14 @@ def build_model(
     return model
 
 
-def _kv_budget(
-    spec: ModelSpec, cfg: EngineConfig, hw: Accelerator | None, model: CausalLM
-) -> float:
+def _kv_budget(spec: ModelSpec, cfg: EngineConfig, hw: Accelerator | None) -> float:
+    """Explicit budget, else vLLM's rule on ``hw``: utilization × device memory − weights."""
     if cfg.kv_budget_bytes is not None:
         return cfg.kv_budget_bytes
     if hw is None:
         return DEFAULT_KV_BUDGET_BYTES
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return hw.device_capacity_bytes * cfg.memory_utilization - weight_bytes
+    weights = weights_bytes(spec, DType.parse(cfg.dtype))
+    return hw.device_capacity_bytes * cfg.memory_utilization - weights
 
 
 class LLM:
@@ -218,7 +218,6 @@ class LLM:
         self.clock_s = 0.0
         self.stats = EngineStats()
         self._timing: dict[str, _Timing] = {}
-        self._params: dict[str, SamplingParams] = {}
         self._requests: dict[str, Request] = {}
         self._next_id = 0
 
@@ -227,7 +226,7 @@ class LLM:
     def _build_cache(self, positions: int) -> tuple[int, KVCache, Drafter | None]:
         cfg, spec = self.config, self.spec
         dtype, device = _dtype(cfg.dtype), torch.device(cfg.device)
-        budget = _kv_budget(spec, cfg, self.hw, self.model)
+        budget = _kv_budget(spec, cfg, self.hw)
         shape = cache_shape(spec, cfg.block_size, budget, dtype)
         num_blocks = cfg.num_blocks or shape.num_blocks
         k = cfg.num_speculative_tokens
@@ -291,7 +290,6 @@ class LLM:
         arrival = self.clock_s if arrival_s is None else arrival_s
         serving = ServingParams(params.max_tokens, eos_token_id=params.eos_token_id)
         req = Request(rid, tuple(ids), serving, arrival)
-        self._params[rid] = params
         self._timing[rid] = _Timing(arrival)
         self.executor.add_request(rid, params)
         self._requests[rid] = req
@@ -384,7 +382,6 @@ class LLM:
     def _output(self, rid: str) -> RequestOutput:
         req = self._requests.pop(rid)
         t = self._timing.pop(rid)
-        self._params.pop(rid, None)
         out = tuple(req.output_token_ids)
         ttft = None if t.first_s is None else t.first_s - t.arrival_s
         tpot = None
@@ -428,6 +425,7 @@ class GenerationReport:
     accepted_tokens: int
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` payload (schema ``ridgeline.generate/1``)."""
         return {
             "schema": "ridgeline.generate/1",
             "model": self.model,
