@@ -94,3 +94,14 @@ def test_text_prompt_without_tokenizer_is_a_clear_error(saved: tuple[Path, Any])
     llm = LLM(str(path), weights=path, block_size=4, num_blocks=8, paged_kernel=False)
     with pytest.raises(ConfigError, match="tokenizer"):
         llm.generate(["hello"])
+
+
+def test_swap_preemption_restores_the_kv(saved: tuple[Path, Any]) -> None:
+    """Swap instead of recompute: the victim's blocks go to host memory and come back."""
+    path, theirs = saved
+    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=32, num_blocks=14,
+              prefix_caching=False, preemption="swap")  # fmt: skip
+    outs = llm.generate(_prompts()[:4], SamplingParams(max_tokens=10))
+    assert llm.scheduler.stats.num_swaps > 0
+    assert any(b.swap_in for b in llm.stats.batches) and not llm.cache.tier
+    _check(llm, outs, theirs, 10)

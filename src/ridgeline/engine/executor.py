@@ -82,15 +82,20 @@ class TorchExecutor:
             self.add_request(request_id, SamplingParams())
         return self.requests[request_id]
 
+    def _caches(self) -> list[KVCache]:
+        """The target's cache, and a separate draft model's (it follows the same tables)."""
+        if self.drafter is None or self.drafter.shares_target_cache:
+            return [self.cache]
+        return [self.cache, self.drafter.cache]
+
     @torch.inference_mode()
     def execute(self, batch: ScheduledBatch) -> StepResult:
         """One step: block moves, forward pass, sampling, proposals; timed end to end."""
         start = time.perf_counter()
-        self.cache.swap(batch.swap_out, to_device=False)
-        self.cache.swap(batch.swap_in, to_device=True)
-        self.cache.copy_blocks(batch.copies)
-        if self.drafter is not None and not self.drafter.shares_target_cache:
-            self.drafter.cache.copy_blocks(batch.copies)  # its KV follows the same tables
+        for cache in self._caches():
+            cache.swap_out(batch.swap_out)  # before swap_in: a freed block may be reused
+            cache.swap_in(batch.swap_in)
+            cache.copy_blocks(batch.copies)
         sampled: dict[str, tuple[int, ...]] = {}
         if batch.requests:
             sampled = self._forward(batch)

@@ -36,8 +36,9 @@ from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
 from ridgeline.serving.request import Request
 from ridgeline.serving.request import SamplingParams as ServingParams
-from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
+from ridgeline.serving.scheduler import PreemptionMode, Scheduler, SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
+from ridgeline.serving.tiers import KVTiers, TierSpec
 from ridgeline.specs import Accelerator, DType, ModelSpec, get_accelerator, get_model
 from ridgeline.specs.model import Position
 
@@ -60,6 +61,8 @@ class EngineConfig:
         memory_utilization: share of ``hw``'s device memory for weights + KV.
         num_blocks: pool size in blocks (overrides the budget).
         policy: scheduler policy (fcfs, priority).
+        preemption: recompute (free the victim's blocks) or swap (copy them to host memory).
+        swap_bytes: host-tier capacity for swapped blocks.
         draft_model: a separate draft model (catalog name or config path).
         draft_layers: self-draft with the target's first layers (early exit).
         num_speculative_tokens: k drafts per step (0: off).
@@ -80,6 +83,8 @@ class EngineConfig:
     memory_utilization: float = 0.9
     num_blocks: int | None = None
     policy: str = "fcfs"
+    preemption: str = "recompute"
+    swap_bytes: float = 2**30
     draft_model: str | None = None
     draft_layers: int | None = None
     num_speculative_tokens: int = 0
@@ -92,6 +97,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
             raise ConfigError(f"field dtype: one of {', '.join(_DTYPES)}, got '{self.dtype}'")
+        if self.preemption not in ("recompute", "swap"):
+            raise ConfigError(f"field preemption: recompute or swap, got '{self.preemption}'")
         if self.num_speculative_tokens and not (self.draft_model or self.draft_layers):
             raise ConfigError("field num_speculative_tokens: needs draft_model or draft_layers")
 
@@ -264,11 +271,22 @@ class LLM:
             max_num_seqs=cfg.max_num_seqs,
             max_model_len=self.max_model_len,
             policy=cfg.policy,
+            preemption=PreemptionMode(cfg.preemption),
             spec=spec,
         )
+        # NOTE: no offload of evicted prefix blocks to the tier (on_evict None): a tier prefix
+        # hit carries no block moves in the batch, so the engine could not restore its KV.
         pool = BlockPool(self.num_blocks, cfg.block_size, make_eviction("lru"), None)
-        kv = KVCacheManager(pool, cfg.prefix_caching, None)
+        kv = KVCacheManager(pool, cfg.prefix_caching, self._swap_tier())
         return Scheduler(sched_cfg, kv, self._propose)
+
+    def _swap_tier(self) -> KVTiers | None:
+        """Host memory for swapped-out blocks. Its priced bandwidth is infinite: the engine
+        measures the copies (``KVCache.swap_out``/``swap_in``) as part of the step."""
+        if self.config.preemption != "swap":
+            return None
+        host = TierSpec("host", self.config.swap_bytes, float("inf"))
+        return KVTiers((host,), self.cache.shape.bytes_per_block)
 
     def _propose(self, request: Request, k: int) -> tuple[int, ...]:
         """The scheduler's draft source: the drafter's proposal, padded with the last token
