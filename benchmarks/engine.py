@@ -285,6 +285,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=7)
     p.add_argument("--no-hf", action="store_true", help="ridgeline and roofline only")
     p.add_argument("--no-pack", action="store_true", help="plain F.linear (no oneDNN packing)")
+    p.add_argument("--bandwidth-gbs", type=float, help="roofline bandwidth (default: measured)")
     p.add_argument("--skip-grid", action="store_true")
     p.add_argument("--skip-mixed", action="store_true")
     p.add_argument("--requests", type=int, default=64)
@@ -310,7 +311,11 @@ def main() -> None:
     print(f"paged kernel: {'compiled' if kernel else 'unavailable (gather path)'}")
     if not args.skip_grid:
         bw = bench.read_bandwidth_bytes_per_s()
-        print(f"measured read bandwidth: {bw / 1e9:.1f} GB/s (1 thread)\n\n{HEADER}")
+        print(f"measured read bandwidth: {bw / 1e9:.1f} GB/s (1 thread)")
+        if args.bandwidth_gbs:
+            bw = args.bandwidth_gbs * 1e9
+            print(f"roofline uses the given {args.bandwidth_gbs:.1f} GB/s")
+        print(f"\n{HEADER}")
         points = grid(args, bw, kernel)
         verdict(points)
         print(load_average())

@@ -60,3 +60,14 @@ def test_a_missing_or_misshapen_tensor_is_named() -> None:
 def test_unsupported_architectures_are_refused_by_name() -> None:
     with pytest.raises(ConfigError, match="mixture-of-experts"):
         CausalLM(get_model("mixtral-8x7b"), 16)
+
+
+def test_hw_sizes_the_kv_budget_like_vllm() -> None:
+    from ridgeline.analytic import weights_bytes
+    from ridgeline.engine.llm import EngineConfig, _kv_budget
+    from ridgeline.specs import DType, get_accelerator
+
+    spec, hw = get_model("distilgpt2"), get_accelerator("a100-80gb")
+    expected = 0.9 * hw.device_capacity_bytes - weights_bytes(spec, DType.FP32)
+    assert _kv_budget(spec, EngineConfig(), hw) == pytest.approx(expected)
+    assert _kv_budget(spec, EngineConfig(kv_budget_bytes=123.0), hw) == 123.0

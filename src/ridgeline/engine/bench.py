@@ -60,6 +60,7 @@ class DecodePoint:
 
 
 def load_average() -> tuple[float, float, float]:
+    """1-, 5- and 15-minute load averages (printed with every timing)."""
     return os.getloadavg()
 
 
