@@ -106,6 +106,8 @@ def test_calibrate_gives_plausible_figures_and_a_loadable_spec(
         dtypes=("fp32", "bf16"),
         matmul_n=64,
         repeats=1,
+        gemm_shape=(256, 64),
+        gemm_batches=(1, 4),
     )
     cal = calibrate(spec)
     assert len(cal.bandwidth) == 2 * 3
@@ -114,6 +116,8 @@ def test_calibrate_gives_plausible_figures_and_a_loadable_spec(
         assert p.best_bytes_per_s >= p.median_bytes_per_s
     for m in cal.matmul:
         assert 1e6 < m.best_flops_per_s < 1e15, m
+    assert [g.batch for g in cal.gemm] == [1, 4]
+    assert cal.gemm_bandwidth(1, 2) is not None and cal.gemm_bandwidth(1, 2) > 1e8
     monkeypatch.setenv("RIDGELINE_HW_DIR", str(tmp_path))
     (written,) = write_specs(cal)
     acc = get_accelerator("measured")
@@ -144,7 +148,7 @@ def test_compare_and_report_from_a_tiny_sweep(tiny_gpt2: str, tmp_path: Path) ->
         (8,),
         PointConfig(model=tiny_gpt2, steps=2, warmup=1, memory_steps=1, profile_steps=1),
     )
-    cal = calibrate(CalibrationSpec((1 << 20,), (1,), ("fp32",), 64, 1))
+    cal = calibrate(CalibrationSpec((1 << 20,), (1,), ("fp32",), 64, 1, "cpu", (256, 64), (1, 4)))
     db = tmp_path / "lab.db"
     with ResultsStore(db) as store:
         run_sweep(spec, store)

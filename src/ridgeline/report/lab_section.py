@@ -238,7 +238,7 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
             f.label,
             str(f.num_points),
             _ms(f.overhead_s),
-            fmt_rate(f.weight_bandwidth, "B/s"),
+            "in the overhead" if f.weight_scale is None else f"{f.weight_scale:.2f} × calibrated",
             fmt_rate(f.kv_bandwidth, "B/s") if f.kv_bandwidth else "∞ (not needed)",
             fmt_rate(f.flops_per_s, "FLOP/s") if f.flops_per_s else "∞ (not needed)",
             f"{100 * f.median_abs_error:.1f}%",
@@ -255,8 +255,10 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
             f"Measured ({cmp.timer} time): median over the timed steps after warm-up (p10–p90 beside it, CPU time "
             "per step from time.process_time, which exposes contention when it falls below wall "
             "time). Effective bandwidth = analytic bytes of the step ÷ measured time.",
-            "Fitted model per backend: t = overhead + weights ÷ calibrated bandwidth + KV bytes "
-            "÷ fitted KV bandwidth + FLOPs ÷ fitted FLOP rate, fitted by relative least squares "
+            "Fitted model per backend: t = overhead + s × weights ÷ BW_gemm(B) + KV bytes ÷ "
+            "BW_kv + FLOPs ÷ F, where BW_gemm(B) is the calibrated weight-streaming rate of a "
+            "decode-shaped GEMM at the point's batch (B=1 is a GEMV at memory bandwidth; a few "
+            "rows may switch the BLAS to a slower GEMM kernel), fitted by relative least squares "
             "with non-negative coefficients; errors are median |fitted − measured| ÷ measured, "
             "in-sample and leave-one-out.",
         ),
@@ -286,7 +288,7 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
                     "backend",
                     "points",
                     "overhead ms",
-                    "weights at",
+                    "weights (× W ÷ BW_gemm(B))",
                     "KV at",
                     "compute at",
                     "median |error|",
