@@ -165,9 +165,19 @@ def test_compare_and_report_from_a_tiny_sweep(tiny_gpt2: str, tmp_path: Path) ->
 
 
 @pytest.mark.gpu
-def test_cuda_calibration_and_decode_point() -> None:
-    cal = calibrate(CalibrationSpec((1 << 24,), (1,), ("bf16",), 1024, 1, "cuda"))
+def test_cuda_calibration_and_decode_point(tiny_gpt2: str, tmp_path: Path) -> None:
+    cal = calibrate(CalibrationSpec((1 << 24,), (1,), ("bf16",), 1024, 1, "cuda", (4096, 1024)))
     assert cal.bandwidth_at(1) > 1e10 and cal.peak_at(1)["bf16"] > 1e12
+    spec = SweepSpec(
+        (Backend.parse("hf:static:sdpa"),),
+        (2,),
+        (8,),
+        PointConfig(model=tiny_gpt2, steps=2, warmup=1, memory_steps=1, device="cuda"),
+    )
+    with ResultsStore(tmp_path / "lab.db") as store:
+        run_sweep(spec, store)
+        (rec,) = store.records("decode")
+    assert rec.result["memory"]["cuda_peak_above_start_bytes"] is not None
 
 
 def test_engine_backend_measures_a_point(tiny_gpt2: str, tmp_path: Path) -> None:
