@@ -106,6 +106,16 @@ def calibrate_cmd(
     for m in cal.matmul:
         mm.add_row(m.dtype, str(m.n), str(m.threads), fmt_rate(m.best_flops_per_s, "FLOP/s"))
     console.print(mm)
+    gemm = Table("batch", "shape", "threads", "time", "weights streamed at", title="Decode GEMM")
+    for g in cal.gemm:
+        gemm.add_row(
+            str(g.batch),
+            f"[{g.batch},{g.n_in}]x[{g.n_in},{g.n_out}]",
+            str(g.threads),
+            f"{g.best_s * 1e3:.2f} ms",
+            fmt_rate(g.weight_bytes_per_s, "B/s"),
+        )
+    console.print(gemm)
     for w in written:
         console.print(
             f"wrote {w.path} (--hw {w.name}: {w.threads} thread(s), {fmt_rate(w.accelerator.device_bandwidth_bytes_per_s, 'B/s')})"

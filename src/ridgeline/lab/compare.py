@@ -228,6 +228,23 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f} ms"
 
 
+def _take_sys(
+    sys_s: float, buckets: dict[str, float], order: tuple[str, ...]
+) -> tuple[float, dict[str, float]]:
+    """Take kernel time out of the buckets it hides in, in ``order``; (taken, what is left).
+
+    Fresh mmap'd tensors fault in page by page inside the op that first writes them (the
+    concatenation); freeing them (munmap) happens when Python drops the old tensor, outside any
+    operator."""
+    left = dict(buckets)
+    remaining = sys_s
+    for name in order:
+        take = min(remaining, max(left[name], 0.0))
+        left[name] -= take
+        remaining -= take
+    return sys_s - remaining, left
+
+
 def decompose(
     measured_s: float,
     cost: StepCost,
@@ -236,53 +253,51 @@ def decompose(
     other_cache_s: float | None = None,
 ) -> tuple[Cause, ...]:
     """The gap ``measured − predicted`` of one point split into named causes, each with its
-    evidence (profiler shares scaled to the timed step, sys time, the other cache kind)."""
+    evidence (profiler shares scaled to the timed step, sys time, the other cache kind).
+
+    By construction predicted + Σ causes = measured."""
     if not profile:
         return (Cause("unexplained", measured_s - cost.step_time_s, "no profiled steps stored"),)
-    scale = measured_s / profile["wall_s_per_step"]
-    cats = {k: v * scale for k, v in profile["categories"].items()}
+    wall, op_s = profile["wall_s_per_step"], profile["op_s_per_step"]
+    cats = {k: v * measured_s / wall for k, v in profile["categories"].items()}
     ideal = _ideal_by_group(cost)
-    total_op = profile["op_s_per_step"]
-    sys_s = min(
-        timing["sys_s_per_step"],
-        cats.get("cache concat", 0.0) + cats.get("kv write", 0.0) + cats.get("other ops", 0.0),
-    )
-    update = cats.get("cache concat", 0.0) + cats.get("kv write", 0.0)
-    from_update = min(sys_s, update)
-    cache_evidence = f"profiler: cat/index_copy {_pct(update / measured_s)} of the step"
+    buckets = {
+        "update": cats.get("cache concat", 0.0) + cats.get("kv write", 0.0),
+        "overhead": (wall - op_s) * measured_s / wall,
+        "other": cats.get("other ops", 0.0),
+    }
+    faults, left = _take_sys(timing["sys_s_per_step"], buckets, ("update", "overhead", "other"))
+    cache_evidence = f"profiler: cat/index_copy {_pct(buckets['update'] / measured_s)} of the step"
     if other_cache_s is not None:
         cache_evidence += f"; the other cache kind takes {_ms(other_cache_s)} here"
+
+    def excess(group: str, what: str) -> Cause:
+        got, roof = cats.get(group, 0.0), ideal.get(group, 0.0)
+        return Cause(
+            what, got - roof, f"profiler: {group} {_ms(got)} vs {_ms(roof)} at the roofline"
+        )
+
     return (
         Cause(
             "framework overhead",
-            (profile["wall_s_per_step"] - total_op) * scale,
-            f"profiler: {_pct(1 - total_op / profile['wall_s_per_step'])} of the step outside operators (Python, dispatch)",
+            left["overhead"],
+            f"profiler: {_pct(1 - op_s / wall)} of the step outside operators (Python, dispatch)",
         ),
-        Cause("cache concat & realloc", update - from_update, cache_evidence),
+        Cause("cache concat & realloc", left["update"], cache_evidence),
         Cause(
             "allocator page faults",
-            sys_s,
-            f"getrusage: {_ms(timing['sys_s_per_step'])} sys time and {timing['minor_faults_per_step']:.0f} minor faults per step",
+            faults,
+            f"getrusage: {_ms(timing['sys_s_per_step'])} sys time and "
+            f"{timing['minor_faults_per_step']:.0f} minor faults per step",
         ),
-        Cause(
-            "small-batch GEMM",
-            cats.get("linear GEMMs", 0.0) - ideal.get("linear GEMMs", 0.0),
-            f"profiler: linear GEMMs {_ms(cats.get('linear GEMMs', 0.0))} vs {_ms(ideal.get('linear GEMMs', 0.0))} at the roofline",
-        ),
-        Cause(
-            "attention",
-            cats.get("attention", 0.0) - ideal.get("attention", 0.0),
-            f"profiler: attention {_ms(cats.get('attention', 0.0))} vs {_ms(ideal.get('attention', 0.0))} at the roofline",
-        ),
-        Cause(
-            "lm_head",
-            cats.get("lm_head", 0.0) - ideal.get("lm_head", 0.0),
-            f"profiler: lm_head GEMM {_ms(cats.get('lm_head', 0.0))} vs {_ms(ideal.get('lm_head', 0.0))} at the roofline",
-        ),
+        excess("linear GEMMs", "small-batch GEMM"),
+        excess("attention", "attention"),
+        excess("lm_head", "lm_head"),
         Cause(
             "other ops",
-            cats.get("other ops", 0.0) - (sys_s - from_update) - ideal.get("other ops", 0.0),
-            f"profiler: norms, activations, embedding, copies {_pct(cats.get('other ops', 0.0) / measured_s)} of the step",
+            left["other"] - ideal.get("other ops", 0.0),
+            f"profiler: norms, activations, embedding, copies "
+            f"{_pct(cats.get('other ops', 0.0) / measured_s)} of the step",
         ),
     )
 

@@ -150,8 +150,12 @@ def machine_section(data: LabData, figure: FigurePath) -> Section | None:
 
 def _time_plot(cmp: LabComparison, path: Path) -> Path:
     labels = cmp.labels()
-    fig, axes = plt.subplots(1, len(labels), figsize=(5.2 * len(labels), 4.3), squeeze=False)
-    for ax, label in zip(axes[0], labels, strict=True):
+    cols = min(len(labels), 2)
+    rows = -(-len(labels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4.3 * rows), squeeze=False)
+    for ax in axes.flat[len(labels) :]:
+        ax.set_visible(False)
+    for ax, label in zip(axes.flat, labels, strict=False):
         pts = [p for p in cmp.points if p.label == label]
         for i, batch in enumerate(sorted({p.batch for p in pts})):
             row = sorted((p for p in pts if p.batch == batch), key=lambda p: p.context)
@@ -307,6 +311,12 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
 
 
 # --- the gap ----------------------------------------------------------------------------------
+
+
+def _short(label: str) -> str:
+    """``hf/dynamic/sdpa`` → ``dyn/sdp``; the engine → ``engine``."""
+    backend, cache, attn = label.split("/")
+    return "engine" if backend == "ridgeline" else f"{cache[:3]}/{attn[:3]}"
 
 
 def _gap_plot(cmp: LabComparison, path: Path) -> Path:
@@ -604,7 +614,11 @@ def kv_section(data: LabData, figure: FigurePath) -> Section | None:
 
 
 def profile_section(data: LabData, figure: FigurePath) -> Section | None:
-    recs = data.of_kind("profile")
+    latest: dict[tuple[str, int, int], Record] = {}
+    for rec in data.of_kind("profile"):  # the newest profile of each point
+        cfg = rec.config
+        latest[(cfg["cache"], cfg["batch"], cfg["context"])] = rec
+    recs = list(latest.values())
     if not recs:
         return None
     tables = []
