@@ -10,6 +10,9 @@ import pytest
 
 pytest.importorskip("torch")
 
+from typer.testing import CliRunner  # noqa: E402
+
+from ridgeline.cli import app  # noqa: E402
 from ridgeline.lab.calibrate import calibrate  # noqa: E402
 from ridgeline.lab.compare import compare_records  # noqa: E402
 from ridgeline.lab.kvlab import LLAMA_BASE, check_kv, llama_variant  # noqa: E402
@@ -162,6 +165,13 @@ def test_compare_and_report_from_a_tiny_sweep(tiny_gpt2: str, tmp_path: Path) ->
     files = build_lab_report(db, tmp_path / "out")
     assert "lab-compare" in files.sections and "lab-gap" in files.sections
     assert "measured against predicted" in files.markdown.read_text()
+    result = CliRunner().invoke(
+        app,
+        ["report", "-m", "distilgpt2", "--out", str(tmp_path / "main"), "--lab", str(db)],
+    )
+    assert result.exit_code == 0, result.output
+    sections = json.loads((tmp_path / "main" / "report.json").read_text())["sections"]
+    assert {"roofline", "lab-compare", "lab-gap", "lab-memory"} <= set(sections)
 
 
 @pytest.mark.gpu
