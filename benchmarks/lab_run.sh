@@ -38,6 +38,10 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
     --batch 1,4,16 --context 128,512,1024
   $BIN/ridgeline lab sweep --db "$DB" --backend hf:dynamic:eager --batch 1,16 --context 128,1024
   $BIN/ridgeline lab sweep --db "$DB" --backend ridgeline --batch 1,4,16 --context 128,512,1024
+  # The allocator experiment (reference/lab.md §3): glibc keeps big freed blocks instead of
+  # unmapping them, so DynamicCache's per-step torch.cat stops faulting fresh pages in.
+  MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=4294967296 MALLOC_TOP_PAD_=1073741824 \
+    $BIN/ridgeline lab sweep --db "$DB" --backend hf:dynamic:sdpa --batch 4,16 --context 512,1024
   $BIN/ridgeline lab profile --db "$DB" -b 16 -t 1024 --steps 2 --trace "$RUN/trace_b16_t1024.json" \
     > "$OUT/profile_b16_t1024.txt"
   $BIN/ridgeline lab profile --db "$DB" -b 1 -t 128 --steps 3 --trace "$OUT/trace_b1_t128.json" \

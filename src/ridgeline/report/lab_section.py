@@ -315,8 +315,9 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
 
 def _short(label: str) -> str:
     """``hf/dynamic/sdpa`` → ``dyn/sdp``; the engine → ``engine``."""
-    backend, cache, attn = label.split("/")
-    return "engine" if backend == "ridgeline" else f"{cache[:3]}/{attn[:3]}"
+    backend, cache, attn = label.split("+")[0].split("/")
+    short = "engine" if backend == "ridgeline" else f"{cache[:3]}/{attn[:3]}"
+    return short + ("+m" if "+" in label else "")
 
 
 def _gap_plot(cmp: LabComparison, path: Path) -> Path:
