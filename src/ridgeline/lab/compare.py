@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.analytic import Dtypes, Phase, Workload, step_cost
+from ridgeline.analytic import Dtypes, Phase, Workload, kv_bytes, step_cost
 from ridgeline.analytic.roofline import StepCost
 from ridgeline.errors import ConfigError
 from ridgeline.lab.configs import model_spec, raw_config
@@ -336,8 +336,6 @@ def _point(
     cost = _predict(cfg, acc)
     measured, p10, p90 = step_times(timing, timer)
     spec = model_spec(raw_config(cfg.model), cfg.model)
-    from ridgeline.analytic import kv_bytes
-
     return ComparedPoint(
         label=cfg.label,
         model=cfg.model,

@@ -8,6 +8,7 @@ allocated before the window have no free event, so it starts at zero; torch warn
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -141,8 +142,6 @@ def profile_steps(
     top: int = 12,
 ) -> ProfileSummary:
     """Run ``step`` ``steps`` times under torch.profiler (shapes and memory recorded)."""
-    import time
-
     cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
@@ -230,6 +229,7 @@ class ProfileReport:
 def run_profile(cfg: Any, trace_path: str | Path | None, warmup: int = 2) -> ProfileReport:
     """Prefill, warm up, then profile ``cfg.profile_steps`` decode steps of one point
     (``cfg`` is a ``PointConfig``)."""
+    # NOTE: imported here because decode imports this module (its profile phase)
     from ridgeline.lab.configs import raw_config, with_positions
     from ridgeline.lab.decode import Decoder, torch_threads
     from ridgeline.lab.hf import build_model, kv_tensor_bytes, new_cache, random_ids
