@@ -155,11 +155,12 @@ def _time_plot(cmp: LabComparison, path: Path) -> Path:
     fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4.3 * rows), squeeze=False)
     for ax in axes.flat[len(labels) :]:
         ax.set_visible(False)
+    color_of = {b: f"C{i}" for i, b in enumerate(sorted({p.batch for p in cmp.points}))}
     for ax, label in zip(axes.flat, labels, strict=False):
         pts = [p for p in cmp.points if p.label == label]
-        for i, batch in enumerate(sorted({p.batch for p in pts})):
+        for batch in sorted({p.batch for p in pts}):
             row = sorted((p for p in pts if p.batch == batch), key=lambda p: p.context)
-            color = f"C{i}"
+            color = color_of[batch]
             x = [p.context for p in row]
             ax.errorbar(
                 x,
