@@ -124,13 +124,25 @@ def machine_section(data: LabData, figure: FigurePath) -> Section | None:
         (m.dtype, str(m.n), str(m.threads), fmt_rate(m.best_flops_per_s, "FLOP/s"))
         for m in cal.matmul
     )
+    gemm = tuple(
+        (
+            str(g.batch),
+            f"[{g.batch}, {g.n_in}] × [{g.n_in}, {g.n_out}]",
+            str(g.threads),
+            f"{g.best_s * 1e3:.2f}",
+            fmt_rate(g.weight_bytes_per_s, "B/s"),
+        )
+        for g in cal.gemm
+    )
     return Section(
         "lab-machine",
         "Lab: this machine, calibrated",
         paragraphs=(
             f"{cal.device_name}; last-level cache {fmt_bytes(cal.llc_bytes, binary=True)} as the "
             f"OS reports it; {fmt_bytes(cal.memory_bytes, binary=True)} of memory. Best of "
-            f"{cal.spec.repeats} timings per figure (STREAM's convention); GB/s = 1e9 B/s.",
+            f"{cal.spec.repeats} timings per figure (STREAM's convention); GB/s = 1e9 B/s. "
+            "One-thread figures time min(wall, process CPU time); figures at more threads are "
+            "wall time, which a busy machine inflates.",
         ),
         tables=(
             Table(
@@ -139,6 +151,11 @@ def machine_section(data: LabData, figure: FigurePath) -> Section | None:
                 "Bandwidth (GB/s) by array size",
             ),
             Table(("dtype", "n", "threads", "best"), mm, "Matmul peak"),
+            Table(
+                ("batch", "shape", "threads", "ms", "weights streamed at"),
+                gemm,
+                "Decode-shaped GEMM (fp32): the weight term of the fitted model",
+            ),
         ),
         figures=(_bandwidth_plot(cal, figure("lab_bandwidth.png")),),
         data={"calibration": cal.to_dict()},
