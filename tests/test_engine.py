@@ -179,3 +179,22 @@ def test_speculative_decoding_keeps_greedy_tokens(models: tuple[Any, Any], kind:
     _expect(models, reqs)
     if kind == "same":  # every draft accepted: far fewer steps than tokens
         assert d.steps < sum(r.max_tokens for r in reqs)
+
+
+def test_packed_linears_keep_logits(models: tuple[Any, Any]) -> None:
+    from ridgeline.engine.model import CausalLM
+    from ridgeline.engine.packing import can_pack, pack_linears
+
+    ours, theirs = models
+    if not can_pack(torch.device("cpu")):
+        pytest.skip("no oneDNN in this torch build")
+    packed = CausalLM(ours.spec, max_positions=256)
+    packed.load_state_dict(ours.state_dict())
+    assert pack_linears(packed) == 4 * ours.spec.num_layers + 1
+    prompt = _prompts(2)[1]
+    seq = ScheduledRequest("a", tuple(prompt), 0, (3, 1, 6))
+    with torch.inference_mode():
+        meta = build_metadata([seq], BS, torch.device("cpu"))
+        got = packed.logits(packed(torch.tensor(prompt), cache_for(packed, 8, BS), meta))
+        ref = theirs(torch.tensor([prompt])).logits[0]
+    assert (got - ref).abs().max().item() < LOGIT_ATOL

@@ -94,3 +94,33 @@ def test_text_prompt_without_tokenizer_is_a_clear_error(saved: tuple[Path, Any])
     llm = LLM(str(path), weights=path, block_size=4, num_blocks=8, paged_kernel=False)
     with pytest.raises(ConfigError, match="tokenizer"):
         llm.generate(["hello"])
+
+
+def test_swap_preemption_restores_the_kv(saved: tuple[Path, Any]) -> None:
+    """Swap instead of recompute: the victim's blocks go to host memory and come back."""
+    path, theirs = saved
+    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=32, num_blocks=14,
+              prefix_caching=False, preemption="swap")  # fmt: skip
+    outs = llm.generate(_prompts()[:4], SamplingParams(max_tokens=10))
+    assert llm.scheduler.stats.num_swaps > 0
+    assert any(b.swap_in for b in llm.stats.batches) and not llm.cache.tier
+    _check(llm, outs, theirs, 10)
+
+
+def test_ttft_and_tpot_are_sums_of_measured_step_times(saved: tuple[Path, Any]) -> None:
+    """TTFT = engine clock at the end of the step that sampled the first token − arrival;
+    TPOT = (clock at the last token − clock at the first) / (tokens − 1)."""
+    path, _ = saved
+    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=8, num_blocks=64)
+    prompts = _prompts()[:3]
+    outs = llm.generate(prompts, SamplingParams(max_tokens=4), arrivals_s=[0.0, 0.0, 0.0])
+    ends = [sum(llm.stats.step_times[: i + 1]) for i in range(len(llm.stats.step_times))]
+    for o in outs:
+        sampled = [
+            ends[i]
+            for i, b in enumerate(llm.stats.batches)
+            for r in b.requests
+            if r.request_id == o.request_id and r.sample
+        ]
+        assert o.ttft_s == pytest.approx(sampled[0])
+        assert o.tpot_s == pytest.approx((sampled[-1] - sampled[0]) / 3)

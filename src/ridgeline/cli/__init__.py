@@ -15,6 +15,7 @@ from ridgeline.cli.analytic_cmds import (
     roofline_cmd,
 )
 from ridgeline.cli.common import new_app
+from ridgeline.cli.engine_cmds import bench_app, generate_cmd
 from ridgeline.cli.lab_cmds import lab_app
 from ridgeline.cli.report_cmd import report_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
@@ -28,6 +29,8 @@ app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
 app.command("report")(report_cmd)
 app.command("simulate")(simulate_cmd)
+app.command("generate")(generate_cmd)
+app.add_typer(bench_app, name="bench")
 app.add_typer(lab_app, name="lab")
 
 

@@ -66,6 +66,7 @@ class TorchExecutor:
         self.requests[request_id] = RequestState(params, torch.Generator().manual_seed(seed))
 
     def remove_request(self, request_id: str) -> None:
+        """Forget a finished request's sampling state."""
         self.requests.pop(request_id, None)
 
     def drafts(self, request_id: str) -> tuple[int, ...]:
@@ -81,13 +82,20 @@ class TorchExecutor:
             self.add_request(request_id, SamplingParams())
         return self.requests[request_id]
 
+    def _caches(self) -> list[KVCache]:
+        """The target's cache, and a separate draft model's (it follows the same tables)."""
+        if self.drafter is None or self.drafter.shares_target_cache:
+            return [self.cache]
+        return [self.cache, self.drafter.cache]
+
     @torch.inference_mode()
     def execute(self, batch: ScheduledBatch) -> StepResult:
         """One step: block moves, forward pass, sampling, proposals; timed end to end."""
         start = time.perf_counter()
-        self.cache.swap(batch.swap_out, to_device=False)
-        self.cache.swap(batch.swap_in, to_device=True)
-        self.cache.copy_blocks(batch.copies)
+        for cache in self._caches():
+            cache.swap_out(batch.swap_out)  # before swap_in: a freed block may be reused
+            cache.swap_in(batch.swap_in)
+            cache.copy_blocks(batch.copies)
         sampled: dict[str, tuple[int, ...]] = {}
         if batch.requests:
             sampled = self._forward(batch)
@@ -99,7 +107,7 @@ class TorchExecutor:
         input_ids = torch.tensor(ids, dtype=torch.long, device=self.device)  # [T]
         hidden = self.model(input_ids, self.cache, meta, self.kernel)  # [T, hidden]
         rows, owners = self._sample_rows(batch.requests)
-        logits = self.model.logits(hidden.index_select(0, rows))  # [N, vocab]
+        logits = self.model.logits(hidden.index_select(0, rows.to(self.device)))  # [N, vocab]
         if self.drafter is not None:
             self.drafter.catch_up(input_ids, meta, self.kernel)
         sampled = {}

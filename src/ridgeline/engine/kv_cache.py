@@ -69,15 +69,17 @@ def cache_shape(
 
 
 class KVCache:
-    """Per-layer K and V block tensors, plus an optional host tier for swapped blocks.
+    """Per-layer K and V block tensors, plus a host tier for swapped-out blocks.
+
+    The tier holds one ``[2, num_layers, block_size, kv_heads, head_dim]`` host tensor per
+    occupied tier slot (the scheduler's tier accounting bounds how many).
 
     Args:
         shape: the geometry (``cache_shape`` sizes it from a budget).
         device: where the blocks live.
-        num_swap_blocks: blocks of the lower tier that ``swap_out``/``swap_in`` move to/from.
     """
 
-    def __init__(self, shape: CacheShape, device: torch.device, num_swap_blocks: int = 0) -> None:
+    def __init__(self, shape: CacheShape, device: torch.device) -> None:
         self.shape = shape
         dims = (shape.num_blocks, shape.block_size, shape.kv_heads, shape.head_dim)
         self.k = [
@@ -86,9 +88,7 @@ class KVCache:
         self.v = [
             torch.zeros(dims, dtype=shape.dtype, device=device) for _ in range(shape.num_layers)
         ]
-        tier = (max(num_swap_blocks, 0), *dims[1:])
-        self.swap_k = [torch.zeros(tier, dtype=shape.dtype) for _ in range(shape.num_layers)]
-        self.swap_v = [torch.zeros(tier, dtype=shape.dtype) for _ in range(shape.num_layers)]
+        self.tier: dict[int, torch.Tensor] = {}
 
     @classmethod
     def sharing(cls, other: KVCache, num_layers: int) -> KVCache:
@@ -99,7 +99,7 @@ class KVCache:
             num_layers, s.num_blocks, s.block_size, s.kv_heads, s.head_dim, s.dtype
         )
         view.k, view.v = other.k[:num_layers], other.v[:num_layers]
-        view.swap_k, view.swap_v = other.swap_k[:num_layers], other.swap_v[:num_layers]
+        view.tier = {}
         return view
 
     def flat(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,12 +125,17 @@ class KVCache:
             for t in tensors:
                 t.index_copy_(0, dst, t.index_select(0, src))  # [n, bs, kv_heads, d]
 
-    def swap(self, moves: tuple[tuple[int, int], ...], to_device: bool) -> None:
-        """Move (tier block, device block) pairs: tier → device when ``to_device``, else back."""
-        for tier_block, block in moves:
-            for dev, host in ((self.k, self.swap_k), (self.v, self.swap_v)):
-                for layer in range(self.shape.num_layers):
-                    if to_device:
-                        dev[layer][block].copy_(host[layer][tier_block])
-                    else:
-                        host[layer][tier_block].copy_(dev[layer][block])
+    def swap_out(self, moves: tuple[tuple[int, int], ...]) -> None:
+        """(tier slot, device block) pairs: copy each block, every layer, to the host tier."""
+        for slot, block in moves:
+            k = torch.stack([t[block] for t in self.k])  # [L, bs, kv_heads, d]
+            v = torch.stack([t[block] for t in self.v])  # [L, bs, kv_heads, d]
+            self.tier[slot] = torch.stack([k, v]).to("cpu")  # [2, L, bs, kv_heads, d]
+
+    def swap_in(self, moves: tuple[tuple[int, int], ...]) -> None:
+        """(tier slot, device block) pairs: bring each swapped block back, then free the slot."""
+        for slot, block in moves:
+            kv = self.tier.pop(slot)  # [2, L, bs, kv_heads, d]
+            for layer in range(self.shape.num_layers):
+                self.k[layer][block].copy_(kv[0, layer])
+                self.v[layer][block].copy_(kv[1, layer])

@@ -20,23 +20,26 @@ from typing import Any
 
 import torch
 
+from ridgeline.analytic import weights_bytes
 from ridgeline.engine.executor import TorchExecutor
 from ridgeline.engine.kv_cache import CacheShape, KVCache, cache_shape
 from ridgeline.engine.model import CausalLM, early_exit
+from ridgeline.engine.packing import can_pack, pack_linears
 from ridgeline.engine.paged_kernel import load_paged_kernel
 from ridgeline.engine.sampling import SamplingParams
 from ridgeline.engine.spec_decode import Drafter
 from ridgeline.engine.weights import init_random, load_safetensors_dir
-from ridgeline.errors import ConfigError
+from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.block_pool import BlockPool
 from ridgeline.serving.eviction import make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
 from ridgeline.serving.request import Request
 from ridgeline.serving.request import SamplingParams as ServingParams
-from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
+from ridgeline.serving.scheduler import PreemptionMode, Scheduler, SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
-from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model
+from ridgeline.serving.tiers import KVTiers, TierSpec
+from ridgeline.specs import Accelerator, DType, ModelSpec, get_accelerator, get_model
 from ridgeline.specs.model import Position
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -58,10 +61,13 @@ class EngineConfig:
         memory_utilization: share of ``hw``'s device memory for weights + KV.
         num_blocks: pool size in blocks (overrides the budget).
         policy: scheduler policy (fcfs, priority).
+        preemption: recompute (free the victim's blocks) or swap (copy them to host memory).
+        swap_bytes: host-tier capacity for swapped blocks.
         draft_model: a separate draft model (catalog name or config path).
         draft_layers: self-draft with the target's first layers (early exit).
         num_speculative_tokens: k drafts per step (0: off).
         paged_kernel: use the compiled in-place kernel (falls back to gather without a compiler).
+        pack_weights: prepack linear weights for oneDNN on the CPU (``packing``).
         device: torch device.
         seed: random weights and unseeded requests.
         init_std: standard deviation of random weights.
@@ -77,10 +83,13 @@ class EngineConfig:
     memory_utilization: float = 0.9
     num_blocks: int | None = None
     policy: str = "fcfs"
+    preemption: str = "recompute"
+    swap_bytes: float = 2**30
     draft_model: str | None = None
     draft_layers: int | None = None
     num_speculative_tokens: int = 0
     paged_kernel: bool = True
+    pack_weights: bool = True
     device: str = "cpu"
     seed: int = 0
     init_std: float = 0.02
@@ -88,6 +97,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
             raise ConfigError(f"field dtype: one of {', '.join(_DTYPES)}, got '{self.dtype}'")
+        if self.preemption not in ("recompute", "swap"):
+            raise ConfigError(f"field preemption: recompute or swap, got '{self.preemption}'")
         if self.num_speculative_tokens and not (self.draft_model or self.draft_layers):
             raise ConfigError("field num_speculative_tokens: needs draft_model or draft_layers")
 
@@ -134,6 +145,11 @@ class EngineStats:
     step_times: list[float] = field(default_factory=list)
 
 
+def set_threads(n: int) -> None:
+    """Intra-op threads of torch (lab.md: 1 thread is steadier on a shared CPU)."""
+    torch.set_num_threads(n)
+
+
 def _dtype(name: str) -> torch.dtype:
     return _DTYPES[name]
 
@@ -157,18 +173,20 @@ def build_model(
         init_random(model, torch.Generator().manual_seed(cfg.seed), cfg.init_std)
     else:
         load_safetensors_dir(model, weights)
-    return model.to(device=cfg.device, dtype=_dtype(cfg.dtype)).eval()
+    model = model.to(device=cfg.device, dtype=_dtype(cfg.dtype)).eval()
+    if cfg.pack_weights and can_pack(torch.device(cfg.device)):
+        pack_linears(model)
+    return model
 
 
-def _kv_budget(
-    spec: ModelSpec, cfg: EngineConfig, hw: Accelerator | None, model: CausalLM
-) -> float:
+def _kv_budget(spec: ModelSpec, cfg: EngineConfig, hw: Accelerator | None) -> float:
+    """Explicit budget, else vLLM's rule on ``hw``: utilization × device memory − weights."""
     if cfg.kv_budget_bytes is not None:
         return cfg.kv_budget_bytes
     if hw is None:
         return DEFAULT_KV_BUDGET_BYTES
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return hw.device_capacity_bytes * cfg.memory_utilization - weight_bytes
+    weights = weights_bytes(spec, DType.parse(cfg.dtype))
+    return hw.device_capacity_bytes * cfg.memory_utilization - weights
 
 
 class LLM:
@@ -197,7 +215,8 @@ class LLM:
         positions = self.max_model_len + self.config.num_speculative_tokens + 1
         self.model = build_model(self.spec, self.config, weights, positions)
         self.tokenizer = _load_tokenizer(tokenizer) if tokenizer is not None else None
-        self.kernel = load_paged_kernel() if self.config.paged_kernel else None
+        cpu = torch.device(self.config.device).type == "cpu"  # the kernel reads host pointers
+        self.kernel = load_paged_kernel() if self.config.paged_kernel and cpu else None
         self.num_blocks, self.cache, drafter = self._build_cache(positions)
         self.executor = TorchExecutor(
             self.model, self.cache, self.kernel, drafter, self.config.seed
@@ -206,7 +225,6 @@ class LLM:
         self.clock_s = 0.0
         self.stats = EngineStats()
         self._timing: dict[str, _Timing] = {}
-        self._params: dict[str, SamplingParams] = {}
         self._requests: dict[str, Request] = {}
         self._next_id = 0
 
@@ -215,7 +233,7 @@ class LLM:
     def _build_cache(self, positions: int) -> tuple[int, KVCache, Drafter | None]:
         cfg, spec = self.config, self.spec
         dtype, device = _dtype(cfg.dtype), torch.device(cfg.device)
-        budget = _kv_budget(spec, cfg, self.hw, self.model)
+        budget = _kv_budget(spec, cfg, self.hw)
         shape = cache_shape(spec, cfg.block_size, budget, dtype)
         num_blocks = cfg.num_blocks or shape.num_blocks
         k = cfg.num_speculative_tokens
@@ -253,11 +271,22 @@ class LLM:
             max_num_seqs=cfg.max_num_seqs,
             max_model_len=self.max_model_len,
             policy=cfg.policy,
+            preemption=PreemptionMode(cfg.preemption),
             spec=spec,
         )
+        # NOTE: no offload of evicted prefix blocks to the tier (on_evict None): a tier prefix
+        # hit carries no block moves in the batch, so the engine could not restore its KV.
         pool = BlockPool(self.num_blocks, cfg.block_size, make_eviction("lru"), None)
-        kv = KVCacheManager(pool, cfg.prefix_caching, None)
+        kv = KVCacheManager(pool, cfg.prefix_caching, self._swap_tier())
         return Scheduler(sched_cfg, kv, self._propose)
+
+    def _swap_tier(self) -> KVTiers | None:
+        """Host memory for swapped-out blocks. Its priced bandwidth is infinite: the engine
+        measures the copies (``KVCache.swap_out``/``swap_in``) as part of the step."""
+        if self.config.preemption != "swap":
+            return None
+        host = TierSpec("host", self.config.swap_bytes, float("inf"))
+        return KVTiers((host,), self.cache.shape.bytes_per_block)
 
     def _propose(self, request: Request, k: int) -> tuple[int, ...]:
         """The scheduler's draft source: the drafter's proposal, padded with the last token
@@ -279,7 +308,6 @@ class LLM:
         arrival = self.clock_s if arrival_s is None else arrival_s
         serving = ServingParams(params.max_tokens, eos_token_id=params.eos_token_id)
         req = Request(rid, tuple(ids), serving, arrival)
-        self._params[rid] = params
         self._timing[rid] = _Timing(arrival)
         self.executor.add_request(rid, params)
         self._requests[rid] = req
@@ -361,13 +389,17 @@ class LLM:
             if not self.scheduler.has_unfinished and pending:
                 self.clock_s = arrivals[pending[0]]  # idle: jump to the next arrival
                 continue
+            before = self.stats.steps
             self.step()
+            if self.stats.steps == before:  # nothing schedulable
+                if not pending:
+                    raise CapacityError("the scheduler can make no progress: KV pool too small?")
+                self.clock_s = max(self.clock_s, arrivals[pending[0]])
         return [self._output(rid) for rid in ids]
 
     def _output(self, rid: str) -> RequestOutput:
         req = self._requests.pop(rid)
         t = self._timing.pop(rid)
-        self._params.pop(rid, None)
         out = tuple(req.output_token_ids)
         ttft = None if t.first_s is None else t.first_s - t.arrival_s
         tpot = None
@@ -396,3 +428,54 @@ def _load_tokenizer(path: str | Path) -> Any:
         return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except Exception as e:
         raise ConfigError(f"{path}: no usable local tokenizer ({type(e).__name__})") from e
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationReport:
+    """A ``generate`` run: per-request outputs and the engine's counters."""
+
+    model: str
+    outputs: tuple[RequestOutput, ...]
+    steps: int
+    busy_s: float
+    tokens: int
+    draft_tokens: int
+    accepted_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` payload (schema ``ridgeline.generate/1``)."""
+        return {
+            "schema": "ridgeline.generate/1",
+            "model": self.model,
+            "requests": [
+                {
+                    "request_id": o.request_id,
+                    "prompt_tokens": len(o.prompt_token_ids),
+                    "token_ids": list(o.token_ids),
+                    "text": o.text,
+                    "finish_reason": o.finish_reason,
+                    "ttft_s": o.ttft_s,
+                    "tpot_s": o.tpot_s,
+                    "num_cached_tokens": o.num_cached_tokens,
+                    "num_preemptions": o.num_preemptions,
+                }
+                for o in self.outputs
+            ],
+            "stats": {
+                "steps": self.steps,
+                "busy_s": self.busy_s,
+                "tokens": self.tokens,
+                "tokens_per_s": self.tokens / self.busy_s if self.busy_s else 0.0,
+                "draft_tokens": self.draft_tokens,
+                "accepted_tokens": self.accepted_tokens,
+            },
+        }
+
+
+def generation_report(llm: LLM, outputs: Sequence[RequestOutput]) -> GenerationReport:
+    """Outputs plus the engine's counters so far."""
+    st = llm.stats
+    return GenerationReport(
+        llm.spec.name, tuple(outputs), st.steps, st.busy_s, st.tokens, st.draft_tokens,
+        st.accepted_tokens,
+    )  # fmt: skip

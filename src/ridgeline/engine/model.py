@@ -122,6 +122,8 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
+    """One pre-norm block: ``x += attn(norm1(x)); x += mlp(norm2(x))``."""
+
     def __init__(self, spec: ModelSpec, layer: int) -> None:
         super().__init__()
         self.attn_norm = _norm(spec)

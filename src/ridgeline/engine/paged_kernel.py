@@ -13,8 +13,13 @@ block at a time:
         acc   = α · acc + Σ_t exp(s_t − m') · v_t
     out = acc / l
 
-Work is split over (row, KV head) with ``at::parallel_for``, so it follows
-``torch.set_num_threads``. fp32 and bf16 caches; accumulation in fp32.
+Each row takes all its heads at once, so a block's ``[block_size, kv_heads, d]`` keys and values
+are read front to back in memory order; rows are split over threads with ``at::parallel_for``
+(it follows ``torch.set_num_threads``). fp32 and bf16 caches; accumulation in fp32; built with
+``-ffast-math`` so the exponentials vectorise (glibc libmvec), hence a finite floor instead of
+−∞ for the running max. While a block computes, the next block of the table is prefetched a
+token row at a time: with GQA 16:4 the kernel is a third compute, and the prefetch overlaps the
+two (B16 × 1024, llama-350m shape: 5.3 → 4.7 ms per layer; MHA unchanged at the DRAM rate).
 
 It is compiled once with ``torch.utils.cpp_extension.load_inline`` (needs a C++ compiler; the
 build is cached under ``TORCH_EXTENSIONS_DIR``). When no compiler is found the engine falls back
@@ -34,58 +39,79 @@ _SOURCE = r"""
 #include <cmath>
 #include <vector>
 
+// One row = one query token: all its heads at once, so each block's [bs, kv_heads, d] keys and
+// values are read front to back, once, in memory order.
 template <typename T>
 static void paged_rows(const T* q, const T* kc, const T* vc, const int* tables,
                        const int* lens, T* out, int64_t rows, int64_t heads, int64_t kv_heads,
                        int64_t d, int64_t bs, int64_t max_blocks, float scale) {
   const int64_t group = heads / kv_heads;
   const int64_t slot_stride = kv_heads * d;      // one token of one layer: [kv_heads, d]
-  at::parallel_for(0, rows * kv_heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> qf(group * d), acc(group * d), m(group), l(group), s(group * bs);
-    for (int64_t job = begin; job < end; ++job) {
-      const int64_t r = job / kv_heads, g = job % kv_heads;
-      for (int64_t h = 0; h < group; ++h)
-        for (int64_t i = 0; i < d; ++i)
-          qf[h * d + i] = float(q[(r * heads + g * group + h) * d + i]) * scale;
+  const float kFloor = -1e30f;                   // finite "minus infinity" (fast-math safe)
+  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> qf(heads * d), acc(heads * d), m(heads), l(heads), s(heads * bs);
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t i = 0; i < heads * d; ++i) qf[i] = float(q[r * heads * d + i]) * scale;
       std::fill(acc.begin(), acc.end(), 0.f);
-      std::fill(m.begin(), m.end(), -INFINITY);
+      std::fill(m.begin(), m.end(), kFloor);
       std::fill(l.begin(), l.end(), 0.f);
       const int64_t len = lens[r];
       for (int64_t j = 0; j * bs < len; ++j) {
         const int64_t block = tables[r * max_blocks + j];
         const int64_t n = std::min(bs, len - j * bs);
-        const T* kb = kc + block * bs * slot_stride + g * d;
-        const T* vb = vc + block * bs * slot_stride + g * d;
-        for (int64_t h = 0; h < group; ++h) {
-          const float* qh = &qf[h * d];
-          float mx = m[h];
-          for (int64_t t = 0; t < n; ++t) {
-            const T* kt = kb + t * slot_stride;
+        const T* kb = kc + block * bs * slot_stride;
+        const T* vb = vc + block * bs * slot_stride;
+        // prefetch the next block of the table while this one computes (it lies anywhere)
+        const int64_t next = (j + 1) * bs < len ? tables[r * max_blocks + j + 1] : block;
+        const char* kn = reinterpret_cast<const char*>(kc + next * bs * slot_stride);
+        const char* vn = reinterpret_cast<const char*>(vc + next * bs * slot_stride);
+        const int64_t row_bytes = slot_stride * int64_t(sizeof(T));
+        for (int64_t t = 0; t < n; ++t) {            // s[h, t] = q_h . k_t
+          const T* kt = kb + t * slot_stride;
+          for (int64_t b = 0; b < row_bytes; b += 64) {
+            __builtin_prefetch(kn + t * row_bytes + b);
+            __builtin_prefetch(vn + t * row_bytes + b);
+          }
+          for (int64_t h = 0; h < heads; ++h) {
+            const float* qh = &qf[h * d];
+            const T* kh = kt + (h / group) * d;
             float dot = 0.f;
 #pragma omp simd reduction(+ : dot)
-            for (int64_t i = 0; i < d; ++i) dot += qh[i] * float(kt[i]);
+            for (int64_t i = 0; i < d; ++i) dot += qh[i] * float(kh[i]);
             s[h * bs + t] = dot;
-            mx = std::max(mx, dot);
+          }
+        }
+        for (int64_t h = 0; h < heads; ++h) {        // online softmax update
+          float* sh = &s[h * bs];
+          float mx = m[h];
+          for (int64_t t = 0; t < n; ++t) mx = std::max(mx, sh[t]);
+          float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t t = 0; t < n; ++t) {
+            sh[t] = std::exp(sh[t] - mx);
+            sum += sh[t];
           }
           const float alpha = std::exp(m[h] - mx);
           float* ah = &acc[h * d];
-          float sum = l[h] * alpha;
 #pragma omp simd
           for (int64_t i = 0; i < d; ++i) ah[i] *= alpha;
-          for (int64_t t = 0; t < n; ++t) {
-            const float p = std::exp(s[h * bs + t] - mx);
-            sum += p;
-            const T* vt = vb + t * slot_stride;
-#pragma omp simd
-            for (int64_t i = 0; i < d; ++i) ah[i] += p * float(vt[i]);
-          }
+          l[h] = l[h] * alpha + sum;
           m[h] = mx;
-          l[h] = sum;
+        }
+        for (int64_t t = 0; t < n; ++t) {            // acc_h += p[h, t] v_t
+          const T* vt = vb + t * slot_stride;
+          for (int64_t h = 0; h < heads; ++h) {
+            const float p = s[h * bs + t];
+            const T* vh = vt + (h / group) * d;
+            float* ah = &acc[h * d];
+#pragma omp simd
+            for (int64_t i = 0; i < d; ++i) ah[i] += p * float(vh[i]);
+          }
         }
       }
-      for (int64_t h = 0; h < group; ++h) {
+      for (int64_t h = 0; h < heads; ++h) {
         const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
-        T* o = out + (r * heads + g * group + h) * d;
+        T* o = out + (r * heads + h) * d;
         for (int64_t i = 0; i < d; ++i) o[i] = T(acc[h * d + i] * inv);
       }
     }
@@ -147,10 +173,10 @@ def load_paged_kernel(verbose: bool = False) -> PagedKernel | None:
         from torch.utils.cpp_extension import load_inline
 
         module = load_inline(
-            name="ridgeline_paged_attention_v1",
+            name="ridgeline_paged_attention_v4",
             cpp_sources=_SOURCE,
             functions=["paged_attention_rows"],
-            extra_cflags=["-O3", "-march=native", "-fopenmp"],
+            extra_cflags=["-O3", "-march=native", "-ffast-math", "-fopenmp"],
             extra_ldflags=["-fopenmp"],
             verbose=verbose,
         )

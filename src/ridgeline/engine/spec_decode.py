@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ridgeline.engine.attention import DecodeKernel, build_metadata
+from ridgeline.engine.attention import AttentionMetadata, DecodeKernel, build_metadata
 from ridgeline.engine.kv_cache import KVCache
 from ridgeline.engine.model import CausalLM
 from ridgeline.engine.sampling import SamplingParams, probabilities
@@ -84,10 +84,12 @@ class Drafter:
         self.blocks_per_request = 1 + (num_speculative_tokens + bs - 1) // bs
         self.max_requests = (cache.shape.num_blocks - first_scratch) // self.blocks_per_request
 
-    def catch_up(self, input_ids: torch.Tensor, meta: object, kernel: DecodeKernel | None) -> None:
+    def catch_up(
+        self, input_ids: torch.Tensor, meta: AttentionMetadata, kernel: DecodeKernel | None
+    ) -> None:
         """Run the target's batch through the draft so its KV covers the same positions."""
         if not self.shares_target_cache:
-            self.model(input_ids, self.cache, meta, kernel)  # type: ignore[arg-type]
+            self.model(input_ids, self.cache, meta, kernel)
 
     def _tables(self, reqs: list[ProposeInput]) -> list[tuple[int, ...]]:
         """Proposal block tables; copies each partial last block into its first scratch block."""

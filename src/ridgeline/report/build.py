@@ -13,6 +13,7 @@ from ridgeline import analytic as an
 from ridgeline.errors import CapacityError
 from ridgeline.report import plots
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
+from ridgeline.report.serving_section import serving_section
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model, param_counts
 from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
 
@@ -274,6 +275,7 @@ SECTIONS: list[SectionBuilder] = [
     _kv_section,
     _questions_section,
     _compare_section,
+    serving_section,
 ]
 
 

@@ -1,0 +1,111 @@
+"""``ridgeline simulate`` and ``simulate compare``: stdout and stderr checked separately."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ridgeline.cli import app
+from ridgeline.report.build import ReportContext
+from ridgeline.report.serving_section import serving_section
+from ridgeline.specs import get_accelerator, get_model
+
+DATA = Path(__file__).parent / "data"
+runner = CliRunner()
+
+
+def test_simulate_json_reports_one_result() -> None:
+    r = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--hw",
+            "a100-80gb",
+            "--model",
+            "llama-2-7b",
+            "--workload",
+            "poisson",
+            "--rate",
+            "5",
+            "--requests",
+            "50",
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    (res,) = out["results"]
+    assert out["schema"] == "ridgeline.simulate/1" and res["num_requests"] == 50
+    assert res["num_completed"] + res["num_rejected"] == 50
+    assert res["ttft_s"]["p50"] > 0 and res["kv_blocks"] == 6976
+
+
+def test_simulate_compare_table_and_plots(tmp_path: Path) -> None:
+    args = [
+        "simulate",
+        "compare",
+        "--requests",
+        "30",
+        "--rate",
+        "8",
+        "--configs",
+        "paged,contiguous,prefix",
+        "--workload",
+        "shared-prefix",
+        "--plot",
+        str(tmp_path),
+    ]
+    r = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    for label in ("paged", "contiguous", "prefix"):
+        assert label in r.stdout
+    assert (tmp_path / "kv_use.png").stat().st_size > 1000
+    assert (tmp_path / "latency_cdf.png").stat().st_size > 1000
+
+
+def test_trace_spec_decode_disagg_and_tiers_options() -> None:
+    r = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(DATA / "trace_tiny.jsonl"),
+            "--spec-k",
+            "3",
+            "--spec-accept",
+            "0.6",
+            "--disagg",
+            "1:1",
+            "--tiers",
+            "host",
+            "--prefix-caching",
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    (res,) = json.loads(r.stdout)["results"]
+    assert res["num_completed"] == 4 and res["tier_traffic"][0]["name"] == "host"
+
+
+def test_errors_are_one_stderr_line_with_exit_2() -> None:
+    r = runner.invoke(app, ["simulate", "--trace", str(DATA / "trace_bad.jsonl")])
+    assert r.exit_code == 2
+    assert r.stderr.strip().count("\n") == 0
+    assert "trace_bad.jsonl:2: field prompt_len: not a number: 'ten'" in r.stderr
+    r = runner.invoke(app, ["simulate", "--policy", "lifo", "--requests", "5"])
+    assert r.exit_code == 2 and "unknown policy 'lifo'" in r.stderr
+    r = runner.invoke(app, ["simulate", "compare", "--configs", "paged,bogus", "--requests", "5"])
+    assert r.exit_code == 2 and "unknown simulate variant 'bogus'" in r.stderr
+    r = runner.invoke(app, ["simulate", "--disagg", "2", "--requests", "5"])
+    assert r.exit_code == 2 and "field disagg" in r.stderr
+
+
+def test_report_serving_section(tmp_path: Path) -> None:
+    ctx = ReportContext(get_model("gpt2"), get_accelerator("a100-80gb"), tmp_path)
+    s = serving_section(ctx, num_requests=60)
+    assert [row[0] for row in s.tables[0].rows] == ["paged", "contiguous", "static", "prefix"]
+    assert all(f.exists() for f in s.figures)
+    paged, contiguous = s.data["results"][0], s.data["results"][1]
+    assert contiguous["unused_allocated_frac"] > 10 * paged["unused_allocated_frac"]
