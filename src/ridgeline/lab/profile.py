@@ -20,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 # Leaf operators grouped into the named causes of the gap (lab compare). Self time only, so a
 # parent op (aten::linear) never counts its children (aten::addmm) twice.
 ATTENTION_OPS = ("attention", "aten::bmm", "aten::baddbmm", "aten::_softmax", "aten::softmax")
-GEMM_OPS = ("aten::mm", "aten::addmm")
+GEMM_OPS = ("aten::mm", "aten::addmm", "mkldnn::_linear_pointwise")  # the last: prepacked
 CONCAT_OPS = ("aten::cat",)
 KV_WRITE_OPS = ("aten::index_copy_", "aten::index_copy", "aten::index_put_")
 
