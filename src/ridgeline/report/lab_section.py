@@ -365,10 +365,7 @@ def _gap_plot(cmp: LabComparison, path: Path) -> Path:
     )
     ax.set_xticks(
         x,
-        [
-            f"{p.label.split('/')[1][:3]}/{p.label.split('/')[2][:3]}\nB{p.batch} T{p.context}"
-            for p in pts
-        ],
+        [f"{_short(p.label)}\nB{p.batch} T{p.context}" for p in pts],
         fontsize=6,
     )
     ax.set_ylabel("ms per decode step")
