@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 MODEL ?= llama-3.1-8b
 OUT ?= out/report
 
-.PHONY: run test test-fast lint bench clean
+.PHONY: run test test-fast lint bench lab clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,10 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sweep.py
+
+# Measure this machine and regenerate docs/lab/ (about 10 minutes quiet; FRESH=1 to start over).
+lab: $(STAMP)
+	BIN=$(BIN) benchmarks/lab_run.sh
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate docs/lab/: calibrate this machine, sweep distilgpt2's config over batch {1,4,16} ×
-# context {128,512,1024} (dynamic and static cache, sdpa; eager on the corners), profile two
-# points, check the KV formula, then compare, report and export.
+# context {128,512,1024} (dynamic and static cache, sdpa, and the ridgeline engine; eager on the
+# corners), profile two points, check the KV formula, then compare, report and export.
 #
 #   benchmarks/lab_run.sh                 # measure (skips points already in the DB) and report
 #   REPORT_ONLY=1 benchmarks/lab_run.sh   # rebuild docs/lab from the existing DB
@@ -37,10 +37,16 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
   $BIN/ridgeline lab sweep --db "$DB" --backend hf:dynamic:sdpa --backend hf:static:sdpa \
     --batch 1,4,16 --context 128,512,1024
   $BIN/ridgeline lab sweep --db "$DB" --backend hf:dynamic:eager --batch 1,16 --context 128,1024
+  $BIN/ridgeline lab sweep --db "$DB" --backend ridgeline --batch 1,4,16 --context 128,512,1024
+  # The allocator experiment (reference/lab.md §3): glibc keeps big freed blocks instead of
+  # unmapping them, so DynamicCache's per-step torch.cat stops faulting fresh pages in.
+  MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=4294967296 MALLOC_TOP_PAD_=1073741824 \
+    $BIN/ridgeline lab sweep --db "$DB" --backend hf:dynamic:sdpa --batch 4,16 --context 512,1024
   $BIN/ridgeline lab profile --db "$DB" -b 16 -t 1024 --steps 2 --trace "$RUN/trace_b16_t1024.json" \
     > "$OUT/profile_b16_t1024.txt"
   $BIN/ridgeline lab profile --db "$DB" -b 1 -t 128 --steps 3 --trace "$OUT/trace_b1_t128.json" \
     > "$OUT/profile_b1_t128.txt"
+  gzip -9f "$OUT/trace_b1_t128.json"  # Perfetto and chrome://tracing open .json.gz
   $BIN/ridgeline lab kv --db "$DB" -b 4 -t 1024 > "$OUT/kv.txt"
   { date -u; uptime; } > "$OUT/load_end.txt"
 fi

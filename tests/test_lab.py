@@ -10,6 +10,9 @@ import pytest
 
 pytest.importorskip("torch")
 
+from typer.testing import CliRunner  # noqa: E402
+
+from ridgeline.cli import app  # noqa: E402
 from ridgeline.lab.calibrate import calibrate  # noqa: E402
 from ridgeline.lab.compare import compare_records  # noqa: E402
 from ridgeline.lab.kvlab import LLAMA_BASE, check_kv, llama_variant  # noqa: E402
@@ -106,6 +109,8 @@ def test_calibrate_gives_plausible_figures_and_a_loadable_spec(
         dtypes=("fp32", "bf16"),
         matmul_n=64,
         repeats=1,
+        gemm_shape=(256, 64),
+        gemm_batches=(1, 4),
     )
     cal = calibrate(spec)
     assert len(cal.bandwidth) == 2 * 3
@@ -114,6 +119,8 @@ def test_calibrate_gives_plausible_figures_and_a_loadable_spec(
         assert p.best_bytes_per_s >= p.median_bytes_per_s
     for m in cal.matmul:
         assert 1e6 < m.best_flops_per_s < 1e15, m
+    assert [g.batch for g in cal.gemm] == [1, 4]
+    assert cal.gemm_bandwidth(1, 2) is not None and cal.gemm_bandwidth(1, 2) > 1e8
     monkeypatch.setenv("RIDGELINE_HW_DIR", str(tmp_path))
     (written,) = write_specs(cal)
     acc = get_accelerator("measured")
@@ -144,7 +151,7 @@ def test_compare_and_report_from_a_tiny_sweep(tiny_gpt2: str, tmp_path: Path) ->
         (8,),
         PointConfig(model=tiny_gpt2, steps=2, warmup=1, memory_steps=1, profile_steps=1),
     )
-    cal = calibrate(CalibrationSpec((1 << 20,), (1,), ("fp32",), 64, 1))
+    cal = calibrate(CalibrationSpec((1 << 20,), (1,), ("fp32",), 64, 1, "cpu", (256, 64), (1, 4)))
     db = tmp_path / "lab.db"
     with ResultsStore(db) as store:
         run_sweep(spec, store)
@@ -158,12 +165,29 @@ def test_compare_and_report_from_a_tiny_sweep(tiny_gpt2: str, tmp_path: Path) ->
     files = build_lab_report(db, tmp_path / "out")
     assert "lab-compare" in files.sections and "lab-gap" in files.sections
     assert "measured against predicted" in files.markdown.read_text()
+    result = CliRunner().invoke(
+        app,
+        ["report", "-m", "distilgpt2", "--out", str(tmp_path / "main"), "--lab", str(db)],
+    )
+    assert result.exit_code == 0, result.output
+    sections = json.loads((tmp_path / "main" / "report.json").read_text())["sections"]
+    assert {"roofline", "lab-compare", "lab-gap", "lab-memory"} <= set(sections)
 
 
 @pytest.mark.gpu
-def test_cuda_calibration_and_decode_point() -> None:
-    cal = calibrate(CalibrationSpec((1 << 24,), (1,), ("bf16",), 1024, 1, "cuda"))
+def test_cuda_calibration_and_decode_point(tiny_gpt2: str, tmp_path: Path) -> None:
+    cal = calibrate(CalibrationSpec((1 << 24,), (1,), ("bf16",), 1024, 1, "cuda", (4096, 1024)))
     assert cal.bandwidth_at(1) > 1e10 and cal.peak_at(1)["bf16"] > 1e12
+    spec = SweepSpec(
+        (Backend.parse("hf:static:sdpa"),),
+        (2,),
+        (8,),
+        PointConfig(model=tiny_gpt2, steps=2, warmup=1, memory_steps=1, device="cuda"),
+    )
+    with ResultsStore(tmp_path / "lab.db") as store:
+        run_sweep(spec, store)
+        (rec,) = store.records("decode")
+    assert rec.result["memory"]["cuda_peak_above_start_bytes"] is not None
 
 
 def test_engine_backend_measures_a_point(tiny_gpt2: str, tmp_path: Path) -> None:

@@ -38,25 +38,30 @@ def test_opening_a_missing_database_names_the_option(tmp_path: Path) -> None:
         open_existing(tmp_path / "nope.db")
 
 
-def _point(batch: int, kv: float, flops: float, measured: float) -> ComparedPoint:
+def _point(
+    batch: int, kv: float, flops: float, measured: float, gemm_s: float | None
+) -> ComparedPoint:
     return ComparedPoint(
         label="x", model="m", batch=batch, context=0, kv_len=0.0, threads=1,
         measured_s=measured, p10_s=measured, p90_s=measured, cpu_s=measured, prefill_s=0.0,
         predicted_s=measured / 2, bytes=1e8 + kv, weight_bytes=1e8, kv_bytes=kv, flops=flops,
         bandwidth_bytes_per_s=1e10, kv_tensor_bytes=0, kv_formula_bytes=0.0,
-        peak_above_start_bytes=None, load_avg_1m=0.0, causes=(),
+        peak_above_start_bytes=None, load_avg_1m=0.0, causes=(), weight_gemm_s=gemm_s,
     )  # fmt: skip
 
 
-def test_fit_recovers_overhead_kv_bandwidth_and_flop_rate() -> None:
-    # t = 3 ms + 1e8 B / 1e10 B/s + kv / 2e9 B/s + flops / 5e10 FLOP/s
+def test_fit_recovers_overhead_weights_kv_bandwidth_and_flop_rate() -> None:
+    # t = 3 ms + 1.5 x 1e8 B / rate(B) + kv / 2e9 B/s + flops / 5e10 FLOP/s
+    rate = {1: 1e10, 4: 5e9, 16: 4e9}  # a decode GEMM slows down past batch 1
     points = []
     for batch in (1, 4, 16):
         for kv in (1e6, 1e7, 1e8):
-            flops = 2e8 * batch
-            points.append(_point(batch, kv, flops, 3e-3 + 1e-2 + kv / 2e9 + flops / 5e10))
+            flops, gemm_s = 2e8 * batch, 1e8 / rate[batch]
+            t = 3e-3 + 1.5 * gemm_s + kv / 2e9 + flops / 5e10
+            points.append(_point(batch, kv, flops, t, gemm_s))
     model = fit("x", points)
     assert model.overhead_s == pytest.approx(3e-3, rel=1e-6)
+    assert model.weight_scale == pytest.approx(1.5, rel=1e-6)
     assert model.kv_bandwidth == pytest.approx(2e9, rel=1e-6)
     assert model.flops_per_s == pytest.approx(5e10, rel=1e-6)
     assert model.median_abs_error < 1e-9 and model.loo_median_abs_error is not None

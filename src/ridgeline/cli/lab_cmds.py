@@ -106,6 +106,16 @@ def calibrate_cmd(
     for m in cal.matmul:
         mm.add_row(m.dtype, str(m.n), str(m.threads), fmt_rate(m.best_flops_per_s, "FLOP/s"))
     console.print(mm)
+    gemm = Table("batch", "shape", "threads", "time", "weights streamed at", title="Decode GEMM")
+    for g in cal.gemm:
+        gemm.add_row(
+            str(g.batch),
+            f"[{g.batch},{g.n_in}]x[{g.n_in},{g.n_out}]",
+            str(g.threads),
+            f"{g.best_s * 1e3:.2f} ms",
+            fmt_rate(g.weight_bytes_per_s, "B/s"),
+        )
+    console.print(gemm)
     for w in written:
         console.print(
             f"wrote {w.path} (--hw {w.name}: {w.threads} thread(s), {fmt_rate(w.accelerator.device_bandwidth_bytes_per_s, 'B/s')})"
@@ -342,6 +352,25 @@ def kv_cmd(
     console.print(sp)
 
 
+def _fit_line(f: Any) -> str:
+    weights = (
+        f" + {f.weight_scale:.2f} x W/BW_gemm(B)"
+        if f.weight_scale is not None
+        else " (weights included)"
+    )
+    kv = fmt_rate(f.kv_bandwidth, "B/s") if f.kv_bandwidth else "inf"
+    flops = fmt_rate(f.flops_per_s, "FLOP/s") if f.flops_per_s else "inf"
+    loo = (
+        f" (leave-one-out {100 * f.loo_median_abs_error:.1f}%)"
+        if f.loo_median_abs_error is not None
+        else ""
+    )
+    return (
+        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms{weights} + KV/{kv} + FLOPs/{flops};"
+        f" median |error| {100 * f.median_abs_error:.1f}%{loo}"
+    )
+
+
 def _opt_bytes(value: int | None) -> str:
     return "—" if value is None else fmt_bytes(value, binary=True)
 
@@ -396,17 +425,7 @@ def compare_cmd(
         )
     console.print(table)
     for f in cmp.fits:
-        console.print(
-            f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms + W/{fmt_rate(f.weight_bandwidth, 'B/s')}"
-            f" + KV/{fmt_rate(f.kv_bandwidth, 'B/s') if f.kv_bandwidth else '∞'}"
-            f" + FLOPs/{fmt_rate(f.flops_per_s, 'FLOP/s') if f.flops_per_s else '∞'};"
-            f" median |error| {100 * f.median_abs_error:.1f}%"
-            + (
-                f" (leave-one-out {100 * f.loo_median_abs_error:.1f}%)"
-                if f.loo_median_abs_error is not None
-                else ""
-            )
-        )
+        console.print(_fit_line(f))
     gap = Table(
         "backend",
         "B",

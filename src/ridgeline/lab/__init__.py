@@ -1,14 +1,22 @@
 """lab: measure real decode on this machine and hold the analytic model to it.
 
-``calibrate`` measures the machine (bandwidth, matmul peaks) and writes it as an accelerator spec;
-``sweep`` times decode steps over batch × context with transformers (and the engine, when it
-exists); ``profile`` runs torch.profiler with memory tracking; ``kvlab`` confirms the KV formula on
-real cache tensors; ``compare`` fits and explains the gap between prediction and measurement;
-``store`` keeps every result in SQLite.
+Modules, measuring (torch):
+- ``calibrate``: bandwidth (read/copy/triad by size and threads), matmul peaks, decode GEMMs;
+- ``hf`` / ``decode``: transformers models from a config, and one point's timing, memory and
+  profile phases; ``engine_backend``: the same phases on ``ridgeline.engine``;
+- ``sweep``: batch × context × backend, resumable through the store;
+- ``profile``: torch.profiler summaries, the peak and its parts, Chrome traces;
+- ``kvlab``: the KV formula against cache tensors and freed memory, MHA/GQA/MQA;
+- ``device``: which device a command may use.
+
+Modules, torch-free (the report reads a database with them, without torch):
+- ``store``: the SQLite results store; ``env``: the environment of a measurement;
+- ``points``: what defines a decode point; ``configs``: model configs for the lab;
+- ``machine``: the calibration as data and as an accelerator catalog file (``--hw measured``);
+- ``compare``: predicted vs measured, the fitted model, the gap by cause;
+- ``scratchpad``: tokens of KV per scratchpad, bytes moved per step; ``memstat``: /proc, mallinfo.
 
 Layer rule: may import ``errors``, ``specs``, ``analytic``, ``serving``, ``sim`` and ``engine``;
-``lab`` (with ``engine``) is the only layer that imports torch or transformers, and only in the
-modules that measure (``calibrate``, ``hf``, ``decode``, ``profile``, ``kvlab``, ``sweep``).
-``store``, ``env``, ``memstat`` and ``compare`` stay torch-free so the report can read a results
-database without torch installed.
+``lab`` and ``engine`` are the only layers that import torch or transformers, and the CLI imports
+the measuring modules only inside the commands that run them.
 """

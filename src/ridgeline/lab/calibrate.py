@@ -24,6 +24,7 @@ from ridgeline.lab.machine import (
     BandwidthPoint,
     Calibration,
     CalibrationSpec,
+    GemmPoint,
     MatmulPoint,
     llc_bytes,
 )
@@ -114,6 +115,39 @@ def measure_matmul(spec: CalibrationSpec) -> list[MatmulPoint]:
     return out
 
 
+GEMM_BATCHES = (1, 2, 4, 8, 16, 32)
+GEMM_SHAPE = (50257, 768)  # GPT-2's lm_head: 154 MB of fp32 weights, far beyond most LLCs
+
+
+def measure_gemm(
+    spec: CalibrationSpec,
+    shape: tuple[int, int] = GEMM_SHAPE,
+    batches: tuple[int, ...] = GEMM_BATCHES,
+) -> list[GemmPoint]:
+    """Decode-shaped GEMMs, x [B, n_in] × Wᵀ [n_in, n_out], per batch and thread count (fp32).
+
+    At batch 1 this is a GEMV that streams W at memory bandwidth; at a few rows the BLAS may
+    switch to a GEMM kernel that streams it far slower (reference/lab.md §2: MKL at B≥4 takes
+    about twice the B=1 time). The lab's fitted model uses this curve for the weight term.
+    """
+    device = torch.device(spec.device)
+    n_out, n_in = spec.gemm_shape
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(n_out, n_in, generator=gen).to(device)  # [n_out, n_in]
+    out = []
+    for batch in spec.gemm_batches:
+        x = torch.randn(batch, n_in, generator=gen).to(device)  # [B, n_in]
+
+        def linear(x: torch.Tensor = x) -> torch.Tensor:
+            return torch.nn.functional.linear(x, w)  # [B, n_out]
+
+        for threads in spec.threads:
+            with torch_threads(threads):
+                best, _ = _best_time(linear, spec.repeats, device, threads)
+            out.append(GemmPoint(batch, n_out, n_in, threads, best))
+    return out
+
+
 def calibrate(spec: CalibrationSpec) -> Calibration:
     """Measure the machine (or the CUDA device when ``spec.device`` is cuda)."""
     device = torch.device(spec.device)
@@ -130,4 +164,5 @@ def calibrate(spec: CalibrationSpec) -> Calibration:
         memory_bytes=memory,
         bandwidth=tuple(measure_bandwidth(spec)),
         matmul=tuple(measure_matmul(spec)),
+        gemm=tuple(measure_gemm(spec)),
     )

@@ -25,12 +25,12 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from ridgeline.analytic import Dtypes, Phase, Workload, step_cost
+from ridgeline.analytic import Dtypes, Phase, Workload, kv_bytes, step_cost
 from ridgeline.analytic.roofline import StepCost
 from ridgeline.errors import ConfigError
 from ridgeline.lab.configs import model_spec, raw_config
@@ -102,6 +102,7 @@ class ComparedPoint:
     peak_above_start_bytes: int | None
     load_avg_1m: float
     causes: tuple[Cause, ...]
+    weight_gemm_s: float | None = None  # weights ÷ calibrated decode-GEMM rate at this batch
     fitted_s: float | None = None
 
     @property
@@ -136,21 +137,28 @@ class ComparedPoint:
 
 @dataclass(frozen=True, slots=True)
 class FittedModel:
-    """t̂ = overhead + W ÷ BW_cal + KV ÷ BW_kv + FLOPs ÷ F (``None`` rate: term not needed)."""
+    """t̂ = overhead + weight_scale × W ÷ BW_gemm(B) + KV ÷ BW_kv + FLOPs ÷ F.
+
+    ``BW_gemm(B)`` is the calibrated weight-streaming rate of a decode-shaped GEMM at the point's
+    batch (``lab calibrate``); where the calibration has none, the weights fold into the
+    overhead (``weight_scale`` None). A ``None`` rate means the fit did not need that term.
+    """
 
     label: str
     overhead_s: float
-    weight_bandwidth: float
+    weight_scale: float | None
     kv_bandwidth: float | None
     flops_per_s: float | None
     median_abs_error: float
     loo_median_abs_error: float | None
     num_points: int
 
-    def predict(self, weight_bytes: float, kv_bytes: float, flops: float) -> float:
-        t = self.overhead_s + weight_bytes / self.weight_bandwidth
-        t += kv_bytes / self.kv_bandwidth if self.kv_bandwidth else 0.0
-        t += flops / self.flops_per_s if self.flops_per_s else 0.0
+    def predict(self, p: ComparedPoint) -> float:
+        t = self.overhead_s
+        if self.weight_scale is not None and p.weight_gemm_s is not None:
+            t += self.weight_scale * p.weight_gemm_s
+        t += p.kv_bytes / self.kv_bandwidth if self.kv_bandwidth else 0.0
+        t += p.flops / self.flops_per_s if self.flops_per_s else 0.0
         return t
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,10 +193,12 @@ def latest_calibration(records: Sequence[Record], host: str | None = None) -> Ca
     return Calibration.from_dict(cals[-1].result) if cals else None
 
 
-def _hardware(records: Sequence[Record], hw: str | None, threads: int, host: str) -> Accelerator:
-    if hw is not None:
-        return get_accelerator(hw)
+def _hardware(
+    records: Sequence[Record], hw: str | None, threads: int, host: str
+) -> tuple[Accelerator, Calibration | None]:
     cal = latest_calibration(records, host)
+    if hw is not None:
+        return get_accelerator(hw), cal
     if cal is None:
         raise ConfigError(
             "field --hw: no calibration in the database; run `ridgeline lab calibrate --db ...` "
@@ -196,7 +206,7 @@ def _hardware(records: Sequence[Record], hw: str | None, threads: int, host: str
         )
     if threads not in {p.threads for p in cal.bandwidth}:
         threads = max(p.threads for p in cal.bandwidth)
-    return accelerator(cal, f"measured-t{threads}", threads)
+    return accelerator(cal, f"measured-t{threads}", threads), cal
 
 
 def _predict(cfg: PointConfig, acc: Accelerator) -> StepCost:
@@ -218,6 +228,23 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.1f} ms"
 
 
+def _take_sys(
+    sys_s: float, buckets: dict[str, float], order: tuple[str, ...]
+) -> tuple[float, dict[str, float]]:
+    """Take kernel time out of the buckets it hides in, in ``order``; (taken, what is left).
+
+    Fresh mmap'd tensors fault in page by page inside the op that first writes them (the
+    concatenation); freeing them (munmap) happens when Python drops the old tensor, outside any
+    operator."""
+    left = dict(buckets)
+    remaining = sys_s
+    for name in order:
+        take = min(remaining, max(left[name], 0.0))
+        left[name] -= take
+        remaining -= take
+    return sys_s - remaining, left
+
+
 def decompose(
     measured_s: float,
     cost: StepCost,
@@ -226,53 +253,51 @@ def decompose(
     other_cache_s: float | None = None,
 ) -> tuple[Cause, ...]:
     """The gap ``measured − predicted`` of one point split into named causes, each with its
-    evidence (profiler shares scaled to the timed step, sys time, the other cache kind)."""
+    evidence (profiler shares scaled to the timed step, sys time, the other cache kind).
+
+    By construction predicted + Σ causes = measured."""
     if not profile:
         return (Cause("unexplained", measured_s - cost.step_time_s, "no profiled steps stored"),)
-    scale = measured_s / profile["wall_s_per_step"]
-    cats = {k: v * scale for k, v in profile["categories"].items()}
+    wall, op_s = profile["wall_s_per_step"], profile["op_s_per_step"]
+    cats = {k: v * measured_s / wall for k, v in profile["categories"].items()}
     ideal = _ideal_by_group(cost)
-    total_op = profile["op_s_per_step"]
-    sys_s = min(
-        timing["sys_s_per_step"],
-        cats.get("cache concat", 0.0) + cats.get("kv write", 0.0) + cats.get("other ops", 0.0),
-    )
-    update = cats.get("cache concat", 0.0) + cats.get("kv write", 0.0)
-    from_update = min(sys_s, update)
-    cache_evidence = f"profiler: cat/index_copy {_pct(update / measured_s)} of the step"
+    buckets = {
+        "update": cats.get("cache concat", 0.0) + cats.get("kv write", 0.0),
+        "overhead": (wall - op_s) * measured_s / wall,
+        "other": cats.get("other ops", 0.0),
+    }
+    faults, left = _take_sys(timing["sys_s_per_step"], buckets, ("update", "overhead", "other"))
+    cache_evidence = f"profiler: cat/index_copy {_pct(buckets['update'] / measured_s)} of the step"
     if other_cache_s is not None:
         cache_evidence += f"; the other cache kind takes {_ms(other_cache_s)} here"
+
+    def excess(group: str, what: str) -> Cause:
+        got, roof = cats.get(group, 0.0), ideal.get(group, 0.0)
+        return Cause(
+            what, got - roof, f"profiler: {group} {_ms(got)} vs {_ms(roof)} at the roofline"
+        )
+
     return (
         Cause(
             "framework overhead",
-            (profile["wall_s_per_step"] - total_op) * scale,
-            f"profiler: {_pct(1 - total_op / profile['wall_s_per_step'])} of the step outside operators (Python, dispatch)",
+            left["overhead"],
+            f"profiler: {_pct(1 - op_s / wall)} of the step outside operators (Python, dispatch)",
         ),
-        Cause("cache concat & realloc", update - from_update, cache_evidence),
+        Cause("cache concat & realloc", left["update"], cache_evidence),
         Cause(
             "allocator page faults",
-            sys_s,
-            f"getrusage: {_ms(timing['sys_s_per_step'])} sys time and {timing['minor_faults_per_step']:.0f} minor faults per step",
+            faults,
+            f"getrusage: {_ms(timing['sys_s_per_step'])} sys time and "
+            f"{timing['minor_faults_per_step']:.0f} minor faults per step",
         ),
-        Cause(
-            "small-batch GEMM",
-            cats.get("linear GEMMs", 0.0) - ideal.get("linear GEMMs", 0.0),
-            f"profiler: linear GEMMs {_ms(cats.get('linear GEMMs', 0.0))} vs {_ms(ideal.get('linear GEMMs', 0.0))} at the roofline",
-        ),
-        Cause(
-            "attention",
-            cats.get("attention", 0.0) - ideal.get("attention", 0.0),
-            f"profiler: attention {_ms(cats.get('attention', 0.0))} vs {_ms(ideal.get('attention', 0.0))} at the roofline",
-        ),
-        Cause(
-            "lm_head",
-            cats.get("lm_head", 0.0) - ideal.get("lm_head", 0.0),
-            f"profiler: lm_head GEMM {_ms(cats.get('lm_head', 0.0))} vs {_ms(ideal.get('lm_head', 0.0))} at the roofline",
-        ),
+        excess("linear GEMMs", "small-batch GEMM"),
+        excess("attention", "attention"),
+        excess("lm_head", "lm_head"),
         Cause(
             "other ops",
-            cats.get("other ops", 0.0) - (sys_s - from_update) - ideal.get("other ops", 0.0),
-            f"profiler: norms, activations, embedding, copies {_pct(cats.get('other ops', 0.0) / measured_s)} of the step",
+            left["other"] - ideal.get("other ops", 0.0),
+            f"profiler: norms, activations, embedding, copies "
+            f"{_pct(cats.get('other ops', 0.0) / measured_s)} of the step",
         ),
     )
 
@@ -311,8 +336,6 @@ def _point(
     cost = _predict(cfg, acc)
     measured, p10, p90 = step_times(timing, timer)
     spec = model_spec(raw_config(cfg.model), cfg.model)
-    from ridgeline.analytic import kv_bytes
-
     return ComparedPoint(
         label=cfg.label,
         model=cfg.model,
@@ -327,7 +350,7 @@ def _point(
         prefill_s=timing["prefill_s"],
         predicted_s=cost.step_time_s,
         bytes=cost.bytes,
-        weight_bytes=cost.weight_bytes + cost.act_bytes,
+        weight_bytes=cost.weight_bytes,
         kv_bytes=cost.kv_read_bytes + cost.kv_write_bytes,
         flops=cost.flops,
         bandwidth_bytes_per_s=cost.bandwidth_bytes_per_s,
@@ -345,7 +368,9 @@ def _point(
 def _nnls_rel(x: np.ndarray, y: np.ndarray, base: np.ndarray) -> np.ndarray:
     """Coefficients c ≥ 0 minimising Σ ((base + x·c − y) / y)², by trying every subset of
     columns (few columns: exact and simple)."""
-    a = x / y[:, None]
+    norm = np.linalg.norm(x, axis=0)
+    norm[norm == 0] = 1.0
+    a = x / y[:, None] / norm  # columns scaled to unit norm: bytes and FLOPs span 1e0..1e10
     b = (y - base) / y
     best, best_err = np.zeros(x.shape[1]), float(np.sum(b**2))
     for k in range(1, x.shape[1] + 1):
@@ -358,14 +383,17 @@ def _nnls_rel(x: np.ndarray, y: np.ndarray, base: np.ndarray) -> np.ndarray:
                 best_err = err
                 best = np.zeros(x.shape[1])
                 best[list(cols)] = coef
-    return best
+    return best / norm
 
 
-def _design(points: Sequence[ComparedPoint]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    x = np.array([[1.0, p.kv_bytes, p.flops] for p in points])
+def _design(points: Sequence[ComparedPoint]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Columns: 1, weights at the calibrated GEMM rate (when every point has it), KV, FLOPs."""
+    with_gemm = all(p.weight_gemm_s is not None for p in points)
+    x = np.array(
+        [[1.0, (p.weight_gemm_s or 0.0) if with_gemm else 0.0, p.kv_bytes, p.flops] for p in points]
+    )
     y = np.array([p.measured_s for p in points])
-    base = np.array([p.weight_bytes / p.bandwidth_bytes_per_s for p in points])
-    return x, y, base
+    return x, y, with_gemm
 
 
 def _mdape(pred: np.ndarray, y: np.ndarray) -> float:
@@ -373,22 +401,23 @@ def _mdape(pred: np.ndarray, y: np.ndarray) -> float:
 
 
 def fit(label: str, points: Sequence[ComparedPoint]) -> FittedModel:
-    """Fit the per-step model to one backend's points; error in- and leave-one-out."""
-    x, y, base = _design(points)
-    coef = _nnls_rel(x, y, base)
+    """Fit the per-step model to one backend's points; error in-sample and leave-one-out."""
+    x, y, with_gemm = _design(points)
+    zero = np.zeros(len(points))
+    coef = _nnls_rel(x, y, zero)
     loo = []
     if len(points) > x.shape[1]:
         for i in range(len(points)):
             keep = np.arange(len(points)) != i
-            c = _nnls_rel(x[keep], y[keep], base[keep])
-            loo.append(abs(float(base[i] + x[i] @ c) - y[i]) / y[i])
+            c = _nnls_rel(x[keep], y[keep], zero[keep])
+            loo.append(abs(float(x[i] @ c) - y[i]) / y[i])
     return FittedModel(
         label=label,
         overhead_s=float(coef[0]),
-        weight_bandwidth=points[0].bandwidth_bytes_per_s,
-        kv_bandwidth=float(1.0 / coef[1]) if coef[1] > 0 else None,
-        flops_per_s=float(1.0 / coef[2]) if coef[2] > 0 else None,
-        median_abs_error=_mdape(base + x @ coef, y),
+        weight_scale=float(coef[1]) if with_gemm else None,
+        kv_bandwidth=float(1.0 / coef[2]) if coef[2] > 0 else None,
+        flops_per_s=float(1.0 / coef[3]) if coef[3] > 0 else None,
+        median_abs_error=_mdape(x @ coef, y),
         loo_median_abs_error=statistics.median(loo) if loo else None,
         num_points=len(points),
     )
@@ -402,12 +431,12 @@ def compare_records(
     if not decode:
         raise ConfigError("field --db: no decode points stored; run `ridgeline lab sweep` first")
     first = decode[0]
-    acc = _hardware(records, hw, first.config["threads"], first.env.get("host", ""))
+    acc, cal = _hardware(records, hw, first.config["threads"], first.env.get("host", ""))
     by_key = {_other_key(r.config): step_times(r.result["timing"], timer)[0] for r in decode}
     pts = []
     for rec in decode:
         other = dict(rec.config, cache="static" if rec.config["cache"] == "dynamic" else "dynamic")
-        pts.append(_point(rec, acc, by_key.get(_other_key(other)), timer))
+        pts.append(_with_gemm(_point(rec, acc, by_key.get(_other_key(other)), timer), cal))
     fits = []
     out = []
     for label in dict.fromkeys(p.label for p in pts):
@@ -419,11 +448,17 @@ def compare_records(
 
 
 def _other_key(config: dict[str, Any]) -> str:
-    keep = ("model", "backend", "cache", "attn", "batch", "context", "threads", "dtype", "device")
+    keep = (
+        "model", "backend", "cache", "attn", "batch", "context", "threads", "dtype", "device",
+        "allocator",
+    )  # fmt: skip
     return "|".join(str(config.get(k)) for k in keep)
 
 
-def _with_fit(p: ComparedPoint, model: FittedModel) -> ComparedPoint:
-    from dataclasses import replace
+def _with_gemm(p: ComparedPoint, cal: Calibration | None) -> ComparedPoint:
+    rate = cal.gemm_bandwidth(p.threads, p.batch) if cal is not None else None
+    return p if rate is None else replace(p, weight_gemm_s=p.weight_bytes / rate)
 
-    return replace(p, fitted_s=model.predict(p.weight_bytes, p.kv_bytes, p.flops))
+
+def _with_fit(p: ComparedPoint, model: FittedModel) -> ComparedPoint:
+    return replace(p, fitted_s=model.predict(p))

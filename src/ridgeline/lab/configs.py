@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import ConfigError, UnknownNameError
-from ridgeline.specs import ModelSpec, parse_config
+from ridgeline.specs import ModelSpec, model_names, parse_config
 
 
 def _catalog_config(name: str) -> dict[str, Any] | None:
@@ -26,7 +26,7 @@ def raw_config(model: str) -> dict[str, Any]:
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
-        raise UnknownNameError("model (catalog name or config.json path)", model, [])
+        raise UnknownNameError("model (catalog name or config.json path)", model, model_names())
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:

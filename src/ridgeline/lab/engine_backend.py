@@ -8,7 +8,9 @@ step prefill them all, and every later step decodes one token per request. A ste
 KV bytes are the engine's preallocated block pool (sized to the point, like a StaticCache).
 
 NOTE: the engine's compiled paged-attention kernel is not an aten operator, so the profiler
-counts its time outside operators ("framework overhead" in the gap), not as attention.
+counts its time outside operators ("framework overhead" in the gap), not as attention. Its
+linear layers are prepacked for oneDNN (``mkldnn::_linear_pointwise``), which the profile groups
+with the GEMMs.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ridgeline.errors import ConfigError
 from ridgeline.lab.configs import model_spec, raw_config, with_positions
 from ridgeline.lab.decode import PointResult, run_phases
 from ridgeline.lab.points import PointConfig
+from ridgeline.specs import DType, param_counts
 
 BLOCK_SIZE = 16
 
@@ -72,7 +75,9 @@ class EngineDecoder:
 
     @property
     def param_bytes(self) -> int:
-        return sum(p.numel() * p.element_size() for p in self.llm.model.parameters())
+        """Weight bytes from the spec (analytic count): the engine's prepacked oneDNN weights
+        are not ``parameters()``."""
+        return int(param_counts(self.llm.spec).total * DType.parse(self.cfg.dtype).bytes)
 
     def prefill(self) -> float:
         """Steps until every request has its first token (one step with the default budget)."""

@@ -16,7 +16,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache, StaticC
 
 from ridgeline.errors import ConfigError
 from ridgeline.lab.configs import model_spec
-from ridgeline.specs import DType, ModelSpec
+from ridgeline.specs import ModelSpec
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,
@@ -117,10 +117,6 @@ def kv_tensor_bytes(cache: Any) -> int:
 def cache_length(cache: Any) -> int:
     """Tokens stored per sequence (StaticCache returns a tensor: wrap in int)."""
     return int(cache.get_seq_length())
-
-
-def dtype_of(name: str) -> DType:
-    return DType.parse(name)
 
 
 def random_ids(batch: int, length: int, vocab: int, seed: int, device: torch.device) -> Any:

@@ -16,7 +16,6 @@ equivalent of ``MALLOC_MMAP_THRESHOLD_=65536``; reference/lab.md §6).
 from __future__ import annotations
 
 import gc
-import math
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -222,9 +221,3 @@ def run_kv(
         checks.append(check_kv(raw, name, batch, context, decode_steps))
         fits.append(scratchpad_fit(model_spec(raw, name), scratchpad_hw, scratchpad_dtype))
     return KvReport(tuple(checks), tuple(fits), mmap_set)
-
-
-def within(check: KvCheck, tolerance: float = 0.01) -> bool:
-    """Whether the freed allocator bytes match the formula within ``tolerance``."""
-    err = check.malloc_error
-    return err is not None and math.isfinite(err) and abs(err) <= tolerance

@@ -8,6 +8,7 @@ Specs are written to the user hardware directory (``ridgeline.specs.catalog.user
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import tomllib
@@ -44,6 +45,23 @@ class MatmulPoint:
 
 
 @dataclass(frozen=True, slots=True)
+class GemmPoint:
+    """A decode-shaped GEMM: [batch, n_in] × [n_out, n_in]ᵀ (an lm_head-sized weight matrix
+    streamed once), timed at one batch size and thread count."""
+
+    batch: int
+    n_out: int
+    n_in: int
+    threads: int
+    best_s: float
+
+    @property
+    def weight_bytes_per_s(self) -> float:
+        """fp32 weight bytes streamed per second: the effective bandwidth at this batch."""
+        return self.n_out * self.n_in * 4 / self.best_s
+
+
+@dataclass(frozen=True, slots=True)
 class CalibrationSpec:
     """What to measure. Sizes are per array, in bytes; ``threads`` e.g. (1, all)."""
 
@@ -53,6 +71,8 @@ class CalibrationSpec:
     matmul_n: int = 2048
     repeats: int = 5
     device: str = "cpu"
+    gemm_shape: tuple[int, int] = (50257, 768)  # GPT-2's lm_head: 154 MB of fp32 weights
+    gemm_batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,6 +88,22 @@ class Calibration:
     memory_bytes: int
     bandwidth: tuple[BandwidthPoint, ...]
     matmul: tuple[MatmulPoint, ...]
+    gemm: tuple[GemmPoint, ...] = ()
+
+    def gemm_bandwidth(self, threads: int, batch: int) -> float | None:
+        """Weight bytes per second of a decode-shaped GEMM at ``batch`` (log-log interpolation
+        between the measured batches; ``None`` if none were measured at ``threads``)."""
+        pts = sorted((p for p in self.gemm if p.threads == threads), key=lambda p: p.batch)
+        if not pts:
+            return None
+        xs = [math.log(p.batch) for p in pts]
+        ys = [math.log(p.weight_bytes_per_s) for p in pts]
+        x = min(max(math.log(batch), xs[0]), xs[-1])
+        for i in range(len(xs) - 1):
+            if xs[i] <= x <= xs[i + 1]:
+                w = (x - xs[i]) / (xs[i + 1] - xs[i]) if xs[i + 1] > xs[i] else 0.0
+                return math.exp(ys[i] + w * (ys[i + 1] - ys[i]))
+        return math.exp(ys[0])
 
     def bandwidth_at(self, threads: int, kernel: str = "read", largest: bool = True) -> float:
         """Best bandwidth of ``kernel`` at ``threads``: at the largest size (memory), or the
@@ -89,7 +125,10 @@ class Calibration:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        for g, point in zip(d["gemm"], self.gemm, strict=True):
+            g["weight_bytes_per_s"] = point.weight_bytes_per_s
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Calibration:
@@ -102,12 +141,18 @@ class Calibration:
                 matmul_n=spec["matmul_n"],
                 repeats=spec["repeats"],
                 device=spec["device"],
+                gemm_shape=tuple(spec.get("gemm_shape", (50257, 768))),  # type: ignore[arg-type]
+                gemm_batches=tuple(spec.get("gemm_batches", (1, 2, 4, 8, 16, 32))),
             ),
             device_name=d["device_name"],
             llc_bytes=d["llc_bytes"],
             memory_bytes=d["memory_bytes"],
             bandwidth=tuple(BandwidthPoint(**p) for p in d["bandwidth"]),
             matmul=tuple(MatmulPoint(**p) for p in d["matmul"]),
+            gemm=tuple(
+                GemmPoint(p["batch"], p["n_out"], p["n_in"], p["threads"], p["best_s"])
+                for p in d.get("gemm", ())
+            ),
         )
 
 

@@ -48,8 +48,10 @@ class PointConfig:
 
     @property
     def label(self) -> str:
-        """Backend label: ``hf/dynamic/sdpa``."""
-        return f"{self.backend}/{self.cache}/{self.attn}"
+        """Backend label: ``hf/dynamic/sdpa``, with ``+malloc-env`` when allocator variables were
+        set (a different allocator is a different backend for the fit)."""
+        base = f"{self.backend}/{self.cache}/{self.attn}"
+        return base if self.allocator in ("", "glibc default") else base + "+malloc-env"
 
     @property
     def decode_tokens(self) -> int:

@@ -8,6 +8,7 @@ allocated before the window have no free event, so it starts at zero; torch warn
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 # Leaf operators grouped into the named causes of the gap (lab compare). Self time only, so a
 # parent op (aten::linear) never counts its children (aten::addmm) twice.
 ATTENTION_OPS = ("attention", "aten::bmm", "aten::baddbmm", "aten::_softmax", "aten::softmax")
-GEMM_OPS = ("aten::mm", "aten::addmm")
+GEMM_OPS = ("aten::mm", "aten::addmm", "mkldnn::_linear_pointwise")  # the last: prepacked
 CONCAT_OPS = ("aten::cat",)
 KV_WRITE_OPS = ("aten::index_copy_", "aten::index_copy", "aten::index_put_")
 
@@ -141,8 +142,6 @@ def profile_steps(
     top: int = 12,
 ) -> ProfileSummary:
     """Run ``step`` ``steps`` times under torch.profiler (shapes and memory recorded)."""
-    import time
-
     cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities, record_shapes=True, profile_memory=True) as prof:
@@ -230,6 +229,7 @@ class ProfileReport:
 def run_profile(cfg: Any, trace_path: str | Path | None, warmup: int = 2) -> ProfileReport:
     """Prefill, warm up, then profile ``cfg.profile_steps`` decode steps of one point
     (``cfg`` is a ``PointConfig``)."""
+    # NOTE: imported here because decode imports this module (its profile phase)
     from ridgeline.lab.configs import raw_config, with_positions
     from ridgeline.lab.decode import Decoder, torch_threads
     from ridgeline.lab.hf import build_model, kv_tensor_bytes, new_cache, random_ids

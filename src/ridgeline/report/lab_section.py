@@ -124,13 +124,25 @@ def machine_section(data: LabData, figure: FigurePath) -> Section | None:
         (m.dtype, str(m.n), str(m.threads), fmt_rate(m.best_flops_per_s, "FLOP/s"))
         for m in cal.matmul
     )
+    gemm = tuple(
+        (
+            str(g.batch),
+            f"[{g.batch}, {g.n_in}] × [{g.n_in}, {g.n_out}]",
+            str(g.threads),
+            f"{g.best_s * 1e3:.2f}",
+            fmt_rate(g.weight_bytes_per_s, "B/s"),
+        )
+        for g in cal.gemm
+    )
     return Section(
         "lab-machine",
         "Lab: this machine, calibrated",
         paragraphs=(
             f"{cal.device_name}; last-level cache {fmt_bytes(cal.llc_bytes, binary=True)} as the "
             f"OS reports it; {fmt_bytes(cal.memory_bytes, binary=True)} of memory. Best of "
-            f"{cal.spec.repeats} timings per figure (STREAM's convention); GB/s = 1e9 B/s.",
+            f"{cal.spec.repeats} timings per figure (STREAM's convention); GB/s = 1e9 B/s. "
+            "One-thread figures time min(wall, process CPU time); figures at more threads are "
+            "wall time, which a busy machine inflates.",
         ),
         tables=(
             Table(
@@ -139,6 +151,11 @@ def machine_section(data: LabData, figure: FigurePath) -> Section | None:
                 "Bandwidth (GB/s) by array size",
             ),
             Table(("dtype", "n", "threads", "best"), mm, "Matmul peak"),
+            Table(
+                ("batch", "shape", "threads", "ms", "weights streamed at"),
+                gemm,
+                "Decode-shaped GEMM (fp32): the weight term of the fitted model",
+            ),
         ),
         figures=(_bandwidth_plot(cal, figure("lab_bandwidth.png")),),
         data={"calibration": cal.to_dict()},
@@ -150,12 +167,17 @@ def machine_section(data: LabData, figure: FigurePath) -> Section | None:
 
 def _time_plot(cmp: LabComparison, path: Path) -> Path:
     labels = cmp.labels()
-    fig, axes = plt.subplots(1, len(labels), figsize=(5.2 * len(labels), 4.3), squeeze=False)
-    for ax, label in zip(axes[0], labels, strict=True):
+    cols = min(len(labels), 2)
+    rows = -(-len(labels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4.3 * rows), squeeze=False)
+    for ax in axes.flat[len(labels) :]:
+        ax.set_visible(False)
+    color_of = {b: f"C{i}" for i, b in enumerate(sorted({p.batch for p in cmp.points}))}
+    for ax, label in zip(axes.flat, labels, strict=False):
         pts = [p for p in cmp.points if p.label == label]
-        for i, batch in enumerate(sorted({p.batch for p in pts})):
+        for batch in sorted({p.batch for p in pts}):
             row = sorted((p for p in pts if p.batch == batch), key=lambda p: p.context)
-            color = f"C{i}"
+            color = color_of[batch]
             x = [p.context for p in row]
             ax.errorbar(
                 x,
@@ -238,7 +260,7 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
             f.label,
             str(f.num_points),
             _ms(f.overhead_s),
-            fmt_rate(f.weight_bandwidth, "B/s"),
+            "in the overhead" if f.weight_scale is None else f"{f.weight_scale:.2f} × calibrated",
             fmt_rate(f.kv_bandwidth, "B/s") if f.kv_bandwidth else "∞ (not needed)",
             fmt_rate(f.flops_per_s, "FLOP/s") if f.flops_per_s else "∞ (not needed)",
             f"{100 * f.median_abs_error:.1f}%",
@@ -255,8 +277,10 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
             f"Measured ({cmp.timer} time): median over the timed steps after warm-up (p10–p90 beside it, CPU time "
             "per step from time.process_time, which exposes contention when it falls below wall "
             "time). Effective bandwidth = analytic bytes of the step ÷ measured time.",
-            "Fitted model per backend: t = overhead + weights ÷ calibrated bandwidth + KV bytes "
-            "÷ fitted KV bandwidth + FLOPs ÷ fitted FLOP rate, fitted by relative least squares "
+            "Fitted model per backend: t = overhead + s × weights ÷ BW_gemm(B) + KV bytes ÷ "
+            "BW_kv + FLOPs ÷ F, where BW_gemm(B) is the calibrated weight-streaming rate of a "
+            "decode-shaped GEMM at the point's batch (B=1 is a GEMV at memory bandwidth; a few "
+            "rows may switch the BLAS to a slower GEMM kernel), fitted by relative least squares "
             "with non-negative coefficients; errors are median |fitted − measured| ÷ measured, "
             "in-sample and leave-one-out.",
         ),
@@ -286,7 +310,7 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
                     "backend",
                     "points",
                     "overhead ms",
-                    "weights at",
+                    "weights (× W ÷ BW_gemm(B))",
                     "KV at",
                     "compute at",
                     "median |error|",
@@ -305,6 +329,13 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
 
 
 # --- the gap ----------------------------------------------------------------------------------
+
+
+def _short(label: str) -> str:
+    """``hf/dynamic/sdpa`` → ``dyn/sdp``; the engine → ``engine``."""
+    backend, cache, attn = label.split("+")[0].split("/")
+    short = "engine" if backend == "ridgeline" else f"{cache[:3]}/{attn[:3]}"
+    return short + ("+m" if "+" in label else "")
 
 
 def _gap_plot(cmp: LabComparison, path: Path) -> Path:
@@ -334,10 +365,7 @@ def _gap_plot(cmp: LabComparison, path: Path) -> Path:
     )
     ax.set_xticks(
         x,
-        [
-            f"{p.label.split('/')[1][:3]}/{p.label.split('/')[2][:3]}\nB{p.batch} T{p.context}"
-            for p in pts
-        ],
+        [f"{_short(p.label)}\nB{p.batch} T{p.context}" for p in pts],
         fontsize=6,
     )
     ax.set_ylabel("ms per decode step")
@@ -602,7 +630,11 @@ def kv_section(data: LabData, figure: FigurePath) -> Section | None:
 
 
 def profile_section(data: LabData, figure: FigurePath) -> Section | None:
-    recs = data.of_kind("profile")
+    latest: dict[tuple[str, int, int], Record] = {}
+    for rec in data.of_kind("profile"):  # the newest profile of each point
+        cfg = rec.config
+        latest[(cfg["cache"], cfg["batch"], cfg["context"])] = rec
+    recs = list(latest.values())
     if not recs:
         return None
     tables = []
