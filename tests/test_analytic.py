@@ -189,3 +189,9 @@ def test_workload_validation(field: str, kwargs: dict) -> None:
 def test_compare_default_five() -> None:
     cmp = rl.compare(rl.get_model("llama-3.1-8b"))
     assert [r.accelerator.kind for r in cmp.rows] == ["gpu", "tpu", "wafer", "lpu", "dataflow"]
+
+
+def test_kv_techniques_reject_an_empty_context() -> None:
+    # regression: `ridgeline kv -t 0` divided by the zero KV of MHA
+    with pytest.raises(ConfigError, match="field context"):
+        rl.techniques(rl.get_model("llama-3.1-8b"), 1, 0)

@@ -149,3 +149,8 @@ def test_malformed_config_names_the_field(tmp_path: Path) -> None:
     code, _, err = run("model", "show", str(cfg))
     assert code == 2
     assert "field 'num_attention_heads' is missing" in err
+
+
+def test_kv_with_zero_context_is_a_user_error() -> None:
+    code, _, err = run("kv", "--context", "0")
+    assert code == 2 and "field context" in err

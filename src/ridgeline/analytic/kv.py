@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.analytic.workload import Dtypes
+from ridgeline.analytic.workload import MAX_BATCH, MAX_CONTEXT, Dtypes, check_size
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
@@ -157,6 +157,8 @@ def techniques(
 ) -> list[Technique]:
     """The four techniques of course module 6, side by side for one model: GQA/MQA,
     quantised KV, sliding window, MLA — each against the model's MHA equivalent."""
+    check_size("batch", batch, 1, MAX_BATCH)
+    check_size("context", context, 1, MAX_CONTEXT)
     mha = _mha(m)
     base = kv_bytes(mha, batch, context, kv_dtype)
     gqa_heads = 8 if m.num_heads % 8 == 0 and m.num_heads > 8 else max(1, m.num_heads // 4)

@@ -53,11 +53,11 @@ class Workload:
     dtypes: Dtypes = Dtypes()
 
     def __post_init__(self) -> None:
-        _check_size("batch", self.batch, 1, MAX_BATCH)
+        check_size("batch", self.batch, 1, MAX_BATCH)
         low = 1 if self.phase is Phase.PREFILL else 0
-        _check_size("context", self.context_len, low, MAX_CONTEXT)
+        check_size("context", self.context_len, low, MAX_CONTEXT)
         if self.prompt_len is not None:
-            _check_size("prompt", self.prompt_len, 1, MAX_CONTEXT)
+            check_size("prompt", self.prompt_len, 1, MAX_CONTEXT)
             if self.phase is Phase.PREFILL and self.prompt_len > self.context_len:
                 raise ConfigError(
                     f"prompt ({self.prompt_len}) must not exceed context ({self.context_len})"
@@ -80,7 +80,8 @@ class Workload:
         return self.batch * self.new_tokens_per_seq
 
 
-def _check_size(field: str, value: int, low: int, high: int) -> None:
+def check_size(field: str, value: int, low: int, high: int) -> None:
+    """Raise ``ConfigError`` naming ``field`` unless ``low <= value <= high`` (an integer)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise ConfigError(f"field {field}: expected an integer, got {value!r}")
     if value < low:
