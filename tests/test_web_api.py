@@ -160,6 +160,11 @@ def test_bad_inputs_are_422_naming_the_field(
     assert field_of(client.post("/api/roofline", json=body))[:2] == ["body", field]
 
 
+def test_kv_at_zero_context_is_a_422_not_a_500(client: TestClient) -> None:
+    """Regression: analytic.techniques divides by the KV at the context, 0 at context 0."""
+    assert field_of(client.post("/api/kv", json={"context": 0})) == ["body", "context"]
+
+
 def test_malformed_json_and_wrong_reserve(client: TestClient) -> None:
     r = client.post("/api/kv", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 422

@@ -236,7 +236,8 @@ async function refresh() {
   const mine = ++seq;
   const b = body();
   try {
-    const [r, k, q] = await Promise.all([api("/api/roofline", b), api("/api/kv", b), api("/api/questions", b)]);
+    const kb = { ...b, context: Math.max(b.context, 1) }; // KV sizing needs at least one token
+    const [r, k, q] = await Promise.all([api("/api/roofline", b), api("/api/kv", kb), api("/api/questions", b)]);
     if (mine !== seq) return; // a newer state is on its way
     drawRoofline(r); drawKv(k); drawQuestions(q);
     showOk(`${r.decode.model} on ${r.decode.accelerator}: batch ${fmtInt(state.batch)}, context ${fmtInt(state.context)}, prompt ${fmtInt(state.prompt)}`);
@@ -244,8 +245,13 @@ async function refresh() {
     if (mine === seq) showError(e.message);
   }
 }
+let compareSeq = 0, scheduleSeq = 0;
 async function refreshCompare() {
-  try { drawCompare(await api("/api/compare", body())); } catch (e) { showError(e.message); }
+  const mine = ++compareSeq;
+  try {
+    const c = await api("/api/compare", body());
+    if (mine === compareSeq) drawCompare(c);
+  } catch (e) { if (mine === compareSeq) showError(e.message); }
 }
 async function refreshModel() {
   try {
@@ -371,11 +377,17 @@ async function refreshSchedule() {
     weight_dtype: state.wdt, act_dtype: state.adt, kv_dtype: state.kvdt };
   const fl = { context: Math.max(state.context, 8192) };
   if (b.config) { req.config = fl.config = b.config; req.config_name = fl.config_name = b.config_name; } else req.model = fl.model = b.model;
-  try { drawSchedule(await api("/api/schedule", req)); } catch (e) {
-    $("sched-summary").textContent = `No schedule: ${e.message}`;
+  const mine = ++scheduleSeq; // a slow compile must not overwrite a newer one
+  $("sched-summary").textContent = "Compiling…";
+  const [s, f] = await Promise.all([
+    api("/api/schedule", req).catch((e) => e), api("/api/flash", fl).catch((e) => e),
+  ]);
+  if (mine !== scheduleSeq) return;
+  if (s instanceof Error) {
+    $("sched-summary").textContent = `No schedule: ${s.message}`;
     $("sched-table").tBodies[0].innerHTML = "";
-  }
-  try { drawFlash(await api("/api/flash", fl)); } catch (e) { $("flash-summary").textContent = e.message; }
+  } else drawSchedule(s);
+  if (f instanceof Error) $("flash-summary").textContent = f.message; else drawFlash(f);
 }
 
 // ---------- simulate ----------
