@@ -16,7 +16,7 @@ $(BIN)/python:
 # torch is pinned first so no other requirement can pull a CUDA build.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[torch,dev,web,web-test]'
+	$(BIN)/python -m pip install -q -e '.[torch,dev,web,web-test,ray,parquet]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -24,8 +24,8 @@ run: $(STAMP)
 	@echo "Explore it live: $(BIN)/ridgeline explore --open   (serves http://127.0.0.1:8765/)"
 
 test: $(STAMP)
-	$(BIN)/python -m ruff check src tests benchmarks
-	$(BIN)/python -m ruff format --check src tests benchmarks
+	$(BIN)/python -m ruff check src tests benchmarks tools
+	$(BIN)/python -m ruff format --check src tests benchmarks tools
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest
 

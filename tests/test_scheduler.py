@@ -89,8 +89,13 @@ def test_swap_preemption_keeps_computed_tokens_and_charges_the_transfer() -> Non
     step(s, ex)
     b2, _ = step(s, ex)
     assert s.stats.num_swaps == 1 and len(b2.swap_out) == 2
-    assert b2.transfer_s == pytest.approx(2 * 10.0 / 100.0)
+    assert b2.transfer_s == pytest.approx(2 * 10.0 / 100.0) and b2.transfer_bytes == 20.0
+    assert b2.swap_out == ((0, 2), (1, 3))  # (tier slot, device block) of B's table (2, 3)
     assert s.waiting.peek().num_computed_tokens == 8  # kept: its KV sits in host memory
+    while "B" not in {r.request_id for r in s.running}:
+        batch, _ = step(s, ex)
+    assert len(batch.swap_in) == 2 and [t for t, _ in batch.swap_in] == [0, 1]
+    assert batch.transfer_s == pytest.approx(2 * 10.0 / 100.0)  # read back at admission
 
 
 def test_a_request_that_can_never_fit_is_rejected_with_a_reason() -> None:
@@ -183,3 +188,18 @@ def test_kv_received_from_a_prefill_instance_is_admitted_as_computed() -> None:
     s.add_request(decode_request(original, first))
     (sr,) = s.schedule().requests
     assert (sr.start_position, sr.token_ids, sr.block_ids) == (8, (7,), (0, 1, 2))
+
+
+def test_eos_among_accepted_drafts_ends_the_request_there() -> None:
+    s, _ = make_scheduler(
+        64, block_size=4, spec=SpecDecodeConfig(num_draft_tokens=3, acceptance_rate=1.0)
+    )
+    r = req("A", 6, max_new=10)
+    r.params = type(r.params)(10, eos_token_id=2)
+    s.add_request(r)
+    b1 = s.schedule()
+    s.update(b1, _result(b1, {"A": (7,)}))
+    b2 = s.schedule()
+    done = s.update(b2, _result(b2, {"A": (5, 2, 9, 9)}))
+    assert done == [r] and r.output_token_ids == [7, 5, 2] and r.finish_reason.value == "stop"
+    assert s.kv.pool.num_free == 64

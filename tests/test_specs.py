@@ -277,3 +277,23 @@ def test_config_file_errors(tmp_path: Path) -> None:
         get_model(str(bad))
     with pytest.raises(UnknownNameError, match="llama-3.1-8b"):
         get_model("llama-3.1-8")
+
+
+def test_transformers5_rope_parameters_are_read() -> None:
+    """transformers >= 5 saves ``rope_parameters``; theta and llama3 scaling must survive."""
+    base = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "intermediate_size": 96,
+        "vocab_size": 128,
+    }
+    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0}
+    m = parse_config({**base, "rope_parameters": {"rope_theta": 500000.0, **scaling}}, "x")
+    assert m.rope_theta == 500000.0
+    assert m.rope_scaling == scaling
+    plain = parse_config(
+        {**base, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}, "y"
+    )
+    assert plain.rope_theta == 1e4 and plain.rope_scaling is None

@@ -1,13 +1,34 @@
 """analytic: closed-form models of inference cost — roofline, per-operator FLOPs and bytes,
-KV sizing, the five questions, the five-architecture comparison; tiling against a scratchpad
-(``tiling``), banks/alignment/access order (``layout``), FlashAttention IO (``flash``), the
-compiled schedule of a scratchpad accelerator (``dataflow``) and three orchestrators of one KV
-cache (``orchestrate``) — import those as submodules.
+KV sizing, the five questions, deployments of many chips (tensor and pipeline parallelism), the
+five-architecture comparison; tiling against a scratchpad (``tiling``), banks/alignment/access
+order (``layout``), FlashAttention IO (``flash``), the compiled schedule of a scratchpad
+accelerator (``dataflow``) and three orchestrators of one KV cache (``orchestrate``) — import
+those as submodules.
 
 Layer rule: imports ``specs`` (and ``errors``) only; never torch, never a lower layer.
 """
 
-from ridgeline.analytic.compare import DEFAULT_ACCELERATORS, Comparison, compare
+from ridgeline.analytic.compare import (
+    DEFAULT_ACCELERATORS,
+    ArchRow,
+    Comparison,
+    binding_sentence,
+    compare,
+)
+from ridgeline.analytic.deploy import (
+    Binding,
+    ChipMemory,
+    Collective,
+    Deployment,
+    DeploymentCost,
+    Schedule,
+    auto_deployment,
+    bubble_fraction,
+    deploy_step,
+    deployment_cost,
+    min_chips,
+    ring_allreduce,
+)
 from ridgeline.analytic.kv import (
     Capacity,
     Technique,
@@ -49,6 +70,20 @@ from ridgeline.analytic.workload import Dtypes, Phase, Workload
 
 __all__ = [
     "DEFAULT_ACCELERATORS",
+    "ArchRow",
+    "Binding",
+    "ChipMemory",
+    "Collective",
+    "Deployment",
+    "DeploymentCost",
+    "Schedule",
+    "auto_deployment",
+    "binding_sentence",
+    "bubble_fraction",
+    "deploy_step",
+    "deployment_cost",
+    "min_chips",
+    "ring_allreduce",
     "Bound",
     "Capacity",
     "Comparison",

@@ -1,4 +1,5 @@
-"""Five architectures compared for one model and workload (course module 4)."""
+"""Five architectures compared for one model and workload (course module 4), each on the
+smallest deployment of its chips that holds the weights plus the KV (``analytic.deploy``)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ridgeline.analytic.deploy import DeploymentCost, auto_deployment, deployment_cost
 from ridgeline.analytic.questions import FiveAnswers, five_questions
-from ridgeline.analytic.roofline import StepCost, step_cost
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
+from ridgeline.errors import CapacityError
 from ridgeline.specs.catalog import get_accelerator
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.model import ModelSpec
+from ridgeline.specs.units import fmt_seconds
 
 # One per architecture of the course: GPU, TPU, wafer-scale, LPU, dataflow.
 DEFAULT_ACCELERATORS = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
@@ -19,31 +22,79 @@ DEFAULT_ACCELERATORS = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm
 
 @dataclass(frozen=True, slots=True)
 class ArchRow:
-    """One accelerator's answers and its prefill and decode steps."""
+    """One accelerator: the five questions for one chip, and prefill and decode steps on the
+    smallest deployment that holds the model (``None`` with ``unfit`` saying why, when none
+    does)."""
 
     accelerator: Accelerator
     answers: FiveAnswers
-    prefill: StepCost
-    decode: StepCost
+    prefill: DeploymentCost | None
+    decode: DeploymentCost | None
+    unfit: str = ""
+
+    @property
+    def binds(self) -> str:
+        """One sentence on what the decode step waits on."""
+        if self.decode is None:
+            return f"{self.accelerator.name}: does not fit ({self.unfit})"
+        return binding_sentence(self.decode)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "accelerator": self.accelerator.name,
             "kind": self.accelerator.kind,
             "questions": self.answers.to_dict(),
-            "prefill": _point(self.prefill),
-            "decode": _point(self.decode),
+            "deployment": None if self.decode is None else self.decode.deployment.to_dict(),
+            "prefill": None if self.prefill is None else _point(self.prefill),
+            "decode": None if self.decode is None else _point(self.decode),
+            "binds": self.binds,
+            "unfit": self.unfit or None,
         }
 
 
-def _point(cost: StepCost) -> dict[str, Any]:
+def _point(cost: DeploymentCost) -> dict[str, Any]:
     return {
-        "arithmetic_intensity": cost.arithmetic_intensity,
-        "attainable_flops_per_s": cost.attainable_flops_per_s,
-        "bound": cost.bound.value,
         "step_time_s": cost.step_time_s,
+        "tokens_per_s_per_seq": cost.tokens_per_s_per_seq,
         "tokens_per_s": cost.tokens_per_s,
+        "microbatches": cost.microbatches,
+        "bubble_fraction": cost.bubble_fraction,
+        "interconnect_bytes": cost.interconnect_bytes,
+        "binding": cost.binding.value,
+        "slot": {
+            "compute_s": cost.slot.compute_s,
+            "memory_s": cost.slot.memory_s,
+            "interconnect_s": cost.slot.interconnect_s,
+        },
     }
+
+
+def binding_sentence(cost: DeploymentCost) -> str:
+    """What binds a step and by how much, in one sentence built from the numbers."""
+    s, dep = cost.slot, cost.deployment
+    busy = cost.microbatches * s.time_s
+    shares = (
+        f"compute {_share(s.compute_s, s.time_s)}, {dep.accelerator.device_level} "
+        f"{_share(s.memory_s, s.time_s)}, links {_share(s.interconnect_s, s.time_s)}"
+    )
+    bubble = (
+        f"; each chip idles {cost.bubble_fraction:.0%} of the step in the pipeline bubble "
+        f"({dep.pipeline_parallel} stages, {_count(cost.microbatches, 'microbatch')})"
+        if dep.pipeline_parallel > 1
+        else ""
+    )
+    return (
+        f"{dep.label}: {cost.binding.value} binds — each chip is busy "
+        f"{fmt_seconds(busy)} of a {fmt_seconds(cost.step_time_s)} step ({shares}){bubble}."
+    )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}es"
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole else "0%"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +107,24 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": "ridgeline.compare/1",
+            "schema": "ridgeline.compare/2",
             "model": self.model,
             "batch": self.batch,
             "context": self.context,
             "prompt": self.prompt,
             "rows": [row.to_dict() for row in self.rows],
         }
+
+
+def _row(model: ModelSpec, acc: Accelerator, prefill: Workload, decode: Workload) -> ArchRow:
+    answers = five_questions(model, acc, decode)
+    try:
+        dep = auto_deployment(model, acc, decode)
+    except CapacityError as e:
+        return ArchRow(acc, answers, None, None, str(e))
+    return ArchRow(
+        acc, answers, deployment_cost(model, dep, prefill), deployment_cost(model, dep, decode)
+    )
 
 
 def compare(
@@ -73,20 +135,11 @@ def compare(
     prompt: int = 2048,
     dtypes: Dtypes | None = None,
 ) -> Comparison:
-    """The five questions plus a prefill step (``prompt`` tokens) and a decode step (``context``
-    cached tokens) for ``model`` on each accelerator."""
+    """The five questions for one chip, then a prefill step (``prompt`` tokens) and a decode
+    step (``context`` cached tokens) for ``model`` on each accelerator's smallest deployment
+    that holds the weights plus the decode KV (``analytic.deploy.auto_deployment``)."""
     dt = dtypes or Dtypes()
     decode = Workload(Phase.DECODE, batch, context, dtypes=dt)
     prefill = Workload(Phase.PREFILL, batch, prompt, dtypes=dt)
-    rows = []
-    for name in accelerators:
-        acc = get_accelerator(name)
-        rows.append(
-            ArchRow(
-                acc,
-                five_questions(model, acc, decode),
-                step_cost(model, acc, prefill),
-                step_cost(model, acc, decode),
-            )
-        )
+    rows = [_row(model, get_accelerator(name), prefill, decode) for name in accelerators]
     return Comparison(model.name, batch, context, prompt, tuple(rows))

@@ -15,8 +15,13 @@ from ridgeline.cli.analytic_cmds import (
     roofline_cmd,
 )
 from ridgeline.cli.common import new_app
+from ridgeline.cli.deploy_cmds import deploy_cmd
+from ridgeline.cli.engine_cmds import bench_app, generate_cmd
+from ridgeline.cli.lab_cmds import lab_app
+from ridgeline.cli.quiz_cmds import quiz_app
 from ridgeline.cli.report_cmd import report_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
+from ridgeline.cli.sweep_cmds import sweep_app
 from ridgeline.cli.tiling_cmds import flash_cmd, orchestrate_cmd, schedule_cmd, tile_cmd
 from ridgeline.cli.web_cmds import explore_cmd
 
@@ -27,13 +32,20 @@ app.command("roofline")(roofline_cmd)
 app.command("kv")(kv_cmd)
 app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
+app.command("deploy")(deploy_cmd)
 app.command("report")(report_cmd)
+app.command("simulate")(simulate_cmd)
 app.command("tile")(tile_cmd)
 app.command("flash")(flash_cmd)
 app.command("schedule")(schedule_cmd)
 app.command("orchestrate")(orchestrate_cmd)
+app.add_typer(quiz_app, name="quiz")
+app.command("generate")(generate_cmd)
+app.add_typer(bench_app, name="bench")
+app.add_typer(lab_app, name="lab")
 app.command("explore")(explore_cmd)
 app.command("simulate")(simulate_cmd)
+app.add_typer(sweep_app, name="sweep")
 
 
 def main() -> None:

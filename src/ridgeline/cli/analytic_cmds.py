@@ -23,6 +23,7 @@ from ridgeline.cli.common import (
 )
 from ridgeline.report import plots
 from ridgeline.specs import (
+    Accelerator,
     accelerator_names,
     get_accelerator,
     get_model,
@@ -66,9 +67,29 @@ def _hw_dict(name: str) -> dict:
             {"level": r.level, "ridge_point_flops_per_byte": r.ridge_point_flops_per_byte}
             for r in an.ridge_points(acc)
         ],
+        "interconnect": _link_dict(acc),
         "sources": dict(acc.sources),
         "references": dict(acc.references),
         "notes": list(acc.notes),
+    }
+
+
+def _link_dict(acc: Accelerator) -> dict | None:
+    link = acc.interconnect
+    if link is None:
+        return None
+    return {
+        "kind": link.kind,
+        "topology": link.topology.value,
+        "parallelism": link.parallelism.value,
+        "links": link.links,
+        "link_bandwidth_bytes_per_s": link.link_bandwidth_bytes_per_s,
+        "egress_bandwidth_bytes_per_s": link.egress_bandwidth_bytes_per_s,
+        "bidirectional_bytes_per_s": link.bidirectional_bytes_per_s,
+        "latency_s": link.latency_s,
+        "domain_chips": link.domain_chips,
+        "note": link.note,
+        "sources": dict(link.sources),
     }
 
 
@@ -132,8 +153,21 @@ def hw_show(
     console.print(table)
     peaks = ", ".join(f"{k} {fmt_rate(v, 'FLOP/s')}" for k, v in d["peak_flops_per_s"].items())
     console.print(f"dense peaks: {peaks}")
+    if d["interconnect"] is not None:
+        _print_links(d["interconnect"])
     for note in d["notes"]:
         console.print(f"note: {note}")
+
+
+def _print_links(link: dict) -> None:
+    console.print(
+        f"links: {link['kind']} ({link['topology']}), {link['links']} x "
+        f"{fmt_rate(link['link_bandwidth_bytes_per_s'], 'B/s')} one way, egress "
+        f"{fmt_rate(link['egress_bandwidth_bytes_per_s'], 'B/s')}, "
+        f"{fmt_seconds(link['latency_s'])} per hop, up to {link['domain_chips']} chips "
+        f"per tensor-parallel group; splits by {link['parallelism']}",
+        highlight=False,
+    )
 
 
 def model_dict(name: str, kv_dtype: str = "bf16") -> dict:
@@ -419,7 +453,8 @@ def compare_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """Five architectures side by side: the five questions, prefill and decode."""
+    """Five architectures side by side, each on the smallest deployment that holds the model:
+    chips, decode tokens/s per user and per system, what binds, prefill."""
     m = get_model(model)
     cmp = an.compare(m, hw or an.DEFAULT_ACCELERATORS, batch, context, prompt)
     if plot:
@@ -427,28 +462,42 @@ def compare_cmd(
     if json_out:
         emit_json(cmp)
         return
+    console.print(compare_table(cmp))
+    for row in cmp.rows:
+        console.print(f"- {row.binds}", highlight=False, soft_wrap=True)
+
+
+def compare_table(cmp: an.Comparison) -> Table:
+    """The comparison as a Rich table (one row per accelerator)."""
     table = Table(
         "accelerator",
-        "device memory",
-        "bandwidth",
-        "ridge",
-        "decode AI",
-        "decode",
-        "prefill",
-        "scarce",
-        "why",
+        "chips",
+        "TP x PP",
+        "per chip: needs / has",
+        "decode step",
+        "tok/s per user",
+        "tok/s per system",
+        "bubble",
+        "binds",
+        "prefill step",
+        title=f"{cmp.model}: batch {cmp.batch}, context {cmp.context}, prompt {cmp.prompt}",
     )
     for row in cmp.rows:
-        a, q = row.accelerator, row.answers
+        d, p = row.decode, row.prefill
+        if d is None or p is None:
+            table.add_row(row.accelerator.name, "does not fit", *[""] * 8)
+            continue
+        mem = d.memory
         table.add_row(
-            a.name,
-            fmt_bytes(a.device_capacity_bytes),
-            fmt_rate(a.device_bandwidth_bytes_per_s, "B/s"),
-            f"{q.ridge_point_flops_per_byte:.3g}",
-            f"{q.arithmetic_intensity:.3g}",
-            f"{fmt_seconds(row.decode.step_time_s)} ({row.decode.bound.value})",
-            f"{fmt_seconds(row.prefill.step_time_s)} ({row.prefill.bound.value})",
-            q.scarce.value,
-            q.reason,
+            row.accelerator.name,
+            str(d.deployment.chips),
+            f"{d.deployment.tensor_parallel} x {d.deployment.pipeline_parallel}",
+            f"{fmt_bytes(mem.needed_bytes)} / {fmt_bytes(mem.available_bytes)}",
+            fmt_seconds(d.step_time_s),
+            f"{d.tokens_per_s_per_seq:,.0f}",
+            f"{d.tokens_per_s:,.0f}",
+            f"{d.bubble_fraction:.0%}",
+            d.binding.value,
+            fmt_seconds(p.step_time_s),
         )
-    console.print(table)
+    return table

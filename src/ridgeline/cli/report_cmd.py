@@ -7,19 +7,33 @@ from typing import Annotated
 import typer
 
 from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json
-from ridgeline.report.build import build_report
+from ridgeline.report.build import SECTIONS, build_report
+from ridgeline.report.sweep_section import sweep_section
 
 
 def report_cmd(
     model: ModelOpt = "llama-3.1-8b",
     hw: HwOpt = "h100-sxm",
     out: Annotated[str, typer.Option("--out", help="output directory")] = "out/report",
+    lab: Annotated[
+        str | None, typer.Option("--lab", help="lab results database to add as sections")
+    ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="print the written paths as JSON")
     ] = False,
+    sweep_db: Annotated[
+        str | None, typer.Option("--sweep", help="add a section on this stored sweep")
+    ] = None,
 ) -> None:
     """Write the full report (report.html, report.md, report.json and figures) for one model."""
-    files = build_report(model, out, hw)
+    sections = list(SECTIONS)
+    if lab is not None:
+        from ridgeline.report.lab_section import lab_builders
+
+        sections += lab_builders(lab)
+    if sweep_db is not None:
+        sections.append(sweep_section(sweep_db))
+    files = build_report(model, out, hw, sections)
     if json_out:
         emit_json(
             {

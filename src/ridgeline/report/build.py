@@ -226,42 +226,50 @@ def _questions_section(ctx: ReportContext) -> Section:
     )
 
 
+def _compare_row(r: an.ArchRow) -> tuple[str, ...]:
+    d, p = r.decode, r.prefill
+    if d is None or p is None:
+        return (r.accelerator.name, r.accelerator.kind, "does not fit", "", "", "", "", "")
+    return (
+        r.accelerator.name,
+        r.accelerator.kind,
+        f"{d.deployment.chips} chips (TP {d.deployment.tensor_parallel} x PP "
+        f"{d.deployment.pipeline_parallel})",
+        fmt_seconds(d.step_time_s),
+        f"{d.tokens_per_s_per_seq:,.0f}",
+        f"{d.tokens_per_s:,.0f}",
+        d.binding.value,
+        fmt_seconds(p.step_time_s),
+    )
+
+
 def _compare_section(ctx: ReportContext) -> Section:
     cmp = an.compare(ctx.model, an.DEFAULT_ACCELERATORS, ctx.batch, ctx.context, ctx.prompt)
-    rows = tuple(
-        (
-            r.accelerator.name,
-            r.accelerator.kind,
-            fmt_bytes(r.accelerator.device_capacity_bytes),
-            f"{r.answers.ridge_point_flops_per_byte:.3g}",
-            f"{fmt_seconds(r.decode.step_time_s)} ({r.decode.bound.value})",
-            f"{fmt_seconds(r.prefill.step_time_s)} ({r.prefill.bound.value})",
-            r.answers.scarce.value,
-            r.answers.reason,
-        )
-        for r in cmp.rows
-    )
     fig = plots.compare_plot(cmp, ctx.figure("compare.png"))
+    intro = (
+        f"Each architecture runs {ctx.model.name} on the smallest deployment of its chips that "
+        f"holds the weights plus the KV of batch {ctx.batch} at context {ctx.context}: tensor "
+        f"parallel within a node for GPUs, TPUs and Spyre cards, a layer pipeline across Groq "
+        f"chips and Cerebras wafers. Decode tokens/s are per user (one sequence) and per "
+        f"system (the whole batch)."
+    )
     return Section(
         "compare",
         "Five architectures compared",
-        paragraphs=(
-            "One chip each; where the model does not fit, capacity is the scarce resource "
-            "and the times assume it did (multi-chip deployments are a later section).",
-        ),
+        paragraphs=(intro, *(r.binds for r in cmp.rows)),
         tables=(
             Table(
                 (
                     "accelerator",
                     "kind",
-                    "device memory",
-                    "ridge",
-                    "decode",
-                    "prefill",
-                    "scarce",
-                    "why",
+                    "deployment",
+                    "decode step",
+                    "tok/s per user",
+                    "tok/s per system",
+                    "binds",
+                    "prefill step",
                 ),
-                rows,
+                tuple(_compare_row(r) for r in cmp.rows),
             ),
         ),
         figures=(fig,),
@@ -276,8 +284,8 @@ SECTIONS: list[SectionBuilder] = [
     _kv_section,
     _questions_section,
     _compare_section,
-    tiling_section,
     serving_section,
+    tiling_section,
 ]
 
 

@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 
 from ridgeline.analytic import (  # noqa: E402
     Comparison,
+    DeploymentCost,
     Phase,
     StepCost,
     Technique,
@@ -161,13 +162,64 @@ def techniques_plot(rows: Sequence[Technique], path: str | Path, title: str) -> 
 
 
 def compare_plot(comparison: Comparison, path: str | Path) -> Path:
-    """One roofline per architecture with its prefill and decode points."""
-    points = [p for row in comparison.rows for p in (row.prefill, row.decode)]
-    accs = [row.accelerator for row in comparison.rows]
-    return roofline_plot(
-        points,
-        accs,
-        path,
-        f"{comparison.model}: prefill {comparison.prompt} and decode at "
-        f"context {comparison.context}, batch {comparison.batch}",
+    """Decode on each architecture's deployment: tokens/s per user and per system (left), and
+    where a step's time goes on one chip: compute, memory, links, pipeline bubble (right)."""
+    rows = [r for r in comparison.rows if r.decode is not None]
+    labels = [_deployment_label(r.decode) for r in rows if r.decode is not None]
+    costs = [r.decode for r in rows if r.decode is not None]
+    fig, (ax_tps, ax_time) = plt.subplots(1, 2, figsize=(13, 0.8 * len(rows) + 2.2))
+    y = np.arange(len(rows))
+    per_user = [c.tokens_per_s_per_seq for c in costs]
+    per_system = [c.tokens_per_s for c in costs]
+    ax_tps.barh(y - 0.2, per_user, 0.4, label="per user", color="tab:blue")
+    ax_tps.barh(y + 0.2, per_system, 0.4, label="per system", color="tab:orange")
+    for i, (u, s) in enumerate(zip(per_user, per_system, strict=True)):
+        ax_tps.text(u, i - 0.2, f" {u:,.0f}", va="center", fontsize=7)
+        ax_tps.text(s, i + 0.2, f" {s:,.0f}", va="center", fontsize=7)
+    ax_tps.set_yticks(y, labels, fontsize=8)
+    ax_tps.set_xscale("log")
+    ax_tps.set_xlabel("decode tokens/s")
+    ax_tps.invert_yaxis()
+    ax_tps.legend(fontsize=8, loc="lower right")
+    ax_tps.grid(True, axis="x", which="both", alpha=0.3)
+    _time_shares(ax_time, costs)
+    ax_time.set_yticks(y, [c.binding.value for c in costs], fontsize=8)
+    ax_time.invert_yaxis()
+    fig.suptitle(
+        f"{comparison.model}: decode at batch {comparison.batch}, context {comparison.context}, "
+        f"on the smallest deployment that holds weights + KV",
+        fontsize=10,
     )
+    return _save(fig, path)
+
+
+def _deployment_label(cost: DeploymentCost) -> str:
+    d = cost.deployment
+    return (
+        f"{d.accelerator.name}\n{d.chips} chips, TP {d.tensor_parallel} x PP {d.pipeline_parallel}"
+    )
+
+
+def _time_shares(ax: plt.Axes, costs: Sequence[DeploymentCost]) -> None:
+    """Stacked fractions of the step: busy time split by resource, then the bubble."""
+    parts = ("compute", "memory", "links", "pipeline bubble")
+    colors = ("tab:red", "tab:blue", "tab:green", "lightgray")
+    left = np.zeros(len(costs))
+    for name, color in zip(parts, colors, strict=True):
+        share = np.array([_share(c, name) for c in costs])
+        ax.barh(np.arange(len(costs)), share, left=left, color=color, label=name)
+        left += share
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("fraction of one chip's decode step (tick labels: what binds)")
+    ax.legend(fontsize=7, ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+
+
+def _share(cost: DeploymentCost, part: str) -> float:
+    s, total = cost.slot, cost.step_time_s
+    busy = cost.microbatches / total
+    return {
+        "compute": s.compute_s * busy,
+        "memory": s.memory_s * busy,
+        "links": s.interconnect_s * busy,
+        "pipeline bubble": cost.bubble_s / total,
+    }[part]

@@ -32,6 +32,8 @@ from ridgeline.serving.spec_decode import DraftProposer, SpecDecodeConfig, repea
 
 
 class PreemptionMode(StrEnum):
+    """What preemption does with a victim's KV: drop it (recompute) or move it (swap)."""
+
     RECOMPUTE = "recompute"
     SWAP = "swap"
 
@@ -111,14 +113,16 @@ class Scheduler:
         self._seq = 0
         self._step = 0
         self._swap_slots = 0
-        self._swapped_blocks: dict[str, int] = {}
-        self._pending_swap_out: list[tuple[int, int]] = []
+        self._swapped_slots: dict[str, list[int]] = {}  # request -> its blocks' tier slots
+        self._pending_swap_out: list[tuple[int, int]] = []  # (tier slot, device block)
+        self._pending_swap_in: list[tuple[int, int]] = []
         self._blocked_on_memory = False
 
     # ---- intake ------------------------------------------------------------------------------
 
     @property
     def max_running(self) -> int:
+        """Most requests running at once (static: its compiled slots)."""
         slots = self.policy.num_slots if self.policy.kind is PolicyKind.STATIC else None
         return min(self.config.max_num_seqs, slots or self.config.max_num_seqs)
 
@@ -162,6 +166,7 @@ class Scheduler:
 
     @property
     def has_unfinished(self) -> bool:
+        """Whether any request is running or waiting."""
         return bool(self.running) or len(self.waiting) > 0
 
     # ---- schedule ----------------------------------------------------------------------------
@@ -187,9 +192,9 @@ class Scheduler:
 
     def _owed(self, req: Request, budget: int) -> tuple[int, tuple[int, ...]]:
         """Tokens to give a running request now, and its draft tokens (spec decode)."""
-        owed = req.num_tokens - req.num_computed_tokens
+        owed = req.num_prompt_tokens + len(req.output_token_ids) - req.num_computed_tokens
         spec = self.config.spec
-        if spec is not None and owed == 1 and req.num_output_tokens > 0:
+        if spec is not None and owed == 1 and req.output_token_ids:
             k = min(
                 spec.num_draft_tokens,
                 req.params.max_new_tokens - req.num_output_tokens - 1,
@@ -218,6 +223,7 @@ class Scheduler:
     def _preempt(self, req: Request) -> None:
         """Free ``req``'s blocks (recompute) or move them to the first tier (swap); requeue."""
         self.running.remove(req)
+        self._blocked_on_memory = False  # blocks were freed: admission may succeed again
         self.stats.num_preemptions += 1
         req.num_preemptions += 1
         req.status = RequestStatus.PREEMPTED
@@ -231,10 +237,10 @@ class Scheduler:
             and tiers.reserve_swap(len(blocks))
         ):
             self.stats.num_swaps += 1
-            self._swapped_blocks[req.request_id] = len(blocks)
-            for b in blocks:
-                self._pending_swap_out.append((b.block_id, self._swap_slots))
-                self._swap_slots += 1
+            slots = list(range(self._swap_slots, self._swap_slots + len(blocks)))
+            self._swap_slots += len(blocks)
+            self._swapped_slots[req.request_id] = slots
+            self._pending_swap_out += [(t, b.block_id) for t, b in zip(slots, blocks, strict=True)]
             req.swapped = True
         else:
             req.num_computed_tokens = 0
@@ -280,7 +286,10 @@ class Scheduler:
         if req.swapped:
             req.swapped = False
             assert self.kv.tiers is not None
-            self.kv.tiers.release_swap(self._swapped_blocks.pop(req.request_id))
+            slots = self._swapped_slots.pop(req.request_id)
+            self.kv.tiers.release_swap(len(slots))
+            table = self.kv.table(req.request_id)
+            self._pending_swap_in += [(t, b.block_id) for t, b in zip(slots, table, strict=False)]
         req.status = RequestStatus.RUNNING
         self.running.append(req)
         return True
@@ -311,14 +320,18 @@ class Scheduler:
                 )
             )
         tiers = self.kv.tiers
+        moved_bytes, moved_s = tiers.take_transfer() if tiers is not None else (0.0, 0.0)
         swap_out, self._pending_swap_out = tuple(self._pending_swap_out), []
+        swap_in, self._pending_swap_in = tuple(self._pending_swap_in), []
         return ScheduledBatch(
             step=self._step,
             requests=tuple(reqs),
             block_size=self.kv.block_size,
             copies=self.kv.take_copies(),
+            swap_in=swap_in,
             swap_out=swap_out,
-            transfer_s=tiers.take_transfer_s() if tiers is not None else 0.0,
+            transfer_bytes=moved_bytes,
+            transfer_s=moved_s,
         )
 
     # ---- update ------------------------------------------------------------------------------
@@ -326,14 +339,17 @@ class Scheduler:
     def update(self, batch: ScheduledBatch, result: StepResult) -> list[Request]:
         """Apply a step's result; return the requests that finished in it."""
         finished = []
+        requests, sampled = self.requests, result.sampled
+        caching = self.kv.enable_prefix_caching
         for sr in batch.requests:
-            req = self.requests.get(sr.request_id)
+            req = requests.get(sr.request_id)
             if req is None or req.status is not RequestStatus.RUNNING:
                 continue
-            req.num_computed_tokens += sr.num_new_tokens
+            req.num_computed_tokens += len(sr.token_ids)
             if sr.sample:
-                self._append(req, sr, result.sampled.get(sr.request_id, ()))
-            self.kv.cache_full_blocks(req)
+                self._append(req, sr, sampled.get(sr.request_id, ()))
+            if caching:
+                self.kv.cache_full_blocks(req)
             if self._is_done(req):
                 self._finish(req)
                 finished.append(req)
@@ -348,19 +364,25 @@ class Scheduler:
                 f"executor returned {len(tokens)} tokens for {req.request_id} "
                 f"with {sr.num_draft_tokens} drafts"
             )
+        eos = req.params.eos_token_id
+        if eos is not None and eos in tokens:  # stop at the first end-of-sequence token
+            tokens = tokens[: list(tokens).index(eos) + 1]
+            req.finish_reason = FinishReason.STOP
         req.output_token_ids.extend(tokens)
         if rejected:
             req.num_computed_tokens -= rejected
             self.kv.trim(req, req.num_tokens)
 
     def _is_done(self, req: Request) -> bool:
-        p = req.params
-        if req.num_output_tokens >= p.max_new_tokens:
-            del req.output_token_ids[p.max_new_tokens :]
-            req.finish_reason = FinishReason.LENGTH
+        """Whether ``req`` sampled end-of-sequence (marked by ``_append``) or reached its
+        target; the output is cut at the target either way."""
+        limit, out = req.params.max_new_tokens, req.output_token_ids
+        if len(out) > limit:
+            del out[limit:]
+        if req.finish_reason is FinishReason.STOP and out[-1] == req.params.eos_token_id:
             return True
-        if p.eos_token_id is not None and p.eos_token_id in req.output_token_ids[-1:]:
-            req.finish_reason = FinishReason.STOP
+        if len(out) >= limit:
+            req.finish_reason = FinishReason.LENGTH
             return True
         return False
 

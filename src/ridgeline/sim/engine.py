@@ -118,6 +118,8 @@ _COMPUTED = operator.attrgetter("num_computed_tokens")
 
 
 class Role(StrEnum):
+    """What an instance runs: everything, or one side of disaggregation."""
+
     MIXED = "mixed"
     PREFILL = "prefill"
     DECODE = "decode"

@@ -218,6 +218,7 @@ class CostModelExecutor:
         self.draft = draft
 
     def execute(self, batch: ScheduledBatch) -> StepResult:
+        """Price the step (plus drafts and tier transfers) and play each sampler's outputs."""
         new = [len(r.token_ids) for r in batch.requests]
         prior = [r.start_position for r in batch.requests]
         time_s = self.cost.step_time_s(new, prior) if batch.requests else 0.0

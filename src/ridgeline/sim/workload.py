@@ -106,11 +106,15 @@ class RequestSpec:
 
 
 class Arrival(StrEnum):
+    """Arrival processes."""
+
     POISSON = "poisson"
     GAMMA = "gamma"
 
 
 class LengthDist(StrEnum):
+    """Length distributions."""
+
     FIXED = "fixed"
     UNIFORM = "uniform"
     LOGNORMAL = "lognormal"
@@ -133,6 +137,7 @@ class Lengths:
     hi: int = 32768
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` integer lengths drawn with ``rng``."""
         if self.dist is LengthDist.FIXED:
             x = np.full(n, self.mean)
         elif self.dist is LengthDist.UNIFORM:

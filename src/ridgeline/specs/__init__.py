@@ -6,7 +6,15 @@ Layer rule: ``specs`` imports only the standard library, numpy, pydantic and
 
 from ridgeline.specs.catalog import accelerator_names, get_accelerator, load_accelerator_file
 from ridgeline.specs.dtypes import DType
-from ridgeline.specs.hardware import Accelerator, ManagedBy, MemoryLevel, Scope
+from ridgeline.specs.hardware import (
+    Accelerator,
+    Interconnect,
+    ManagedBy,
+    MemoryLevel,
+    Parallelism,
+    Scope,
+    Topology,
+)
 from ridgeline.specs.hf_config import get_model, load_config_file, model_names, parse_config
 from ridgeline.specs.model import Attention, LayerSpec, MLASpec, ModelSpec, MoESpec
 from ridgeline.specs.params import ParamCounts, param_counts
@@ -15,6 +23,7 @@ __all__ = [
     "Accelerator",
     "Attention",
     "DType",
+    "Interconnect",
     "LayerSpec",
     "MLASpec",
     "ManagedBy",
@@ -22,7 +31,9 @@ __all__ = [
     "ModelSpec",
     "MoESpec",
     "ParamCounts",
+    "Parallelism",
     "Scope",
+    "Topology",
     "accelerator_names",
     "get_accelerator",
     "get_model",

@@ -1,11 +1,14 @@
 """Loading accelerators from catalog files (TOML, one per accelerator, a source on every number).
 
 The shipped catalog lives in ``ridgeline/data/hardware``; a user adds an accelerator with a file of
-the same form and passes its path wherever a name is accepted (``--hw path/to/mychip.toml``).
+the same form and passes its path wherever a name is accepted (``--hw path/to/mychip.toml``), or
+drops it into the user hardware directory (``user_hardware_dir``), where a name not in the shipped
+catalog is looked up next: ``ridgeline lab calibrate`` writes ``measured.toml`` there.
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from functools import cache
 from importlib import resources
@@ -16,7 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ridgeline.errors import ConfigError, UnknownNameError
 from ridgeline.specs.dtypes import DType
-from ridgeline.specs.hardware import Accelerator, ManagedBy, MemoryLevel, Scope
+from ridgeline.specs.hardware import (
+    Accelerator,
+    Interconnect,
+    ManagedBy,
+    MemoryLevel,
+    Parallelism,
+    Scope,
+    Topology,
+)
 
 
 class _Strict(BaseModel):
@@ -44,6 +55,27 @@ class _LevelFile(_Strict):
     note: str = ""
 
 
+class _InterconnectFile(_Strict):
+    kind: Annotated[str, Field(min_length=1)]
+    topology: Topology
+    parallelism: Parallelism
+    links: _Sourced
+    link_bandwidth_bytes_per_s: _Sourced
+    egress_bandwidth_bytes_per_s: _Sourced
+    latency_s: _Sourced
+    domain_chips: _Sourced
+    note: str = ""
+
+
+_INTERCONNECT_NUMBERS = (
+    "links",
+    "link_bandwidth_bytes_per_s",
+    "egress_bandwidth_bytes_per_s",
+    "latency_s",
+    "domain_chips",
+)
+
+
 class _AcceleratorFile(_Strict):
     name: Annotated[str, Field(min_length=1)]
     kind: Annotated[str, Field(min_length=1)]
@@ -56,6 +88,7 @@ class _AcceleratorFile(_Strict):
     levels: Annotated[list[_LevelFile], Field(min_length=1)]
     notes: list[str] = []
     references: dict[str, str] = {}
+    interconnect: _InterconnectFile | None = None
     array_dim: _Sourced | None = None
     ring_bandwidth_bytes_per_s: _Sourced | None = None
 
@@ -111,6 +144,22 @@ def _to_level(f: _LevelFile) -> MemoryLevel:
     )
 
 
+def _to_interconnect(f: _InterconnectFile) -> Interconnect:
+    numbers = {name: getattr(f, name) for name in _INTERCONNECT_NUMBERS}
+    return Interconnect(
+        kind=f.kind,
+        topology=f.topology,
+        parallelism=f.parallelism,
+        links=int(f.links.value),
+        link_bandwidth_bytes_per_s=f.link_bandwidth_bytes_per_s.value,
+        egress_bandwidth_bytes_per_s=f.egress_bandwidth_bytes_per_s.value,
+        latency_s=f.latency_s.value,
+        domain_chips=int(f.domain_chips.value),
+        note=f.note,
+        sources={name: sourced.source for name, sourced in numbers.items()},
+    )
+
+
 def _to_accelerator(f: _AcceleratorFile, where: str) -> Accelerator:
     names = [lvl.name for lvl in f.levels]
     if len(set(names)) != len(names):
@@ -122,6 +171,9 @@ def _to_accelerator(f: _AcceleratorFile, where: str) -> Accelerator:
         raise ConfigError(f"{where}: field levels.{f.device_level}.bandwidth_bytes_per_s: required")
     sources = {"cores": f.cores.source}
     sources.update({f"peak_flops_per_s.{k}": v.source for k, v in f.peak_flops_per_s.items()})
+    link = None if f.interconnect is None else _to_interconnect(f.interconnect)
+    if link is not None:
+        sources.update({f"interconnect.{k}": v for k, v in link.sources.items()})
     for name in ("array_dim", "ring_bandwidth_bytes_per_s"):
         sourced = getattr(f, name)
         if sourced is not None:
@@ -139,6 +191,7 @@ def _to_accelerator(f: _AcceleratorFile, where: str) -> Accelerator:
         sources=sources,
         references=dict(f.references),
         notes=tuple(f.notes),
+        interconnect=link,
         array_dim=int(f.array_dim.value) if f.array_dim else None,
         ring_bandwidth_bytes_per_s=_value(f.ring_bandwidth_bytes_per_s),
     )
@@ -186,13 +239,26 @@ def accelerator_names() -> list[str]:
     return sorted(_catalog())
 
 
+def user_hardware_dir() -> Path:
+    """Where user accelerator files live: ``$RIDGELINE_HW_DIR``, else
+    ``$XDG_CONFIG_HOME/ridgeline/hardware``, else ``~/.config/ridgeline/hardware``."""
+    if os.environ.get("RIDGELINE_HW_DIR"):
+        return Path(os.environ["RIDGELINE_HW_DIR"])
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "ridgeline" / "hardware"
+
+
 def get_accelerator(name_or_path: str | Accelerator) -> Accelerator:
-    """A catalog accelerator by name, or one loaded from a ``.toml`` path."""
+    """A catalog accelerator by name, one from the user hardware directory (e.g. ``measured``,
+    written by ``ridgeline lab calibrate``), or one loaded from a ``.toml`` path."""
     if isinstance(name_or_path, Accelerator):
         return name_or_path
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         return load_accelerator_file(name_or_path)
     catalog = _catalog()
-    if name_or_path not in catalog:
-        raise UnknownNameError("accelerator", name_or_path, catalog)
-    return catalog[name_or_path]
+    if name_or_path in catalog:
+        return catalog[name_or_path]
+    user_file = user_hardware_dir() / f"{name_or_path}.toml"
+    if user_file.is_file():
+        return load_accelerator_file(user_file)
+    raise UnknownNameError("accelerator", name_or_path, catalog)

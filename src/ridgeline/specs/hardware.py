@@ -81,12 +81,68 @@ class MemoryLevel:
         return per * self.instances
 
 
+class Topology(StrEnum):
+    """How an accelerator's chip-to-chip links join chips together."""
+
+    SWITCH = "switch"  # every chip reaches every other through a switch (NVLink/NVSwitch)
+    FULLY_CONNECTED = "fully_connected"  # a direct link to each peer (MI300X Infinity Fabric)
+    TORUS_2D = "torus_2d"  # TPU v5e/v6e ICI
+    TORUS_3D = "torus_3d"  # TPU v5p/7x ICI
+    DRAGONFLY = "dragonfly"  # Groq: fully connected nodes, nodes linked to each other
+    NETWORK = "network"  # Ethernet through switches (Cerebras system I/O)
+    PCIE = "pcie"  # cards that talk over PCIe (IBM Spyre)
+
+
+class Parallelism(StrEnum):
+    """How a model too big for one chip is usually split on an accelerator."""
+
+    TENSOR = "tensor"  # every layer split across the chips (Megatron-LM), within a fast domain
+    PIPELINE = "pipeline"  # layers split into stages, one stage per chip or chip group
+
+
+@dataclass(frozen=True, slots=True)
+class Interconnect:
+    """The chip-to-chip links of an accelerator: one more memory level whose bandwidth can bind.
+
+    Attributes:
+        kind: the link technology (``nvlink4``, ``ici``, ``groq-c2c``, ``100gbe``, ``pcie5``...).
+        topology: how the links join chips.
+        parallelism: the split that deployments of this accelerator prefer.
+        links: links per chip.
+        link_bandwidth_bytes_per_s: one link, one direction.
+        egress_bandwidth_bytes_per_s: what one chip sends at once, one direction, to the peers of a
+            ring collective or to the next pipeline stage (all links a ring can drive).
+        latency_s: time of one hop (one step of a ring), whatever the message size.
+        domain_chips: chips that one tensor-parallel group may span (an NVLink node, a TPU pod, a
+            Groq node, one Cerebras wafer); pipeline stages may span domains.
+        note: free text.
+        sources: source tag per field name.
+    """
+
+    kind: str
+    topology: Topology
+    parallelism: Parallelism
+    links: int
+    link_bandwidth_bytes_per_s: float
+    egress_bandwidth_bytes_per_s: float
+    latency_s: float
+    domain_chips: int
+    note: str = ""
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def bidirectional_bytes_per_s(self) -> float:
+        """All links, both directions: the figure vendors usually quote (900 GB/s for NVLink 4)."""
+        return 2.0 * self.links * self.link_bandwidth_bytes_per_s
+
+
 @dataclass(frozen=True, slots=True)
 class Accelerator:
     """An accelerator: memory levels fastest first, dense compute peaks by dtype, cores.
 
     ``device_level`` names the level where weights and the KV cache live (HBM on a GPU, on-chip
-    SRAM on Groq and Cerebras, LPDDR5 on Spyre); decode streams from it.
+    SRAM on Groq and Cerebras, LPDDR5 on Spyre); decode streams from it. ``interconnect`` is
+    ``None`` for a user file that does not describe its links (then only one-chip deployments).
 
     ``array_dim`` is the edge of the matrix unit a matmul tile should be a multiple of (Spyre's
     8x8 systolic arrays, a TPU MXU's 128x128); ``ring_bandwidth_bytes_per_s`` the bandwidth of
@@ -105,6 +161,7 @@ class Accelerator:
     sources: Mapping[str, str] = field(default_factory=dict)
     references: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    interconnect: Interconnect | None = None
     array_dim: int | None = None
     ring_bandwidth_bytes_per_s: float | None = None
 

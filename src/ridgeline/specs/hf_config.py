@@ -241,12 +241,40 @@ def _decoder(r: _Reader, name: str) -> ModelSpec:
         norms_per_layer=4 if family == "gemma2" else 2,
         tied_embeddings=r.boolean("tie_word_embeddings", family in _TIED_BY_DEFAULT),
         norm_eps=r.number("rms_norm_eps", 1e-6),
-        rope_theta=r.number("rope_theta", 10000.0),
-        rope_scaling=r.data.get("rope_scaling"),
+        rope_theta=_rope_theta(r),
+        rope_scaling=_rope_scaling(r),
         mla=mla,
         moe=moe,
         source=r.where,
     )
+
+
+def _rope_params(r: _Reader) -> dict[str, Any]:
+    """transformers >= 5 writes ``rope_parameters`` (theta and scaling in one dict) instead of
+    ``rope_theta`` and ``rope_scaling``; both spellings are read."""
+    params = r.data.get("rope_parameters")
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise ConfigError(f"{r.where}: field 'rope_parameters' must be an object")
+    return params
+
+
+def _rope_theta(r: _Reader) -> float:
+    theta = _rope_params(r).get("rope_theta")
+    if theta is None:
+        return r.number("rope_theta", 10000.0)
+    return _Reader({"rope_parameters.rope_theta": theta}, r.where).number(
+        "rope_parameters.rope_theta", 10000.0
+    )
+
+
+def _rope_scaling(r: _Reader) -> dict[str, Any] | None:
+    params = _rope_params(r)
+    if params.get("rope_type", "default") != "default":
+        return {k: v for k, v in params.items() if k != "rope_theta"}
+    scaling = r.data.get("rope_scaling")
+    return scaling if isinstance(scaling, dict) else None
 
 
 _FAMILIES: dict[str, Callable[[_Reader, str], ModelSpec]] = {

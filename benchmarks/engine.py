@@ -1,0 +1,322 @@
+"""Engine benchmark: decode step time of ridgeline's paged engine, transformers with its dynamic
+and static caches, and the roofline prediction, side by side in one process; then a mixed
+serving workload, continuous batching against transformers ``generate`` in static batches.
+
+    python benchmarks/engine.py                 # the full grid and the 64-request workload
+    python benchmarks/engine.py --quick         # a reduced run to check that it works
+
+Method (reference/lab.md): fp32, one thread (``torch.set_num_threads(1)``), random weights (timing
+does not depend on values), the same weights in both engines. Each point fills a KV cache of
+``context`` tokens per sequence with random keys/values (no prefill: it would cost minutes and
+does not change a decode step), runs ``--warmup`` decode steps, then reports the median of
+``--steps`` steps (wall time; CPU time alongside exposes contention). The roofline is the
+analytic step bytes (weights + KV read + KV written + activations, fp32) ÷ this machine's read
+bandwidth measured here (torch sum over 1 GiB, best of 5). The glibc allocator settings change
+transformers' dynamic-cache timings by up to 2× (lab.md §3), so the ``MALLOC_*`` environment is
+printed with the load average.
+
+Targets (issue 5): ridgeline ≤ 1.3 × roofline at every point; ≥ 2× faster than transformers'
+dynamic cache at batch 16 × context 1024; ≥ 2× the tokens/s of static batches on the workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ridgeline.engine import bench
+from ridgeline.engine.bench import Timing, timed
+from ridgeline.engine.llm import LLM
+from ridgeline.engine.model import CausalLM
+from ridgeline.engine.packing import pack_linears
+from ridgeline.engine.paged_kernel import load_paged_kernel
+from ridgeline.engine.sampling import SamplingParams
+from ridgeline.engine.weights import to_hf_state
+from ridgeline.specs import ModelSpec, get_model, parse_config
+
+BLOCK_SIZE = 16
+LLAMA_350M = {  # Llama-shaped, ~374 M parameters, GQA 16:4 (Llama-3's ratio)
+    "model_type": "llama",
+    "hidden_size": 1024,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 4,
+    "intermediate_size": 2816,
+    "vocab_size": 32000,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-5,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    model: str
+    batch: int
+    context: int
+    roofline_ms: float
+    ridgeline: Timing
+    hf_dynamic: Timing | None
+    hf_static: Timing | None
+
+
+def load_average() -> str:
+    one, five, fifteen = bench.load_average()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def malloc_env() -> str:
+    found = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
+    return ", ".join(f"{k}={v}" for k, v in sorted(found.items())) or "glibc defaults"
+
+
+# ---- transformers ------------------------------------------------------------------------------
+
+
+def hf_model(spec: ModelSpec, ours: CausalLM) -> Any:
+    """transformers' model of ``spec`` holding ``ours``'s weights (sdpa attention)."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    if spec.family == "gpt2":
+        cfg: Any = GPT2Config(
+            vocab_size=spec.vocab_size, n_embd=spec.hidden_size, n_layer=spec.num_layers,
+            n_head=spec.num_heads, n_positions=spec.max_position_embeddings,
+            attn_implementation="sdpa",
+        )  # fmt: skip
+        model: Any = GPT2LMHeadModel(cfg)
+    else:
+        cfg = LlamaConfig(**{**LLAMA_350M, "attn_implementation": "sdpa"})
+        model = LlamaForCausalLM(cfg)
+    model.load_state_dict(to_hf_state(ours), strict=False)
+    return model.eval()
+
+
+def _random_kv(
+    spec: ModelSpec, batch: int, context: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    dims = (batch, spec.num_kv_heads, context, spec.head_dim)  # [B, kv_heads, T, d]
+    return [(torch.randn(dims), torch.randn(dims)) for _ in range(spec.num_layers)]
+
+
+def hf_decode(
+    model: Any, spec: ModelSpec, batch: int, context: int, static: bool, n: int
+) -> Callable:
+    """A step function: transformers' forward of one token per sequence, then the argmax."""
+    from transformers import DynamicCache, StaticCache
+
+    kv = _random_kv(spec, batch, context)
+    if static:
+        cache: Any = StaticCache(config=model.config, max_cache_len=context + n + 1)
+        for layer, (k, v) in enumerate(kv):
+            cache.update(k, v, layer, cache_kwargs={"cache_position": torch.arange(context)})
+    else:
+        cache = DynamicCache(config=model.config)
+        for layer, (k, v) in enumerate(kv):
+            cache.update(k, v, layer)
+    del kv
+    ids = torch.ones(batch, 1, dtype=torch.long)
+
+    def step(i: int) -> None:
+        extra = {"cache_position": torch.tensor([context + i])} if static else {}
+        with torch.inference_mode():
+            out = model(ids, cache=cache, logits_to_keep=1, **extra)
+            out.logits[:, -1].argmax(-1)
+
+    return step
+
+
+# ---- the grid ----------------------------------------------------------------------------------
+
+
+def build(name: str) -> tuple[ModelSpec, CausalLM]:
+    spec = parse_config(LLAMA_350M, "llama-350m") if name == "llama-350m" else get_model(name)
+    model = bench.bench_model(spec)
+    return model.spec, model
+
+
+def grid(args: argparse.Namespace, bw: float, kernel: Any) -> list[Point]:
+    points = []
+    for name in args.models:
+        spec, ours = build(name)
+        theirs = hf_model(spec, ours) if not args.no_hf else None
+        if not args.no_pack:
+            pack_linears(ours)
+        for b in args.batches:
+            for t in args.contexts:
+                points.append(measure(args, spec, ours, theirs, kernel, b, t, bw))
+                print(row(points[-1]), flush=True)
+        del ours, theirs
+        gc.collect()
+    return points
+
+
+def measure(
+    args: argparse.Namespace, spec: ModelSpec, ours: CausalLM, theirs: Any, kernel: Any,
+    batch: int, context: int, bw: float,
+) -> Point:  # fmt: skip
+    n = args.warmup + args.steps
+    with torch.inference_mode():
+        rl = timed(bench.decode_step(ours, kernel, batch, context, n), args.warmup, args.steps)
+    gc.collect()
+    dyn = sta = None
+    if theirs is not None:
+        dyn = timed(hf_decode(theirs, spec, batch, context, False, n), args.warmup, args.steps)
+        gc.collect()
+        sta = timed(hf_decode(theirs, spec, batch, context, True, n), args.warmup, args.steps)
+        gc.collect()
+    roof = bench.roofline_ms(spec, batch, context, bw)
+    return Point(spec.name, batch, context, roof, rl, dyn, sta)
+
+
+HEADER = (
+    f"{'model':<12}{'B':>4}{'T':>6} {'roof ms':>8} {'ridge ms':>9} {'HF dyn':>8} {'HF stat':>8}"
+    f" | {'ridge/roof':>10} {'dyn/ridge':>9} {'stat/ridge':>10} | cpu ms: ridge, dyn, stat"
+)
+NAN = Timing(float("nan"), float("nan"))
+
+
+def row(p: Point) -> str:
+    dyn, sta, rl = p.hf_dynamic or NAN, p.hf_static or NAN, p.ridgeline
+    return (
+        f"{p.model:<12}{p.batch:>4}{p.context:>6} {p.roofline_ms:>8.1f} {rl.wall_ms:>9.1f} "
+        f"{dyn.wall_ms:>8.1f} {sta.wall_ms:>8.1f} | {rl.wall_ms / p.roofline_ms:>10.2f} "
+        f"{dyn.wall_ms / rl.wall_ms:>9.2f} {sta.wall_ms / rl.wall_ms:>10.2f} | "
+        f"{rl.cpu_ms:.1f}, {dyn.cpu_ms:.1f}, {sta.cpu_ms:.1f}"
+    )
+
+
+def verdict(points: list[Point]) -> None:
+    worst = max(points, key=lambda p: p.ridgeline.wall_ms / p.roofline_ms)
+    ratio = worst.ridgeline.wall_ms / worst.roofline_ms
+    print(f"\nworst ridgeline/roofline: {ratio:.2f} at {worst.model} B{worst.batch} T{worst.context}"
+          f" (target <= 1.3: {'met' if ratio <= 1.3 else 'NOT met'})")  # fmt: skip
+    for p in points:
+        if p.batch == 16 and p.context == 1024 and p.hf_dynamic:
+            speedup = p.hf_dynamic.wall_ms / p.ridgeline.wall_ms
+            ok = "met" if speedup >= 2 else "NOT met"
+            print(
+                f"{p.model} B16 T1024: HF dynamic / ridgeline = {speedup:.2f} (target >= 2: {ok})"
+            )
+
+
+# ---- mixed workload ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    prompt: list[int]
+    output_len: int
+    arrival_s: float
+
+
+def workload(n: int, max_prompt: int, max_output: int, gap_s: float, vocab: int) -> list[Job]:
+    """Varied lengths (uniform), Poisson arrivals with mean gap ``gap_s``; seeded."""
+    rng = random.Random(0)
+    jobs, t = [], 0.0
+    for _ in range(n):
+        plen = rng.randint(max(max_prompt // 16, 1), max_prompt)
+        prompt = [rng.randrange(vocab) for _ in range(plen)]
+        jobs.append(Job(prompt, rng.randint(max(max_output // 8, 1), max_output), t))
+        t += rng.expovariate(1 / gap_s)
+    return jobs
+
+
+def run_ridgeline(jobs: list[Job], args: argparse.Namespace) -> tuple[float, int]:
+    """Continuous batching on the engine clock: (makespan s, output tokens)."""
+    llm = LLM("distilgpt2", block_size=BLOCK_SIZE, max_num_tokens=args.max_num_tokens,
+              max_num_seqs=args.max_num_seqs, prefix_caching=True)  # fmt: skip
+    params = [SamplingParams(max_tokens=j.output_len) for j in jobs]
+    outs = llm.generate([j.prompt for j in jobs], params, [j.arrival_s for j in jobs])
+    return llm.clock_s, sum(len(o.token_ids) for o in outs)
+
+
+def run_static(jobs: list[Job], model: Any, batch: int) -> tuple[float, int]:
+    """transformers ``generate`` in arrival-ordered static batches (left-padded); a batch starts
+    when its last request has arrived and the previous batch is done; it runs until its longest
+    output. (makespan s, useful output tokens)."""
+    clock, useful = 0.0, 0
+    for i in range(0, len(jobs), batch):
+        group = jobs[i : i + batch]
+        clock = max(clock, max(j.arrival_s for j in group))
+        width = max(len(j.prompt) for j in group)
+        ids = torch.tensor([[0] * (width - len(j.prompt)) + j.prompt for j in group])
+        mask = torch.tensor([[0] * (width - len(j.prompt)) + [1] * len(j.prompt) for j in group])
+        new = max(j.output_len for j in group)
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            model.generate(ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
+                           do_sample=False, pad_token_id=0)  # fmt: skip
+        clock += time.perf_counter() - t0
+        useful += sum(j.output_len for j in group)
+    return clock, useful
+
+
+def mixed(args: argparse.Namespace) -> None:
+    spec, ours = build("distilgpt2")
+    theirs = hf_model(spec, ours)
+    del ours
+    jobs = workload(args.requests, args.max_prompt, args.max_output, args.gap_s, spec.vocab_size)
+    print(f"\nmixed workload: {len(jobs)} requests, prompts <= {args.max_prompt}, outputs <= "
+          f"{args.max_output}, mean arrival gap {args.gap_s * 1e3:.0f} ms; {load_average()}")  # fmt: skip
+    span_r, tok_r = run_ridgeline(jobs, args)
+    print(
+        f"ridgeline continuous batching : {tok_r} tokens in {span_r:.1f} s = {tok_r / span_r:.1f} tok/s"
+    )
+    span_h, tok_h = run_static(jobs, theirs, args.static_batch)
+    print(f"transformers static batches {args.static_batch:>2}: {tok_h} tokens in {span_h:.1f} s = "
+          f"{tok_h / span_h:.1f} tok/s")  # fmt: skip
+    gain = (tok_r / span_r) / (tok_h / span_h)
+    print(f"ratio {gain:.2f} (target >= 2: {'met' if gain >= 2 else 'NOT met'}); {load_average()}")
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--models", nargs="+", default=["distilgpt2", "llama-350m"])
+    p.add_argument("--batches", nargs="+", type=int, default=[1, 4, 16])
+    p.add_argument("--contexts", nargs="+", type=int, default=[128, 512, 1024])
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--steps", type=int, default=7)
+    p.add_argument("--no-hf", action="store_true", help="ridgeline and roofline only")
+    p.add_argument("--no-pack", action="store_true", help="plain F.linear (no oneDNN packing)")
+    p.add_argument("--skip-grid", action="store_true")
+    p.add_argument("--skip-mixed", action="store_true")
+    p.add_argument("--requests", type=int, default=64)
+    p.add_argument("--max-prompt", type=int, default=512)
+    p.add_argument("--max-output", type=int, default=128)
+    p.add_argument("--gap-s", type=float, default=0.05)
+    p.add_argument("--static-batch", type=int, default=16)
+    p.add_argument("--max-num-tokens", type=int, default=512)
+    p.add_argument("--max-num-seqs", type=int, default=32)
+    p.add_argument("--quick", action="store_true", help="a reduced run: fewer points and requests")
+    args = p.parse_args()
+    if args.quick:
+        args.models, args.contexts, args.steps = ["distilgpt2"], [128, 1024], 4
+        args.requests, args.max_prompt, args.max_output = 16, 256, 48
+    return args
+
+
+def main() -> None:
+    args = parse()
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, 1 thread, fp32; {malloc_env()}; {load_average()}")
+    kernel = load_paged_kernel()
+    print(f"paged kernel: {'compiled' if kernel else 'unavailable (gather path)'}")
+    if not args.skip_grid:
+        bw = bench.read_bandwidth_bytes_per_s()
+        print(f"measured read bandwidth: {bw / 1e9:.1f} GB/s (1 thread)\n\n{HEADER}")
+        points = grid(args, bw, kernel)
+        verdict(points)
+        print(load_average())
+    if not args.skip_mixed:
+        mixed(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Regenerate the real outputs quoted in docs/quiz.md (between ``<!-- demo:NAME -->`` and
+``<!-- /demo:NAME -->`` markers): an exported quiz's first five questions with their answers,
+a scripted interactive run, and the attempt limit at work.
+
+    .venv/bin/python docs/quiz_demo.py
+
+The learner's answers come from the "library learner" of tests/test_quiz_learners.py; three
+of them are computed with a classic mistake instead, so the run shows worked solutions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "docs"))
+
+from drive_quiz import drive  # noqa: E402
+from test_quiz_learners import LIBRARY, MISTAKES, _targets, as_typed  # noqa: E402
+
+from ridgeline.quiz import Question, draw_quiz  # noqa: E402
+from ridgeline.quiz.session import attempt_seed  # noqa: E402
+
+EXPORT_SEED = 7
+NUM_MISTAKES = 3
+
+
+def typed(q: Question, mistaken: bool) -> str:
+    fn = LIBRARY[q.generator]
+    if mistaken:
+        fn = next(f for (g, m), f in MISTAKES.items() if g == q.generator and m in _targets(q))
+    answer = as_typed(q, fn(q, dict(q.params)))
+    return answer if isinstance(answer, str) else ",".join(answer)
+
+
+def learner_answers(seed: int) -> tuple[list[str], list[int]]:
+    """Right answers, except the first few targeted questions past the fifth."""
+    answers, wrong = [], []
+    for i, q in enumerate(draw_quiz(seed).questions, start=1):
+        can_err = any(g == q.generator and m in _targets(q) for g, m in MISTAKES)
+        mistaken = can_err and i > 5 and len(wrong) < NUM_MISTAKES
+        wrong += [i] if mistaken else []
+        answers.append(typed(q, mistaken))
+    return answers, wrong
+
+
+def sh(command: str, cwd: Path) -> str:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    out = subprocess.run(
+        command, shell=True, cwd=cwd, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    return f"$ {command}\n{out.stdout}".rstrip()
+
+
+def export_section(tmp: Path) -> str:
+    sh(f"ridgeline quiz export --seed {EXPORT_SEED} --out .", tmp)
+    quiz_md = (tmp / f"quiz-{EXPORT_SEED}.md").read_text()
+    first5 = quiz_md[quiz_md.index("### 1.") : quiz_md.index("### 6.")].replace("### ", "#### ")
+    key = (tmp / f"quiz-{EXPORT_SEED}-key.md").read_text().split("\n\n")[1:6]
+    return f"{first5.rstrip()}\n\n### Their answers (from `quiz-{EXPORT_SEED}-key.md`)\n\n" + (
+        "\n\n".join(key)
+    )
+
+
+def transcript_section(tmp: Path) -> str:
+    answers, wrong = learner_answers(attempt_seed("ada", 1))
+    exe = str(Path(sys.executable).parent / "ridgeline")
+    session = drive([exe, "quiz", "start", "--user", "ada", "--db", str(tmp / "demo.db")], answers)
+    status = sh("ridgeline quiz status --user ada --db demo.db", tmp)
+    return (
+        f"Questions answered with a classic mistake: {', '.join(map(str, wrong))}.\n\n"
+        f"```\n$ python docs/drive_quiz.py --user ada --db demo.db answers.txt\n"
+        f"{session.decode().rstrip()}\n{status}\n```"
+    )
+
+
+def attempts_section(tmp: Path) -> str:
+    right = [
+        as_typed(q, LIBRARY[q.generator](q, dict(q.params)))
+        for q in draw_quiz(EXPORT_SEED).questions
+    ]
+    for name, n in (("s10", 10), ("s19", 19), ("s15", 15)):
+        sheet = {"seed": EXPORT_SEED, "answers": right[:n] + [None] * (len(right) - n)}
+        (tmp / f"{name}.json").write_text(json.dumps(sheet))
+    loop = "for s in s10 s19 s15; do ridgeline quiz start --user bo --db bo.db --answers $s.json | tail -1; done"
+    steps = [
+        sh(loop, tmp),
+        sh('ridgeline quiz start --user bo --db bo.db --answers s19.json; echo "exit $?"', tmp),
+        sh("ridgeline quiz status --user bo --db bo.db", tmp),
+    ]
+    return "```\n" + "\n".join(steps) + "\n```"
+
+
+def main() -> None:
+    doc_path = ROOT / "docs" / "quiz.md"
+    doc = doc_path.read_text()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        sections = {
+            "export": export_section(tmp),
+            "transcript": transcript_section(tmp),
+            "attempts": attempts_section(tmp),
+        }
+    for name, text in sections.items():
+        pattern = re.compile(rf"(<!-- demo:{name} -->\n).*?(\n<!-- /demo:{name} -->)", re.S)
+        doc, n = pattern.subn(lambda m, t=text: m.group(1) + t + m.group(2), doc)
+        assert n == 1, f"marker demo:{name} missing in {doc_path}"
+    doc_path.write_text(doc)
+
+
+if __name__ == "__main__":
+    main()

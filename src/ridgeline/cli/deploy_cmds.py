@@ -1,0 +1,91 @@
+"""``ridgeline deploy``: one model on many chips of one accelerator (tensor and pipeline
+parallelism), given or chosen automatically."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ridgeline import analytic as an
+from ridgeline.cli.common import (
+    BatchOpt,
+    ContextOpt,
+    DtypeOpt,
+    HwOpt,
+    JsonOpt,
+    ModelOpt,
+    console,
+    dtypes,
+    emit_json,
+)
+from ridgeline.specs import get_accelerator, get_model
+from ridgeline.specs.units import fmt_bytes, fmt_seconds
+
+
+def deploy_cmd(
+    hw: HwOpt = "h100-sxm",
+    model: ModelOpt = "llama-3.1-70b",
+    tp: Annotated[int | None, typer.Option("--tp", help="tensor-parallel chips per stage")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", help="pipeline stages")] = None,
+    phase: Annotated[an.Phase, typer.Option(help="prefill or decode")] = an.Phase.DECODE,
+    batch: BatchOpt = 1,
+    context: ContextOpt = 4096,
+    weight_dtype: DtypeOpt = "bf16",
+    kv_dtype: DtypeOpt = "bf16",
+    json_out: JsonOpt = False,
+) -> None:
+    """A model on many chips: per-chip memory and work, all-reduces, pipeline sends and bubble,
+    step time, tokens/s per user and per system, and what binds. Without --tp and --pp, the
+    smallest deployment that holds the weights plus the KV."""
+    m, acc = get_model(model), get_accelerator(hw)
+    w = an.Workload(phase, batch, context, dtypes=dtypes(weight=weight_dtype, kv=kv_dtype))
+    cost = an.deploy_step(m, acc, w, tp, pp)
+    if json_out:
+        emit_json(cost)
+        return
+    console.print(deploy_table(cost))
+    console.print(an.binding_sentence(cost), highlight=False, soft_wrap=True)
+
+
+def deploy_table(cost: an.DeploymentCost) -> Table:
+    """One deployment's step as a two-column Rich table."""
+    s, mem, dep = cost.slot, cost.memory, cost.deployment
+    rows = [
+        ("deployment", dep.label),
+        ("per chip: weights + KV", f"{fmt_bytes(mem.weights_bytes)} + {fmt_bytes(mem.kv_bytes)}"),
+        (
+            "per chip: offered",
+            f"{fmt_bytes(mem.available_bytes)} of {fmt_bytes(mem.capacity_bytes)}",
+        ),
+        ("per chip per step", f"{cost.chip_flops / 1e9:.4g} GFLOP, {fmt_bytes(cost.chip_bytes)}"),
+        ("one all-reduce", _allreduce_text(cost)),
+        ("links per step", fmt_bytes(cost.interconnect_bytes)),
+        ("microbatches", f"{cost.microbatches} ({cost.schedule.value} pipeline)"),
+        (
+            "slot",
+            f"compute {fmt_seconds(s.compute_s)}, memory {fmt_seconds(s.memory_s)}, "
+            f"tensor parallel {fmt_seconds(s.tensor_parallel_s)}, send {fmt_seconds(s.send_s)}",
+        ),
+        ("bubble", f"{cost.bubble_fraction:.1%} ({fmt_seconds(cost.bubble_s)})"),
+        ("step", fmt_seconds(cost.step_time_s)),
+        ("tokens/s per user", f"{cost.tokens_per_s_per_seq:,.1f}"),
+        ("tokens/s per system", f"{cost.tokens_per_s:,.1f}"),
+        ("binds", cost.binding.value),
+    ]
+    table = Table("field", "value", title=f"{cost.model}, {cost.workload.phase.value}")
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def _allreduce_text(cost: an.DeploymentCost) -> str:
+    s = cost.slot
+    ar = s.allreduce
+    if ar.chips == 1:
+        return "none (TP 1)"
+    return (
+        f"{fmt_bytes(ar.message_bytes)} message, {fmt_bytes(ar.bytes_sent_per_chip)} sent per "
+        f"chip in {ar.steps} steps, {fmt_seconds(ar.time_s)}; {s.allreduces_per_pass} per pass"
+    )

@@ -1,0 +1,157 @@
+"""Commands over the real engine: ``generate`` and ``bench engine``.
+
+torch is imported inside the commands, so ``ridgeline`` starts (and ``--help`` works) without it.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, err_console, new_app
+from ridgeline.errors import ConfigError
+
+bench_app = new_app("Benchmarks of the real engine.")
+
+WeightsOpt = Annotated[
+    str | None,
+    typer.Option("--weights", help="local HF directory of *.safetensors (default: random)"),
+]
+TokenizerOpt = Annotated[
+    str | None, typer.Option("--tokenizer", help="local tokenizer directory (text in and out)")
+]
+
+
+def _engine() -> Any:
+    try:
+        from ridgeline.engine import llm
+    except ImportError as e:
+        raise ConfigError(f"the engine needs torch: pip install 'ridgeline[torch]' ({e})") from e
+    return llm
+
+
+def _prompts(
+    text: str | None, length: int, batch: int, vocab: int, seed: int
+) -> list[str] | list[list[int]]:
+    if text is not None:
+        return [text] * batch
+    rng = random.Random(seed)
+    return [[rng.randrange(vocab) for _ in range(length)] for _ in range(batch)]
+
+
+def generate_cmd(
+    model: ModelOpt = "distilgpt2",
+    weights: WeightsOpt = None,
+    tokenizer: TokenizerOpt = None,
+    prompt: Annotated[str | None, typer.Option(help="prompt text (needs --tokenizer)")] = None,
+    prompt_tokens: Annotated[int, typer.Option(help="random prompt length in tokens")] = 32,
+    max_tokens: Annotated[int, typer.Option(help="tokens to generate per request")] = 16,
+    batch: Annotated[int, typer.Option("--batch", "-b", help="requests")] = 1,
+    temperature: Annotated[float, typer.Option(help="0 = greedy")] = 0.0,
+    top_k: Annotated[int, typer.Option(help="0 = off")] = 0,
+    top_p: Annotated[float, typer.Option(help="1 = off")] = 1.0,
+    seed: Annotated[int, typer.Option(help="weights, prompts and sampling")] = 0,
+    dtype: Annotated[str, typer.Option(help="fp32 or bf16")] = "fp32",
+    block_size: Annotated[int, typer.Option(help="tokens per KV block")] = 16,
+    max_num_tokens: Annotated[int, typer.Option(help="scheduler token budget per step")] = 512,
+    draft_layers: Annotated[int, typer.Option(help="self-draft from the first N layers")] = 0,
+    spec_k: Annotated[int, typer.Option(help="speculative tokens per step (0 = off)")] = 0,
+    threads: Annotated[int, typer.Option(help="torch threads")] = 1,
+    kv_gib: Annotated[float, typer.Option(help="KV cache budget in GiB (2^30 bytes)")] = 0.25,
+    json_out: JsonOpt = False,
+) -> None:
+    """Generate with the real paged-KV engine (random weights unless --weights)."""
+    llm_mod = _engine()
+    llm_mod.set_threads(threads)
+    options: dict[str, Any] = {
+        "block_size": block_size, "max_num_tokens": max_num_tokens, "dtype": dtype,
+        "kv_budget_bytes": kv_gib * 2**30,
+    }  # fmt: skip
+    if spec_k:
+        options |= {"num_speculative_tokens": spec_k, "draft_layers": draft_layers or 1}
+    llm = llm_mod.LLM(model, weights=weights, tokenizer=tokenizer, seed=seed, **options)
+    params = llm_mod.SamplingParams(
+        max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed
+    )
+    outs = llm.generate(_prompts(prompt, prompt_tokens, batch, llm.spec.vocab_size, seed), params)
+    report = llm_mod.generation_report(llm, outs)
+    if json_out:
+        emit_json(report)
+        return
+    _render(report.to_dict())
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e3:.1f}"
+
+
+def _render(payload: dict[str, Any]) -> None:
+    table = Table(title=f"ridgeline generate: {payload['model']}")
+    for col in ("request", "prompt", "output", "TTFT ms", "TPOT ms", "cached", "tokens / text"):
+        table.add_column(col)
+    for r in payload["requests"]:
+        shown = r["text"] if r["text"] is not None else " ".join(map(str, r["token_ids"][:12]))
+        table.add_row(
+            r["request_id"], str(r["prompt_tokens"]), str(len(r["token_ids"])),
+            _ms(r["ttft_s"]), _ms(r["tpot_s"]), str(r["num_cached_tokens"]), shown,
+        )  # fmt: skip
+    console.print(table)
+    s = payload["stats"]
+    err_console.print(
+        f"{s['steps']} steps, {s['tokens']} tokens in {s['busy_s']:.2f} s "
+        f"({s['tokens_per_s']:.1f} tok/s); drafts accepted {s['accepted_tokens']}/{s['draft_tokens']}"
+    )
+
+
+def bench_engine_cmd(
+    model: ModelOpt = "distilgpt2",
+    batch: Annotated[list[int] | None, typer.Option("--batch", "-b", help="repeatable")] = None,
+    context: Annotated[list[int] | None, typer.Option("--context", "-t", help="repeatable")] = None,
+    steps: Annotated[int, typer.Option(help="measured steps per point")] = 5,
+    bandwidth_gbs: Annotated[
+        float | None, typer.Option(help="GB/s for the roofline (default: measured)")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Decode step time of the engine against the roofline (fp32, one thread, random weights).
+
+    transformers' caches are compared in benchmarks/engine.py."""
+    _engine()
+    from ridgeline.engine import bench
+    from ridgeline.specs import get_model
+
+    bw = bandwidth_gbs * 1e9 if bandwidth_gbs else None
+    points = bench.decode_grid(
+        get_model(model), batch or [1, 4, 16], context or [128, 512, 1024], bw, steps=steps
+    )
+    load = bench.load_average()
+    rows = [
+        {"batch": p.batch, "context": p.context, "roofline_ms": p.roofline_ms,
+         "step_ms": p.step.wall_ms, "cpu_ms": p.step.cpu_ms, "ratio": p.ratio}
+        for p in points
+    ]  # fmt: skip
+    if json_out:
+        emit_json(
+            {
+                "schema": "ridgeline.bench-engine/1",
+                "model": model,
+                "load_average": load,
+                "points": rows,
+            }
+        )
+        return
+    table = Table(title=f"engine decode step vs roofline: {model} (load {load[0]:.2f})")
+    for col in ("batch", "context", "roofline ms", "step ms", "cpu ms", "step / roofline"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r["batch"]), str(r["context"]), f"{r['roofline_ms']:.1f}", f"{r['step_ms']:.1f}",
+            f"{r['cpu_ms']:.1f}", f"{r['ratio']:.2f}",
+        )  # fmt: skip
+    console.print(table)
+
+
+bench_app.command("engine")(bench_engine_cmd)

@@ -1,0 +1,184 @@
+"""``ridgeline sweep run|status|report``: capacity sweeps from a TOML spec, stored as they run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table as RichTable
+
+from ridgeline.cli.common import JsonOpt, PlotOpt, console, emit_json, err_console, new_app
+from ridgeline.errors import ConfigError
+from ridgeline.report.document import Table
+from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
+from ridgeline.sweep import (
+    BackendKind,
+    ChipSplit,
+    Objective,
+    StoreFormat,
+    load_simulator,
+    load_spec,
+    make_backend,
+    open_store,
+    read_store,
+    run_sweep,
+    sweep_report,
+    with_overrides,
+)
+from ridgeline.sweep import Progress as SweepProgress
+
+sweep_app = new_app("Capacity sweeps: the highest request rate within SLOs, per configuration.")
+
+DbOpt = Annotated[
+    str | None, typer.Option("--db", help="result store (default: SPEC's name with .db)")
+]
+ListOpt = Annotated[str | None, typer.Option(help="comma-separated; replaces the spec's axis")]
+
+
+def _split(text: str | None) -> tuple[str, ...] | None:
+    return None if text is None else tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def _chips(text: str | None) -> tuple[ChipSplit, ...] | None:
+    """``--chips 1,2,4``: tensor parallel over all chips, as the spec's ``sweep.chips``."""
+    if text is None:
+        return None
+    try:
+        return tuple(ChipSplit(int(c), int(c)) for c in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--chips {text!r}: expected integers like 1,2,4") from None
+
+
+def _rich(t: Table) -> RichTable:
+    table = RichTable(*t.headers, title=t.caption or None)
+    for row in t.rows:
+        table.add_row(*row)
+    return table
+
+
+def _describe(p: SweepProgress) -> str:
+    best = "—" if p.best_label is None else f"{p.best_label} ({p.best_objective:.3g})"
+    return f"{p.num_simulated} sims, {p.num_reused} reused · best: {best}"
+
+
+@sweep_app.command("run")
+def run_cmd(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="sweep spec (TOML)")],
+    db: DbOpt = None,
+    fmt: Annotated[StoreFormat, typer.Option("--format", help="store format")] = StoreFormat.SQLITE,
+    backend: Annotated[BackendKind, typer.Option(help="where probes run")] = BackendKind.LOCAL,
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster to join (default: start a local one)")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="processes (local) or CPUs (ray); default: all cores")
+    ] = None,
+    objective: Annotated[Objective | None, typer.Option(help="replaces the spec's")] = None,
+    seed: Annotated[int | None, typer.Option(help="replaces the spec's")] = None,
+    models: ListOpt = None,
+    accelerators: ListOpt = None,
+    chips: ListOpt = None,
+    simulator: Annotated[
+        str | None, typer.Option(help="module:factory of another point simulator")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="show a progress bar on stderr")] = True,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run (or resume) the sweep of SPEC; every probe is stored as it finishes."""
+    spec = with_overrides(
+        load_spec(spec_path),
+        objective=objective,
+        seed=seed,
+        models=_split(models),
+        accelerators=_split(accelerators),
+        deployments=_chips(chips),
+    )
+    sim = load_simulator(simulator)
+    store = open_store(db or f"{spec_path.stem}.db", fmt)
+    n = len(spec.configurations())
+    bar = Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=err_console,
+        disable=not progress,
+    )
+    with bar:
+        task = bar.add_task("starting", total=n)
+
+        def update(p: SweepProgress) -> None:
+            bar.update(task, completed=p.num_finished, description=_describe(p))
+
+        try:
+            outcome = run_sweep(spec, store, make_backend(backend, workers, address), sim, update)
+        finally:
+            store.close()
+    rep = sweep_report(read_store(db or f"{spec_path.stem}.db"))
+    if json_out:
+        emit_json(
+            {
+                "schema": "ridgeline.sweep-run/1",
+                "num_configs": n,
+                "num_simulated": outcome.num_simulated,
+                "num_reused": outcome.num_reused,
+                "wall_s": outcome.wall_s,
+                "report": rep.to_dict(),
+            }
+        )
+        return
+    console.print(_rich(ranked_table(rep, 10)))
+    console.print(
+        f"{n} configurations, {outcome.num_simulated} simulations run, "
+        f"{outcome.num_reused} reused from the store, {outcome.wall_s:.1f} s"
+    )
+
+
+@sweep_app.command("status")
+def status_cmd(
+    db: Annotated[str, typer.Argument(metavar="DB", help="result store")],
+    json_out: JsonOpt = False,
+) -> None:
+    """How far a stored sweep got: configurations by status, probes stored, best so far."""
+    rep = sweep_report(read_store(db))
+    best = rep.best
+    payload = {
+        "schema": "ridgeline.sweep-status/1",
+        "name": rep.name,
+        "num_configs": rep.num_configs,
+        "num_probes": rep.num_probes,
+        "status_counts": rep.status_counts,
+        "best": None if best is None else {"label": best.label, "objective": best.objective},
+    }
+    if json_out:
+        emit_json(payload)
+        return
+    counts = ", ".join(f"{k} {v}" for k, v in rep.status_counts.items())
+    console.print(f"sweep '{rep.name}': {rep.num_configs} configurations ({counts})")
+    console.print(f"{rep.num_probes} probes stored")
+    if best is not None:
+        console.print(f"best so far: {best.label}: {best.objective:.4g} {rep.objective}")
+
+
+@sweep_app.command("report")
+def report_cmd(
+    db: Annotated[str, typer.Argument(metavar="DB", help="result store")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="only this model")] = None,
+    top: Annotated[int, typer.Option(help="rows of the ranking")] = 20,
+    plot: PlotOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The best configurations and the Pareto front of latency vs throughput per chip."""
+    rep = sweep_report(read_store(db), model)
+    if plot:
+        plot_front(rep, plot)
+    if json_out:
+        emit_json(rep)
+        return
+    console.print(_rich(ranked_table(rep, top)))
+    console.print(_rich(front_table(rep)))
+    if plot:
+        console.print(f"wrote {plot}")

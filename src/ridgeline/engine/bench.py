@@ -1,0 +1,158 @@
+"""Decode-step timing of the engine against the roofline, for ``ridgeline bench engine`` and
+``benchmarks/engine.py``.
+
+A point fills a paged cache of ``context`` random keys/values per sequence (values do not change
+a step's time, and a real prefill would cost minutes on a CPU), scatters each sequence over
+shuffled blocks, then times ``TorchExecutor.execute`` on one decode token per sequence: median
+of ``steps`` after ``warmup``, wall and CPU time (CPU time exposes contention on a busy machine).
+The roofline is the analytic step bytes at fp32 ÷ a bandwidth: measured here (``sum`` over
+1 GiB, best of five) unless given.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import torch
+
+from ridgeline.analytic import Dtypes, UniformShape, op_terms
+from ridgeline.engine.attention import DecodeKernel
+from ridgeline.engine.executor import TorchExecutor
+from ridgeline.engine.kv_cache import CacheShape, KVCache
+from ridgeline.engine.model import CausalLM
+from ridgeline.engine.packing import can_pack, pack_linears
+from ridgeline.engine.paged_kernel import load_paged_kernel
+from ridgeline.engine.weights import init_random
+from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest
+from ridgeline.specs import DType, ModelSpec
+from ridgeline.specs.model import Position
+
+FP32 = Dtypes(DType.FP32, DType.FP32, DType.FP32)
+BANDWIDTH_PROBE_ELEMENTS = 1 << 28  # fp32: 1 GiB
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Median wall and CPU milliseconds of one step."""
+
+    wall_ms: float
+    cpu_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class DecodePoint:
+    """One (batch, context) point: the engine's step against the roofline."""
+
+    model: str
+    batch: int
+    context: int
+    roofline_ms: float
+    step: Timing
+
+    @property
+    def ratio(self) -> float:
+        return self.step.wall_ms / self.roofline_ms
+
+
+def load_average() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+def read_bandwidth_bytes_per_s(elements: int = BANDWIDTH_PROBE_ELEMENTS) -> float:
+    """Best of five ``sum`` passes over ``elements`` fp32 values (read bandwidth)."""
+    x = torch.ones(elements)  # [elements] fp32
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        x.sum()
+        best = min(best, time.perf_counter() - t0)
+    return x.numel() * x.element_size() / best
+
+
+def roofline_ms(spec: ModelSpec, batch: int, context: int, bw: float) -> float:
+    """Analytic decode-step bytes at fp32 (weights + KV read + KV written + activations) ÷ bw."""
+    terms = op_terms(spec, UniformShape(float(batch), 1.0, float(context)), FP32)
+    return sum(float(t.bytes_read + t.bytes_written) for t in terms) / bw * 1e3
+
+
+def timed(step: Callable[[int], None], warmup: int, steps: int) -> Timing:
+    """Median wall and CPU time of ``step(i)`` over ``steps`` calls after ``warmup``."""
+    for i in range(warmup):
+        step(i)
+    wall, cpu = [], []
+    for i in range(warmup, warmup + steps):
+        w0, c0 = time.perf_counter(), time.process_time()
+        step(i)
+        wall.append(time.perf_counter() - w0)
+        cpu.append(time.process_time() - c0)
+    return Timing(statistics.median(wall) * 1e3, statistics.median(cpu) * 1e3)
+
+
+def bench_model(spec: ModelSpec, seed: int = 0, max_positions: int = 2048) -> CausalLM:
+    """fp32 random weights; learned-position models get ``max_positions`` rows (lab.md: GPT-2's
+    1024 overflows at context 1024 plus decode steps)."""
+    if spec.position is Position.LEARNED:
+        spec = replace(
+            spec, max_position_embeddings=max(spec.max_position_embeddings, max_positions)
+        )
+    model = CausalLM(spec, max_positions)
+    init_random(model, torch.Generator().manual_seed(seed))
+    return model.eval()
+
+
+def decode_step(
+    model: CausalLM, kernel: DecodeKernel | None, batch: int, context: int, steps: int
+) -> Callable[[int], None]:
+    """A step function: one token for each of ``batch`` sequences at ``context`` (+ i)."""
+    s, bs = model.spec, 16
+    per_seq = -(-(context + steps) // bs)
+    num_blocks = batch * per_seq
+    shape = CacheShape(s.num_layers, num_blocks, bs, s.num_kv_heads, s.head_dim, torch.float32)
+    cache = KVCache(shape, torch.device("cpu"))
+    for t in (*cache.k, *cache.v):
+        t.normal_()
+    order = list(range(num_blocks))
+    random.Random(0).shuffle(order)  # paged for real: no sequence owns contiguous blocks
+    tables = [tuple(order[i * per_seq : (i + 1) * per_seq]) for i in range(batch)]
+    executor = TorchExecutor(model, cache, kernel)
+
+    def step(i: int) -> None:
+        reqs = tuple(
+            ScheduledRequest(f"s{b}", (1 + b,), context + i, tables[b]) for b in range(batch)
+        )
+        executor.execute(ScheduledBatch(i, reqs, bs))
+
+    return step
+
+
+def decode_grid(
+    spec: ModelSpec,
+    batches: list[int],
+    contexts: list[int],
+    bandwidth_bytes_per_s: float | None = None,
+    warmup: int = 2,
+    steps: int = 5,
+) -> list[DecodePoint]:
+    """The engine's decode step over a (batch × context) grid, with the roofline of each point.
+
+    Runs on one thread with packed weights and the paged kernel when available.
+    """
+    torch.set_num_threads(1)
+    bw = bandwidth_bytes_per_s or read_bandwidth_bytes_per_s()
+    model = bench_model(spec)
+    if can_pack(torch.device("cpu")):
+        pack_linears(model)
+    kernel = load_paged_kernel()
+    points = []
+    with torch.inference_mode():
+        for b in batches:
+            for t in contexts:
+                step = decode_step(model, kernel, b, t, warmup + steps)
+                timing = timed(step, warmup, steps)
+                points.append(DecodePoint(spec.name, b, t, roofline_ms(spec, b, t, bw), timing))
+    return points

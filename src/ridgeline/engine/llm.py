@@ -1,0 +1,460 @@
+"""``LLM``: the serving scheduler and block pool driving a real model.
+
+``step()`` is nano-vllm's loop — schedule → execute → update — with ``serving.Scheduler``
+choosing every batch and ``TorchExecutor`` running it::
+
+    Scheduler.schedule() ──ScheduledBatch──▶ TorchExecutor.execute() ──StepResult──▶ update()
+         ▲  block tables, chunks, preemption          forward pass over paged KV        │
+         └──────────────────── tokens, finished requests ◀──────────────────────────────┘
+
+Time is the engine's own clock: the sum of measured step times, jumping over idle gaps to the
+next arrival, so staggered arrivals cost no sleeping and TTFT/TPOT are measured step times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ridgeline.engine.executor import TorchExecutor
+from ridgeline.engine.kv_cache import CacheShape, KVCache, cache_shape
+from ridgeline.engine.model import CausalLM, early_exit
+from ridgeline.engine.packing import can_pack, pack_linears
+from ridgeline.engine.paged_kernel import load_paged_kernel
+from ridgeline.engine.sampling import SamplingParams
+from ridgeline.engine.spec_decode import Drafter
+from ridgeline.engine.weights import init_random, load_safetensors_dir
+from ridgeline.errors import ConfigError
+from ridgeline.serving.block_pool import BlockPool
+from ridgeline.serving.eviction import make_eviction
+from ridgeline.serving.executor import ScheduledBatch, StepResult
+from ridgeline.serving.kv_manager import KVCacheManager
+from ridgeline.serving.request import Request
+from ridgeline.serving.request import SamplingParams as ServingParams
+from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
+from ridgeline.serving.spec_decode import SpecDecodeConfig
+from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model
+from ridgeline.specs.model import Position
+
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DEFAULT_KV_BUDGET_BYTES = 1 << 30  # 1 GiB when neither hw nor a budget is given
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """How the engine is built and scheduled.
+
+    Attributes:
+        block_size: tokens per KV block.
+        max_num_tokens: the scheduler's token budget per step.
+        max_num_seqs: most requests running at once.
+        max_model_len: longest request (None: the model's position limit).
+        prefix_caching: reuse cached prefix blocks.
+        dtype: fp32, bf16 or fp16 for weights, activations and KV.
+        kv_budget_bytes: KV memory (None: from ``hw``, else 1 GiB).
+        memory_utilization: share of ``hw``'s device memory for weights + KV.
+        num_blocks: pool size in blocks (overrides the budget).
+        policy: scheduler policy (fcfs, priority).
+        draft_model: a separate draft model (catalog name or config path).
+        draft_layers: self-draft with the target's first layers (early exit).
+        num_speculative_tokens: k drafts per step (0: off).
+        paged_kernel: use the compiled in-place kernel (falls back to gather without a compiler).
+        pack_weights: prepack linear weights for oneDNN on the CPU (``packing``).
+        device: torch device.
+        seed: random weights and unseeded requests.
+        init_std: standard deviation of random weights.
+    """
+
+    block_size: int = 16
+    max_num_tokens: int = 512
+    max_num_seqs: int = 64
+    max_model_len: int | None = None
+    prefix_caching: bool = True
+    dtype: str = "fp32"
+    kv_budget_bytes: float | None = None
+    memory_utilization: float = 0.9
+    num_blocks: int | None = None
+    policy: str = "fcfs"
+    draft_model: str | None = None
+    draft_layers: int | None = None
+    num_speculative_tokens: int = 0
+    paged_kernel: bool = True
+    pack_weights: bool = True
+    device: str = "cpu"
+    seed: int = 0
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _DTYPES:
+            raise ConfigError(f"field dtype: one of {', '.join(_DTYPES)}, got '{self.dtype}'")
+        if self.num_speculative_tokens and not (self.draft_model or self.draft_layers):
+            raise ConfigError("field num_speculative_tokens: needs draft_model or draft_layers")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOutput:
+    """One finished request.
+
+    Attributes:
+        ttft_s: arrival → first token, on the engine clock (measured step times).
+        tpot_s: mean time per output token after the first (None for one token).
+        num_cached_tokens: prompt tokens served from the prefix cache.
+    """
+
+    request_id: str
+    prompt_token_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    text: str | None
+    finish_reason: str
+    ttft_s: float | None
+    tpot_s: float | None
+    num_cached_tokens: int
+    num_preemptions: int
+    reject_reason: str = ""
+
+
+@dataclass(slots=True)
+class _Timing:
+    arrival_s: float
+    first_s: float | None = None
+    last_s: float | None = None
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """Counters over the engine's life."""
+
+    steps: int = 0
+    busy_s: float = 0.0
+    tokens: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    batches: list[ScheduledBatch] = field(default_factory=list)
+    step_times: list[float] = field(default_factory=list)
+
+
+def set_threads(n: int) -> None:
+    """Intra-op threads of torch (lab.md: 1 thread is steadier on a shared CPU)."""
+    torch.set_num_threads(n)
+
+
+def _dtype(name: str) -> torch.dtype:
+    return _DTYPES[name]
+
+
+def _max_len(spec: ModelSpec, cfg: EngineConfig) -> int:
+    limit = spec.max_position_embeddings
+    if spec.position is Position.LEARNED:
+        limit -= cfg.num_speculative_tokens  # proposals run k positions ahead
+    windows = [w for w in (layer.window for layer in spec.layers) if w is not None]
+    if windows:  # NOTE: sliding windows are not implemented; cap requests inside the window
+        limit = min(limit, min(windows))
+    return min(cfg.max_model_len or limit, limit)
+
+
+def build_model(
+    spec: ModelSpec, cfg: EngineConfig, weights: str | Path | None, max_positions: int
+) -> CausalLM:
+    """The target model: random (seeded) weights, or a local safetensors directory."""
+    model = CausalLM(spec, max_positions)
+    if weights is None:
+        init_random(model, torch.Generator().manual_seed(cfg.seed), cfg.init_std)
+    else:
+        load_safetensors_dir(model, weights)
+    model = model.to(device=cfg.device, dtype=_dtype(cfg.dtype)).eval()
+    if cfg.pack_weights and can_pack(torch.device(cfg.device)):
+        pack_linears(model)
+    return model
+
+
+def _kv_budget(
+    spec: ModelSpec, cfg: EngineConfig, hw: Accelerator | None, model: CausalLM
+) -> float:
+    if cfg.kv_budget_bytes is not None:
+        return cfg.kv_budget_bytes
+    if hw is None:
+        return DEFAULT_KV_BUDGET_BYTES
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    return hw.device_capacity_bytes * cfg.memory_utilization - weight_bytes
+
+
+class LLM:
+    """A paged-KV inference engine under the serving scheduler.
+
+    Args:
+        model: catalog name, config.json path or directory, or a ``ModelSpec``.
+        hw: accelerator whose device memory sizes the KV pool (None: ``kv_budget_bytes``).
+        weights: a local Hugging Face directory of ``*.safetensors`` (None: random weights).
+        tokenizer: a local tokenizer directory (None: prompts and outputs are token ids).
+        **options: ``EngineConfig`` fields (block_size, max_num_tokens, prefix_caching, ...).
+    """
+
+    def __init__(
+        self,
+        model: str | ModelSpec,
+        hw: str | Accelerator | None = None,
+        weights: str | Path | None = None,
+        tokenizer: str | Path | None = None,
+        **options: Any,
+    ) -> None:
+        self.config = EngineConfig(**options)
+        self.spec = get_model(model)
+        self.hw = get_accelerator(hw) if isinstance(hw, str) else hw
+        self.max_model_len = _max_len(self.spec, self.config)
+        positions = self.max_model_len + self.config.num_speculative_tokens + 1
+        self.model = build_model(self.spec, self.config, weights, positions)
+        self.tokenizer = _load_tokenizer(tokenizer) if tokenizer is not None else None
+        cpu = torch.device(self.config.device).type == "cpu"  # the kernel reads host pointers
+        self.kernel = load_paged_kernel() if self.config.paged_kernel and cpu else None
+        self.num_blocks, self.cache, drafter = self._build_cache(positions)
+        self.executor = TorchExecutor(
+            self.model, self.cache, self.kernel, drafter, self.config.seed
+        )
+        self.scheduler = self._build_scheduler()
+        self.clock_s = 0.0
+        self.stats = EngineStats()
+        self._timing: dict[str, _Timing] = {}
+        self._params: dict[str, SamplingParams] = {}
+        self._requests: dict[str, Request] = {}
+        self._next_id = 0
+
+    # ---- construction ----------------------------------------------------------------------
+
+    def _build_cache(self, positions: int) -> tuple[int, KVCache, Drafter | None]:
+        cfg, spec = self.config, self.spec
+        dtype, device = _dtype(cfg.dtype), torch.device(cfg.device)
+        budget = _kv_budget(spec, cfg, self.hw, self.model)
+        shape = cache_shape(spec, cfg.block_size, budget, dtype)
+        num_blocks = cfg.num_blocks or shape.num_blocks
+        k = cfg.num_speculative_tokens
+        scratch = cfg.max_num_seqs * (1 + -(-k // cfg.block_size)) if k else 0
+        geometry = replace(shape, num_blocks=num_blocks + scratch)
+        cache = KVCache(geometry, device)
+        if not k:
+            return num_blocks, cache, None
+        if cfg.draft_layers:
+            draft = early_exit(self.model, cfg.draft_layers)
+            view = KVCache.sharing(cache, cfg.draft_layers)
+            return num_blocks, cache, Drafter(draft, view, num_blocks, k, True)
+        assert cfg.draft_model is not None
+        dspec = get_model(cfg.draft_model)
+        if dspec.vocab_size != spec.vocab_size:
+            raise ConfigError(
+                f"draft '{dspec.name}' has vocab {dspec.vocab_size}, target {spec.vocab_size}"
+            )
+        draft_model = build_model(dspec, cfg, None, positions)
+        dshape = CacheShape(
+            dspec.num_layers, num_blocks + scratch, cfg.block_size, dspec.num_kv_heads,
+            dspec.head_dim, dtype,
+        )  # fmt: skip
+        return (
+            num_blocks,
+            cache,
+            Drafter(draft_model, KVCache(dshape, device), num_blocks, k, False),
+        )
+
+    def _build_scheduler(self) -> Scheduler:
+        cfg = self.config
+        spec = SpecDecodeConfig(cfg.num_speculative_tokens) if cfg.num_speculative_tokens else None
+        sched_cfg = SchedulerConfig(
+            max_num_batched_tokens=cfg.max_num_tokens,
+            max_num_seqs=cfg.max_num_seqs,
+            max_model_len=self.max_model_len,
+            policy=cfg.policy,
+            spec=spec,
+        )
+        pool = BlockPool(self.num_blocks, cfg.block_size, make_eviction("lru"), None)
+        kv = KVCacheManager(pool, cfg.prefix_caching, None)
+        return Scheduler(sched_cfg, kv, self._propose)
+
+    def _propose(self, request: Request, k: int) -> tuple[int, ...]:
+        """The scheduler's draft source: the drafter's proposal, padded with the last token
+        when there is none (a deterministic proposal, which verification still handles
+        exactly)."""
+        drafts = self.executor.drafts(request.request_id)[:k]
+        last = request.token(request.num_tokens - 1)
+        return drafts + (last,) * (k - len(drafts))
+
+    # ---- requests ----------------------------------------------------------------------------
+
+    def add_request(
+        self, prompt: str | Sequence[int], params: SamplingParams, arrival_s: float | None = None
+    ) -> str:
+        """Queue one request; returns its id."""
+        ids = self._encode(prompt)
+        rid = f"req-{self._next_id}"
+        self._next_id += 1
+        arrival = self.clock_s if arrival_s is None else arrival_s
+        serving = ServingParams(params.max_tokens, eos_token_id=params.eos_token_id)
+        req = Request(rid, tuple(ids), serving, arrival)
+        self._params[rid] = params
+        self._timing[rid] = _Timing(arrival)
+        self.executor.add_request(rid, params)
+        self._requests[rid] = req
+        if not self.scheduler.add_request(req):
+            self.executor.remove_request(rid)
+        return rid
+
+    def _encode(self, prompt: str | Sequence[int]) -> list[int]:
+        if not isinstance(prompt, str):
+            ids = [int(t) for t in prompt]
+            bad = [t for t in ids if not 0 <= t < self.spec.vocab_size]
+            if bad:
+                raise ConfigError(
+                    f"token id {bad[0]} outside the vocabulary ({self.spec.vocab_size})"
+                )
+            return ids
+        if self.tokenizer is None:
+            raise ConfigError("text prompts need a tokenizer: pass token ids or a tokenizer dir")
+        return list(self.tokenizer.encode(prompt))
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def step(self) -> list[Request]:
+        """One schedule → execute → update round; returns the requests that finished."""
+        batch = self.scheduler.schedule()
+        if not batch.requests:
+            return []
+        result = self.executor.execute(batch)
+        self.clock_s += result.time_s
+        self._account(batch, result)
+        finished = self.scheduler.update(batch, result)
+        for req in finished:
+            self.executor.remove_request(req.request_id)
+        return finished
+
+    def _account(self, batch: ScheduledBatch, result: StepResult) -> None:
+        st = self.stats
+        st.steps += 1
+        st.busy_s += result.time_s
+        st.batches.append(batch)
+        st.step_times.append(result.time_s)
+        for sr in batch.requests:
+            toks = result.sampled.get(sr.request_id, ())
+            if not toks:
+                continue
+            st.tokens += len(toks)
+            st.draft_tokens += sr.num_draft_tokens
+            st.accepted_tokens += len(toks) - 1
+            t = self._timing[sr.request_id]
+            t.first_s = self.clock_s if t.first_s is None else t.first_s
+            t.last_s = self.clock_s
+
+    def generate(
+        self,
+        prompts: Sequence[str] | Sequence[Sequence[int]],
+        params: SamplingParams | Sequence[SamplingParams] = SamplingParams(),
+        arrivals_s: Sequence[float] | None = None,
+    ) -> list[RequestOutput]:
+        """Run every prompt to completion (continuous batching) and return them in order.
+
+        Args:
+            prompts: texts (needs a tokenizer) or token-id lists.
+            params: one ``SamplingParams`` for all, or one per prompt.
+            arrivals_s: arrival time of each prompt on the engine clock (default: all now).
+        """
+        n = len(prompts)
+        plist = [params] * n if isinstance(params, SamplingParams) else list(params)
+        start = self.clock_s
+        arrivals = [start + a for a in arrivals_s] if arrivals_s is not None else [start] * n
+        if len(plist) != n or len(arrivals) != n:
+            raise ConfigError("params and arrivals_s need one entry per prompt")
+        order = sorted(range(n), key=lambda i: arrivals[i])
+        ids: list[str] = [""] * n
+        pending = list(order)
+        while pending or self.scheduler.has_unfinished:
+            while pending and arrivals[pending[0]] <= self.clock_s:
+                i = pending.pop(0)
+                ids[i] = self.add_request(prompts[i], plist[i], arrivals[i])
+            if not self.scheduler.has_unfinished and pending:
+                self.clock_s = arrivals[pending[0]]  # idle: jump to the next arrival
+                continue
+            self.step()
+        return [self._output(rid) for rid in ids]
+
+    def _output(self, rid: str) -> RequestOutput:
+        req = self._requests.pop(rid)
+        t = self._timing.pop(rid)
+        self._params.pop(rid, None)
+        out = tuple(req.output_token_ids)
+        ttft = None if t.first_s is None else t.first_s - t.arrival_s
+        tpot = None
+        if t.first_s is not None and t.last_s is not None and len(out) > 1:
+            tpot = (t.last_s - t.first_s) / (len(out) - 1)
+        text = self.tokenizer.decode(list(out)) if self.tokenizer is not None and out else None
+        return RequestOutput(
+            request_id=rid,
+            prompt_token_ids=tuple(req.prompt_token_ids),
+            token_ids=out,
+            text=text,
+            finish_reason=req.finish_reason.value if req.finish_reason else "unfinished",
+            ttft_s=ttft,
+            tpot_s=tpot,
+            num_cached_tokens=max(req.num_cached_tokens, 0),
+            num_preemptions=req.num_preemptions,
+            reject_reason=req.reject_reason,
+        )
+
+
+def _load_tokenizer(path: str | Path) -> Any:
+    """A tokenizer from a local directory only (no network)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:
+        raise ConfigError(f"{path}: no usable local tokenizer ({type(e).__name__})") from e
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationReport:
+    """A ``generate`` run: per-request outputs and the engine's counters."""
+
+    model: str
+    outputs: tuple[RequestOutput, ...]
+    steps: int
+    busy_s: float
+    tokens: int
+    draft_tokens: int
+    accepted_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "ridgeline.generate/1",
+            "model": self.model,
+            "requests": [
+                {
+                    "request_id": o.request_id,
+                    "prompt_tokens": len(o.prompt_token_ids),
+                    "token_ids": list(o.token_ids),
+                    "text": o.text,
+                    "finish_reason": o.finish_reason,
+                    "ttft_s": o.ttft_s,
+                    "tpot_s": o.tpot_s,
+                    "num_cached_tokens": o.num_cached_tokens,
+                    "num_preemptions": o.num_preemptions,
+                }
+                for o in self.outputs
+            ],
+            "stats": {
+                "steps": self.steps,
+                "busy_s": self.busy_s,
+                "tokens": self.tokens,
+                "tokens_per_s": self.tokens / self.busy_s if self.busy_s else 0.0,
+                "draft_tokens": self.draft_tokens,
+                "accepted_tokens": self.accepted_tokens,
+            },
+        }
+
+
+def generation_report(llm: LLM, outputs: Sequence[RequestOutput]) -> GenerationReport:
+    """Outputs plus the engine's counters so far."""
+    st = llm.stats
+    return GenerationReport(
+        llm.spec.name, tuple(outputs), st.steps, st.busy_s, st.tokens, st.draft_tokens,
+        st.accepted_tokens,
+    )  # fmt: skip

@@ -1,0 +1,220 @@
+"""GPT-2 and Llama-family decoders written directly in torch, built from a ``ModelSpec``.
+
+One module tree covers both families; the spec picks the pieces:
+
+    GPT-2 (Radford et al. 2019)       Llama family (Touvron et al. 2023; Mistral, Qwen2)
+    learned positions                 RoPE (Su et al. 2021), llama3 / linear scaling
+    LayerNorm                         RMSNorm (Zhang & Sennrich 2019)
+    fused QKV with bias               fused QKV, bias for Qwen2; GQA/MQA (Ainslie et al. 2023)
+    GELU (tanh) MLP                   SwiGLU MLP (Shazeer 2020): down(silu(gate) * up)
+
+Every layer is pre-norm: ``x += attn(norm1(x)); x += mlp(norm2(x))``. Tokens of a step are one
+flat ``[T, hidden]`` tensor (no batch dimension, no padding); attention finds each request's
+keys through ``AttentionMetadata``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ridgeline.engine.attention import AttentionMetadata, DecodeKernel, paged_attention
+from ridgeline.engine.kv_cache import KVCache
+from ridgeline.engine.rope import apply_rope, rope_table
+from ridgeline.errors import ConfigError
+from ridgeline.specs.model import ModelSpec, Norm, Position
+
+_ACTIVATIONS = {
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's tanh approximation
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu": F.gelu,
+    "silu": F.silu,
+    "swish": F.silu,
+    "relu": F.relu,
+}
+
+
+def check_supported(spec: ModelSpec) -> None:
+    """Raise ``ConfigError`` for what this engine does not run (MLA, MoE, QK-norm, Gemma-2)."""
+    problems = []
+    if spec.mla is not None:
+        problems.append("MLA attention")
+    if spec.is_moe:
+        problems.append("mixture-of-experts layers")
+    if spec.qk_norm:
+        problems.append("QK-norm")
+    if spec.norms_per_layer != 2 or spec.family.startswith("gemma"):
+        problems.append(f"the {spec.family} norm layout")
+    if spec.activation not in _ACTIVATIONS:
+        problems.append(f"activation '{spec.activation}'")
+    if problems:
+        raise ConfigError(f"model '{spec.name}': engine does not support {', '.join(problems)}")
+
+
+class RMSNorm(nn.Module):
+    """``x / sqrt(mean(x²) + eps) · w``, computed in fp32 (Zhang & Sennrich 2019)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()  # [T, hidden]
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)  # [T, hidden]
+        return self.weight * x32.to(x.dtype)  # [T, hidden]
+
+
+def _norm(spec: ModelSpec) -> nn.Module:
+    if spec.norm is Norm.LAYERNORM:
+        return nn.LayerNorm(spec.hidden_size, eps=spec.norm_eps)
+    return RMSNorm(spec.hidden_size, spec.norm_eps)
+
+
+class Attention(nn.Module):
+    """Fused QKV projection, RoPE (when the spec says so), paged attention, output projection."""
+
+    def __init__(self, spec: ModelSpec, layer: int) -> None:
+        super().__init__()
+        self.layer = layer
+        self.num_heads, self.kv_heads, self.head_dim = (
+            spec.num_heads,
+            spec.num_kv_heads,
+            spec.head_dim,
+        )
+        width = (spec.num_heads + 2 * spec.num_kv_heads) * spec.head_dim
+        self.qkv = nn.Linear(spec.hidden_size, width, bias=spec.qkv_bias)
+        self.o_proj = nn.Linear(spec.num_heads * spec.head_dim, spec.hidden_size, bias=spec.o_bias)
+
+    def forward(self, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
+        t = x.shape[0]
+        q_width, kv_width = self.num_heads * self.head_dim, self.kv_heads * self.head_dim
+        q, k, v = self.qkv(x).split([q_width, kv_width, kv_width], dim=-1)  # [T, *]
+        q = q.view(t, self.num_heads, self.head_dim)  # [T, H, d]
+        k = k.view(t, self.kv_heads, self.head_dim)  # [T, kv_heads, d]
+        v = v.view(t, self.kv_heads, self.head_dim)  # [T, kv_heads, d]
+        if ctx.cos is not None and ctx.sin is not None:
+            q, k = apply_rope(q, ctx.cos, ctx.sin), apply_rope(k, ctx.cos, ctx.sin)
+        out = paged_attention(q, k, v, ctx.cache, self.layer, ctx.meta, ctx.kernel)  # [T, H, d]
+        return self.o_proj(out.reshape(t, q_width))  # [T, hidden]
+
+
+class MLP(nn.Module):
+    """SwiGLU ``down(act(gate) · up)`` with gate and up fused, or GPT-2's ``proj(act(fc))``."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.gated = spec.gated_mlp
+        width = 2 * spec.ffn if spec.gated_mlp else spec.ffn
+        self.up = nn.Linear(spec.hidden_size, width, bias=spec.mlp_bias)
+        self.down = nn.Linear(spec.ffn, spec.hidden_size, bias=spec.mlp_bias)
+        self.act = _ACTIVATIONS[spec.activation]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.up(x)  # [T, 2·ffn] (gated) or [T, ffn]
+        if self.gated:
+            gate, up = h.chunk(2, dim=-1)  # [T, ffn] each
+            h = self.act(gate) * up  # [T, ffn]
+        else:
+            h = self.act(h)  # [T, ffn]
+        return self.down(h)  # [T, hidden]
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, spec: ModelSpec, layer: int) -> None:
+        super().__init__()
+        self.attn_norm = _norm(spec)
+        self.attn = Attention(spec, layer)
+        self.mlp_norm = _norm(spec)
+        self.mlp = MLP(spec)
+
+    def forward(self, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), ctx)  # [T, hidden]
+        return x + self.mlp(self.mlp_norm(x))  # [T, hidden]
+
+
+class StepContext:
+    """What every layer of one forward pass shares: the cache, the metadata, RoPE rows.
+
+    NOTE: passed explicitly down the module tree instead of a module-level global (nano-vllm's
+    ``_CONTEXT``), so two models (target and draft) can run in one process.
+    """
+
+    __slots__ = ("cache", "meta", "kernel", "cos", "sin")
+
+    def __init__(
+        self,
+        cache: KVCache,
+        meta: AttentionMetadata,
+        kernel: DecodeKernel | None,
+        rope: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> None:
+        self.cache, self.meta, self.kernel = cache, meta, kernel
+        self.cos = rope[0][meta.positions] if rope is not None else None  # [T, d]
+        self.sin = rope[1][meta.positions] if rope is not None else None  # [T, d]
+
+
+class CausalLM(nn.Module):
+    """A decoder-only language model over a paged KV cache.
+
+    Args:
+        spec: the architecture (``ridgeline.specs.get_model``).
+        max_positions: positions the RoPE table / learned embedding must cover.
+        num_layers: build only the first ``num_layers`` layers (a self-draft model), or all.
+    """
+
+    def __init__(self, spec: ModelSpec, max_positions: int, num_layers: int | None = None) -> None:
+        super().__init__()
+        check_supported(spec)
+        self.spec = spec
+        self.num_layers = num_layers or spec.num_layers
+        self.embed_tokens = nn.Embedding(spec.vocab_size, spec.hidden_size)
+        self.embed_positions: nn.Embedding | None = None
+        if spec.position is Position.LEARNED:
+            self.embed_positions = nn.Embedding(spec.max_position_embeddings, spec.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(spec, i) for i in range(self.num_layers))
+        self.final_norm = _norm(spec)
+        self.lm_head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
+        if spec.tied_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+        self.rope: tuple[torch.Tensor, torch.Tensor] | None = None
+        if spec.position is Position.ROPE:
+            self.rope = rope_table(spec, max_positions)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        cache: KVCache,
+        meta: AttentionMetadata,
+        kernel: DecodeKernel | None = None,
+    ) -> torch.Tensor:
+        """Hidden states ``[T, hidden]`` after the final norm for the step's ``input_ids`` [T]."""
+        rope = None
+        if self.rope is not None:
+            rope = (self.rope[0].to(input_ids.device), self.rope[1].to(input_ids.device))
+        ctx = StepContext(cache, meta, kernel, rope)
+        x = self.embed_tokens(input_ids)  # [T, hidden]
+        if self.embed_positions is not None:
+            x = x + self.embed_positions(meta.positions)  # [T, hidden]
+        for layer in self.layers:
+            x = layer(x, ctx)  # [T, hidden]
+        return self.final_norm(x)  # [T, hidden]
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """fp32 logits ``[N, vocab]`` for the rows of ``hidden`` that sample."""
+        return self.lm_head(hidden).float()  # [N, vocab]
+
+
+def early_exit(target: CausalLM, num_layers: int) -> CausalLM:
+    """A self-draft: the target's first ``num_layers`` layers, then its final norm and lm_head
+    (early exit, as in LayerSkip, Elhoushi et al. 2024). Shares every weight with ``target``."""
+    if not 0 < num_layers < target.num_layers:
+        raise ConfigError(f"draft layers must be in [1, {target.num_layers - 1}], got {num_layers}")
+    with torch.device("meta"):
+        draft = CausalLM(target.spec, max_positions=1, num_layers=num_layers)
+    draft.embed_tokens = target.embed_tokens
+    draft.embed_positions = target.embed_positions
+    draft.layers = nn.ModuleList(list(target.layers)[:num_layers])
+    draft.final_norm, draft.lm_head, draft.rope = target.final_norm, target.lm_head, target.rope
+    return draft

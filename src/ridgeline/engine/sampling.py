@@ -1,0 +1,80 @@
+"""Token sampling: greedy, temperature, top-k and top-p (nucleus, Holtzman et al. 2020), each
+request with its own seeded ``torch.Generator`` so a run is reproducible whatever it is batched
+with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ridgeline.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """How one request picks its tokens and when it stops.
+
+    Attributes:
+        max_tokens: tokens to generate.
+        temperature: 0 means greedy (argmax).
+        top_k: keep the k most likely tokens (0 = all).
+        top_p: keep the smallest set whose probability reaches top_p (1 = all).
+        seed: seeds the request's generator (None: derived from the engine seed and request id).
+        eos_token_id: the token that ends the request early (included in the output).
+    """
+
+    max_tokens: int = 16
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+    eos_token_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ConfigError(f"field max_tokens: must be at least 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ConfigError(f"field temperature: must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ConfigError(f"field top_k: must be >= 0, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"field top_p: must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def probabilities(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """The distribution ``params`` samples from, for logits ``[N, vocab]`` → ``[N, vocab]``.
+
+    Greedy gives a one-hot on the argmax, so speculative verification treats both cases alike.
+    """
+    if params.greedy:
+        probs = torch.zeros_like(logits)  # [N, vocab]
+        return probs.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    scaled = logits / params.temperature  # [N, vocab]
+    if 0 < params.top_k < scaled.shape[-1]:
+        kth = scaled.topk(params.top_k, dim=-1).values[..., -1:]  # [N, 1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    if params.top_p < 1.0:
+        scaled = _top_p(scaled, params.top_p)
+    return torch.softmax(scaled, dim=-1)  # [N, vocab]
+
+
+def _top_p(scaled: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Mask tokens outside the nucleus: keep a token while the mass before it is < top_p."""
+    sorted_logits, order = scaled.sort(dim=-1, descending=True)  # [N, vocab]
+    probs = torch.softmax(sorted_logits, dim=-1)  # [N, vocab]
+    before = probs.cumsum(-1) - probs  # [N, vocab] mass of strictly more likely tokens
+    sorted_logits = sorted_logits.masked_fill(before >= top_p, float("-inf"))
+    return torch.full_like(scaled, float("-inf")).scatter_(-1, order, sorted_logits)
+
+
+def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> int:
+    """One token from ``logits`` [vocab] under ``params``."""
+    if params.greedy:
+        return int(logits.argmax())
+    probs = probabilities(logits[None], params)[0]  # [vocab]
+    return int(torch.multinomial(probs, 1, generator=generator))

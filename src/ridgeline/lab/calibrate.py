@@ -1,0 +1,133 @@
+"""Calibrate this machine: memory bandwidth (read, copy, triad) from cache-resident sizes to far
+beyond the last-level cache at one and all threads, matmul peak per dtype, and on CUDA the
+device's HBM bandwidth and tensor-core peak.
+
+Kernels and byte counts follow STREAM (J. McCalpin, "Memory Bandwidth and Machine Balance",
+IEEE TCCA newsletter 1995): read ``s = Σ a`` counts n·e bytes, copy ``b = a`` counts 2·n·e,
+triad ``a = b + q·c`` counts 3·n·e (write-allocate traffic not counted). Each figure is the best
+of ``repeats`` timings, as STREAM reports. Matmul FLOPs = 2·n³ per [n,n]×[n,n] product.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ridgeline.lab import env as lab_env
+from ridgeline.lab.decode import torch_threads
+from ridgeline.lab.hf import TORCH_DTYPES
+from ridgeline.lab.machine import (
+    BandwidthPoint,
+    Calibration,
+    CalibrationSpec,
+    MatmulPoint,
+    llc_bytes,
+)
+from ridgeline.specs.units import MiB
+
+KERNEL_ARRAYS = {"read": 1, "copy": 2, "triad": 3}  # arrays touched; bytes = arrays × size
+MIN_SECONDS = 0.02  # each timing runs the kernel enough times to last at least this long
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _best_time(
+    fn: Callable[[], Any], repeats: int, device: torch.device, threads: int = 0
+) -> tuple[float, float]:
+    """(best, median) seconds per call; each timing loops long enough to be measurable.
+
+    NOTE: on the CPU with one thread, each timing is min(wall, process CPU time): on a shared
+    machine a descheduled thread's wall time is not the kernel's (reference/lab.md §6).
+    """
+    cpu_timer = device.type == "cpu" and threads == 1
+    fn()
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    once = max(time.perf_counter() - start, 1e-7)
+    inner = max(1, int(MIN_SECONDS / once))
+    times = []
+    for _ in range(repeats):
+        start, cpu_start = time.perf_counter(), time.process_time()
+        for _ in range(inner):
+            fn()
+        _sync(device)
+        wall = time.perf_counter() - start
+        if cpu_timer:
+            wall = min(wall, max(time.process_time() - cpu_start, 1e-9))
+        times.append(wall / inner)
+    return min(times), statistics.median(times)
+
+
+def _kernels(n: int, device: torch.device) -> dict[str, Callable[[], Any]]:
+    a = torch.ones(n, dtype=torch.float32, device=device)  # [n]
+    b = torch.ones(n, dtype=torch.float32, device=device)  # [n]
+    c = torch.ones(n, dtype=torch.float32, device=device)  # [n]
+    return {
+        "read": lambda: a.sum(),
+        "copy": lambda: b.copy_(a),
+        "triad": lambda: torch.add(b, c, alpha=3.0, out=a),
+    }
+
+
+def measure_bandwidth(spec: CalibrationSpec) -> list[BandwidthPoint]:
+    """Read, copy and triad bandwidth at every size and thread count of ``spec``."""
+    device = torch.device(spec.device)
+    out = []
+    for size in spec.sizes_bytes:
+        kernels = _kernels(size // 4, device)
+        for threads in spec.threads:
+            with torch_threads(threads):
+                for name, fn in kernels.items():
+                    moved = KERNEL_ARRAYS[name] * size
+                    best, median = _best_time(fn, spec.repeats, device, threads)
+                    out.append(BandwidthPoint(name, size, threads, moved / best, moved / median))
+        del kernels
+    return out
+
+
+def measure_matmul(spec: CalibrationSpec) -> list[MatmulPoint]:
+    """Best [n,n]×[n,n] FLOP/s per dtype and thread count (2·n³ FLOPs per product)."""
+    device = torch.device(spec.device)
+    n = spec.matmul_n
+    out = []
+    for dtype in spec.dtypes:
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(n, n, generator=gen).to(device=device, dtype=TORCH_DTYPES[dtype])  # [n, n]
+        y = torch.randn(n, n, generator=gen).to(device=device, dtype=TORCH_DTYPES[dtype])  # [n, n]
+
+        def product(x: torch.Tensor = x, y: torch.Tensor = y) -> torch.Tensor:
+            return torch.mm(x, y)  # [n, n]
+
+        for threads in spec.threads:
+            with torch_threads(threads):
+                best, _ = _best_time(product, spec.repeats, device, threads)
+            out.append(MatmulPoint(dtype, n, threads, 2.0 * n**3 / best))
+    return out
+
+
+def calibrate(spec: CalibrationSpec) -> Calibration:
+    """Measure the machine (or the CUDA device when ``spec.device`` is cuda)."""
+    device = torch.device(spec.device)
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        memory = int(torch.cuda.get_device_properties(device).total_memory)
+        llc = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+    else:
+        name, memory, llc = lab_env.cpu_model(), lab_env.memory_bytes(), llc_bytes()
+    return Calibration(
+        spec=spec,
+        device_name=name,
+        llc_bytes=llc or 32 * MiB,
+        memory_bytes=memory,
+        bandwidth=tuple(measure_bandwidth(spec)),
+        matmul=tuple(measure_matmul(spec)),
+    )

@@ -1,0 +1,429 @@
+"""Predicted against measured: ratio, effective bandwidth, a fitted model and the gap explained.
+
+Torch-free: it reads stored points (``store``), so the report can run it without torch.
+
+Prediction: ``analytic.step_cost`` for the point's model, batch and mean KV length on the
+calibrated machine (or any ``--hw``), with every dtype at the dtype the lab ran (fp32 on CPU).
+
+Fitted model, one per backend (relative least squares, coefficients kept ≥ 0)::
+
+    t̂ = overhead + weight_bytes ÷ BW_calibrated + kv_bytes ÷ BW_kv,eff + FLOPs ÷ F_eff
+
+The weight term keeps the calibrated bandwidth: the weights are the same at every point of one
+model, so their effective bandwidth cannot be told apart from a fixed overhead; what is left
+over is the overhead. The KV term gets its own effective bandwidth, because growing a
+DynamicCache costs far more per byte than streaming weights (it re-copies the cache every step).
+
+Gap decomposition: the profiled steps give each operator group's share of the step; scaled to
+the timed step, each group's time minus its roofline time is its excess. Time outside any
+operator is framework overhead; kernel (sys) time per step, measured with getrusage during the
+timed steps, is taken out of the cache-update group first as allocator page faults.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ridgeline.analytic import Dtypes, Phase, Workload, step_cost
+from ridgeline.analytic.roofline import StepCost
+from ridgeline.errors import ConfigError
+from ridgeline.lab.configs import model_spec, raw_config
+from ridgeline.lab.machine import KIND as CALIBRATE_KIND
+from ridgeline.lab.machine import Calibration, accelerator
+from ridgeline.lab.points import PointConfig
+from ridgeline.lab.store import Record
+from ridgeline.specs import Accelerator, DType, get_accelerator
+
+DECODE_KIND = "decode"
+
+# analytic op name prefix → profiler group (lab/profile.py categories)
+_OP_GROUP = (
+    ("lm_head", "lm_head"),
+    ("attn.core", "attention"),
+    ("attn.", "linear GEMMs"),
+    ("mlp.up", "linear GEMMs"),
+    ("mlp.down", "linear GEMMs"),
+    ("mlp.gate", "linear GEMMs"),
+)
+CAUSES = (
+    "framework overhead",
+    "cache concat & realloc",
+    "allocator page faults",
+    "small-batch GEMM",
+    "attention",
+    "lm_head",
+    "other ops",
+)
+
+
+def op_group(analytic_op: str) -> str:
+    for prefix, group in _OP_GROUP:
+        if analytic_op.startswith(prefix):
+            return group
+    return "other ops"
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """One named part of the gap (seconds per step; negative = faster than its roofline)."""
+
+    name: str
+    seconds: float
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True)
+class ComparedPoint:
+    label: str
+    model: str
+    batch: int
+    context: int
+    kv_len: float
+    threads: int
+    measured_s: float
+    p10_s: float
+    p90_s: float
+    cpu_s: float
+    prefill_s: float
+    predicted_s: float
+    bytes: float
+    weight_bytes: float
+    kv_bytes: float
+    flops: float
+    bandwidth_bytes_per_s: float
+    kv_tensor_bytes: int
+    kv_formula_bytes: float
+    peak_above_start_bytes: int | None
+    load_avg_1m: float
+    causes: tuple[Cause, ...]
+    fitted_s: float | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.measured_s / self.predicted_s
+
+    @property
+    def effective_bandwidth(self) -> float:
+        """Analytic bytes of the step ÷ measured time."""
+        return self.bytes / self.measured_s
+
+    @property
+    def bandwidth_fraction(self) -> float:
+        return self.effective_bandwidth / self.bandwidth_bytes_per_s
+
+    @property
+    def fit_error(self) -> float | None:
+        return (
+            None if self.fitted_s is None else (self.fitted_s - self.measured_s) / self.measured_s
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(
+            ratio=self.ratio,
+            effective_bandwidth=self.effective_bandwidth,
+            bandwidth_fraction=self.bandwidth_fraction,
+            fit_error=self.fit_error,
+        )
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class FittedModel:
+    """t̂ = overhead + W ÷ BW_cal + KV ÷ BW_kv + FLOPs ÷ F (``None`` rate: term not needed)."""
+
+    label: str
+    overhead_s: float
+    weight_bandwidth: float
+    kv_bandwidth: float | None
+    flops_per_s: float | None
+    median_abs_error: float
+    loo_median_abs_error: float | None
+    num_points: int
+
+    def predict(self, weight_bytes: float, kv_bytes: float, flops: float) -> float:
+        t = self.overhead_s + weight_bytes / self.weight_bandwidth
+        t += kv_bytes / self.kv_bandwidth if self.kv_bandwidth else 0.0
+        t += flops / self.flops_per_s if self.flops_per_s else 0.0
+        return t
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class LabComparison:
+    accelerator: str
+    points: tuple[ComparedPoint, ...]
+    fits: tuple[FittedModel, ...]
+    timer: str = "wall"
+
+    def labels(self) -> list[str]:
+        return list(dict.fromkeys(p.label for p in self.points))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "ridgeline.lab-compare/1",
+            "accelerator": self.accelerator,
+            "timer": self.timer,
+            "points": [p.to_dict() for p in self.points],
+            "fits": [f.to_dict() for f in self.fits],
+        }
+
+
+def latest_calibration(records: Sequence[Record], host: str | None = None) -> Calibration | None:
+    """The newest stored calibration (of ``host`` when given)."""
+    cals = [r for r in records if r.kind == CALIBRATE_KIND]
+    if host is not None:
+        cals = [r for r in cals if r.env.get("host") == host] or cals
+    return Calibration.from_dict(cals[-1].result) if cals else None
+
+
+def _hardware(records: Sequence[Record], hw: str | None, threads: int, host: str) -> Accelerator:
+    if hw is not None:
+        return get_accelerator(hw)
+    cal = latest_calibration(records, host)
+    if cal is None:
+        raise ConfigError(
+            "field --hw: no calibration in the database; run `ridgeline lab calibrate --db ...` "
+            "or pass --hw measured"
+        )
+    if threads not in {p.threads for p in cal.bandwidth}:
+        threads = max(p.threads for p in cal.bandwidth)
+    return accelerator(cal, f"measured-t{threads}", threads)
+
+
+def _predict(cfg: PointConfig, acc: Accelerator) -> StepCost:
+    spec = model_spec(raw_config(cfg.model), cfg.model)
+    dt = DType.parse(cfg.dtype)
+    work = Workload(Phase.DECODE, cfg.batch, round(cfg.kv_len_mean), dtypes=Dtypes(dt, dt, dt))
+    return step_cost(spec, acc, work)
+
+
+def _ideal_by_group(cost: StepCost) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for op in cost.ops:
+        group = op_group(op.name)
+        out[group] = out.get(group, 0.0) + op.time_s
+    return out
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def decompose(
+    measured_s: float,
+    cost: StepCost,
+    timing: dict[str, Any],
+    profile: dict[str, Any] | None,
+    other_cache_s: float | None = None,
+) -> tuple[Cause, ...]:
+    """The gap ``measured − predicted`` of one point split into named causes, each with its
+    evidence (profiler shares scaled to the timed step, sys time, the other cache kind)."""
+    if not profile:
+        return (Cause("unexplained", measured_s - cost.step_time_s, "no profiled steps stored"),)
+    scale = measured_s / profile["wall_s_per_step"]
+    cats = {k: v * scale for k, v in profile["categories"].items()}
+    ideal = _ideal_by_group(cost)
+    total_op = profile["op_s_per_step"]
+    sys_s = min(
+        timing["sys_s_per_step"],
+        cats.get("cache concat", 0.0) + cats.get("kv write", 0.0) + cats.get("other ops", 0.0),
+    )
+    update = cats.get("cache concat", 0.0) + cats.get("kv write", 0.0)
+    from_update = min(sys_s, update)
+    cache_evidence = f"profiler: cat/index_copy {_pct(update / measured_s)} of the step"
+    if other_cache_s is not None:
+        cache_evidence += f"; the other cache kind takes {_ms(other_cache_s)} here"
+    return (
+        Cause(
+            "framework overhead",
+            (profile["wall_s_per_step"] - total_op) * scale,
+            f"profiler: {_pct(1 - total_op / profile['wall_s_per_step'])} of the step outside operators (Python, dispatch)",
+        ),
+        Cause("cache concat & realloc", update - from_update, cache_evidence),
+        Cause(
+            "allocator page faults",
+            sys_s,
+            f"getrusage: {_ms(timing['sys_s_per_step'])} sys time and {timing['minor_faults_per_step']:.0f} minor faults per step",
+        ),
+        Cause(
+            "small-batch GEMM",
+            cats.get("linear GEMMs", 0.0) - ideal.get("linear GEMMs", 0.0),
+            f"profiler: linear GEMMs {_ms(cats.get('linear GEMMs', 0.0))} vs {_ms(ideal.get('linear GEMMs', 0.0))} at the roofline",
+        ),
+        Cause(
+            "attention",
+            cats.get("attention", 0.0) - ideal.get("attention", 0.0),
+            f"profiler: attention {_ms(cats.get('attention', 0.0))} vs {_ms(ideal.get('attention', 0.0))} at the roofline",
+        ),
+        Cause(
+            "lm_head",
+            cats.get("lm_head", 0.0) - ideal.get("lm_head", 0.0),
+            f"profiler: lm_head GEMM {_ms(cats.get('lm_head', 0.0))} vs {_ms(ideal.get('lm_head', 0.0))} at the roofline",
+        ),
+        Cause(
+            "other ops",
+            cats.get("other ops", 0.0) - (sys_s - from_update) - ideal.get("other ops", 0.0),
+            f"profiler: norms, activations, embedding, copies {_pct(cats.get('other ops', 0.0) / measured_s)} of the step",
+        ),
+    )
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+TIMERS = ("wall", "cpu")
+
+
+def step_times(timing: dict[str, Any], timer: str) -> tuple[float, float, float]:
+    """(median, p10, p90) of the timed steps by wall clock or by process CPU time.
+
+    NOTE: with one thread, a step's CPU time is what it costs when it is not descheduled; on a
+    shared machine (load above the cores) wall time adds the waits, CPU time does not.
+    """
+    if timer not in TIMERS:
+        raise ConfigError(f"field --timer: '{timer}' is not one of {', '.join(TIMERS)}")
+    series = sorted(timing["step_s"] if timer == "wall" else timing["cpu_step_s"])
+
+    def q(x: float) -> float:
+        pos = x * (len(series) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(series) - 1)
+        return series[lo] + (series[hi] - series[lo]) * (pos - lo)
+
+    return statistics.median(series), q(0.1), q(0.9)
+
+
+def _point(
+    rec: Record, acc: Accelerator, other_cache_s: float | None, timer: str = "wall"
+) -> ComparedPoint:
+    cfg = PointConfig.from_dict(rec.config)
+    timing, memory = rec.result["timing"], rec.result["memory"]
+    cost = _predict(cfg, acc)
+    measured, p10, p90 = step_times(timing, timer)
+    spec = model_spec(raw_config(cfg.model), cfg.model)
+    from ridgeline.analytic import kv_bytes
+
+    return ComparedPoint(
+        label=cfg.label,
+        model=cfg.model,
+        batch=cfg.batch,
+        context=cfg.context,
+        kv_len=cfg.kv_len_mean,
+        threads=cfg.threads,
+        measured_s=measured,
+        p10_s=p10,
+        p90_s=p90,
+        cpu_s=timing["cpu_median_s"],
+        prefill_s=timing["prefill_s"],
+        predicted_s=cost.step_time_s,
+        bytes=cost.bytes,
+        weight_bytes=cost.weight_bytes + cost.act_bytes,
+        kv_bytes=cost.kv_read_bytes + cost.kv_write_bytes,
+        flops=cost.flops,
+        bandwidth_bytes_per_s=cost.bandwidth_bytes_per_s,
+        kv_tensor_bytes=memory["kv_bytes"],
+        kv_formula_bytes=float(
+            kv_bytes(spec, cfg.batch, memory["kv_tokens"], DType.parse(cfg.dtype))
+        ),
+        peak_above_start_bytes=memory.get("cuda_peak_above_start_bytes")
+        or memory.get("rss_peak_above_start_bytes"),
+        load_avg_1m=rec.env.get("load_avg_1m", -1.0),
+        causes=decompose(measured, cost, timing, rec.result.get("profile"), other_cache_s),
+    )
+
+
+def _nnls_rel(x: np.ndarray, y: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """Coefficients c ≥ 0 minimising Σ ((base + x·c − y) / y)², by trying every subset of
+    columns (few columns: exact and simple)."""
+    a = x / y[:, None]
+    b = (y - base) / y
+    best, best_err = np.zeros(x.shape[1]), float(np.sum(b**2))
+    for k in range(1, x.shape[1] + 1):
+        for cols in itertools.combinations(range(x.shape[1]), k):
+            coef, *_ = np.linalg.lstsq(a[:, cols], b, rcond=None)
+            if np.any(coef < 0):
+                continue
+            err = float(np.sum((a[:, cols] @ coef - b) ** 2))
+            if err < best_err:
+                best_err = err
+                best = np.zeros(x.shape[1])
+                best[list(cols)] = coef
+    return best
+
+
+def _design(points: Sequence[ComparedPoint]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x = np.array([[1.0, p.kv_bytes, p.flops] for p in points])
+    y = np.array([p.measured_s for p in points])
+    base = np.array([p.weight_bytes / p.bandwidth_bytes_per_s for p in points])
+    return x, y, base
+
+
+def _mdape(pred: np.ndarray, y: np.ndarray) -> float:
+    return float(np.median(np.abs(pred - y) / y))
+
+
+def fit(label: str, points: Sequence[ComparedPoint]) -> FittedModel:
+    """Fit the per-step model to one backend's points; error in- and leave-one-out."""
+    x, y, base = _design(points)
+    coef = _nnls_rel(x, y, base)
+    loo = []
+    if len(points) > x.shape[1]:
+        for i in range(len(points)):
+            keep = np.arange(len(points)) != i
+            c = _nnls_rel(x[keep], y[keep], base[keep])
+            loo.append(abs(float(base[i] + x[i] @ c) - y[i]) / y[i])
+    return FittedModel(
+        label=label,
+        overhead_s=float(coef[0]),
+        weight_bandwidth=points[0].bandwidth_bytes_per_s,
+        kv_bandwidth=float(1.0 / coef[1]) if coef[1] > 0 else None,
+        flops_per_s=float(1.0 / coef[2]) if coef[2] > 0 else None,
+        median_abs_error=_mdape(base + x @ coef, y),
+        loo_median_abs_error=statistics.median(loo) if loo else None,
+        num_points=len(points),
+    )
+
+
+def compare_records(
+    records: Sequence[Record], hw: str | None = None, timer: str = "wall"
+) -> LabComparison:
+    """Compare every stored decode point with its prediction, fit each backend, explain the gap."""
+    decode = [r for r in records if r.kind == DECODE_KIND]
+    if not decode:
+        raise ConfigError("field --db: no decode points stored; run `ridgeline lab sweep` first")
+    first = decode[0]
+    acc = _hardware(records, hw, first.config["threads"], first.env.get("host", ""))
+    by_key = {_other_key(r.config): step_times(r.result["timing"], timer)[0] for r in decode}
+    pts = []
+    for rec in decode:
+        other = dict(rec.config, cache="static" if rec.config["cache"] == "dynamic" else "dynamic")
+        pts.append(_point(rec, acc, by_key.get(_other_key(other)), timer))
+    fits = []
+    out = []
+    for label in dict.fromkeys(p.label for p in pts):
+        group = [p for p in pts if p.label == label]
+        model = fit(label, group)
+        fits.append(model)
+        out += [_with_fit(p, model) for p in group]
+    return LabComparison(acc.name, tuple(out), tuple(fits), timer)
+
+
+def _other_key(config: dict[str, Any]) -> str:
+    keep = ("model", "backend", "cache", "attn", "batch", "context", "threads", "dtype", "device")
+    return "|".join(str(config.get(k)) for k in keep)
+
+
+def _with_fit(p: ComparedPoint, model: FittedModel) -> ComparedPoint:
+    from dataclasses import replace
+
+    return replace(p, fitted_s=model.predict(p.weight_bytes, p.kv_bytes, p.flops))

@@ -1,0 +1,62 @@
+"""A quiz session: 22 questions over the seven modules, drawn for a seed.
+
+Each module contributes three questions from three different generators; the 22nd comes from
+a generator not used yet. Each question draws its own parameters from a generator seeded by
+(quiz seed, position, generator name), so one question's draws never shift another's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+
+from ridgeline.quiz.bank import Generator, generators_for
+from ridgeline.quiz.types import Module, Question
+
+QUIZ_ID = "memory-systems"  # the course's one graded quiz
+NUM_QUESTIONS = 22  # course.md, module 9
+PASS_FRACTION = 0.8  # "You need 80% to pass"
+PER_MODULE = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Quiz:
+    """The questions of one quiz, in course order."""
+
+    seed: int
+    questions: tuple[Question, ...]
+
+    def modules(self) -> dict[Module, int]:
+        """How many questions each module contributes."""
+        return {m: sum(1 for q in self.questions if q.module is m) for m in Module}
+
+
+def _pick_generators(rng: random.Random, num_questions: int) -> list[Generator]:
+    chosen: list[Generator] = []
+    spare: list[Generator] = []
+    for module in Module:
+        pool = generators_for(module)
+        rng.shuffle(pool)
+        chosen += pool[:PER_MODULE]
+        spare += pool[PER_MODULE:]
+    rng.shuffle(spare)
+    while len(chosen) < num_questions:
+        chosen.append(spare.pop() if spare else chosen[rng.randrange(len(chosen))])
+    chosen = chosen[:num_questions]
+    return sorted(chosen, key=lambda g: g.module)
+
+
+def draw_quiz(seed: int, num_questions: int = NUM_QUESTIONS) -> Quiz:
+    """The quiz for ``seed``: the same seed always gives the same questions and answers."""
+    rng = random.Random(seed)
+    questions = []
+    for i, gen in enumerate(_pick_generators(rng, num_questions)):
+        questions.append(gen.make(random.Random(f"{seed}/{i}/{gen.name}")))
+    return Quiz(seed, tuple(questions))
+
+
+def attempt_seed(user: str, attempt_no: int, quiz_id: str = QUIZ_ID) -> int:
+    """The default seed of a user's n-th attempt: stable across runs and machines."""
+    digest = hashlib.sha256(f"{quiz_id}/{user}/{attempt_no}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % 1_000_000

@@ -1,0 +1,222 @@
+"""The attempts store: SQLite (stdlib), three attempts per user per quiz, the highest counts.
+
+An attempt exists only once submitted: starting a quiz writes nothing, so an attempt
+interrupted mid-way does not count. Each submission runs in one ``BEGIN IMMEDIATE``
+transaction that counts the user's attempts and inserts the new one, so two processes
+submitting at once are serialised by SQLite's write lock (waiting up to ``BUSY_TIMEOUT_S``)
+and neither loses the other's attempt nor slips past the limit.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ridgeline.errors import ConfigError, RidgelineError
+from ridgeline.quiz.grading import Result
+from ridgeline.quiz.session import PASS_FRACTION
+
+MAX_ATTEMPTS = 3  # course.md, module 9: "you can take the quiz up to 3 times"
+BUSY_TIMEOUT_S = 30.0
+SCHEMA_VERSION = 1
+DEFAULT_DB = "ridgeline-quiz.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS attempts (
+    id INTEGER PRIMARY KEY,
+    user TEXT NOT NULL,
+    quiz_id TEXT NOT NULL,
+    attempt_no INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    num_correct INTEGER NOT NULL,
+    total INTEGER NOT NULL,
+    score REAL NOT NULL,
+    passed INTEGER NOT NULL,
+    submitted_at TEXT NOT NULL,
+    answers_json TEXT NOT NULL,
+    UNIQUE (user, quiz_id, attempt_no)
+)
+"""
+
+
+class AttemptLimitError(RidgelineError):
+    """The user has used every attempt this quiz allows."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One submitted attempt."""
+
+    user: str
+    quiz_id: str
+    attempt_no: int
+    seed: int
+    num_correct: int
+    total: int
+    score: float
+    passed: bool
+    submitted_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserStatus:
+    """A user's attempts at one quiz; the highest score counts."""
+
+    user: str
+    quiz_id: str
+    attempts: tuple[AttemptRecord, ...]
+    max_attempts: int = MAX_ATTEMPTS
+
+    @property
+    def best(self) -> AttemptRecord | None:
+        """The attempt that counts: the highest score, the earliest on a tie."""
+        return max(self.attempts, key=lambda a: (a.score, -a.attempt_no), default=None)
+
+    @property
+    def passed(self) -> bool:
+        return self.best is not None and self.best.passed
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.max_attempts - len(self.attempts))
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "schema": "ridgeline.quiz-status/1",
+            "user": self.user,
+            "quiz_id": self.quiz_id,
+            "attempts": [
+                {k: getattr(a, k) for k in AttemptRecord.__slots__} for a in self.attempts
+            ],
+            "best_score": best.score if best else None,
+            "passed": self.passed,
+            "remaining": self.remaining,
+            "pass_fraction": PASS_FRACTION,
+        }
+
+
+def _limit_message(user: str, quiz_id: str, best: float | None) -> str:
+    best_text = (
+        f"; your highest score, {best:.0%}, is the one that counts" if best is not None else ""
+    )
+    return (
+        f"{user} has used all {MAX_ATTEMPTS} attempts at quiz '{quiz_id}'{best_text}; "
+        f"no further attempt is allowed"
+    )
+
+
+def _record(row: tuple[Any, ...]) -> AttemptRecord:
+    user, quiz_id, attempt_no, seed, num_correct, total, score, passed, submitted_at = row
+    return AttemptRecord(
+        user, quiz_id, attempt_no, seed, num_correct, total, score, bool(passed), submitted_at
+    )
+
+
+class AttemptStore:
+    """Attempts in one SQLite file; every call opens its own connection (process-safe)."""
+
+    def __init__(self, path: str | Path = DEFAULT_DB) -> None:
+        self.path = Path(path)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken with ``BEGIN IMMEDIATE``; committed or rolled back."""
+        try:
+            con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as e:
+            raise ConfigError(f"{self.path}: cannot open the attempts database: {e}") from None
+        try:
+            con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            con.execute("BEGIN IMMEDIATE")
+            con.execute(_SCHEMA)
+            con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            yield con
+            con.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise ConfigError(f"{self.path}: not a usable attempts database: {e}") from None
+        except BaseException:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
+        finally:
+            con.close()
+
+    def _records(self, con: sqlite3.Connection, user: str, quiz_id: str) -> list[AttemptRecord]:
+        rows = con.execute(
+            "SELECT user, quiz_id, attempt_no, seed, num_correct, total, score, passed, "
+            "submitted_at FROM attempts WHERE user = ? AND quiz_id = ? ORDER BY attempt_no",
+            (user, quiz_id),
+        ).fetchall()
+        return [_record(row) for row in rows]
+
+    def status(self, user: str, quiz_id: str) -> UserStatus:
+        """Every submitted attempt of ``user`` at ``quiz_id`` (none when there is no file yet:
+        looking does not create the database)."""
+        if not self.path.exists():
+            return UserStatus(user, quiz_id, ())
+        with self._tx() as con:
+            return UserStatus(user, quiz_id, tuple(self._records(con, user, quiz_id)))
+
+    def next_attempt(self, user: str, quiz_id: str) -> int:
+        """The number the user's next attempt will get; opens (or creates) the database, so a
+        bad path fails before any question is asked.
+
+        Raises:
+            AttemptLimitError: when every attempt is used (checked again on submission).
+        """
+        with self._tx() as con:
+            done = self._records(con, user, quiz_id)
+        if len(done) >= MAX_ATTEMPTS:
+            raise AttemptLimitError(_limit_message(user, quiz_id, max(a.score for a in done)))
+        return len(done) + 1
+
+    def submit(
+        self, user: str, quiz_id: str, result: Result, answers: dict[str, Any]
+    ) -> AttemptRecord:
+        """Record a graded attempt, atomically checking the limit.
+
+        Raises:
+            AttemptLimitError: when the user already has ``MAX_ATTEMPTS`` attempts.
+        """
+        with self._tx() as con:
+            done = self._records(con, user, quiz_id)
+            if len(done) >= MAX_ATTEMPTS:
+                best = max(a.score for a in done)
+                raise AttemptLimitError(_limit_message(user, quiz_id, best))
+            record = AttemptRecord(
+                user=user,
+                quiz_id=quiz_id,
+                attempt_no=len(done) + 1,
+                seed=result.seed,
+                num_correct=result.num_correct,
+                total=result.total,
+                score=result.score,
+                passed=result.passed,
+                submitted_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            )
+            con.execute(
+                "INSERT INTO attempts (user, quiz_id, attempt_no, seed, num_correct, total, "
+                "score, passed, submitted_at, answers_json) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    user,
+                    quiz_id,
+                    record.attempt_no,
+                    record.seed,
+                    record.num_correct,
+                    record.total,
+                    record.score,
+                    int(record.passed),
+                    record.submitted_at,
+                    json.dumps(answers, default=str),
+                ),
+            )
+            return record

@@ -1,0 +1,156 @@
+"""Which point simulator a sweep runs: ridgeline's serving simulator (``sim``) by default, or any
+object with ``simulate(config, requests, seed)`` and ``fits(config)`` named as ``module:factory``.
+
+The default maps a sweep ``Configuration`` onto the simulator's own types::
+
+    Policy knobs      ──▶ SchedulerConfig (budget, max seqs, chunk size, policy, spec k)
+                          + SimConfig (block size, prefix caching, seed)
+    ChipSplit + chip  ──▶ analytic.Deployment ──▶ one replica (sim.replicas) when chips > 1
+    Requests          ──▶ RequestSpec per request (token ids are unique labels, no shared prefix)
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ridgeline.analytic import Deployment
+from ridgeline.analytic.deploy import check_deployment
+from ridgeline.errors import CapacityError, ConfigError
+from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.serving.spec_decode import SpecDecodeConfig
+from ridgeline.sim import RequestSpec, SimConfig, SimResult, Tokens, kv_pool_blocks, simulate
+from ridgeline.sim.replicas import ReplicaSet, replica_kv_blocks, simulate_replicas
+from ridgeline.specs import get_accelerator, get_model
+from ridgeline.sweep.point import Configuration, PointSimulator, RequestLatencies
+from ridgeline.sweep.workload import Requests
+
+# Token-id labels: request i's prompt is range(i·2^32, ...), its output the same shifted by
+# 2^62, so no two requests share a block hash (a trace says nothing about shared prefixes).
+_REQUEST_SPAN = 1 << 32
+_OUTPUT_BASE = 1 << 62
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSimulator:
+    """ridgeline's serving simulator (event loop + cost-model executor) as a ``PointSimulator``.
+
+    Attributes:
+        memory_utilization: fraction of device memory for weights + KV (vLLM's 0.9).
+        spec_acceptance: draft acceptance rate when a policy sets ``num_speculative_tokens``.
+    """
+
+    memory_utilization: float = 0.9
+    spec_acceptance: float = 0.7
+
+    def sim_config(self, config: Configuration, max_model_len: int, seed: int) -> SimConfig:
+        """The simulator's configuration for a sweep configuration."""
+        p = config.policy
+        k = p.num_speculative_tokens
+        sched = SchedulerConfig(
+            max_num_batched_tokens=p.max_num_batched_tokens,
+            max_num_seqs=p.max_num_seqs,
+            max_model_len=max_model_len,
+            long_prefill_token_threshold=p.long_prefill_token_threshold or 0,
+            policy=p.scheduler,
+            spec=SpecDecodeConfig(k, self.spec_acceptance) if k else None,
+        )
+        return SimConfig(
+            get_model(config.model),
+            get_accelerator(config.accelerator),
+            sched,
+            block_size=p.block_size,
+            prefix_caching=p.enable_prefix_caching,
+            memory_utilization=self.memory_utilization,
+            seed=seed,
+            label=config.label,
+        )
+
+    def deployment(self, config: Configuration) -> Deployment:
+        split = config.deployment
+        acc = get_accelerator(config.accelerator)
+        return Deployment(acc, split.tensor_parallel, split.pipeline_parallel)
+
+    def fits(self, config: Configuration) -> bool:
+        """Whether the split is possible and leaves room for KV (the simulator's own rules)."""
+        cfg = self.sim_config(config, 8192, 0)
+        try:
+            if config.chips == 1:
+                kv_pool_blocks(cfg)
+            else:
+                dep = self.deployment(config)
+                check_deployment(cfg.model, dep)
+                replica_kv_blocks(cfg, dep)
+        except (CapacityError, ConfigError):
+            return False
+        return True
+
+    def simulate(self, config: Configuration, requests: Requests, seed: int) -> RequestLatencies:
+        """Simulate ``requests`` on one replica of ``config``."""
+        longest = int(np.max(requests.prompt_tokens + requests.output_tokens))
+        cfg = self.sim_config(config, longest, seed)
+        workload = _request_specs(requests)
+        if config.chips == 1:
+            result = simulate(cfg, workload)
+        else:
+            result = simulate_replicas(cfg, workload, ReplicaSet(self.deployment(config))).result
+        return _latencies(result, requests.num_requests)
+
+
+def _request_specs(requests: Requests) -> list[RequestSpec]:
+    specs = []
+    for i, (t, p, o) in enumerate(
+        zip(
+            requests.arrival_s.tolist(),
+            requests.prompt_tokens.tolist(),
+            requests.output_tokens.tolist(),
+            strict=True,
+        )
+    ):
+        base = i * _REQUEST_SPAN
+        prompt = Tokens((range(base, base + p),))
+        output = Tokens((range(_OUTPUT_BASE + base, _OUTPUT_BASE + base + o),))
+        specs.append(RequestSpec(f"r{i}", t, prompt, output))
+    return specs
+
+
+def _latencies(result: SimResult, n: int) -> RequestLatencies:
+    """Per-request arrays in arrival order; a rejected request never gets a token (inf)."""
+    ttft, tpot = np.full(n, math.inf), np.full(n, math.inf)
+    out = np.zeros(n, dtype=np.int64)
+    for m in result.requests:
+        i = int(m.request_id[1:])
+        out[i] = m.output_len
+        if not m.rejected:
+            ttft[i], tpot[i] = m.ttft_s, m.tpot_s
+    return RequestLatencies(ttft, tpot, out, result.makespan_s, result.num_steps)
+
+
+def default_simulator() -> PointSimulator:
+    """ridgeline's serving simulator behind the ``PointSimulator`` seam."""
+    return ServingSimulator()
+
+
+def load_simulator(ref: str | None) -> PointSimulator:
+    """``None`` → the default simulator; ``"pkg.mod:factory"`` → ``factory()`` from that module.
+
+    Raises:
+        ConfigError: the reference is malformed, or its module or factory cannot be found.
+    """
+    if ref is None:
+        return default_simulator()
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"--simulator {ref!r}: expected module:factory")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"--simulator {ref!r}: {e}") from e
+    sim = factory()
+    for method in ("simulate", "fits"):
+        if not callable(getattr(sim, method, None)):
+            raise ConfigError(f"--simulator {ref!r}: {attr}() has no {method}() method")
+    return sim  # type: ignore[no-any-return]

@@ -1,0 +1,361 @@
+"""The sweep spec: the axes of a sweep (models, accelerators, deployments, policies and their
+knobs, workloads), its SLOs, its objective and how the capacity search runs — read from TOML.
+
+Example (every table but ``[sweep]``, ``[[workloads]]`` and ``[slo]`` is optional)::
+
+    [sweep]
+    name = "demo"
+    models = ["llama-3.1-8b"]
+    accelerators = ["h100-sxm", "mi300x"]
+    chips = [1, 2]                     # tensor parallel over all chips; or [[deployments]]
+    objective = "goodput_per_dollar"   # goodput | goodput_per_chip | _per_dollar | _per_watt
+    seed = 0
+
+    [[policies]]
+    name = "chunked"
+    max_num_batched_tokens = [512, 2048]   # a list is an axis: one variant per value
+
+    [[workloads]]
+    name = "conv"
+    trace = "traces/splitwise_conv.csv"    # relative to this file
+    duration_s = 60                        # rate x 60 s of arrivals per probe (or num_requests)
+
+    [slo]
+    ttft_s = 2.0
+    tpot_s = 0.1
+    percentile = 90
+
+    [prices.h100-sxm]
+    usd_per_chip_hour = 2.5
+    watts_per_chip = 700
+
+Errors name the field (``policies.0.block_size: ...``) or the TOML line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ridgeline.errors import ConfigError
+from ridgeline.sweep.point import ChipSplit, Configuration, Policy, Slo
+from ridgeline.sweep.workload import Arrival, Lengths, WorkloadSpec
+
+
+class Objective(StrEnum):
+    """What the sweep ranks configurations by: the capacity (highest rate meeting the SLOs,
+    DistServe's goodput), absolute or per chip, per dollar, per watt."""
+
+    GOODPUT = "goodput"  # req/s
+    GOODPUT_PER_CHIP = "goodput_per_chip"  # req/s per chip
+    GOODPUT_PER_DOLLAR = "goodput_per_dollar"  # requests per dollar
+    GOODPUT_PER_WATT = "goodput_per_watt"  # requests per joule (req/s per W)
+
+    @property
+    def unit(self) -> str:
+        return {
+            Objective.GOODPUT: "req/s",
+            Objective.GOODPUT_PER_CHIP: "req/s/chip",
+            Objective.GOODPUT_PER_DOLLAR: "req/$",
+            Objective.GOODPUT_PER_WATT: "req/J",
+        }[self]
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """What the user says one chip costs to run: dollars per hour and watts (either may be
+    unknown)."""
+
+    usd_per_chip_hour: float | None = None
+    watts_per_chip: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """How the capacity search brackets and bisects the rate of one configuration.
+
+    Attributes:
+        rate_start_rps: first rate probed.
+        rel_tolerance: stop when the bracket hi/lo is within 1 + this.
+        max_probes: simulations per configuration at most.
+        rate_min_rps: below this a configuration counts as unable to meet the SLOs.
+        rate_max_rps: the search does not probe above this.
+        early_stop: stop a configuration once it cannot beat the best one on the objective.
+    """
+
+    rate_start_rps: float = 1.0
+    rel_tolerance: float = 0.05
+    max_probes: int = 14
+    rate_min_rps: float = 1e-3
+    rate_max_rps: float = 1e5
+    early_stop: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSpec:
+    """A whole sweep: its axes (a cartesian product), SLOs, objective and search settings."""
+
+    name: str
+    models: tuple[str, ...]
+    accelerators: tuple[str, ...]
+    deployments: tuple[ChipSplit, ...]
+    policies: tuple[Policy, ...]
+    workloads: tuple[WorkloadSpec, ...]
+    slo: Slo
+    objective: Objective = Objective.GOODPUT
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    search: SearchSettings = SearchSettings()
+    seed: int = 0
+
+    def configurations(self) -> tuple[Configuration, ...]:
+        """Every combination of the axes, in a fixed order (model, accelerator, deployment,
+        policy, workload)."""
+        grid = itertools.product(
+            self.models, self.accelerators, self.deployments, self.policies, self.workloads
+        )
+        return tuple(Configuration(m, a, d, p, w) for m, a, d, p, w in grid)
+
+    def objective_factor(self, config: Configuration) -> float | None:
+        """Multiplier from capacity (req/s) to the objective; ``None`` where it is unknown
+        (no watts for that accelerator)."""
+        price = self.prices.get(config.accelerator, Price())
+        if self.objective is Objective.GOODPUT:
+            return 1.0
+        if self.objective is Objective.GOODPUT_PER_CHIP:
+            return 1.0 / config.chips
+        if self.objective is Objective.GOODPUT_PER_DOLLAR:
+            assert price.usd_per_chip_hour is not None, "checked when the spec was read"
+            return 3600.0 / (price.usd_per_chip_hour * config.chips)
+        if price.watts_per_chip is None:
+            return None
+        return 1.0 / (price.watts_per_chip * config.chips)
+
+
+# --- the file format (pydantic validates and names fields; converted to the dataclasses) ----
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+PosInt = Annotated[int, Field(ge=1)]
+PosFloat = Annotated[float, Field(gt=0)]
+
+
+class _DeploymentFile(_Strict):
+    chips: PosInt
+    tensor_parallel: PosInt | None = None
+    pipeline_parallel: PosInt = 1
+
+
+class _PolicyFile(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    scheduler: str | list[str] = "fcfs"
+    block_size: PosInt | list[PosInt] = 16
+    max_num_batched_tokens: PosInt | list[PosInt] = 2048
+    max_num_seqs: PosInt | list[PosInt] = 256
+    long_prefill_token_threshold: PosInt | list[PosInt] | None = None
+    enable_prefix_caching: bool | list[bool] = False
+    num_speculative_tokens: Annotated[int, Field(ge=0)] | list[Annotated[int, Field(ge=0)]] = 0
+
+
+class _WorkloadFile(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    num_requests: Annotated[int, Field(ge=2)] | None = None
+    duration_s: PosFloat | None = None
+    max_requests: Annotated[int, Field(ge=2)] = 20_000
+    trace: str | None = None
+    skip: Annotated[int, Field(ge=0)] = 0
+    arrival: Arrival | None = None
+    prompt_tokens: PosInt | tuple[PosInt, PosInt] | None = None
+    output_tokens: PosInt | tuple[PosInt, PosInt] | None = None
+
+
+class _SweepTable(_Strict):
+    name: str = "sweep"
+    models: Annotated[list[str], Field(min_length=1)]
+    accelerators: Annotated[list[str], Field(min_length=1)]
+    chips: list[PosInt] | None = None
+    objective: Objective = Objective.GOODPUT
+    seed: int = 0
+
+
+class _SloFile(_Strict):
+    ttft_s: PosFloat
+    tpot_s: PosFloat
+    percentile: Annotated[float, Field(gt=0, le=100)] = 90.0
+
+
+class _SearchFile(_Strict):
+    rate_start_rps: PosFloat = 1.0
+    rel_tolerance: PosFloat = 0.05
+    max_probes: PosInt = 14
+    rate_min_rps: PosFloat = 1e-3
+    rate_max_rps: PosFloat = 1e5
+    early_stop: bool = True
+
+
+class _PriceFile(_Strict):
+    usd_per_chip_hour: PosFloat | None = None
+    watts_per_chip: PosFloat | None = None
+
+
+class _SpecFile(_Strict):
+    sweep: _SweepTable
+    deployments: list[_DeploymentFile] = []
+    policies: list[_PolicyFile] = [_PolicyFile(name="default")]
+    workloads: Annotated[list[_WorkloadFile], Field(min_length=1)]
+    slo: _SloFile
+    search: _SearchFile = _SearchFile()
+    prices: dict[str, _PriceFile] = {}
+
+
+def _deployments(f: _SpecFile) -> tuple[ChipSplit, ...]:
+    if f.deployments and f.sweep.chips:
+        raise ConfigError("sweep.chips and [[deployments]]: give one or the other")
+    if f.deployments:
+        return tuple(
+            ChipSplit(
+                d.chips, d.tensor_parallel or d.chips // d.pipeline_parallel, d.pipeline_parallel
+            )
+            for d in f.deployments
+        )
+    return tuple(ChipSplit(c, c) for c in (f.sweep.chips or [1]))
+
+
+_KNOBS = (
+    "scheduler",
+    "block_size",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "long_prefill_token_threshold",
+    "enable_prefix_caching",
+    "num_speculative_tokens",
+)
+
+
+def _policy_variants(p: _PolicyFile) -> list[Policy]:
+    """One ``Policy`` per combination of the knobs given as lists; each variant's name says
+    the knobs that vary (``chunked[max_num_batched_tokens=512]``)."""
+    values = {k: getattr(p, k) for k in _KNOBS}
+    axes = {k: v for k, v in values.items() if isinstance(v, list)}
+    fixed = {k: v for k, v in values.items() if k not in axes}
+    variants = []
+    for combo in itertools.product(*axes.values()):
+        chosen = dict(zip(axes, combo, strict=True))
+        tag = ",".join(f"{k}={v}" for k, v in chosen.items())
+        name = f"{p.name}[{tag}]" if tag else p.name
+        variants.append(Policy(name=name, **fixed, **chosen))
+    return variants
+
+
+def _lengths(value: int | tuple[int, int] | None) -> Lengths | None:
+    if value is None:
+        return None
+    return Lengths(value, value) if isinstance(value, int) else Lengths(*value)
+
+
+def _workload(w: _WorkloadFile, base: Path) -> WorkloadSpec:
+    trace = str((base / w.trace).resolve()) if w.trace is not None else None
+    arrival = Arrival.TRACE if trace else (w.arrival or Arrival.POISSON)
+    return WorkloadSpec(
+        w.name,
+        arrival,
+        w.num_requests,
+        trace,
+        w.skip,
+        _lengths(w.prompt_tokens),
+        _lengths(w.output_tokens),
+        w.duration_s,
+        w.max_requests,
+    )
+
+
+def _check_unique(spec: SweepSpec) -> None:
+    """Two equal values on an axis would be one configuration twice (one key in the store)."""
+    axes: dict[str, tuple[Any, ...]] = {
+        "sweep.models": spec.models,
+        "sweep.accelerators": spec.accelerators,
+        "deployments": spec.deployments,
+        "policies.name": tuple(p.name for p in spec.policies),
+        "workloads.name": tuple(w.name for w in spec.workloads),
+    }
+    for where, values in axes.items():
+        seen = set()
+        for v in values:
+            if v in seen:
+                raise ConfigError(f"{where}: {v} appears twice")
+            seen.add(v)
+
+
+def _check_prices(spec: SweepSpec) -> None:
+    if spec.objective is not Objective.GOODPUT_PER_DOLLAR:
+        return
+    for acc in spec.accelerators:
+        if spec.prices.get(acc, Price()).usd_per_chip_hour is None:
+            raise ConfigError(
+                f"prices.{acc}.usd_per_chip_hour: needed by objective goodput_per_dollar"
+            )
+
+
+def spec_from_dict(data: Mapping[str, Any], base: Path = Path()) -> SweepSpec:
+    """Build a spec from parsed TOML; relative trace paths are resolved against ``base``.
+
+    Raises:
+        ConfigError: a field is missing, unknown or out of range (the message names it).
+    """
+    try:
+        f = _SpecFile.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(f"sweep spec field {where}: {err['msg']}") from None
+    spec = SweepSpec(
+        name=f.sweep.name,
+        models=tuple(f.sweep.models),
+        accelerators=tuple(f.sweep.accelerators),
+        deployments=_deployments(f),
+        policies=tuple(v for p in f.policies for v in _policy_variants(p)),
+        workloads=tuple(_workload(w, base) for w in f.workloads),
+        slo=Slo(f.slo.ttft_s, f.slo.tpot_s, f.slo.percentile),
+        objective=f.sweep.objective,
+        prices={k: Price(v.usd_per_chip_hour, v.watts_per_chip) for k, v in f.prices.items()},
+        search=SearchSettings(**f.search.model_dump()),
+        seed=f.sweep.seed,
+    )
+    _check_unique(spec)
+    _check_prices(spec)
+    return spec
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read a sweep spec from a TOML file.
+
+    Raises:
+        ConfigError: the file is missing, is not TOML (the message gives the line), or a field
+            is wrong.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"sweep spec {path}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"sweep spec {path}: {e}") from e
+    return spec_from_dict(data, path.parent)
+
+
+def with_overrides(spec: SweepSpec, **axes: Any) -> SweepSpec:
+    """The spec with some fields replaced (CLI flags); ``None`` values are ignored."""
+    changes = {k: v for k, v in axes.items() if v is not None}
+    new = replace(spec, **changes)
+    _check_unique(new)
+    _check_prices(new)
+    return new

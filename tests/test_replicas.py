@@ -1,0 +1,82 @@
+"""Simulator replicas that are multi-chip deployments, behind a router (issue 8, item 5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ridgeline.analytic import Deployment, Phase, Workload, deployment_cost
+from ridgeline.errors import ConfigError
+from ridgeline.sim.engine import Disagg, SimConfig
+from ridgeline.sim.replicas import (
+    DeploymentStepCost,
+    ReplicaSet,
+    Router,
+    replica_kv_blocks,
+    simulate_replicas,
+)
+from ridgeline.sim.workload import RequestSpec
+from ridgeline.specs import get_accelerator, get_model
+
+
+@pytest.mark.parametrize(
+    ("hw", "tp", "pp"), [("h100-sxm", 2, 1), ("cerebras-wse3", 1, 4), ("groq-lpu", 8, 78)]
+)
+def test_replica_step_is_the_deployment_step(hw: str, tp: int, pp: int) -> None:
+    """Differential: the simulator's step equals analytic.deploy's with one microbatch."""
+    m = get_model("llama-3.1-70b")
+    dep = Deployment(get_accelerator(hw), tp, pp)
+    cost = DeploymentStepCost(m, dep)
+    decode = deployment_cost(m, dep, Workload(Phase.DECODE, 4, 1000), microbatches=1)
+    assert cost.step_time_s([1] * 4, [1000] * 4) == pytest.approx(decode.step_time_s, rel=1e-9)
+    run = cost.decode_run_s([1000] * 4, 3)
+    assert run[0] == pytest.approx(decode.step_time_s, rel=1e-9)
+    prefill = deployment_cost(m, dep, Workload(Phase.PREFILL, 2, 512), microbatches=1)
+    assert cost.step_time_s([512] * 2, [0] * 2) == pytest.approx(prefill.step_time_s, rel=1e-9)
+
+
+def _request(rid: str, arrival_s: float, output_len: int) -> RequestSpec:
+    return RequestSpec(rid, arrival_s, list(range(100, 116)), list(range(5000, 5000 + output_len)))
+
+
+# r0 decodes 2000 tokens (seconds); r1 one token; r2 arrives after r1 is done, r0 is not.
+ROUTING = [_request("r0", 0.0, 2000), _request("r1", 0.0, 1), _request("r2", 1.0, 4)]
+
+
+@pytest.mark.parametrize(
+    ("router", "expected"),
+    [
+        (Router.ROUND_ROBIN, {"r0": 0, "r1": 1, "r2": 0}),
+        (Router.LEAST_OUTSTANDING, {"r0": 0, "r1": 1, "r2": 1}),
+    ],
+)
+def test_router_assignments(router: Router, expected: dict[str, int]) -> None:
+    dep = Deployment(get_accelerator("h100-sxm"), 2)
+    cfg = SimConfig(get_model("llama-3.1-8b"), dep.accelerator)
+    run = simulate_replicas(cfg, ROUTING, ReplicaSet(dep, 2, router))
+    assert dict(run.assignments) == expected
+    assert run.result.num_completed == 3
+    assert run.requests_per_replica() == [
+        sum(v == 0 for v in expected.values()),
+        sum(v == 1 for v in expected.values()),
+    ]
+
+
+def test_replica_kv_pool_of_llama_70b_on_two_h100() -> None:
+    # each chip: 0.9 x 80 GB - 70,553,706,496 params x 2 B / 2 chips = 1,446,293,504 B; the two
+    # chips hold distinct KV heads (8 heads / TP 2): 2,892,587,008 B / (16 x 327,680 B) -> 551
+    dep = Deployment(get_accelerator("h100-sxm"), 2)
+    cfg = SimConfig(get_model("llama-3.1-70b"), dep.accelerator)
+    assert replica_kv_blocks(cfg, dep) == 551
+    burst = [_request(f"q{i}", 0.0, 32) for i in range(8)]
+    run = simulate_replicas(cfg, burst, ReplicaSet(dep, 2))
+    assert run.result.num_completed == 8 and run.result.kv_blocks == 551
+    assert run.requests_per_replica() == [4, 4]
+
+
+def test_replica_errors_name_the_field() -> None:
+    dep = Deployment(get_accelerator("h100-sxm"), 2)
+    with pytest.raises(ConfigError, match="field replicas"):
+        ReplicaSet(dep, 0)
+    cfg = SimConfig(get_model("llama-3.1-8b"), dep.accelerator, disagg=Disagg())
+    with pytest.raises(ConfigError, match="field disagg"):
+        simulate_replicas(cfg, ROUTING, ReplicaSet(dep, 2))
