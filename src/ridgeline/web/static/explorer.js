@@ -138,6 +138,17 @@ function drawRoofline(r) {
   $("prefill-time").textContent = fmtSeconds(prefill.step_time_s);
   $("ridge").textContent = fmtNum(ridge);
   $("ridge-level").textContent = decode.level;
+  drawOps(prefill, decode);
+}
+
+function drawOps(prefill, decode) {
+  const share = (op, step) => `${(100 * op.time_s / step.step_time_s).toFixed(1)}%`;
+  const cell = (op) => `<td class="num">${fmtSeconds(op.time_s)} <span class="bound ${op.bound}">${op.bound[0]}</span></td>`;
+  $("ops-table").tBodies[0].innerHTML = decode.ops.map((d) => {
+    const p = prefill.ops.find((o) => o.name === d.name) || d;
+    return `<tr><th scope="row">${escapeHtml(d.name)}</th><td class="num">${d.count}</td>
+      ${cell(d)}<td class="num">${share(d, decode)}</td>${cell(p)}<td class="num">${share(p, prefill)}</td></tr>`;
+  }).join("");
 }
 
 function drawKv(k) {
@@ -193,28 +204,33 @@ function drawQuestions(q) {
   $("reads").textContent = `One decode step reads weights ${fmtBytes(r.weight_bytes)}, KV ${fmtBytes(r.kv_bytes)}, activations ${fmtBytes(r.activation_bytes)}: ${per.join("; ")}.`;
 }
 
+const bindClass = (b) => (b === "compute" ? "compute" : b === "interconnect" ? "link" : "memory");
 function drawCompare(c) {
+  const step = (x) => (x ? `${fmtSeconds(x.step_time_s)} <span class="bound ${bindClass(x.binding)}">${escapeHtml(x.binding)}</span>` : "does not fit");
   const rows = c.rows.map((row) => {
-    const q = row.questions, d = row.decode, p = row.prefill;
+    const q = row.questions, dep = row.deployment;
     const dev = q.levels.find((l) => l.name === q.device_level) || {};
-    return `<tr><th scope="row">${row.accelerator} <small>(${row.kind})</small></th>
+    const chips = dep ? `${dep.chips}${dep.chips > 1 ? ` (TP ${dep.tensor_parallel} × PP ${dep.pipeline_parallel})` : ""}` : "—";
+    return `<tr title="${escapeHtml(row.binds)}"><th scope="row">${escapeHtml(row.accelerator)} <small>(${escapeHtml(row.kind)})</small></th>
       <td class="num">${fmtBytes(q.device_capacity_bytes)}</td>
       <td class="num">${fmtRate(dev.bandwidth_bytes_per_s, "B/s")}</td>
       <td class="num">${fmtNum(q.ridge_point_flops_per_byte)}</td>
-      <td>${fmtSeconds(d.step_time_s)} <span class="bound ${d.bound}">${d.bound}</span></td>
-      <td>${fmtSeconds(p.step_time_s)} <span class="bound ${p.bound}">${p.bound}</span></td>
-      <td>${q.scarce}</td></tr>`;
+      <td class="num">${chips}</td>
+      <td>${step(row.decode)}</td><td>${step(row.prefill)}</td></tr>`;
   });
   $("compare-table").tBodies[0].innerHTML = rows.join("");
-  const names = c.rows.map((r) => r.accelerator);
+  $("compare-binds").innerHTML = c.rows.map((r) => `<li>${escapeHtml(r.binds)}</li>`).join("");
+  const fits = c.rows.filter((r) => r.decode);
+  const colour = { compute: "#1d7a46", memory: "#b3541e", link: "#7a3fb0" };
   const traces = [{
-    type: "bar", orientation: "h", y: names, x: c.rows.map((r) => r.decode.tokens_per_s),
-    marker: { color: c.rows.map((r) => (r.decode.bound === "memory" ? "#b3541e" : "#1d7a46")) },
+    type: "bar", orientation: "h", y: fits.map((r) => r.accelerator), x: fits.map((r) => r.decode.tokens_per_s),
+    marker: { color: fits.map((r) => colour[bindClass(r.decode.binding)]) },
+    text: fits.map((r) => `${r.deployment.chips} chip${r.deployment.chips > 1 ? "s" : ""}`), textposition: "auto",
     hovertemplate: "%{y}: %{x:,.0f} tokens/s<extra></extra>", name: "decode tokens/s",
   }];
   const layout = {
     margin: { l: 110, r: 12, t: 8, b: 40 }, showlegend: false,
-    xaxis: { type: "log", title: { text: "decode tokens/s, one chip (colour: bound)" }, dtick: 1, tickformat: "~s" },
+    xaxis: { type: "log", title: { text: "decode tokens/s on the smallest deployment that fits (colour: what binds)" }, dtick: 1, tickformat: "~s" },
     yaxis: { autorange: "reversed" },
   };
   Plotly.react("compare-plot", traces, layout, PLOT_CONFIG);
@@ -340,8 +356,8 @@ function fill(select, values, labels) {
 
 // ---------- tiling and the compiled schedule ----------
 function drawSchedule(s) {
-  const gaps = Object.entries(s.gap).filter(([k, v]) => k !== "total" && v > 0)
-    .map(([k, v]) => `${k} ${fmtSeconds(v)}`).join(", ");
+  const gaps = Object.entries(s.gap).filter(([k, v]) => !k.startsWith("total") && v > 0)
+    .map(([k, v]) => `${k.replace(/_s$/, "").replace(/_/g, " ")} ${fmtSeconds(v)}`).join(", ");
   $("sched-summary").textContent = `${s.phase} step of ${s.model} on ${s.accelerator} (${s.cores} cores, bucket batch ${fmtInt(s.bucket.batch)} × ${fmtInt(s.bucket.context)} tokens): `
     + `compiled ${fmtSeconds(s.time_s)} vs roofline ${fmtSeconds(s.roofline_time_s)}${gaps ? ` (gap: ${gaps})` : ""}; `
     + `bandwidth ${(100 * s.bandwidth_utilisation).toFixed(1)}%, compute ${(100 * s.compute_utilisation).toFixed(2)}%; `
