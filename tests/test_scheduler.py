@@ -203,3 +203,12 @@ def test_eos_among_accepted_drafts_ends_the_request_there() -> None:
     done = s.update(b2, _result(b2, {"A": (5, 2, 9, 9)}))
     assert done == [r] and r.output_token_ids == [7, 5, 2] and r.finish_reason.value == "stop"
     assert s.kv.pool.num_free == 64
+
+
+def test_a_duplicate_request_id_is_refused() -> None:
+    from ridgeline.errors import ConfigError
+
+    s, _ = make_scheduler(16)
+    s.add_request(req("A", 4))
+    with pytest.raises(ConfigError, match="'A' is already queued or running"):
+        s.add_request(req("A", 4))

@@ -75,22 +75,22 @@ def test_closed_form_decode_runs_give_the_step_by_step_result() -> None:
         assert a.ttft_s == pytest.approx(b.ttft_s, rel=1e-9)
 
 
+def _requests(rate: float) -> list[RequestSpec]:
+    spec = WorkloadSpec(
+        num_requests=300,
+        rate_per_s=rate,
+        prompt=Lengths(LengthDist.UNIFORM, 400, lo=50),
+        output=Lengths(LengthDist.FIXED, 100),
+        seed=5,
+    )
+    return generate(spec)
+
+
 def test_overload_completes_or_rejects_every_request_and_never_exceeds_memory() -> None:
-    cost = StepCostModel(LLAMA, A100)
-    prompt, output = 400, 100
-    # sustainable rate with all 400 blocks busy: about 40 sequences at ~8 ms per decode step
-    per_request_s = (
-        cost.step_time_s([prompt], [0]) + output * cost.step_time_s([1] * 40, [450] * 40) / 40
-    )
-    wl = generate(
-        WorkloadSpec(
-            num_requests=300,
-            rate_per_s=3.0 / per_request_s,
-            prompt=Lengths(LengthDist.UNIFORM, prompt, lo=50),
-            output=Lengths(LengthDist.FIXED, output),
-            seed=5,
-        )
-    )
+    # what the machine sustains: the same requests all queued at once, completed per second
+    saturated = simulate(SimConfig(LLAMA, A100, num_blocks=400), _requests(1e6))
+    sustained = saturated.requests_per_s
+    wl = _requests(3.0 * sustained)
     wl[7] = one(7000, 10, wl[7].arrival_s, "too-long")  # can never fit 400 blocks of 16
     sim = Simulation(SimConfig(LLAMA, A100, num_blocks=400), wl)
     res = sim.run()
@@ -98,6 +98,7 @@ def test_overload_completes_or_rejects_every_request_and_never_exceeds_memory() 
     assert res.num_rejected == 1 and res.reject_reasons == ("1× larger than the KV pool",)
     assert res.requests[7].rejected == "larger than the KV pool: 7010 tokens > 6400 slots"
     assert res.num_preemptions > 0 and res.queue_s.p99 > 1.0  # it really was overloaded
+    assert res.requests_per_s == pytest.approx(sustained, rel=0.15)  # it ran at capacity
     assert max(res.timeline.used_frac) <= 1.0 and res.kv_peak_frac > 0.9
     for inst in sim.instances:
         inst.scheduler.kv.pool.check()

@@ -168,6 +168,8 @@ def simulate_cmd(
         int, _opt("--max-model-len", help="longest request (0: the model's context)")
     ] = 0,
     block_size: Annotated[int, _opt("--block-size", help="tokens per KV block")] = 16,
+    eviction: Annotated[str, _opt("--eviction", help="cached-block eviction: lru or lfu")] = "lru",
+    mem_util: Annotated[float, _opt("--mem-util", help="device memory for weights + KV")] = 0.9,
     preemption: Annotated[
         PreemptionMode, _opt("--preemption", help="recompute or swap")
     ] = PreemptionMode.RECOMPUTE,
@@ -210,7 +212,8 @@ def simulate_cmd(
         spec=SpecDecodeConfig(spec_k, spec_accept) if spec_k else None,
     )
     cfg = SimConfig(
-        m, acc, sched, block_size=block_size, prefix_caching=prefix_caching,
+        m, acc, sched, block_size=block_size, prefix_caching=prefix_caching, eviction=eviction,
+        memory_utilization=mem_util,
         tiers=parse_tiers(tiers, acc) if tiers else (),
         efficiency=Efficiency(bw_eff, compute_eff, overhead),
         draft_model=get_model(spec_draft) if spec_draft else None,

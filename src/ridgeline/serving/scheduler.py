@@ -127,7 +127,13 @@ class Scheduler:
         return min(self.config.max_num_seqs, slots or self.config.max_num_seqs)
 
     def add_request(self, request: Request) -> bool:
-        """Queue ``request``; False (and status REJECTED with a reason) if it can never fit."""
+        """Queue ``request``; False (and status REJECTED with a reason) if it can never fit.
+
+        Raises:
+            ConfigError: when a request with the same id is still unfinished here.
+        """
+        if request.request_id in self.requests:
+            raise ConfigError(f"request id {request.request_id!r} is already queued or running")
         reason = self.never_fits(request)
         self._seq += 1
         request.seq = self._seq

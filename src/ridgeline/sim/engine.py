@@ -157,6 +157,8 @@ class Simulation:
         self.cfg = cfg
         self.workload = workload
         self.specs = {r.request_id: r for r in workload}
+        if len(self.specs) != len(workload):
+            raise ConfigError("workload: request ids must be unique")
         self.plans: dict[str, RequestPlan] = {}
         self.metrics = Collector()
         self.now = 0.0
