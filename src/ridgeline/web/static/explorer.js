@@ -454,7 +454,6 @@ async function runSimulation() {
 }
 
 function start() {
-  syncControls();
   if (state.config) setUploadedOption(state.cname || "uploaded");
   syncControls();
   changed(true);
