@@ -116,6 +116,12 @@ def test_questions(client: TestClient) -> None:
 def test_compare_five_architectures(client: TestClient) -> None:
     c = client.post("/api/compare", json={"batch": 1}).json()
     assert [r["accelerator"] for r in c["rows"]] == list(an.DEFAULT_ACCELERATORS)
+    ref = an.compare(get_model("llama-3.1-8b"), an.DEFAULT_ACCELERATORS).to_dict()["rows"]
+    # the fields the page draws: chips, step time and what binds
+    for got, want in zip(c["rows"], ref, strict=True):
+        assert got["deployment"] == want["deployment"] and got["binds"] == want["binds"]
+        assert got["decode"]["binding"] == want["decode"]["binding"]
+        assert got["decode"]["step_time_s"] == want["decode"]["step_time_s"]
     two = client.post("/api/compare", json={"accelerators": ["h100-sxm", "h200"]}).json()
     assert len(two["rows"]) == 2
     assert field_of(client.post("/api/compare", json={"accelerators": []})) == [
@@ -158,6 +164,11 @@ def test_bad_inputs_are_422_naming_the_field(
     client: TestClient, body: dict[str, Any], field: str
 ) -> None:
     assert field_of(client.post("/api/roofline", json=body))[:2] == ["body", field]
+
+
+def test_kv_at_zero_context_is_a_422_not_a_500(client: TestClient) -> None:
+    """Regression: analytic.techniques divides by the KV at the context, 0 at context 0."""
+    assert field_of(client.post("/api/kv", json={"context": 0})) == ["body", "context"]
 
 
 def test_malformed_json_and_wrong_reserve(client: TestClient) -> None:

@@ -155,6 +155,8 @@ def test_batch_slider_moves_the_decode_point_and_flips_the_bound(
     assert page.input_value("#batch") == "4096" and "batch=4096" in page.url
     assert decode_x(page) > 100 * x1
     assert "compute" in page.get_attribute("#decode-bound", "class")
+    rows = page.locator("#ops-table tbody tr")
+    assert rows.count() == 11 and "mlp.up_gate" in rows.nth(6).text_content()
 
     page.focus("#batch-range")
     for _ in range(6):  # back to batch 64 for a picture with both bounds in view
@@ -225,7 +227,10 @@ def test_simulate_panel_runs_a_bounded_simulation_and_the_schedule_is_shown(
     assert page.evaluate("document.getElementById('sim-progress').value") == 1
     traces = page.evaluate("document.getElementById('sim-latency-plot').data.length")
     assert traces == 2
+    wait_text(page, "#compare-binds", "binds")
     page.wait_for_timeout(300)
+    text = page.inner_text("body")  # every view rendered from fields the API really has
+    assert "undefined" not in text and "NaN" not in text
     page.screenshot(path=shots / "explorer-full.png", full_page=True)
     page.fill("#sim-requests", "5000")
     page.click("#sim-run")

@@ -84,6 +84,10 @@ class WorkloadBody(ModelBody):
 class KvBody(WorkloadBody):
     """A workload and the fraction of device memory kept free for activations."""
 
+    # NOTE: at least 1 token: analytic.techniques divides by the KV of the context (0 at 0).
+    context: Annotated[
+        int, Field(ge=1, le=MAX_CONTEXT, description="tokens cached per sequence")
+    ] = 4096
     reserve_fraction: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.1
 
 

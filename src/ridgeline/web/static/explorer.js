@@ -138,6 +138,17 @@ function drawRoofline(r) {
   $("prefill-time").textContent = fmtSeconds(prefill.step_time_s);
   $("ridge").textContent = fmtNum(ridge);
   $("ridge-level").textContent = decode.level;
+  drawOps(prefill, decode);
+}
+
+function drawOps(prefill, decode) {
+  const share = (op, step) => `${(100 * op.time_s / step.step_time_s).toFixed(1)}%`;
+  const cell = (op) => `<td class="num">${fmtSeconds(op.time_s)} <span class="bound ${op.bound}">${op.bound[0]}</span></td>`;
+  $("ops-table").tBodies[0].innerHTML = decode.ops.map((d) => {
+    const p = prefill.ops.find((o) => o.name === d.name) || d;
+    return `<tr><th scope="row">${escapeHtml(d.name)}</th><td class="num">${d.count}</td>
+      ${cell(d)}<td class="num">${share(d, decode)}</td>${cell(p)}<td class="num">${share(p, prefill)}</td></tr>`;
+  }).join("");
 }
 
 function drawKv(k) {
@@ -193,28 +204,33 @@ function drawQuestions(q) {
   $("reads").textContent = `One decode step reads weights ${fmtBytes(r.weight_bytes)}, KV ${fmtBytes(r.kv_bytes)}, activations ${fmtBytes(r.activation_bytes)}: ${per.join("; ")}.`;
 }
 
+const bindClass = (b) => (b === "compute" ? "compute" : b === "interconnect" ? "link" : "memory");
 function drawCompare(c) {
+  const step = (x) => (x ? `${fmtSeconds(x.step_time_s)} <span class="bound ${bindClass(x.binding)}">${escapeHtml(x.binding)}</span>` : "does not fit");
   const rows = c.rows.map((row) => {
-    const q = row.questions, d = row.decode, p = row.prefill;
+    const q = row.questions, dep = row.deployment;
     const dev = q.levels.find((l) => l.name === q.device_level) || {};
-    return `<tr><th scope="row">${row.accelerator} <small>(${row.kind})</small></th>
+    const chips = dep ? `${dep.chips}${dep.chips > 1 ? ` (TP ${dep.tensor_parallel} × PP ${dep.pipeline_parallel})` : ""}` : "—";
+    return `<tr title="${escapeHtml(row.binds)}"><th scope="row">${escapeHtml(row.accelerator)} <small>(${escapeHtml(row.kind)})</small></th>
       <td class="num">${fmtBytes(q.device_capacity_bytes)}</td>
       <td class="num">${fmtRate(dev.bandwidth_bytes_per_s, "B/s")}</td>
       <td class="num">${fmtNum(q.ridge_point_flops_per_byte)}</td>
-      <td>${fmtSeconds(d.step_time_s)} <span class="bound ${d.bound}">${d.bound}</span></td>
-      <td>${fmtSeconds(p.step_time_s)} <span class="bound ${p.bound}">${p.bound}</span></td>
-      <td>${q.scarce}</td></tr>`;
+      <td class="num">${chips}</td>
+      <td>${step(row.decode)}</td><td>${step(row.prefill)}</td></tr>`;
   });
   $("compare-table").tBodies[0].innerHTML = rows.join("");
-  const names = c.rows.map((r) => r.accelerator);
+  $("compare-binds").innerHTML = c.rows.map((r) => `<li>${escapeHtml(r.binds)}</li>`).join("");
+  const fits = c.rows.filter((r) => r.decode);
+  const colour = { compute: "#1d7a46", memory: "#b3541e", link: "#7a3fb0" };
   const traces = [{
-    type: "bar", orientation: "h", y: names, x: c.rows.map((r) => r.decode.tokens_per_s),
-    marker: { color: c.rows.map((r) => (r.decode.bound === "memory" ? "#b3541e" : "#1d7a46")) },
+    type: "bar", orientation: "h", y: fits.map((r) => r.accelerator), x: fits.map((r) => r.decode.tokens_per_s),
+    marker: { color: fits.map((r) => colour[bindClass(r.decode.binding)]) },
+    text: fits.map((r) => `${r.deployment.chips} chip${r.deployment.chips > 1 ? "s" : ""}`), textposition: "auto",
     hovertemplate: "%{y}: %{x:,.0f} tokens/s<extra></extra>", name: "decode tokens/s",
   }];
   const layout = {
     margin: { l: 110, r: 12, t: 8, b: 40 }, showlegend: false,
-    xaxis: { type: "log", title: { text: "decode tokens/s, one chip (colour: bound)" }, dtick: 1, tickformat: "~s" },
+    xaxis: { type: "log", title: { text: "decode tokens/s on the smallest deployment that fits (colour: what binds)" }, dtick: 1, tickformat: "~s" },
     yaxis: { autorange: "reversed" },
   };
   Plotly.react("compare-plot", traces, layout, PLOT_CONFIG);
@@ -236,7 +252,8 @@ async function refresh() {
   const mine = ++seq;
   const b = body();
   try {
-    const [r, k, q] = await Promise.all([api("/api/roofline", b), api("/api/kv", b), api("/api/questions", b)]);
+    const kb = { ...b, context: Math.max(b.context, 1) }; // KV sizing needs at least one token
+    const [r, k, q] = await Promise.all([api("/api/roofline", b), api("/api/kv", kb), api("/api/questions", b)]);
     if (mine !== seq) return; // a newer state is on its way
     drawRoofline(r); drawKv(k); drawQuestions(q);
     showOk(`${r.decode.model} on ${r.decode.accelerator}: batch ${fmtInt(state.batch)}, context ${fmtInt(state.context)}, prompt ${fmtInt(state.prompt)}`);
@@ -244,8 +261,13 @@ async function refresh() {
     if (mine === seq) showError(e.message);
   }
 }
+let compareSeq = 0, scheduleSeq = 0;
 async function refreshCompare() {
-  try { drawCompare(await api("/api/compare", body())); } catch (e) { showError(e.message); }
+  const mine = ++compareSeq;
+  try {
+    const c = await api("/api/compare", body());
+    if (mine === compareSeq) drawCompare(c);
+  } catch (e) { if (mine === compareSeq) showError(e.message); }
 }
 async function refreshModel() {
   try {
@@ -334,8 +356,8 @@ function fill(select, values, labels) {
 
 // ---------- tiling and the compiled schedule ----------
 function drawSchedule(s) {
-  const gaps = Object.entries(s.gap).filter(([k, v]) => k !== "total" && v > 0)
-    .map(([k, v]) => `${k} ${fmtSeconds(v)}`).join(", ");
+  const gaps = Object.entries(s.gap).filter(([k, v]) => !k.startsWith("total") && v > 0)
+    .map(([k, v]) => `${k.replace(/_s$/, "").replace(/_/g, " ")} ${fmtSeconds(v)}`).join(", ");
   $("sched-summary").textContent = `${s.phase} step of ${s.model} on ${s.accelerator} (${s.cores} cores, bucket batch ${fmtInt(s.bucket.batch)} × ${fmtInt(s.bucket.context)} tokens): `
     + `compiled ${fmtSeconds(s.time_s)} vs roofline ${fmtSeconds(s.roofline_time_s)}${gaps ? ` (gap: ${gaps})` : ""}; `
     + `bandwidth ${(100 * s.bandwidth_utilisation).toFixed(1)}%, compute ${(100 * s.compute_utilisation).toFixed(2)}%; `
@@ -371,11 +393,17 @@ async function refreshSchedule() {
     weight_dtype: state.wdt, act_dtype: state.adt, kv_dtype: state.kvdt };
   const fl = { context: Math.max(state.context, 8192) };
   if (b.config) { req.config = fl.config = b.config; req.config_name = fl.config_name = b.config_name; } else req.model = fl.model = b.model;
-  try { drawSchedule(await api("/api/schedule", req)); } catch (e) {
-    $("sched-summary").textContent = `No schedule: ${e.message}`;
+  const mine = ++scheduleSeq; // a slow compile must not overwrite a newer one
+  $("sched-summary").textContent = "Compiling…";
+  const [s, f] = await Promise.all([
+    api("/api/schedule", req).catch((e) => e), api("/api/flash", fl).catch((e) => e),
+  ]);
+  if (mine !== scheduleSeq) return;
+  if (s instanceof Error) {
+    $("sched-summary").textContent = `No schedule: ${s.message}`;
     $("sched-table").tBodies[0].innerHTML = "";
-  }
-  try { drawFlash(await api("/api/flash", fl)); } catch (e) { $("flash-summary").textContent = e.message; }
+  } else drawSchedule(s);
+  if (f instanceof Error) $("flash-summary").textContent = f.message; else drawFlash(f);
 }
 
 // ---------- simulate ----------
@@ -426,7 +454,6 @@ async function runSimulation() {
 }
 
 function start() {
-  syncControls();
   if (state.config) setUploadedOption(state.cname || "uploaded");
   syncControls();
   changed(true);
