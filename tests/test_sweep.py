@@ -297,6 +297,20 @@ def test_early_stopping_stops_dominated_configurations(tmp_path: Path) -> None:
     assert max(out.results, key=lambda r: r.objective or 0).key == best.key  # same winner
 
 
+def test_early_stopping_compares_configurations_of_one_model_only(tmp_path: Path) -> None:
+    text = SPEC.replace("early_stop = false", "early_stop = true").replace(
+        'models = ["llama-3.1-8b"]', 'models = ["llama-3.1-8b", "mistral-7b"]'
+    )
+    spec = load_spec(_spec(tmp_path, text))
+    out = run_sweep(spec, SqliteStore(tmp_path / "two.db"), LocalBackend(1), FifoDouble())
+    winners = {
+        c.model
+        for c, r in zip(spec.configurations(), out.results, strict=True)
+        if r.status == "converged"
+    }
+    assert winners == {"llama-3.1-8b", "mistral-7b"}  # each model keeps its own winner
+
+
 class _Dies:
     """A backend that dies after ``after`` probes, as a killed sweep does."""
 
@@ -442,7 +456,10 @@ def test_cli_run_status_report(tmp_path: Path) -> None:
     assert run_out["num_configs"] == 8 and run_out["num_simulated"] > 8
     res = runner.invoke(app, ["sweep", "status", str(db), "--json"])
     status = json.loads(res.stdout)
-    assert status["status_counts"] == {"converged": 8} and status["best"]["objective"] > 0
+    assert (
+        status["status_counts"] == {"converged": 8}
+        and status["best"]["llama-3.1-8b"]["objective"] > 0
+    )
     png = tmp_path / "front.png"
     res = runner.invoke(app, ["sweep", "report", str(db), "--plot", str(png)])
     assert res.exit_code == 0 and "Pareto front" in res.stdout and png.stat().st_size > 1000

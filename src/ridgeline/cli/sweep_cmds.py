@@ -144,14 +144,14 @@ def status_cmd(
 ) -> None:
     """How far a stored sweep got: configurations by status, probes stored, best so far."""
     rep = sweep_report(read_store(db))
-    best = rep.best
+    best = rep.best_by_model()
     payload = {
         "schema": "ridgeline.sweep-status/1",
         "name": rep.name,
         "num_configs": rep.num_configs,
         "num_probes": rep.num_probes,
         "status_counts": rep.status_counts,
-        "best": None if best is None else {"label": best.label, "objective": best.objective},
+        "best": {m: {"label": b.label, "objective": b.objective} for m, b in best.items()},
     }
     if json_out:
         emit_json(payload)
@@ -159,8 +159,10 @@ def status_cmd(
     counts = ", ".join(f"{k} {v}" for k, v in rep.status_counts.items())
     console.print(f"sweep '{rep.name}': {rep.num_configs} configurations ({counts})")
     console.print(f"{rep.num_probes} probes stored")
-    if best is not None:
-        console.print(f"best so far: {best.label}: {best.objective:.4g} {rep.objective}")
+    for b in best.values():
+        console.print(
+            f"best so far for {b.model}: {b.label}: {b.objective or 0:.4g} {rep.objective}"
+        )
 
 
 @sweep_app.command("report")
