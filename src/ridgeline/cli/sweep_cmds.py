@@ -13,6 +13,7 @@ from ridgeline.cli.common import JsonOpt, PlotOpt, console, emit_json, err_conso
 from ridgeline.errors import ConfigError
 from ridgeline.report.document import Table
 from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
+from ridgeline.report.sweep_section import markdown as md_table
 from ridgeline.sweep import (
     BackendKind,
     ChipSplit,
@@ -171,6 +172,7 @@ def report_cmd(
     model: Annotated[str | None, typer.Option("--model", "-m", help="only this model")] = None,
     top: Annotated[int, typer.Option(help="rows of the ranking")] = 20,
     plot: PlotOpt = None,
+    markdown: Annotated[bool, typer.Option(help="print Markdown tables")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """The best configurations and the Pareto front of latency vs throughput per chip."""
@@ -179,6 +181,9 @@ def report_cmd(
         plot_front(rep, plot)
     if json_out:
         emit_json(rep)
+        return
+    if markdown:
+        typer.echo(md_table(ranked_table(rep, top)) + "\n" + md_table(front_table(rep)))
         return
     console.print(_rich(ranked_table(rep, top)))
     console.print(_rich(front_table(rep)))
