@@ -89,8 +89,13 @@ def test_swap_preemption_keeps_computed_tokens_and_charges_the_transfer() -> Non
     step(s, ex)
     b2, _ = step(s, ex)
     assert s.stats.num_swaps == 1 and len(b2.swap_out) == 2
-    assert b2.transfer_s == pytest.approx(2 * 10.0 / 100.0)
+    assert b2.transfer_s == pytest.approx(2 * 10.0 / 100.0) and b2.transfer_bytes == 20.0
+    assert b2.swap_out == ((0, 2), (1, 3))  # (tier slot, device block) of B's table (2, 3)
     assert s.waiting.peek().num_computed_tokens == 8  # kept: its KV sits in host memory
+    while "B" not in {r.request_id for r in s.running}:
+        batch, _ = step(s, ex)
+    assert len(batch.swap_in) == 2 and [t for t, _ in batch.swap_in] == [0, 1]
+    assert batch.transfer_s == pytest.approx(2 * 10.0 / 100.0)  # read back at admission
 
 
 def test_a_request_that_can_never_fit_is_rejected_with_a_reason() -> None:
@@ -98,7 +103,7 @@ def test_a_request_that_can_never_fit_is_rejected_with_a_reason() -> None:
     r = req("huge", 15, max_new=2)
     assert not s.add_request(r)
     assert r.status is RequestStatus.REJECTED
-    assert "exceeds the KV pool (16 slots)" in r.reject_reason
+    assert r.reject_reason == "larger than the KV pool: 17 tokens > 16 slots"
 
 
 def test_contiguous_reserves_max_model_len_at_admission() -> None:
@@ -107,7 +112,7 @@ def test_contiguous_reserves_max_model_len_at_admission() -> None:
     step(s, ex)
     assert len(s.kv.block_ids("A")) == 8  # 32 slots reserved for 6 tokens
     rejected = req("B", 30, max_new=5)
-    assert not s.add_request(rejected) and "max_model_len 32" in rejected.reject_reason
+    assert not s.add_request(rejected) and rejected.reject_reason.endswith("= 35 > 32")
 
 
 def test_static_policy_uses_slots_and_the_smallest_bucket() -> None:
@@ -154,3 +159,56 @@ def test_expected_tokens_per_step_formula_and_draws() -> None:
     rng = random.Random(1)
     draws = [1 + draw_accepted(rng, 0.6, 4) for _ in range(40_000)]
     assert sum(draws) / len(draws) == pytest.approx(expected_tokens_per_step(0.6, 4), rel=0.02)
+
+
+def test_serving_loop_runs_explicit_token_ids_to_completion_with_eos() -> None:
+    from ridgeline.serving import Request, SamplingParams, ServingLoop
+
+    s, ex = make_scheduler(32, block_size=4, max_num_batched_tokens=6)
+    loop = ServingLoop(s, ex)
+    assert loop.add(Request("a", [5, 6, 7, 8, 9, 10, 11, 12], SamplingParams(3)))
+    assert loop.add(Request("b", [5, 6, 7], SamplingParams(10, eos_token_id=7)))
+    done = loop.run()
+    assert [(r.request_id, r.output_token_ids, r.finish_reason.value) for r in done] == [
+        ("b", [7], "stop"),
+        ("a", [7, 7, 7], "length"),
+    ]
+    first = ex.batches[0].requests
+    assert [(r.request_id, r.token_ids) for r in first] == [("a", (5, 6, 7, 8, 9, 10))]
+    assert loop.elapsed_s == len(ex.batches) and s.kv.pool.num_free == 32
+
+
+def test_kv_received_from_a_prefill_instance_is_admitted_as_computed() -> None:
+    from ridgeline.serving.disagg import decode_request, prefill_request
+
+    s, ex = make_scheduler(16, block_size=4)
+    original = req("a", 8, max_new=3)
+    first = prefill_request(original)
+    first.output_token_ids.append(7)
+    s.add_request(decode_request(original, first))
+    (sr,) = s.schedule().requests
+    assert (sr.start_position, sr.token_ids, sr.block_ids) == (8, (7,), (0, 1, 2))
+
+
+def test_eos_among_accepted_drafts_ends_the_request_there() -> None:
+    s, _ = make_scheduler(
+        64, block_size=4, spec=SpecDecodeConfig(num_draft_tokens=3, acceptance_rate=1.0)
+    )
+    r = req("A", 6, max_new=10)
+    r.params = type(r.params)(10, eos_token_id=2)
+    s.add_request(r)
+    b1 = s.schedule()
+    s.update(b1, _result(b1, {"A": (7,)}))
+    b2 = s.schedule()
+    done = s.update(b2, _result(b2, {"A": (5, 2, 9, 9)}))
+    assert done == [r] and r.output_token_ids == [7, 5, 2] and r.finish_reason.value == "stop"
+    assert s.kv.pool.num_free == 64
+
+
+def test_a_duplicate_request_id_is_refused() -> None:
+    from ridgeline.errors import ConfigError
+
+    s, _ = make_scheduler(16)
+    s.add_request(req("A", 4))
+    with pytest.raises(ConfigError, match="'A' is already queued or running"):
+        s.add_request(req("A", 4))

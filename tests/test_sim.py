@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ridgeline.errors import ConfigError
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.serving.tiers import TierSpec
 from ridgeline.sim import (
+    Arrival,
     Disagg,
     LengthDist,
     Lengths,
@@ -73,28 +75,30 @@ def test_closed_form_decode_runs_give_the_step_by_step_result() -> None:
         assert a.ttft_s == pytest.approx(b.ttft_s, rel=1e-9)
 
 
+def _requests(rate: float) -> list[RequestSpec]:
+    spec = WorkloadSpec(
+        num_requests=300,
+        rate_per_s=rate,
+        prompt=Lengths(LengthDist.UNIFORM, 400, lo=50),
+        output=Lengths(LengthDist.FIXED, 100),
+        seed=5,
+    )
+    return generate(spec)
+
+
 def test_overload_completes_or_rejects_every_request_and_never_exceeds_memory() -> None:
-    cost = StepCostModel(LLAMA, A100)
-    prompt, output = 400, 100
-    # sustainable rate with all 400 blocks busy: about 40 sequences at ~8 ms per decode step
-    per_request_s = (
-        cost.step_time_s([prompt], [0]) + output * cost.step_time_s([1] * 40, [450] * 40) / 40
-    )
-    wl = generate(
-        WorkloadSpec(
-            num_requests=300,
-            rate_per_s=3.0 / per_request_s,
-            prompt=Lengths(LengthDist.UNIFORM, prompt, lo=50),
-            output=Lengths(LengthDist.FIXED, output),
-            seed=5,
-        )
-    )
+    # what the machine sustains: the same requests all queued at once, completed per second
+    saturated = simulate(SimConfig(LLAMA, A100, num_blocks=400), _requests(1e6))
+    sustained = saturated.requests_per_s
+    wl = _requests(3.0 * sustained)
     wl[7] = one(7000, 10, wl[7].arrival_s, "too-long")  # can never fit 400 blocks of 16
     sim = Simulation(SimConfig(LLAMA, A100, num_blocks=400), wl)
     res = sim.run()
     assert res.num_completed + res.num_rejected == 300
-    assert res.num_rejected == 1 and "exceeds the KV pool (6400 slots)" in res.reject_reasons[0]
+    assert res.num_rejected == 1 and res.reject_reasons == ("1× larger than the KV pool",)
+    assert res.requests[7].rejected == "larger than the KV pool: 7010 tokens > 6400 slots"
     assert res.num_preemptions > 0 and res.queue_s.p99 > 1.0  # it really was overloaded
+    assert res.requests_per_s == pytest.approx(sustained, rel=0.15)  # it ran at capacity
     assert max(res.timeline.used_frac) <= 1.0 and res.kv_peak_frac > 0.9
     for inst in sim.instances:
         inst.scheduler.kv.pool.check()
@@ -155,3 +159,83 @@ def test_disaggregation_adds_the_kv_transfer_before_decode() -> None:
     assert d.ttft_s == pytest.approx(m.ttft_s, rel=1e-12)  # the prefill instance samples token 1
     transfer = 0.002 + 1000 * 524288 / 10e9
     assert d.e2e_s - m.e2e_s == pytest.approx(transfer, rel=1e-6)
+
+
+def test_multi_turn_prompts_contain_the_previous_answer_and_hit_the_cache() -> None:
+    spec = WorkloadSpec(
+        num_requests=12,
+        rate_per_s=1,
+        prompt=Lengths(LengthDist.FIXED, 100),
+        output=Lengths(LengthDist.FIXED, 40),
+        turns=3,
+        think_s=2.0,
+        seed=1,
+    )
+    wl = generate(spec)
+    by_id = {r.request_id: r for r in wl}
+    t0, t1 = by_id["c0t0"], by_id["c0t1"]
+    assert t1.prompt_len == 100 + 40 + 100 and t1.arrival_s > t0.arrival_s
+    assert list(t1.prompt[:140]) == [*t0.prompt, *t0.output]
+    res = simulate(SimConfig(LLAMA, A100, prefix_caching=True), wl)
+    hits = {r.request_id: r.cached_tokens for r in res.requests}
+    assert hits["c0t0"] == 0 and hits["c0t1"] == 128  # 140 shared tokens → 8 full blocks
+    assert hits["c0t2"] == 272  # 100 + 40 + 100 + 40 = 280 shared → 17 blocks
+
+
+def test_gamma_arrivals_keep_the_mean_rate_and_are_burstier() -> None:
+    poisson = generate(WorkloadSpec(num_requests=4000, rate_per_s=10, seed=2))
+    gamma = generate(
+        WorkloadSpec(num_requests=4000, rate_per_s=10, arrival=Arrival.GAMMA, cv=3.0, seed=2)
+    )
+    for wl, cv in ((poisson, 1.0), (gamma, 3.0)):
+        gaps = np.diff([0.0] + [r.arrival_s for r in wl])
+        assert gaps.mean() == pytest.approx(0.1, rel=0.1)
+        assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.15)
+
+
+def test_disaggregation_rejects_before_prefill_what_decode_cannot_hold() -> None:
+    cfg = SimConfig(LLAMA, A100, SchedulerConfig(max_model_len=1024), disagg=Disagg(1, 1))
+    res = simulate(cfg, [one(1000, 100), one(200, 10, 0.0, "ok", base=10**7)])
+    assert res.num_rejected == 1 and res.requests[0].rejected.startswith(
+        "longer than max_model_len"
+    )
+    assert res.num_steps == 1 + 9  # only "ok" ran: 1 prefill step, then 9 decode steps
+
+
+def test_per_request_acceptance_overrides_the_global_rate() -> None:
+    from ridgeline.serving.spec_decode import SpecDecodeConfig
+
+    sure = RequestSpec("sure", 0.0, Tokens([range(100)]), range(5000, 5100), spec_acceptance=1.0)
+    never = RequestSpec(
+        "never", 0.0, Tokens([range(10**6, 10**6 + 100)]), range(9000, 9100), spec_acceptance=0.0
+    )
+    cfg = SimConfig(LLAMA, A100, SchedulerConfig(spec=SpecDecodeConfig(4, 0.5)))
+    res = simulate(cfg, [sure, never])
+    # "sure" arrives first and prefills alone (step 1), then takes 5 tokens per verify step
+    # (20 steps for its other 99); "never" prefills in step 2 and then takes 1 token per step
+    assert res.num_steps == 1 + 1 + 99
+    assert res.tokens_per_step_per_seq == pytest.approx((99 + 99) / (20 + 99))
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "contiguous"])
+def test_closed_form_matches_steps_when_admission_waits_for_memory(policy: str) -> None:
+    """Regression: a preemption frees blocks, so a head-of-line request blocked on memory may be
+    admitted at the next step; the closed form must not skip that step."""
+    wl = generate(
+        WorkloadSpec(
+            80,
+            30,
+            prompt=Lengths(LengthDist.LOGNORMAL, 300),
+            output=Lengths(LengthDist.UNIFORM, 80),
+            seed=2,
+        )
+    )
+    sched = SchedulerConfig(
+        max_num_batched_tokens=256, max_num_seqs=16, policy=policy, max_model_len=2048
+    )
+    fast = simulate(SimConfig(LLAMA, A100, sched, num_blocks=170), wl)
+    slow = simulate(SimConfig(LLAMA, A100, sched, num_blocks=170, fast_forward=False), wl)
+    assert (fast.num_steps, fast.num_preemptions) == (slow.num_steps, slow.num_preemptions)
+    assert [r.e2e_s for r in fast.requests] == pytest.approx(
+        [r.e2e_s for r in slow.requests], rel=1e-9, nan_ok=True
+    )

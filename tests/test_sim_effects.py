@@ -42,6 +42,19 @@ def test_paged_beats_contiguous_reservation_on_waste_and_concurrency() -> None:
     assert contig.unused_allocated_frac > 0.7  # reserved but unused
     assert paged.unused_allocated_frac < 0.05  # only the last partial block of each request
     assert paged.requests_per_s > 2 * contig.requests_per_s
+    static = simulate(
+        SimConfig(
+            LLAMA,
+            A100,
+            SchedulerConfig(
+                max_model_len=2048, max_num_batched_tokens=4096, policy="static", static_slots=16
+            ),
+            num_blocks=1000,
+        ),
+        wl,
+    )
+    assert static.max_running <= 16 and 0.0 < static.idle_slot_frac < 1.0
+    assert paged.idle_slot_frac == 0.0
 
 
 def test_prefix_caching_cuts_ttft_and_raises_throughput_on_shared_prefixes() -> None:

@@ -38,11 +38,15 @@ PROGRESS_MIN_REQUESTS = 2000
 
 
 class Mode(StrEnum):
+    """``simulate`` runs one configuration or compares several."""
+
     RUN = "run"
     COMPARE = "compare"
 
 
 class WorkloadKind(StrEnum):
+    """Synthetic workload kinds."""
+
     POISSON = "poisson"
     GAMMA = "gamma"
     SHARED_PREFIX = "shared-prefix"
@@ -160,8 +164,12 @@ def simulate_cmd(
     prefix_caching: Annotated[bool, _opt("--prefix-caching", help="reuse cached prefixes")] = False,
     chunk: Annotated[int, _opt("--chunk", help="token budget per step; 0: no chunking")] = 2048,
     max_seqs: Annotated[int, _opt("--max-seqs", help="most running requests")] = 256,
-    max_model_len: Annotated[int, _opt("--max-model-len", help="longest request")] = 8192,
+    max_model_len: Annotated[
+        int, _opt("--max-model-len", help="longest request (0: the model's context)")
+    ] = 0,
     block_size: Annotated[int, _opt("--block-size", help="tokens per KV block")] = 16,
+    eviction: Annotated[str, _opt("--eviction", help="cached-block eviction: lru or lfu")] = "lru",
+    mem_util: Annotated[float, _opt("--mem-util", help="device memory for weights + KV")] = 0.9,
     preemption: Annotated[
         PreemptionMode, _opt("--preemption", help="recompute or swap")
     ] = PreemptionMode.RECOMPUTE,
@@ -189,10 +197,13 @@ def simulate_cmd(
     """Simulate serving a workload: latency, throughput and KV memory of one configuration,
     or of several (``ridgeline simulate compare --configs paged,contiguous,static``)."""
     m, acc = get_model(model), get_accelerator(hw)
+    max_model_len = max_model_len or m.max_position_embeddings
+    whole = policy in ("contiguous", "static")
     if spec_k and mode is Mode.COMPARE and "spec" in configs:
         raise ConfigError("--spec-k with compare: use the 'spec' variant or drop --spec-k")
     sched = SchedulerConfig(
-        max_num_batched_tokens=chunk or max_model_len,
+        # reserving policies run whole prompts: their budget must hold the longest one
+        max_num_batched_tokens=max(chunk, max_model_len) if whole else chunk or max_model_len,
         max_num_seqs=max_seqs,
         max_model_len=max_model_len,
         enable_chunked_prefill=chunk > 0,
@@ -201,7 +212,8 @@ def simulate_cmd(
         spec=SpecDecodeConfig(spec_k, spec_accept) if spec_k else None,
     )
     cfg = SimConfig(
-        m, acc, sched, block_size=block_size, prefix_caching=prefix_caching,
+        m, acc, sched, block_size=block_size, prefix_caching=prefix_caching, eviction=eviction,
+        memory_utilization=mem_util,
         tiers=parse_tiers(tiers, acc) if tiers else (),
         efficiency=Efficiency(bw_eff, compute_eff, overhead),
         draft_model=get_model(spec_draft) if spec_draft else None,

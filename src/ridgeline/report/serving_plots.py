@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from ridgeline.sim.metrics import SimResult  # noqa: E402
 
@@ -60,6 +61,7 @@ def latency_cdf_plot(results: Sequence[SimResult], path: str | Path) -> Path:
                 ax.plot(x * 1e3, np.arange(1, x.size + 1) / x.size, label=_name(r, i))
     for ax, name in zip(axes, ("TTFT", "TPOT"), strict=True):
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"{name} (ms)")
         ax.set_ylabel("fraction of requests")
         ax.grid(alpha=0.3)

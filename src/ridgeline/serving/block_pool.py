@@ -91,17 +91,17 @@ class BlockPool:
         """``n`` fresh blocks with ref count 1, or None when fewer than ``n`` are free."""
         if n > self.num_free:
             return None
-        out = []
-        for _ in range(n):
-            block = self._uncached.popleft() if self._uncached else self._evict()
-            assert block.ref_cnt == 0, block
+        uncached = self._uncached
+        # NOTE: uncached free blocks have ref count 0 and no hash by construction (``free``)
+        out = [uncached.popleft() for _ in range(min(n, len(uncached)))]
+        out += [self._evict() for _ in range(n - len(out))]
+        for block in out:
             block.ref_cnt = 1
-            out.append(block)
         return out
 
     def _evict(self) -> KVBlock:
         block = self._cached_free.pop()
-        assert block is not None and block.block_hash is not None
+        assert block is not None and block.block_hash is not None and block.ref_cnt == 0
         h = block.block_hash
         if self._hash_to_block.get(h) is block:
             del self._hash_to_block[h]
@@ -129,14 +129,16 @@ class BlockPool:
     def free(self, blocks: Sequence[KVBlock]) -> None:
         """Drop one reference on each block, in eviction-priority order (tail first)."""
         uncached = []
+        add_cached = self._cached_free.add
         for block in blocks:
             assert block.ref_cnt > 0, f"double free of {block}"
             block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                if block.block_hash is None:
-                    uncached.append(block)
-                else:
-                    self._cached_free.add(block)
+            if block.ref_cnt:
+                continue
+            if block.block_hash is None:
+                uncached.append(block)
+            else:
+                add_cached(block)
         self._uncached.extendleft(reversed(uncached))
 
     def cache(self, block: KVBlock, block_hash: int) -> None:

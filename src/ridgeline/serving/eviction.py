@@ -93,6 +93,8 @@ class LFUEviction:
 
 
 class EvictionKind(StrEnum):
+    """Eviction policies by name."""
+
     LRU = "lru"
     LFU = "lfu"
 

@@ -69,7 +69,7 @@ class KVCacheManager:
     def append_blocks(self, request_id: str, blocks: list[KVBlock]) -> None:
         """Extend a table with blocks just allocated for it."""
         self.tables[request_id].extend(blocks)
-        self._ids[request_id].extend(b.block_id for b in blocks)
+        self._ids[request_id].extend([b.block_id for b in blocks])
 
     def find_prefix(self, request: Request) -> PrefixHit:
         """Longest cached prefix of ``request``: device blocks first, then tier blocks."""

@@ -26,6 +26,8 @@ from ridgeline.serving.request import Request
 
 
 class PolicyKind(StrEnum):
+    """Scheduling policies by name."""
+
     FCFS = "fcfs"
     PRIORITY = "priority"
     CONTIGUOUS = "contiguous"
@@ -51,6 +53,8 @@ class RequestQueue(Protocol):
 
 
 class FCFSQueue:
+    """Arrival order; preempted requests go back to the front (a deque)."""
+
     __slots__ = ("_q",)
 
     def __init__(self) -> None:
@@ -80,6 +84,8 @@ def _urgency(r: Request) -> tuple[int, float, int]:
 
 
 class PriorityQueue:
+    """Smallest (priority, arrival, admission stamp) first (a heap)."""
+
     __slots__ = ("_heap",)
 
     def __init__(self) -> None:
@@ -125,6 +131,7 @@ class Policy:
         return self.kind in (PolicyKind.FCFS, PolicyKind.PRIORITY)
 
     def new_queue(self) -> RequestQueue:
+        """An empty waiting queue in this policy's order."""
         return PriorityQueue() if self.kind is PolicyKind.PRIORITY else FCFSQueue()
 
     def victim(self, running: list[Request]) -> Request:

@@ -30,6 +30,8 @@ class RequestStatus(StrEnum):
 
 
 class FinishReason(StrEnum):
+    """Why a request stopped."""
+
     LENGTH = "length"  # reached max_new_tokens
     STOP = "stop"  # sampled the end-of-sequence token
     REJECTED = "rejected"  # can never fit (reason in ``Request.reject_reason``)

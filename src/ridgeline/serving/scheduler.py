@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ridgeline.errors import ConfigError
+from ridgeline.serving.block_pool import KVBlock
 from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager, PrefixHit
 from ridgeline.serving.policies import Policy, PolicyKind, make_policy
@@ -31,6 +32,8 @@ from ridgeline.serving.spec_decode import DraftProposer, SpecDecodeConfig, repea
 
 
 class PreemptionMode(StrEnum):
+    """What preemption does with a victim's KV: drop it (recompute) or move it (swap)."""
+
     RECOMPUTE = "recompute"
     SWAP = "swap"
 
@@ -110,20 +113,28 @@ class Scheduler:
         self._seq = 0
         self._step = 0
         self._swap_slots = 0
-        self._swapped_blocks: dict[str, int] = {}
-        self._pending_swap_out: list[tuple[int, int]] = []
+        self._swapped_slots: dict[str, list[int]] = {}  # request -> its blocks' tier slots
+        self._pending_swap_out: list[tuple[int, int]] = []  # (tier slot, device block)
+        self._pending_swap_in: list[tuple[int, int]] = []
         self._blocked_on_memory = False
 
     # ---- intake ------------------------------------------------------------------------------
 
     @property
     def max_running(self) -> int:
+        """Most requests running at once (static: its compiled slots)."""
         slots = self.policy.num_slots if self.policy.kind is PolicyKind.STATIC else None
         return min(self.config.max_num_seqs, slots or self.config.max_num_seqs)
 
     def add_request(self, request: Request) -> bool:
-        """Queue ``request``; False (and status REJECTED with a reason) if it can never fit."""
-        reason = self._never_fits(request)
+        """Queue ``request``; False (and status REJECTED with a reason) if it can never fit.
+
+        Raises:
+            ConfigError: when a request with the same id is still unfinished here.
+        """
+        if request.request_id in self.requests:
+            raise ConfigError(f"request id {request.request_id!r} is already queued or running")
+        reason = self.never_fits(request)
         self._seq += 1
         request.seq = self._seq
         if reason:
@@ -137,32 +148,31 @@ class Scheduler:
         self.waiting.push(request)
         return True
 
-    def _never_fits(self, request: Request) -> str:
+    def never_fits(self, request: Request) -> str:
+        """Why ``request`` can never run here, as ``category: details`` ("" when it can)."""
         capacity = self.kv.pool.num_blocks * self.kv.block_size
         n = request.max_tokens
-        if n > self.config.max_model_len:
-            return (
-                f"prompt + max_new_tokens = {n} exceeds max_model_len {self.config.max_model_len}"
-            )
+        limit = self.config.max_model_len
+        if n > limit:
+            return f"longer than max_model_len: prompt + max_new_tokens = {n} > {limit}"
         if n > capacity:
-            return f"prompt + max_new_tokens = {n} tokens exceeds the KV pool ({capacity} slots)"
+            return f"larger than the KV pool: {n} tokens > {capacity} slots"
         reserve = self.policy.reserve_tokens(request)
         if reserve is None:
-            return f"{n} tokens fit no {self.policy.kind.value} reservation"
+            return f"no {self.policy.kind.value} reservation holds it: {n} tokens"
         if reserve > capacity:
-            return f"reservation of {reserve} slots exceeds the KV pool ({capacity} slots)"
-        if (
-            not self.policy.chunked
-            and request.num_prompt_tokens > self.config.max_num_batched_tokens
-        ):
+            return f"reservation larger than the KV pool: {reserve} > {capacity} slots"
+        budget = self.config.max_num_batched_tokens
+        if not self.policy.chunked and request.num_prompt_tokens > budget:
             return (
-                f"prompt of {request.num_prompt_tokens} tokens exceeds max_num_batched_tokens "
-                f"{self.config.max_num_batched_tokens} without chunked prefill"
+                f"prompt over the step budget without chunked prefill: "
+                f"{request.num_prompt_tokens} > {budget} tokens"
             )
         return ""
 
     @property
     def has_unfinished(self) -> bool:
+        """Whether any request is running or waiting."""
         return bool(self.running) or len(self.waiting) > 0
 
     # ---- schedule ----------------------------------------------------------------------------
@@ -188,9 +198,9 @@ class Scheduler:
 
     def _owed(self, req: Request, budget: int) -> tuple[int, tuple[int, ...]]:
         """Tokens to give a running request now, and its draft tokens (spec decode)."""
-        owed = req.num_tokens - req.num_computed_tokens
+        owed = req.num_prompt_tokens + len(req.output_token_ids) - req.num_computed_tokens
         spec = self.config.spec
-        if spec is not None and owed == 1 and req.num_output_tokens > 0:
+        if spec is not None and owed == 1 and req.output_token_ids:
             k = min(
                 spec.num_draft_tokens,
                 req.params.max_new_tokens - req.num_output_tokens - 1,
@@ -219,6 +229,7 @@ class Scheduler:
     def _preempt(self, req: Request) -> None:
         """Free ``req``'s blocks (recompute) or move them to the first tier (swap); requeue."""
         self.running.remove(req)
+        self._blocked_on_memory = False  # blocks were freed: admission may succeed again
         self.stats.num_preemptions += 1
         req.num_preemptions += 1
         req.status = RequestStatus.PREEMPTED
@@ -232,13 +243,14 @@ class Scheduler:
             and tiers.reserve_swap(len(blocks))
         ):
             self.stats.num_swaps += 1
-            self._swapped_blocks[req.request_id] = len(blocks)
-            for b in blocks:
-                self._pending_swap_out.append((b.block_id, self._swap_slots))
-                self._swap_slots += 1
+            slots = list(range(self._swap_slots, self._swap_slots + len(blocks)))
+            self._swap_slots += len(blocks)
+            self._swapped_slots[req.request_id] = slots
+            self._pending_swap_out += [(t, b.block_id) for t, b in zip(slots, blocks, strict=True)]
             req.swapped = True
         else:
             req.num_computed_tokens = 0
+            req.num_external_tokens = 0  # its transferred KV is gone: recompute it here
         self.kv.free(req)
         self.waiting.push_front(req)
 
@@ -249,12 +261,14 @@ class Scheduler:
         while len(self.waiting) and budget > 0 and len(self.running) < self.max_running:
             req = self.waiting.peek()
             hit = self._prefix_hit(req)
-            owed = req.num_tokens - req.num_computed_tokens - hit.num_tokens
+            # KV that arrived from a prefill instance counts as computed (disaggregation)
+            external = req.num_external_tokens if req.num_computed_tokens == 0 else 0
+            owed = req.num_tokens - req.num_computed_tokens - external - hit.num_tokens
             if not chunked and owed > budget:
                 break
             cap = self.config.long_prefill_token_threshold or owed
             n = min(owed, cap, budget)
-            if not self._admit_one(req, n, hit):
+            if not self._admit_one(req, n, hit, external):
                 self._blocked_on_memory = True
                 break
             self.waiting.pop()
@@ -266,10 +280,9 @@ class Scheduler:
             return PrefixHit(block_size=self.kv.block_size)
         return self.kv.find_prefix(req)
 
-    def _admit_one(self, req: Request, n: int, hit: PrefixHit) -> bool:
+    def _admit_one(self, req: Request, n: int, hit: PrefixHit, external: int) -> bool:
         """Allocate ``req``'s table (reservation, hit, external and new tokens) and run it."""
         reserve = self.policy.reserve_tokens(req) or 0
-        external = req.num_external_tokens if req.num_computed_tokens == 0 else 0
         req.num_computed_tokens += external
         if self.kv.allocate_slots(req, n, hit, reserve_tokens=reserve) is None:
             req.num_computed_tokens -= external
@@ -279,7 +292,10 @@ class Scheduler:
         if req.swapped:
             req.swapped = False
             assert self.kv.tiers is not None
-            self.kv.tiers.release_swap(self._swapped_blocks.pop(req.request_id))
+            slots = self._swapped_slots.pop(req.request_id)
+            self.kv.tiers.release_swap(len(slots))
+            table = self.kv.table(req.request_id)
+            self._pending_swap_in += [(t, b.block_id) for t, b in zip(slots, table, strict=False)]
         req.status = RequestStatus.RUNNING
         self.running.append(req)
         return True
@@ -310,14 +326,18 @@ class Scheduler:
                 )
             )
         tiers = self.kv.tiers
+        moved_bytes, moved_s = tiers.take_transfer() if tiers is not None else (0.0, 0.0)
         swap_out, self._pending_swap_out = tuple(self._pending_swap_out), []
+        swap_in, self._pending_swap_in = tuple(self._pending_swap_in), []
         return ScheduledBatch(
             step=self._step,
             requests=tuple(reqs),
             block_size=self.kv.block_size,
             copies=self.kv.take_copies(),
+            swap_in=swap_in,
             swap_out=swap_out,
-            transfer_s=tiers.take_transfer_s() if tiers is not None else 0.0,
+            transfer_bytes=moved_bytes,
+            transfer_s=moved_s,
         )
 
     # ---- update ------------------------------------------------------------------------------
@@ -325,14 +345,17 @@ class Scheduler:
     def update(self, batch: ScheduledBatch, result: StepResult) -> list[Request]:
         """Apply a step's result; return the requests that finished in it."""
         finished = []
+        requests, sampled = self.requests, result.sampled
+        caching = self.kv.enable_prefix_caching
         for sr in batch.requests:
-            req = self.requests.get(sr.request_id)
+            req = requests.get(sr.request_id)
             if req is None or req.status is not RequestStatus.RUNNING:
                 continue
-            req.num_computed_tokens += sr.num_new_tokens
+            req.num_computed_tokens += len(sr.token_ids)
             if sr.sample:
-                self._append(req, sr, result.sampled.get(sr.request_id, ()))
-            self.kv.cache_full_blocks(req)
+                self._append(req, sr, sampled.get(sr.request_id, ()))
+            if caching:
+                self.kv.cache_full_blocks(req)
             if self._is_done(req):
                 self._finish(req)
                 finished.append(req)
@@ -347,19 +370,25 @@ class Scheduler:
                 f"executor returned {len(tokens)} tokens for {req.request_id} "
                 f"with {sr.num_draft_tokens} drafts"
             )
+        eos = req.params.eos_token_id
+        if eos is not None and eos in tokens:  # stop at the first end-of-sequence token
+            tokens = tokens[: list(tokens).index(eos) + 1]
+            req.finish_reason = FinishReason.STOP
         req.output_token_ids.extend(tokens)
         if rejected:
             req.num_computed_tokens -= rejected
             self.kv.trim(req, req.num_tokens)
 
     def _is_done(self, req: Request) -> bool:
-        p = req.params
-        if req.num_output_tokens >= p.max_new_tokens:
-            del req.output_token_ids[p.max_new_tokens :]
-            req.finish_reason = FinishReason.LENGTH
+        """Whether ``req`` sampled end-of-sequence (marked by ``_append``) or reached its
+        target; the output is cut at the target either way."""
+        limit, out = req.params.max_new_tokens, req.output_token_ids
+        if len(out) > limit:
+            del out[limit:]
+        if req.finish_reason is FinishReason.STOP and out[-1] == req.params.eos_token_id:
             return True
-        if p.eos_token_id is not None and p.eos_token_id in req.output_token_ids[-1:]:
-            req.finish_reason = FinishReason.STOP
+        if len(out) >= limit:
+            req.finish_reason = FinishReason.LENGTH
             return True
         return False
 
@@ -391,15 +420,17 @@ class Scheduler:
             return 0
         k = max_steps
         for req in self.running:
-            if req.num_tokens - req.num_computed_tokens != 1 or req.params.eos_token_id is not None:
+            out = req.output_token_ids
+            owed = req.num_prompt_tokens + len(out) - req.num_computed_tokens
+            if owed != 1 or req.params.eos_token_id is not None:
                 return 0
-            k = min(k, req.params.max_new_tokens - req.num_output_tokens)
+            k = min(k, req.params.max_new_tokens - len(out))
         return self._fundable_steps(k)
 
     def _fundable_steps(self, k: int) -> int:
         """Largest j <= k such that j decode steps need at most the free blocks."""
-        free, bs = self.kv.pool.num_free, self.kv.block_size
-        starts = [(r.num_computed_tokens, len(self.kv.table(r.request_id))) for r in self.running]
+        free, bs, tables = self.kv.pool.num_free, self.kv.block_size, self.kv.tables
+        starts = [(r.num_computed_tokens, len(tables[r.request_id])) for r in self.running]
 
         def need(j: int) -> int:
             return sum(max(0, -(-(p + j) // bs) - nb) for p, nb in starts)
@@ -421,24 +452,29 @@ class Scheduler:
         """Apply ``k`` decode steps at once (see ``decode_run_limit``); blocks are handed out in
         the order step-by-step scheduling would use. Returns the requests that finished."""
         events = []
-        bs = self.kv.block_size
+        bs, tables = self.kv.block_size, self.kv.tables
         for idx, req in enumerate(self.running):
-            p, nb = req.num_computed_tokens, len(self.kv.table(req.request_id))
-            first = max(nb * bs - p, 0)
-            events += [(j, idx) for j in range(first, k, bs)]
+            first = len(tables[req.request_id]) * bs - req.num_computed_tokens
+            if first < k:
+                events += [(j, idx) for j in range(max(first, 0), k, bs)]
         events.sort()
         new = self.kv.pool.allocate(len(events))  # popped in the order single steps would pop
         assert new is not None, "decode_run_limit funds every step"
+        grown: dict[int, list[KVBlock]] = {}
         for (_, idx), block in zip(events, new, strict=True):
-            self.kv.append_blocks(self.running[idx].request_id, [block])
+            grown.setdefault(idx, []).append(block)
+        for idx, blocks in grown.items():
+            self.kv.append_blocks(self.running[idx].request_id, blocks)
         self._step += k
         self.stats.num_steps += k
         finished = []
+        caching = self.kv.enable_prefix_caching
         for req in list(self.running):
             req.output_token_ids.extend(sample(req, k))
             req.num_computed_tokens += k
-            self.kv.cache_full_blocks(req)
-            if self._is_done(req):
+            if caching:
+                self.kv.cache_full_blocks(req)
+            if len(req.output_token_ids) >= req.params.max_new_tokens and self._is_done(req):
                 self._finish(req)
                 finished.append(req)
         return finished

@@ -9,7 +9,7 @@ Two uses (reference/serving.md §3.4; vLLM ``OffloadingConnector``, SGLang HiCac
   it is readmitted, instead of being recomputed.
 
 Transfer time (bytes ÷ the tier's bandwidth, plus its latency per transfer) is accumulated and
-charged to the next step (``take_transfer_s``). NOTE: cascades between lower tiers run in the
+charged to the next step (``take_transfer``). NOTE: cascades between lower tiers run in the
 background and are counted as traffic but not charged to a step.
 """
 
@@ -73,6 +73,7 @@ class KVTiers:
         self.block_bytes = block_bytes
         self.tiers = [_Tier(s, block_bytes) for s in specs]
         self._pending_s = 0.0
+        self._pending_bytes = 0.0
 
     def offload(self, block_hash: int) -> None:
         """A cached prefix block was evicted from the device: write it to the first tier."""
@@ -136,11 +137,13 @@ class KVTiers:
 
     def _charge(self, tier: _Tier, nbytes: float) -> None:
         self._pending_s += tier.spec.latency_s + nbytes / tier.spec.bandwidth_bytes_per_s
+        self._pending_bytes += nbytes
 
-    def take_transfer_s(self) -> float:
-        """Transfer time accumulated since the last call (charged to the next step)."""
-        t, self._pending_s = self._pending_s, 0.0
-        return t
+    def take_transfer(self) -> tuple[float, float]:
+        """(bytes, seconds) of transfers since the last call (charged to the next step)."""
+        out = (self._pending_bytes, self._pending_s)
+        self._pending_bytes = self._pending_s = 0.0
+        return out
 
     def traffic(self) -> tuple[TierTraffic, ...]:
         return tuple(TierTraffic(t.spec.name, t.bytes_in, t.bytes_out, t.hits) for t in self.tiers)

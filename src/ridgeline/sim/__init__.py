@@ -4,7 +4,8 @@ and its metrics. It drives the same ``serving.Scheduler`` the real engine uses.
 Layer rule: imports ``serving``, ``analytic``, ``specs`` and ``errors`` only; never torch.
 """
 
-from ridgeline.sim.engine import Disagg, SimConfig, Simulation, kv_pool_blocks, simulate
+from ridgeline.serving.disagg import Disagg
+from ridgeline.sim.engine import SimConfig, Simulation, kv_pool_blocks, simulate
 from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCostModel
 from ridgeline.sim.metrics import SLO, Percentiles, RequestMetrics, SimResult
 from ridgeline.sim.workload import (

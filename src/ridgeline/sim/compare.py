@@ -4,12 +4,12 @@ Variants (a registry of ``SimConfig -> SimConfig`` edits, applied to a base conf
 
     paged          the base: paged KV, chunked prefill, FCFS
     contiguous     reserve max_model_len per request at admission (pre-PagedAttention)
-    static         compiled schedule: fixed slots and sequence buckets
+    static         compiled schedule: 32 fixed batch slots and power-of-two sequence buckets
     prefix         paged + prefix caching
     no-chunk       whole prompts in one step (budget raised to max_model_len)
     priority       priority queue order
     swap           preempt by swapping to host memory instead of recomputing
-    spec           speculative decoding, k = 4, α = 0.7
+    spec           speculative decoding, k = 4, α = 0.7, drafts priced as distilgpt2 decode steps
     host-tier      prefix caching with evicted prefix blocks offloaded to host memory
     disagg         one prefill and one decode instance
 """
@@ -20,15 +20,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.scheduler import PreemptionMode
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.serving.tiers import TierSpec
-from ridgeline.sim.engine import Disagg, SimConfig, simulate
+from ridgeline.sim.engine import SimConfig, simulate
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
-from ridgeline.specs import Accelerator
+from ridgeline.specs import Accelerator, get_model
 
 DEFAULT_VARIANTS = ("paged", "contiguous", "static", "prefix", "no-chunk")
+STATIC_SLOTS = 32  # a compiled batch size, as dataflow accelerators fix it ahead of time
+DRAFT = "distilgpt2"  # a small catalog model whose decode steps price the drafts
 
 
 def host_tier(hw: Accelerator) -> TierSpec:
@@ -58,14 +61,18 @@ def _whole_prompts(cfg: SimConfig) -> SimConfig:
 VARIANTS: dict[str, Callable[[SimConfig], SimConfig]] = {
     "paged": lambda c: c,
     "contiguous": lambda c: _whole_prompts(_sched(c, policy="contiguous")),
-    "static": lambda c: _whole_prompts(_sched(c, policy="static")),
+    "static": lambda c: _whole_prompts(
+        _sched(c, policy="static", static_slots=min(STATIC_SLOTS, c.scheduler.max_num_seqs))
+    ),
     "prefix": lambda c: replace(c, prefix_caching=True),
     "no-chunk": lambda c: _whole_prompts(c),
     "priority": lambda c: _sched(c, policy="priority"),
     "swap": lambda c: replace(
         _sched(c, preemption=PreemptionMode.SWAP), tiers=c.tiers or (host_tier(c.hw),)
     ),
-    "spec": lambda c: _sched(c, spec=SpecDecodeConfig(4, 0.7)),
+    "spec": lambda c: replace(
+        _sched(c, spec=SpecDecodeConfig(4, 0.7)), draft_model=c.draft_model or get_model(DRAFT)
+    ),
     "host-tier": lambda c: replace(c, prefix_caching=True, tiers=c.tiers or (host_tier(c.hw),)),
     "disagg": lambda c: replace(c, disagg=Disagg(1, 1)),
 }

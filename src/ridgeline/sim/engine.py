@@ -20,6 +20,7 @@ Splitwise, ISCA 2024).
 from __future__ import annotations
 
 import heapq
+import operator
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ import numpy as np
 from ridgeline.analytic import Dtypes, Efficiency, kv_bytes_per_token, weights_bytes
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.block_pool import BlockPool
+from ridgeline.serving.disagg import Disagg, decode_request, prefill_request
 from ridgeline.serving.eviction import make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
@@ -41,20 +43,6 @@ from ridgeline.sim.metrics import SLO, Collector, SimResult
 from ridgeline.sim.summary import summarize
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec
-
-
-@dataclass(frozen=True, slots=True)
-class Disagg:
-    """Prefill/decode disaggregation: instance counts and the KV link between them."""
-
-    num_prefill: int = 1
-    num_decode: int = 1
-    link_bandwidth_bytes_per_s: float = 50e9
-    link_latency_s: float = 1e-3
-
-    def __post_init__(self) -> None:
-        if self.num_prefill < 1 or self.num_decode < 1 or self.link_bandwidth_bytes_per_s <= 0:
-            raise ConfigError("field disagg: needs >= 1 prefill and decode instance, bandwidth > 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +114,12 @@ def kv_pool_blocks(cfg: SimConfig) -> int:
     return blocks
 
 
+_COMPUTED = operator.attrgetter("num_computed_tokens")
+
+
 class Role(StrEnum):
+    """What an instance runs: everything, or one side of disaggregation."""
+
     MIXED = "mixed"
     PREFILL = "prefill"
     DECODE = "decode"
@@ -164,6 +157,8 @@ class Simulation:
         self.cfg = cfg
         self.workload = workload
         self.specs = {r.request_id: r for r in workload}
+        if len(self.specs) != len(workload):
+            raise ConfigError("workload: request ids must be unique")
         self.plans: dict[str, RequestPlan] = {}
         self.metrics = Collector()
         self.now = 0.0
@@ -182,6 +177,7 @@ class Simulation:
             i.scheduler.kv.tiers for i in self.instances if i.scheduler.kv.tiers is not None
         ]
         self.done = 0
+        self.originals: dict[str, Request] = {}  # disaggregation: requests in their prefill
 
     def _make_instances(self) -> list[_Instance]:
         d = self.cfg.disagg
@@ -237,28 +233,33 @@ class Simulation:
     def _on_arrival(self, payload: object) -> None:
         assert isinstance(payload, RequestSpec)
         spec = payload
-        self.plans[spec.request_id] = RequestPlan(spec.prompt_len, spec.output, None)
-        self.metrics.arrive(spec.request_id, self.now, spec.prompt_len)
-        first_role = Role.MIXED if self.cfg.disagg is None else Role.PREFILL
-        max_new = spec.output_len if first_role is Role.MIXED else 1
-        req = Request(
-            spec.request_id, spec.prompt, SamplingParams(max_new, priority=spec.priority), self.now
+        self.plans[spec.request_id] = RequestPlan(
+            spec.prompt_len, spec.output, spec.spec_acceptance
         )
-        self._submit(self._least_loaded(first_role), req)
-
-    def _on_kv_ready(self, payload: object) -> None:
-        assert isinstance(payload, Request)
-        first = payload
-        spec = self.specs[first.request_id]
+        self.metrics.arrive(spec.request_id, self.now, spec.prompt_len)
         req = Request(
             spec.request_id,
             spec.prompt,
-            SamplingParams(spec.output_len, priority=spec.priority),
-            spec.arrival_s,
+            SamplingParams(
+                spec.output_len, priority=spec.priority, spec_acceptance=spec.spec_acceptance
+            ),
+            self.now,
         )
-        req.output_token_ids.extend(first.output_token_ids)
-        req.num_external_tokens = spec.prompt_len
-        self._submit(self._least_loaded(Role.DECODE), req)
+        if self.cfg.disagg is None:
+            self._submit(self._least_loaded(Role.MIXED), req)
+            return
+        reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req)
+        if reason:  # reject before prefilling a request the decode side can never hold
+            self.metrics.reject(req.request_id, reason)
+            self.done += 1
+        else:
+            self.originals[spec.request_id] = req
+            self._submit(self._least_loaded(Role.PREFILL), prefill_request(req))
+
+    def _on_kv_ready(self, payload: object) -> None:
+        assert isinstance(payload, Request)
+        original = self.originals.pop(payload.request_id)
+        self._submit(self._least_loaded(Role.DECODE), decode_request(original, payload))
 
     def _least_loaded(self, role: Role) -> _Instance:
         pool = [i for i in self.instances if i.role is role]
@@ -336,9 +337,8 @@ class Simulation:
         kv = inst.scheduler.kv
         pool, bs = kv.pool, kv.block_size
         running = inst.scheduler.running
-        unused = sum(
-            len(kv.tables.get(r.request_id, ())) * bs - r.num_computed_tokens for r in running
-        )
+        held = sum(map(len, kv.tables.values())) * bs  # only running requests hold tables
+        unused = held - sum(map(_COMPUTED, running))
         slots = pool.num_blocks * bs
         self.metrics.step(t, dur, pool.num_used / pool.num_blocks, unused / slots, len(running))
 
@@ -348,11 +348,8 @@ class Simulation:
         if inst.role is Role.PREFILL and spec.output_len > 1:
             d = self.cfg.disagg
             assert d is not None
-            delay = (
-                d.link_latency_s
-                + spec.prompt_len
-                * kv_bytes_per_token(self.cfg.model, self.cfg.dtypes.kv)
-                / d.link_bandwidth_bytes_per_s
+            delay = d.transfer_s(
+                spec.prompt_len, kv_bytes_per_token(self.cfg.model, self.cfg.dtypes.kv)
             )
             self._push(t + delay, _Kind.KV_READY, req)
             return

@@ -93,6 +93,9 @@ class StepCostModel:
         )
         self.affine = model.moe is None
         self._coef = {d: self._read_coefficients(d) for d in (True, False)} if self.affine else {}
+        self._run = (
+            self._decode_run_coefficients() if self.windows == (None,) and self.affine else None
+        )
 
     def _shape(self, x: Sequence[float], decode: bool) -> _Aggregates:
         nw = len(self.windows)
@@ -164,20 +167,35 @@ class StepCostModel:
             return np.array(
                 [self.step_time_s([1] * len(prior), [p + j for p in prior]) for j in range(k)]
             )
-        p = np.asarray(prior, dtype=float)
         j = np.arange(k, dtype=float)
-        batch = float(len(p))
-        total = float(p.sum())
+        if self._run is not None:
+            return self._linear_run(float(len(prior)), float(sum(prior)), j)
+        p = np.asarray(prior, dtype=float)
+        batch, total = float(len(p)), float(p.sum())
         rows = [np.ones(k), np.full(k, batch), np.full(k, batch), total + batch * (j + 1)]
-        if self.windows == (None,):  # no sliding window: the sums are linear in the step
-            att, cac = [total + batch * (j + 1)], [total + batch * j]
-        else:
-            ctx = p[:, None] + j[None, :]  # (B, k) cached tokens per sequence per step
-            att = [_attended_decode(ctx, w) for w in self.windows]
-            cac = [(ctx if w is None else np.minimum(ctx, w)).sum(axis=0) for w in self.windows]
+        ctx = p[:, None] + j[None, :]  # (B, k) cached tokens per sequence per step
+        att = [_attended_decode(ctx, w) for w in self.windows]
+        cac = [(ctx if w is None else np.minimum(ctx, w)).sum(axis=0) for w in self.windows]
         x = np.stack(rows + att + cac)  # (d, k)
         fc, bc = self._coef[True]
         return np.maximum(fc @ x, bc @ x).sum(axis=0) + self.efficiency.step_overhead_s
+
+    def _decode_run_coefficients(self) -> tuple[np.ndarray, ...]:
+        """Without sliding windows a decode step j of B sequences holding S cached tokens has
+        x = [1, B, B, S + B(j+1), S + B(j+1), S + Bj]: each operator's FLOP and byte times are
+        c0 + B·cB + (S+B)·cK + S·cS + j·B·cJ. Returns (c0, cB, cK, cS, cJ), each (2, ops)."""
+        fc, bc = self._coef[True]
+        both = np.stack([fc, bc])  # (2, ops, 6): columns 1, seqs, tokens, keys, attended, cached
+        c0, cb = both[..., 0], both[..., 1] + both[..., 2]
+        ck, cs = both[..., 3] + both[..., 4], both[..., 5]
+        return c0, cb, ck, cs, ck + cs
+
+    def _linear_run(self, batch: float, total: float, j: np.ndarray) -> np.ndarray:
+        assert self._run is not None
+        c0, cb, ck, cs, cj = self._run
+        base = c0 + batch * cb + (total + batch) * ck + total * cs  # (2, ops) at j = 0
+        per_op = base[..., None] + (batch * cj)[..., None] * j  # (2, ops, k)
+        return per_op.max(axis=0).sum(axis=0) + self.efficiency.step_overhead_s
 
 
 def _windowed_sum(x: float, w: int) -> float:
@@ -218,6 +236,7 @@ class CostModelExecutor:
         self.draft = draft
 
     def execute(self, batch: ScheduledBatch) -> StepResult:
+        """Price the step (plus drafts and tier transfers) and play each sampler's outputs."""
         new = [len(r.token_ids) for r in batch.requests]
         prior = [r.start_position for r in batch.requests]
         time_s = self.cost.step_time_s(new, prior) if batch.requests else 0.0

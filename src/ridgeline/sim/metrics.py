@@ -22,6 +22,8 @@ from ridgeline.serving.tiers import TierTraffic
 
 @dataclass(frozen=True, slots=True)
 class Percentiles:
+    """Mean and p50/p90/p99 of one latency (seconds)."""
+
     mean: float
     p50: float
     p90: float
@@ -29,6 +31,7 @@ class Percentiles:
 
     @staticmethod
     def of(values: Any, weights: Any = None) -> Percentiles:
+        """Summary of ``values`` (each counted ``weights[i]`` times when weights are given)."""
         x = np.asarray(values, dtype=float)
         if x.size == 0:
             return Percentiles(float("nan"), float("nan"), float("nan"), float("nan"))
@@ -105,6 +108,7 @@ class SimResult:
     unused_allocated_frac: float
     max_running: int
     mean_running: float
+    idle_slot_frac: float  # static policy: compiled batch slots left empty (time-weighted)
     tokens_per_step_per_seq: float
     tier_traffic: tuple[TierTraffic, ...]
     kv_blocks: int
@@ -146,6 +150,7 @@ class Collector:
         self.decode_seq_steps = 0
 
     def arrive(self, rid: str, t: float, prompt_len: int) -> None:
+        """``rid`` arrived at ``t``."""
         self.arrival[rid] = t
         self.prompt_len[rid] = prompt_len
         self.num_out[rid] = 0
@@ -187,6 +192,7 @@ class Collector:
             self.itl_w.extend([float(len(rids))] * (k - 1))
 
     def step(self, t: float, dur: float, used: float, unused: float, running: int) -> None:
+        """A KV sample for a step (or decode run) from ``t`` lasting ``dur``."""
         self.t.append(t)
         self.dur.append(dur)
         self.used.append(used)
@@ -205,6 +211,7 @@ class Collector:
         self.rejected[rid] = reason
 
     def request_metrics(self) -> list[RequestMetrics]:
+        """Per-request latencies, in arrival order."""
         out = []
         nan = float("nan")
         for rid, t0 in self.arrival.items():

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.tiers import TierTraffic
 from ridgeline.sim.metrics import KVTimeline, Percentiles, RequestMetrics, SimResult
 
@@ -80,7 +81,8 @@ def summarize(sim: Simulation, label: str) -> SimResult:
         num_completed=len(done),
         num_rejected=len(m.rejected),
         reject_reasons=tuple(
-            f"{n}× {reason}" for reason, n in Counter(m.rejected.values()).most_common()
+            f"{n}× {reason}"
+            for reason, n in Counter(r.split(":")[0] for r in m.rejected.values()).most_common()
         ),
         makespan_s=makespan,
         requests_per_s=len(done) / makespan if makespan > 0 else 0.0,
@@ -105,6 +107,7 @@ def summarize(sim: Simulation, label: str) -> SimResult:
         else 0.0,
         max_running=int(running.max()) if len(running) else 0,
         mean_running=seq_steps,
+        idle_slot_frac=_idle_slots(sim, seq_steps),
         tokens_per_step_per_seq=_tokens_per_seq_step(sim),
         tier_traffic=_tier_traffic(sim),
         kv_blocks=sim.num_blocks,
@@ -120,3 +123,12 @@ def _tokens_per_seq_step(sim: Simulation) -> float:
     """Output tokens per decode step per sequence (1 without speculative decoding)."""
     m = sim.metrics
     return m.decode_tokens / m.decode_seq_steps if m.decode_seq_steps else 1.0
+
+
+def _idle_slots(sim: Simulation, mean_running: float) -> float:
+    """Static policy: the fraction of its compiled batch slots that ran empty (padding a
+    compiled schedule computes anyway); 0 for the other policies."""
+    sched = sim.instances[0].scheduler
+    if sched.policy.kind is not PolicyKind.STATIC:
+        return 0.0
+    return 1.0 - mean_running / sched.max_running

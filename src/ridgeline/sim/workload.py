@@ -3,7 +3,8 @@
 Synthetic: Poisson or gamma arrivals at a rate; prompt and output lengths fixed, uniform,
 lognormal or zipf; optionally N shared system prompts, or multi-turn conversations whose next
 prompt is the previous prompt + answer + a new user turn. Traces: JSONL (``arrival_s``,
-``prompt_tokens`` or ``prompt_len``, ``output_len``, optional ``prefix_id`` / ``prefix_len``) or
+``prompt_tokens`` or ``prompt_len``, ``output_len``, optional ``prefix_id`` / ``prefix_len``,
+``priority``, ``spec_acceptance``) or
 CSV (``arrived_at,num_prefill_tokens,num_decode_tokens``, the Splitwise trace format).
 
 Token ids are labels for prefix hashing, not vocabulary entries. They are kept as ``range``
@@ -20,7 +21,7 @@ import csv
 import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, overload
@@ -85,13 +86,15 @@ class Tokens(Sequence[int]):
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
-    """One request of a workload: when, what prompt, what output."""
+    """One request of a workload: when, what prompt, what output (and, optionally, its
+    priority and its own draft acceptance rate for speculative decoding)."""
 
     request_id: str
     arrival_s: float
     prompt: Sequence[int]
     output: Sequence[int]
     priority: int = 0
+    spec_acceptance: float | None = None
 
     @property
     def prompt_len(self) -> int:
@@ -103,11 +106,15 @@ class RequestSpec:
 
 
 class Arrival(StrEnum):
+    """Arrival processes."""
+
     POISSON = "poisson"
     GAMMA = "gamma"
 
 
 class LengthDist(StrEnum):
+    """Length distributions."""
+
     FIXED = "fixed"
     UNIFORM = "uniform"
     LOGNORMAL = "lognormal"
@@ -130,6 +137,7 @@ class Lengths:
     hi: int = 32768
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` integer lengths drawn with ``rng``."""
         if self.dist is LengthDist.FIXED:
             x = np.full(n, self.mean)
         elif self.dist is LengthDist.UNIFORM:
@@ -289,7 +297,11 @@ def _trace_request(
         else:
             pid = prefixes.setdefault(str(prefix), len(prefixes))  # first-seen order
             prompt = _prompt(i, n - plen, pid, plen)
-    return RequestSpec(f"t{i}", arrival, prompt, _output(i, out_len))
+    priority = int(_field(row, ("priority",), where)) if "priority" in row else 0
+    alpha = _field(row, ("spec_acceptance",), where, float) if "spec_acceptance" in row else None
+    if alpha is not None and alpha > 1:
+        raise ConfigError(f"{where}: field spec_acceptance: must be in [0, 1], got {alpha}")
+    return RequestSpec(f"t{i}", arrival, prompt, _output(i, out_len), priority, alpha)
 
 
 def load_trace(path: str | Path, limit: int | None = None) -> list[RequestSpec]:
@@ -308,7 +320,7 @@ def load_trace(path: str | Path, limit: int | None = None) -> list[RequestSpec]:
         raise ConfigError(f"trace {p}: no requests")
     t0 = min(r.arrival_s for r in out)
     return sorted(
-        (RequestSpec(r.request_id, r.arrival_s - t0, r.prompt, r.output) for r in out),
+        (replace(r, arrival_s=r.arrival_s - t0) for r in out),
         key=lambda r: r.arrival_s,
     )
 
