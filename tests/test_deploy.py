@@ -106,15 +106,24 @@ def test_one_tensor_parallel_allreduce_of_llama_70b_decode_on_8_h100() -> None:
 
 
 def test_pipeline_bubble_fraction() -> None:
-    # GPipe: (p - 1) / (m + p - 1); 4 stages, 8 microbatches -> 3/11
+    # prefill fills and drains (GPipe): (p - 1) / (m + p - 1); 4 stages, 8 microbatches -> 3/11
     assert an.bubble_fraction(4, 8) == pytest.approx(3 / 11)
     assert an.bubble_fraction(4, 1) == pytest.approx(3 / 4)
     assert an.bubble_fraction(1, 5) == 0.0
-    wafers = an.Deployment(get_accelerator("cerebras-wse3"), 1, 4)
-    cost = an.deployment_cost(get_model("llama-3.1-70b"), wafers, _decode(8), microbatches=8)
-    assert cost.bubble_fraction == pytest.approx(3 / 11)
-    assert cost.step_time_s == pytest.approx(11 * cost.slot.time_s)
-    assert cost.bubble_s == pytest.approx(3 * cost.slot.time_s)
+    # decode is steady: (p - m) / p while the batch holds fewer microbatches than stages
+    assert an.bubble_fraction(4, 2, an.Schedule.STEADY) == pytest.approx(2 / 4)
+    assert an.bubble_fraction(4, 8, an.Schedule.STEADY) == 0.0
+    m, wafers = get_model("llama-3.1-70b"), an.Deployment(get_accelerator("cerebras-wse3"), 1, 4)
+    prompt = an.Workload(an.Phase.PREFILL, 1, 8)
+    prefill = an.deployment_cost(m, wafers, prompt, microbatches=8)
+    assert prefill.bubble_fraction == pytest.approx(3 / 11)
+    assert prefill.step_time_s == pytest.approx(11 * prefill.slot.time_s)
+    assert prefill.bubble_s == pytest.approx(3 * prefill.slot.time_s)
+    decode = an.deployment_cost(m, wafers, _decode(2))  # batch 2 < 4 stages: 2 microbatches
+    assert decode.microbatches == 2
+    assert decode.bubble_fraction == pytest.approx(2 / 4)
+    assert decode.step_time_s == pytest.approx(4 * decode.slot.time_s)
+    assert an.deployment_cost(m, wafers, _decode(8)).bubble_fraction == 0.0
 
 
 def test_replicated_ops_are_named_as_ops_names_them() -> None:
@@ -222,6 +231,8 @@ def test_impossible_splits_name_the_field() -> None:
         an.deploy_step(m, h100, _decode(), 1, 81)
     with pytest.raises(ConfigError, match="field tensor_parallel: must be an integer >= 1"):
         an.Deployment(h100, 0)
+    with pytest.raises(ConfigError, match="field pipeline_parallel: must be an integer >= 1"):
+        an.deploy_step(m, h100, _decode(), None, 0)  # 0 is not "not given"
     with pytest.raises(CapacityError, match=r"needs 142 GB .* offers 72 GB"):
         an.deploy_step(m, h100, _decode(), 1, 1)
 

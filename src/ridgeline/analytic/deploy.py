@@ -21,9 +21,13 @@ Formulas (each cited where it is used):
   workstations", JPDC 69(2), 2009): 2(n-1) steps; each chip sends 2(n-1)/n x M bytes;
   time = 2(n-1) x hop latency + 2(n-1)/n x M / egress bandwidth. A ring all-gather is half of
   it: (n-1) steps, (n-1)/n x M bytes per chip.
-- Pipeline, GPipe (Huang et al., arXiv:1811.06965, §2.2): p stages and m microbatches take
-  (m + p - 1) slots of one stage's time; the bubble, the fraction of a chip's step spent idle,
-  is (p - 1)/(m + p - 1).
+- Pipeline, two schedules. Prefill fills and drains the pipe (GPipe, Huang et al.,
+  arXiv:1811.06965, §2.2): p stages and m microbatches take (m + p - 1) slots of one stage's
+  time, and the bubble, the fraction of a chip's step spent idle, is (p - 1)/(m + p - 1).
+  Decode runs steady: m microbatches cycle through the stages, each one stage per slot, so every
+  sequence gets a token every max(m, p) slots and a stage idles (p - m)/p of the time while the
+  batch holds fewer microbatches than stages (derived; the GPipe count with the fill and drain
+  of consecutive steps overlapped, as pipelined decoding engines keep microbatches in flight).
 
 NOTE: stages are assumed balanced (each chip holds 1/(tp x pp) of the weights, embedding and
 lm_head included): a whole-graph compiler (Groq, Cerebras) balances them; a GPU pipeline puts
@@ -51,11 +55,31 @@ from ridgeline.specs.model import ModelSpec
 # vocab-parallel embedding (Shoeybi et al. 2019, §3).
 ALLREDUCES_PER_LAYER = 2
 ALLREDUCES_OUTSIDE_LAYERS = 1
-# GPipe (Huang et al. 2019, §2.2) finds the bubble negligible from m >= 4p microbatches; more
-# microbatches only re-read the weights, so the search stops there.
+# GPipe (Huang et al. 2019, §2.2) finds the fill-and-drain bubble negligible from m >= 4p
+# microbatches; more microbatches only re-read the weights, so the search stops there. A steady
+# decode pipeline has no bubble from m = p on.
 MICROBATCHES_PER_STAGE = 4
 
 _REPLICATED_OPS = ("attn_norm", "mlp_norm", "extra_norms", "final_norm")
+
+
+class Schedule(StrEnum):
+    """How microbatches move through pipeline stages within a step."""
+
+    FILL_DRAIN = "fill-drain"  # GPipe: one batch enters, fills the pipe and drains (prefill)
+    STEADY = "steady"  # decode: microbatches keep cycling, step after step
+
+
+def schedule_of(workload: Workload) -> Schedule:
+    return Schedule.STEADY if workload.phase is Phase.DECODE else Schedule.FILL_DRAIN
+
+
+def pipeline_slots(stages: int, microbatches: int, schedule: Schedule) -> int:
+    """Slots of one stage's time per step: m + p - 1 filling and draining (GPipe, Huang et al.
+    2019, §2.2); max(m, p) in a steady pipeline (derived in the module docstring)."""
+    if schedule is Schedule.FILL_DRAIN:
+        return microbatches + stages - 1
+    return max(microbatches, stages)
 
 
 class Binding(StrEnum):
@@ -171,9 +195,13 @@ def _link_time(hops: int, sent_bytes: float, link: Interconnect | None) -> float
     return hops * link.latency_s + sent_bytes / link.egress_bandwidth_bytes_per_s
 
 
-def bubble_fraction(stages: int, microbatches: int) -> float:
-    """Idle fraction of a GPipe step: (p - 1)/(m + p - 1) (Huang et al. 2019, §2.2)."""
-    return (stages - 1) / (microbatches + stages - 1)
+def bubble_fraction(
+    stages: int, microbatches: int, schedule: Schedule = Schedule.FILL_DRAIN
+) -> float:
+    """Idle fraction of a chip's step: (p - 1)/(m + p - 1) filling and draining (GPipe, Huang
+    et al. 2019, §2.2); (p - m)/p in a steady pipeline with fewer microbatches than stages."""
+    slots = pipeline_slots(stages, microbatches, schedule)
+    return (slots - microbatches) / slots
 
 
 def default_reserve_fraction(acc: Accelerator) -> float:
@@ -470,12 +498,13 @@ def _slot(
 
 @dataclass(frozen=True, slots=True)
 class DeploymentCost:
-    """One step of ``workload`` on a deployment: per-chip work, collectives, sends, the GPipe
-    bubble, step time, tokens/s per sequence and for the deployment, and what binds.
+    """One step of ``workload`` on a deployment: per-chip work, collectives, sends, the
+    pipeline bubble, step time, tokens/s per sequence and for the deployment, and what binds.
 
     The step runs ``microbatches`` microbatches through ``pipeline_parallel`` stages in
-    (m + p - 1) slots (GPipe); every slot ends with a send to the next stage, the last one with
-    the sampled tokens back to the first (NOTE: charged as a full activation send).
+    ``pipeline_slots`` slots (fill-drain for prefill, steady for decode); every slot ends with a
+    send to the next stage, the last one with the sampled tokens back to the first (NOTE:
+    charged as a full activation send).
     """
 
     model: str
@@ -487,21 +516,26 @@ class DeploymentCost:
     efficiency: Efficiency
 
     @property
+    def schedule(self) -> Schedule:
+        return schedule_of(self.workload)
+
+    @property
     def slots(self) -> int:
-        return self.microbatches + self.deployment.pipeline_parallel - 1
+        return pipeline_slots(self.deployment.pipeline_parallel, self.microbatches, self.schedule)
 
     @property
     def step_time_s(self) -> float:
-        """(m + p - 1) slots (Huang et al. 2019, §2.2) plus the fixed per-step overhead."""
+        """``slots`` slots of one stage's time plus the fixed per-step overhead."""
         return self.slots * self.slot.time_s + self.efficiency.step_overhead_s
 
     @property
     def bubble_fraction(self) -> float:
-        return bubble_fraction(self.deployment.pipeline_parallel, self.microbatches)
+        return bubble_fraction(self.deployment.pipeline_parallel, self.microbatches, self.schedule)
 
     @property
     def bubble_s(self) -> float:
-        return (self.deployment.pipeline_parallel - 1) * self.slot.time_s
+        """Time a chip idles in the step: slots in which it has no microbatch."""
+        return (self.slots - self.microbatches) * self.slot.time_s
 
     @property
     def chip_flops(self) -> float:
@@ -550,6 +584,7 @@ class DeploymentCost:
             "context": w.context_len,
             "memory_per_chip": self.memory.to_dict(),
             "microbatches": self.microbatches,
+            "schedule": self.schedule.value,
             "chip_flops": self.chip_flops,
             "chip_bytes": self.chip_bytes,
             "slot": {
@@ -595,7 +630,8 @@ def _microbatch_choices(workload: Workload, stages: int, given: int | None) -> r
         return range(given, given + 1)
     if stages == 1:
         return range(1, 2)
-    return range(1, min(units, MICROBATCHES_PER_STAGE * stages) + 1)
+    most = stages if workload.phase is Phase.DECODE else MICROBATCHES_PER_STAGE * stages
+    return range(1, min(units, most) + 1)
 
 
 def deployment_cost(
@@ -607,8 +643,8 @@ def deployment_cost(
     reserve_fraction: float | None = None,
 ) -> DeploymentCost:
     """Cost of one step of ``workload`` on ``deployment`` (whether or not it fits: see
-    ``memory.fits``). ``microbatches`` defaults to the count in 1..min(units, 4p) with the
-    shortest step, where units are sequences at decode and prompt tokens at prefill."""
+    ``memory.fits``). ``microbatches`` defaults to the count with the shortest step among
+    1..min(sequences, p) at decode and 1..min(prompt tokens, 4p) at prefill."""
     check_deployment(model, deployment)
     eff = efficiency or Efficiency()
     memory = chip_memory(model, deployment, workload, reserve_fraction)
@@ -647,7 +683,8 @@ def deploy_step(
     if tensor_parallel is None and pipeline_parallel is None:
         dep = auto_deployment(model, acc, workload, reserve_fraction)
     else:
-        dep = Deployment(acc, tensor_parallel or 1, pipeline_parallel or 1)
+        tp = 1 if tensor_parallel is None else tensor_parallel
+        dep = Deployment(acc, tp, 1 if pipeline_parallel is None else pipeline_parallel)
     cost = deployment_cost(model, dep, workload, efficiency, reserve_fraction=reserve_fraction)
     mem = cost.memory
     if not mem.fits:

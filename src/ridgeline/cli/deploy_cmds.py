@@ -52,7 +52,6 @@ def deploy_cmd(
 def deploy_table(cost: an.DeploymentCost) -> Table:
     """One deployment's step as a two-column Rich table."""
     s, mem, dep = cost.slot, cost.memory, cost.deployment
-    ar = s.allreduce
     rows = [
         ("deployment", dep.label),
         ("per chip: weights + KV", f"{fmt_bytes(mem.weights_bytes)} + {fmt_bytes(mem.kv_bytes)}"),
@@ -61,13 +60,9 @@ def deploy_table(cost: an.DeploymentCost) -> Table:
             f"{fmt_bytes(mem.available_bytes)} of {fmt_bytes(mem.capacity_bytes)}",
         ),
         ("per chip per step", f"{cost.chip_flops / 1e9:.4g} GFLOP, {fmt_bytes(cost.chip_bytes)}"),
-        (
-            "one all-reduce",
-            f"{fmt_bytes(ar.message_bytes)} message, {fmt_bytes(ar.bytes_sent_per_chip)} sent per "
-            f"chip in {ar.steps} steps, {fmt_seconds(ar.time_s)}; {s.allreduces_per_pass} per pass",
-        ),
+        ("one all-reduce", _allreduce_text(cost)),
         ("links per step", fmt_bytes(cost.interconnect_bytes)),
-        ("microbatches", str(cost.microbatches)),
+        ("microbatches", f"{cost.microbatches} ({cost.schedule.value} pipeline)"),
         (
             "slot",
             f"compute {fmt_seconds(s.compute_s)}, memory {fmt_seconds(s.memory_s)}, "
@@ -83,3 +78,14 @@ def deploy_table(cost: an.DeploymentCost) -> Table:
     for key, value in rows:
         table.add_row(key, value)
     return table
+
+
+def _allreduce_text(cost: an.DeploymentCost) -> str:
+    s = cost.slot
+    ar = s.allreduce
+    if ar.chips == 1:
+        return "none (TP 1)"
+    return (
+        f"{fmt_bytes(ar.message_bytes)} message, {fmt_bytes(ar.bytes_sent_per_chip)} sent per "
+        f"chip in {ar.steps} steps, {fmt_seconds(ar.time_s)}; {s.allreduces_per_pass} per pass"
+    )
