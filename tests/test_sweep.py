@@ -460,6 +460,8 @@ def test_cli_run_status_report(tmp_path: Path) -> None:
         status["status_counts"] == {"converged": 8}
         and status["best"]["llama-3.1-8b"]["objective"] > 0
     )
+    res = runner.invoke(app, ["sweep", "status", str(db)])
+    assert "p[max_num_batched_tokens=" in res.stdout  # knob tags are not eaten as Rich markup
     png = tmp_path / "front.png"
     res = runner.invoke(app, ["sweep", "report", str(db), "--plot", str(png)])
     assert res.exit_code == 0 and "Pareto front" in res.stdout and png.stat().st_size > 1000

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
@@ -53,15 +54,17 @@ def _chips(text: str | None) -> tuple[ChipSplit, ...] | None:
 
 
 def _rich(t: Table) -> RichTable:
-    table = RichTable(*t.headers, title=t.caption or None)
+    table = RichTable(title=t.caption or None)
+    for header in t.headers:
+        table.add_column(header, overflow="fold")
     for row in t.rows:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))  # labels hold [knob=value]
     return table
 
 
 def _describe(p: SweepProgress) -> str:
     best = "—" if p.best_label is None else f"{p.best_label} ({p.best_objective:.3g})"
-    return f"{p.num_simulated} sims, {p.num_reused} reused · best: {best}"
+    return escape(f"{p.num_simulated} sims, {p.num_reused} reused · best: {best}")
 
 
 @sweep_app.command("run")
@@ -158,12 +161,11 @@ def status_cmd(
         emit_json(payload)
         return
     counts = ", ".join(f"{k} {v}" for k, v in rep.status_counts.items())
-    console.print(f"sweep '{rep.name}': {rep.num_configs} configurations ({counts})")
+    console.print(f"sweep '{rep.name}': {rep.num_configs} configurations ({counts})", markup=False)
     console.print(f"{rep.num_probes} probes stored")
     for b in best.values():
-        console.print(
-            f"best so far for {b.model}: {b.label}: {b.objective or 0:.4g} {rep.objective}"
-        )
+        line = f"best so far for {b.model}: {b.label}: {b.objective or 0:.4g} {rep.objective}"
+        console.print(line, markup=False)
 
 
 @sweep_app.command("report")

@@ -14,7 +14,7 @@ the store when it is there, so it also reaches the same decisions, simulating on
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -241,8 +241,3 @@ def run_sweep(
         sweep.num_rounds,
         time.perf_counter() - start,
     )
-
-
-def configurations_of(spec: SweepSpec) -> Sequence[Configuration]:
-    """The grid of ``spec`` (re-exported for the faces)."""
-    return spec.configurations()
