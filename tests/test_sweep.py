@@ -109,7 +109,10 @@ def test_spec_expands_axes_and_policy_knobs(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (("block_size", "max_num_batched_tokens = [512, 2048]\nblock_size = 0"), "policies.0"),
+        (
+            ("block_size", "max_num_batched_tokens = [512, 2048]\nblock_size = 0"),
+            "policies.0.block_size: ",
+        ),
         (('"goodput_per_chip"', '"goodput_per_dollar"'), "prices.h200.usd_per_chip_hour"),
         (("[slo]", "[slo\n"), "line"),
         (("chips = [1, 2]", "chips = [1, 1]"), "deployments"),
