@@ -493,3 +493,20 @@ def test_cli_errors_are_one_line_exit_2(tmp_path: Path, args: list[str]) -> None
     )
     assert res.exit_code == 2
     assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
+
+
+def test_a_probe_task_carries_no_requests(tmp_path: Path) -> None:
+    """Tasks carry a configuration, a rate and a seed; the trace travels once, in the context."""
+    import pickle
+
+    trace = TESTS.parent.parent / "shared" / "traces" / "splitwise_conv.csv"  # ../shared
+    w = WorkloadSpec("conv", Arrival.TRACE, None, str(trace), duration_s=60.0)
+    if not trace.exists():
+        pytest.skip("shared traces not present")
+    spec = load_spec(_spec(tmp_path))
+    config = spec.configurations()[0]
+    from dataclasses import replace
+
+    task = ProbeTask("k", replace(config, workload=w), 4.0, 0)
+    ctx = SharedContext(FifoDouble(), {"conv": load_table(w, 0)}, spec.slo)
+    assert len(pickle.dumps(task)) < 2_000 < 200_000 < len(pickle.dumps(ctx))

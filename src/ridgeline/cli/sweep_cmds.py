@@ -34,7 +34,8 @@ from ridgeline.sweep import Progress as SweepProgress
 sweep_app = new_app("Capacity sweeps: the highest request rate within SLOs, per configuration.")
 
 DbOpt = Annotated[
-    str | None, typer.Option("--db", help="result store (default: SPEC's name with .db)")
+    str | None,
+    typer.Option("--db", help="result store (default: SPEC's name with .db or .parquet)"),
 ]
 ListOpt = Annotated[str | None, typer.Option(help="comma-separated; replaces the spec's axis")]
 
@@ -100,7 +101,8 @@ def run_cmd(
         deployments=_chips(chips),
     )
     sim = load_simulator(simulator)
-    store = open_store(db or f"{spec_path.stem}.db", fmt)
+    db = db or f"{spec_path.stem}.{'parquet' if fmt is StoreFormat.PARQUET else 'db'}"
+    store = open_store(db, fmt)
     n = len(spec.configurations())
     bar = Progress(
         TextColumn("sweep"),
@@ -121,7 +123,7 @@ def run_cmd(
             outcome = run_sweep(spec, store, make_backend(backend, workers, address), sim, update)
         finally:
             store.close()
-    rep = sweep_report(read_store(db or f"{spec_path.stem}.db"))
+    rep = sweep_report(read_store(db))
     if json_out:
         emit_json(
             {
