@@ -510,3 +510,14 @@ def test_a_probe_task_carries_no_requests(tmp_path: Path) -> None:
     task = ProbeTask("k", replace(config, workload=w), 4.0, 0)
     ctx = SharedContext(FifoDouble(), {"conv": load_table(w, 0)}, spec.slo)
     assert len(pickle.dumps(task)) < 2_000 < 200_000 < len(pickle.dumps(ctx))
+
+
+def test_a_store_reused_with_another_spec_reports_only_that_spec(tmp_path: Path) -> None:
+    db = tmp_path / "reuse.db"
+    run_sweep(load_spec(_spec(tmp_path)), SqliteStore(db), LocalBackend(1), FifoDouble())
+    narrower = SPEC.replace('accelerators = ["h100-sxm", "h200"]', 'accelerators = ["h200"]')
+    out = run_sweep(
+        load_spec(_spec(tmp_path, narrower)), SqliteStore(db), LocalBackend(1), FifoDouble()
+    )
+    assert out.num_simulated == 0  # every h200 probe was already stored
+    assert sweep_report(read_store(db)).num_configs == 4

@@ -48,6 +48,7 @@ class SweepReport:
 
     @property
     def best(self) -> ConfigSummary | None:
+        """The top-ranked configuration, if any met the SLOs."""
         return self.ranked[0] if self.ranked and self.ranked[0].capacity_rps else None
 
     def best_by_model(self) -> dict[str, ConfigSummary]:
