@@ -62,7 +62,16 @@ def build_spec(quick: bool, trace: Path) -> SweepSpec:
             {"name": "chunked-512", "max_num_batched_tokens": 512},
             {"name": "budget-8192", "max_num_batched_tokens": 8192},
         ],
-        "workloads": [{"name": "conv", "trace": str(trace), "num_requests": 120 if quick else 300}],
+        # rate x duration_s requests per probe: an overload by a factor rho leaves
+        # (rho - 1) x duration_s of backlog, which the TTFT SLO sees
+        "workloads": [
+            {
+                "name": "conv",
+                "trace": str(trace),
+                "duration_s": 10.0 if quick else 60.0,
+                "max_requests": 1000 if quick else 6000,
+            }
+        ],
         "slo": {"ttft_s": 1.0, "tpot_s": 0.05, "percentile": 90},
         "search": {"rate_start_rps": 2.0, "rel_tolerance": 0.10 if quick else 0.05},
     }

@@ -109,7 +109,10 @@ def test_spec_expands_axes_and_policy_knobs(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (("block_size", "max_num_batched_tokens = [512, 2048]\nblock_size = 0"), "policies.0"),
+        (
+            ("block_size", "max_num_batched_tokens = [512, 2048]\nblock_size = 0"),
+            "policies.0.block_size: ",
+        ),
         (('"goodput_per_chip"', '"goodput_per_dollar"'), "prices.h200.usd_per_chip_hour"),
         (("[slo]", "[slo\n"), "line"),
         (("chips = [1, 2]", "chips = [1, 1]"), "deployments"),
@@ -297,6 +300,20 @@ def test_early_stopping_stops_dominated_configurations(tmp_path: Path) -> None:
     assert max(out.results, key=lambda r: r.objective or 0).key == best.key  # same winner
 
 
+def test_early_stopping_compares_configurations_of_one_model_only(tmp_path: Path) -> None:
+    text = SPEC.replace("early_stop = false", "early_stop = true").replace(
+        'models = ["llama-3.1-8b"]', 'models = ["llama-3.1-8b", "mistral-7b"]'
+    )
+    spec = load_spec(_spec(tmp_path, text))
+    out = run_sweep(spec, SqliteStore(tmp_path / "two.db"), LocalBackend(1), FifoDouble())
+    winners = {
+        c.model
+        for c, r in zip(spec.configurations(), out.results, strict=True)
+        if r.status == "converged"
+    }
+    assert winners == {"llama-3.1-8b", "mistral-7b"}  # each model keeps its own winner
+
+
 class _Dies:
     """A backend that dies after ``after`` probes, as a killed sweep does."""
 
@@ -442,7 +459,12 @@ def test_cli_run_status_report(tmp_path: Path) -> None:
     assert run_out["num_configs"] == 8 and run_out["num_simulated"] > 8
     res = runner.invoke(app, ["sweep", "status", str(db), "--json"])
     status = json.loads(res.stdout)
-    assert status["status_counts"] == {"converged": 8} and status["best"]["objective"] > 0
+    assert (
+        status["status_counts"] == {"converged": 8}
+        and status["best"]["llama-3.1-8b"]["objective"] > 0
+    )
+    res = runner.invoke(app, ["sweep", "status", str(db)])
+    assert "p[max_num_batched_tokens=" in res.stdout  # knob tags are not eaten as Rich markup
     png = tmp_path / "front.png"
     res = runner.invoke(app, ["sweep", "report", str(db), "--plot", str(png)])
     assert res.exit_code == 0 and "Pareto front" in res.stdout and png.stat().st_size > 1000
@@ -471,3 +493,31 @@ def test_cli_errors_are_one_line_exit_2(tmp_path: Path, args: list[str]) -> None
     )
     assert res.exit_code == 2
     assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
+
+
+def test_a_probe_task_carries_no_requests(tmp_path: Path) -> None:
+    """Tasks carry a configuration, a rate and a seed; the trace travels once, in the context."""
+    import pickle
+
+    trace = TESTS.parent.parent / "shared" / "traces" / "splitwise_conv.csv"  # ../shared
+    w = WorkloadSpec("conv", Arrival.TRACE, None, str(trace), duration_s=60.0)
+    if not trace.exists():
+        pytest.skip("shared traces not present")
+    spec = load_spec(_spec(tmp_path))
+    config = spec.configurations()[0]
+    from dataclasses import replace
+
+    task = ProbeTask("k", replace(config, workload=w), 4.0, 0)
+    ctx = SharedContext(FifoDouble(), {"conv": load_table(w, 0)}, spec.slo)
+    assert len(pickle.dumps(task)) < 2_000 < 200_000 < len(pickle.dumps(ctx))
+
+
+def test_a_store_reused_with_another_spec_reports_only_that_spec(tmp_path: Path) -> None:
+    db = tmp_path / "reuse.db"
+    run_sweep(load_spec(_spec(tmp_path)), SqliteStore(db), LocalBackend(1), FifoDouble())
+    narrower = SPEC.replace('accelerators = ["h100-sxm", "h200"]', 'accelerators = ["h200"]')
+    out = run_sweep(
+        load_spec(_spec(tmp_path, narrower)), SqliteStore(db), LocalBackend(1), FifoDouble()
+    )
+    assert out.num_simulated == 0  # every h200 probe was already stored
+    assert sweep_report(read_store(db)).num_configs == 4

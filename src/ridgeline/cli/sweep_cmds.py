@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
@@ -13,6 +14,7 @@ from ridgeline.cli.common import JsonOpt, PlotOpt, console, emit_json, err_conso
 from ridgeline.errors import ConfigError
 from ridgeline.report.document import Table
 from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
+from ridgeline.report.sweep_section import markdown as md_table
 from ridgeline.sweep import (
     BackendKind,
     ChipSplit,
@@ -32,7 +34,8 @@ from ridgeline.sweep import Progress as SweepProgress
 sweep_app = new_app("Capacity sweeps: the highest request rate within SLOs, per configuration.")
 
 DbOpt = Annotated[
-    str | None, typer.Option("--db", help="result store (default: SPEC's name with .db)")
+    str | None,
+    typer.Option("--db", help="result store (default: SPEC's name with .db or .parquet)"),
 ]
 ListOpt = Annotated[str | None, typer.Option(help="comma-separated; replaces the spec's axis")]
 
@@ -52,15 +55,17 @@ def _chips(text: str | None) -> tuple[ChipSplit, ...] | None:
 
 
 def _rich(t: Table) -> RichTable:
-    table = RichTable(*t.headers, title=t.caption or None)
+    table = RichTable(title=t.caption or None)
+    for header in t.headers:
+        table.add_column(header, overflow="fold")
     for row in t.rows:
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))  # labels hold [knob=value]
     return table
 
 
 def _describe(p: SweepProgress) -> str:
     best = "—" if p.best_label is None else f"{p.best_label} ({p.best_objective:.3g})"
-    return f"{p.num_simulated} sims, {p.num_reused} reused · best: {best}"
+    return escape(f"{p.num_simulated} sims, {p.num_reused} reused · best: {best}")
 
 
 @sweep_app.command("run")
@@ -96,7 +101,8 @@ def run_cmd(
         deployments=_chips(chips),
     )
     sim = load_simulator(simulator)
-    store = open_store(db or f"{spec_path.stem}.db", fmt)
+    db = db or f"{spec_path.stem}.{'parquet' if fmt is StoreFormat.PARQUET else 'db'}"
+    store = open_store(db, fmt)
     n = len(spec.configurations())
     bar = Progress(
         TextColumn("sweep"),
@@ -117,7 +123,7 @@ def run_cmd(
             outcome = run_sweep(spec, store, make_backend(backend, workers, address), sim, update)
         finally:
             store.close()
-    rep = sweep_report(read_store(db or f"{spec_path.stem}.db"))
+    rep = sweep_report(read_store(db))
     if json_out:
         emit_json(
             {
@@ -144,23 +150,24 @@ def status_cmd(
 ) -> None:
     """How far a stored sweep got: configurations by status, probes stored, best so far."""
     rep = sweep_report(read_store(db))
-    best = rep.best
+    best = rep.best_by_model()
     payload = {
         "schema": "ridgeline.sweep-status/1",
         "name": rep.name,
         "num_configs": rep.num_configs,
         "num_probes": rep.num_probes,
         "status_counts": rep.status_counts,
-        "best": None if best is None else {"label": best.label, "objective": best.objective},
+        "best": {m: {"label": b.label, "objective": b.objective} for m, b in best.items()},
     }
     if json_out:
         emit_json(payload)
         return
     counts = ", ".join(f"{k} {v}" for k, v in rep.status_counts.items())
-    console.print(f"sweep '{rep.name}': {rep.num_configs} configurations ({counts})")
+    console.print(f"sweep '{rep.name}': {rep.num_configs} configurations ({counts})", markup=False)
     console.print(f"{rep.num_probes} probes stored")
-    if best is not None:
-        console.print(f"best so far: {best.label}: {best.objective:.4g} {rep.objective}")
+    for b in best.values():
+        line = f"best so far for {b.model}: {b.label}: {b.objective or 0:.4g} {rep.objective}"
+        console.print(line, markup=False)
 
 
 @sweep_app.command("report")
@@ -169,6 +176,7 @@ def report_cmd(
     model: Annotated[str | None, typer.Option("--model", "-m", help="only this model")] = None,
     top: Annotated[int, typer.Option(help="rows of the ranking")] = 20,
     plot: PlotOpt = None,
+    markdown: Annotated[bool, typer.Option(help="print Markdown tables")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """The best configurations and the Pareto front of latency vs throughput per chip."""
@@ -177,6 +185,9 @@ def report_cmd(
         plot_front(rep, plot)
     if json_out:
         emit_json(rep)
+        return
+    if markdown:
+        typer.echo(md_table(ranked_table(rep, top)) + "\n" + md_table(front_table(rep)))
         return
     console.print(_rich(ranked_table(rep, top)))
     console.print(_rich(front_table(rep)))

@@ -24,6 +24,14 @@ def _num(value: float | None, fmt: str = ".3g") -> str:
     return "—" if value is None else format(value, fmt)
 
 
+def markdown(t: Table) -> str:
+    """A table as Markdown, caption in bold above it."""
+    lines = [f"**{t.caption}**", ""] if t.caption else []
+    lines += ["| " + " | ".join(t.headers) + " |", "|" + "---|" * len(t.headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in t.rows]
+    return "\n".join(lines) + "\n"
+
+
 def ranked_table(rep: SweepReport, top: int = 20) -> Table:
     """The best ``top`` configurations: capacity, objective, and latency at capacity."""
     rows = []

@@ -24,6 +24,8 @@ from ridgeline.sweep.workload import RequestTable, at_rate
 
 
 class BackendKind(StrEnum):
+    """Where probes run: a process pool here, or a Ray cluster."""
+
     LOCAL = "local"
     RAY = "ray"
 
@@ -59,11 +61,17 @@ def run_probe(ctx: SharedContext, task: ProbeTask) -> PointResult:
 class Backend(Protocol):
     """Runs probes somewhere; yields each (task, result) as it finishes."""
 
-    def start(self, ctx: SharedContext) -> None: ...
+    def start(self, ctx: SharedContext) -> None:
+        """Ship ``ctx`` to the workers, once."""
+        ...
 
-    def run(self, tasks: Sequence[ProbeTask]) -> Iterator[tuple[ProbeTask, PointResult]]: ...
+    def run(self, tasks: Sequence[ProbeTask]) -> Iterator[tuple[ProbeTask, PointResult]]:
+        """Run ``tasks``; yield each with its result as it finishes (any order)."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the workers (and a Ray cluster this backend started)."""
+        ...
 
 
 # NOTE: a process pool's initializer can pass state to later tasks only through the worker

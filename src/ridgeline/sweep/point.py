@@ -50,6 +50,7 @@ class ChipSplit:
 
     @property
     def label(self) -> str:
+        """``tp4pp2``."""
         return f"tp{self.tensor_parallel}pp{self.pipeline_parallel}"
 
 

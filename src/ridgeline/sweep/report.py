@@ -48,7 +48,16 @@ class SweepReport:
 
     @property
     def best(self) -> ConfigSummary | None:
+        """The top-ranked configuration, if any met the SLOs."""
         return self.ranked[0] if self.ranked and self.ranked[0].capacity_rps else None
+
+    def best_by_model(self) -> dict[str, ConfigSummary]:
+        """The best configuration of each model (configurations compete within a model)."""
+        best: dict[str, ConfigSummary] = {}
+        for s in self.ranked:  # best first
+            if s.capacity_rps and s.model not in best:
+                best[s.model] = s
+        return best
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": "ridgeline.sweep-report/1", **asdict(self)}

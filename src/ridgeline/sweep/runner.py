@@ -14,7 +14,7 @@ the store when it is there, so it also reaches the same decisions, simulating on
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -76,6 +76,10 @@ def spec_payload(spec: SweepSpec) -> dict[str, Any]:
     return asdict(spec)
 
 
+def _group(c: Configuration) -> tuple[str, str]:
+    return c.model, c.workload.name
+
+
 def _settings(spec: SweepSpec, c: Configuration, table_sizes: Mapping[str, int]) -> SearchSettings:
     """The search settings of one configuration: a probe of ``duration_s`` seconds cannot
     measure rates beyond (requests available) / duration_s, so the search stops there (capped)."""
@@ -125,9 +129,15 @@ class _Sweep:
         value, _, label = max(scored)
         return label, value
 
-    def best_proven(self) -> float:
-        values = [proven(s.bracket, s.factor) for s in self.searches if s.factor is not None]
-        return max(values, default=0.0)
+    def best_proven(self) -> dict[tuple[str, str], float]:
+        """Per (model, workload): the best objective proven so far. Configurations compete only
+        with those serving the same model and traffic."""
+        best: dict[tuple[str, str], float] = {}
+        for s in self.searches:
+            if s.factor is not None:
+                group = _group(s.config)
+                best[group] = max(best.get(group, 0.0), proven(s.bracket, s.factor))
+        return best
 
     def finish(self, s: _Search, status: Status) -> None:
         s.status = status
@@ -137,12 +147,13 @@ class _Sweep:
         self.results[s.key] = result
         self.store.add_result(result)
 
-    def decide(self, s: _Search, best: float) -> float | None:
+    def decide(self, s: _Search, best_of: Mapping[tuple[str, str], float]) -> float | None:
         """The rate ``s`` probes this round, or ``None`` once it has finished."""
         if s.bracket.num_probes == 0 and not self.simulator.fits(s.config):
             self.finish(s, Status.DOES_NOT_FIT)
             return None
         early = self.spec.search.early_stop and s.factor is not None
+        best = best_of.get(_group(s.config), 0.0)
         if early and s.factor is not None and dominated(s.bracket, s.factor, best):
             self.finish(s, Status.DOMINATED)
             return None
@@ -230,8 +241,3 @@ def run_sweep(
         sweep.num_rounds,
         time.perf_counter() - start,
     )
-
-
-def configurations_of(spec: SweepSpec) -> Sequence[Configuration]:
-    """The grid of ``spec`` (re-exported for the faces)."""
-    return spec.configurations()

@@ -11,8 +11,8 @@ Every probe is a simulation with the sweep's fixed seed, so the sequence of rate
 function of the results: the same on every backend and on a resumed run.
 
 Early stopping: once a configuration's best possible objective, ``hi`` × its factor (capacity is
-below ``hi``), is no better than what another configuration has *proven* (its ``lo`` × factor),
-it cannot win and is stopped (status ``dominated``).
+below ``hi``), is no better than what another configuration of the same model and workload has
+*proven* (its ``lo`` × factor), it cannot win and is stopped (status ``dominated``).
 """
 
 from __future__ import annotations

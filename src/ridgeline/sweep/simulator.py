@@ -70,6 +70,7 @@ class ServingSimulator:
         )
 
     def deployment(self, config: Configuration) -> Deployment:
+        """The analytic deployment of ``config``'s split on its accelerator."""
         split = config.deployment
         acc = get_accelerator(config.accelerator)
         return Deployment(acc, split.tensor_parallel, split.pipeline_parallel)

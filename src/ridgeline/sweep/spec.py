@@ -315,7 +315,9 @@ def spec_from_dict(data: Mapping[str, Any], base: Path = Path()) -> SweepSpec:
         f = _SpecFile.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
+        # a union's member names ("constrained-int", "list[...]") are not fields
+        parts = [str(p) for p in err["loc"] if isinstance(p, int) or str(p).isidentifier()]
+        where = ".".join(parts)
         raise ConfigError(f"sweep spec field {where}: {err['msg']}") from None
     spec = SweepSpec(
         name=f.sweep.name,

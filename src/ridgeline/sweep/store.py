@@ -30,6 +30,8 @@ SCHEMA_VERSION = "ridgeline.sweep/1"
 
 
 class StoreFormat(StrEnum):
+    """How a sweep is stored."""
+
     SQLITE = "sqlite"
     PARQUET = "parquet"
 
@@ -68,6 +70,8 @@ class ConfigResult:
 
 @dataclass(frozen=True, slots=True)
 class StoredProbe:
+    """A finished probe as stored: its configuration key and its result."""
+
     key: str
     result: PointResult
 
@@ -85,15 +89,25 @@ class SweepData:
 class ResultStore(Protocol):
     """Writes each finished probe and configuration at once; reads everything back."""
 
-    def begin(self, spec: dict[str, Any], configs: Sequence[ConfigRow]) -> None: ...
+    def begin(self, spec: dict[str, Any], configs: Sequence[ConfigRow]) -> None:
+        """Record the spec and the grid (configurations already there are kept)."""
+        ...
 
-    def add_probe(self, key: str, result: PointResult) -> None: ...
+    def add_probe(self, key: str, result: PointResult) -> None:
+        """Store one finished probe, durably, before returning."""
+        ...
 
-    def add_result(self, result: ConfigResult) -> None: ...
+    def add_result(self, result: ConfigResult) -> None:
+        """Store (or replace) how a configuration's search ended."""
+        ...
 
-    def read(self) -> SweepData: ...
+    def read(self) -> SweepData:
+        """Everything stored so far."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the store."""
+        ...
 
 
 _DDL = """
@@ -123,8 +137,8 @@ class SqliteStore:
     def begin(self, spec: dict[str, Any], configs: Sequence[ConfigRow]) -> None:
         with self._db:
             self._db.execute(
-                "INSERT OR REPLACE INTO meta VALUES ('schema', ?), ('spec', ?)",
-                (SCHEMA_VERSION, json.dumps(spec, sort_keys=True)),
+                "INSERT OR REPLACE INTO meta VALUES ('schema', ?), ('spec', ?), ('keys', ?)",
+                (SCHEMA_VERSION, json.dumps(spec, sort_keys=True), _keys_json(configs)),
             )
             self._db.executemany(
                 "INSERT OR IGNORE INTO configs VALUES (?, ?, ?, ?, ?)",
@@ -170,7 +184,8 @@ class SqliteStore:
             for k, j in q("SELECT key, result_json FROM probes ORDER BY key, rate_rps")
         )
         results = tuple(ConfigResult(*row) for row in q("SELECT * FROM results ORDER BY key"))
-        return SweepData(json.loads(meta.get("spec", "{}")), configs, probes, results)
+        data = SweepData(json.loads(meta.get("spec", "{}")), configs, probes, results)
+        return _current(data, meta.get("keys"))
 
     def close(self) -> None:
         self._db.close()
@@ -203,6 +218,7 @@ class ParquetStore:
 
     def begin(self, spec: dict[str, Any], configs: Sequence[ConfigRow]) -> None:
         (self._dir / "spec.json").write_text(json.dumps(spec, sort_keys=True))
+        (self._dir / "keys.json").write_text(_keys_json(configs))
         rows = [{**asdict(c), "config": json.dumps(c.config)} for c in configs]
         self._write(rows, self._dir / "configs.parquet")
 
@@ -230,10 +246,28 @@ class ParquetStore:
             ConfigResult(**pq.read_table(f).to_pylist()[0])
             for f in sorted((self._dir / "results").glob("*.parquet"))
         )
-        return SweepData(spec, configs, tuple(probes), results)
+        keys = self._dir / "keys.json"
+        data = SweepData(spec, configs, tuple(probes), results)
+        return _current(data, keys.read_text() if keys.exists() else None)
 
     def close(self) -> None:
         """Nothing to close: each part file is complete when written."""
+
+
+def _keys_json(configs: Sequence[ConfigRow]) -> str:
+    return json.dumps(sorted(c.key for c in configs))
+
+
+def _current(data: SweepData, keys_json: str | None) -> SweepData:
+    """Only the configurations of the spec last run on this store (a store reused with another
+    spec keeps the old rows, for reuse, but does not report them)."""
+    if keys_json is None:
+        return data
+    keys = set(json.loads(keys_json))
+    configs = [c for c in data.configs if c.key in keys]
+    probes = [p for p in data.probes if p.key in keys]
+    results = [r for r in data.results if r.key in keys]
+    return SweepData(data.spec, tuple(configs), tuple(probes), tuple(results))
 
 
 def open_store(path: str | Path, fmt: StoreFormat | None = None) -> ResultStore:
@@ -249,6 +283,7 @@ def open_store(path: str | Path, fmt: StoreFormat | None = None) -> ResultStore:
 
 
 def config_row(idx: int, key: str, config: Configuration) -> ConfigRow:
+    """The stored form of a configuration."""
     return ConfigRow(key, idx, config.label, config.chips, config.to_dict())
 
 

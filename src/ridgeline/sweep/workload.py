@@ -50,6 +50,7 @@ class Lengths:
             raise ConfigError(f"lengths [{self.low}, {self.high}]: need 1 <= low <= high")
 
     def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` lengths drawn with ``rng``."""
         if self.low == self.high:
             return np.full(n, self.low, dtype=np.int64)
         return rng.integers(self.low, self.high + 1, n, dtype=np.int64)
