@@ -15,7 +15,9 @@ from ridgeline.cli.common import (
     HwOpt,
     JsonOpt,
     ModelOpt,
+    PhaseOpt,
     PlotOpt,
+    PromptOpt,
     console,
     dtypes,
     emit_json,
@@ -278,12 +280,10 @@ def model_show(
 def roofline_cmd(
     hw: HwOpt = "h100-sxm",
     model: ModelOpt = "llama-3.1-8b",
-    phase: Annotated[an.Phase, typer.Option(help="prefill or decode")] = an.Phase.DECODE,
+    phase: PhaseOpt = an.Phase.DECODE,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
-    prompt: Annotated[
-        int | None, typer.Option(help="prefill tokens per sequence (default: context)")
-    ] = None,
+    prompt: PromptOpt = None,
     weight_dtype: DtypeOpt = "bf16",
     act_dtype: DtypeOpt = "bf16",
     kv_dtype: DtypeOpt = "bf16",
@@ -402,7 +402,7 @@ def kv_cmd(
 def questions_cmd(
     hw: HwOpt = "h100-sxm",
     model: ModelOpt = "llama-3.1-8b",
-    phase: Annotated[an.Phase, typer.Option(help="prefill or decode")] = an.Phase.DECODE,
+    phase: PhaseOpt = an.Phase.DECODE,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
     kv_dtype: DtypeOpt = "bf16",

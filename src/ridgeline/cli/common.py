@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from ridgeline.analytic import Dtypes
+from ridgeline.analytic import Dtypes, Phase
 from ridgeline.errors import RidgelineError
 from ridgeline.specs import DType
 
@@ -75,6 +75,10 @@ PlotOpt = Annotated[str | None, typer.Option("--plot", help="also write a PNG pl
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="sequences in the batch")]
 ContextOpt = Annotated[int, typer.Option("--context", "-t", help="context length in tokens")]
 DtypeOpt = Annotated[str, typer.Option(help="bf16, fp16, fp32, fp8, int8, int4")]
+PhaseOpt = Annotated[Phase, typer.Option(help="prefill or decode")]
+PromptOpt = Annotated[
+    int | None, typer.Option(help="prefill tokens per sequence (default: context)")
+]
 
 
 def dtypes(weight: str = "bf16", act: str = "bf16", kv: str = "bf16") -> Dtypes:

@@ -17,7 +17,9 @@ from ridgeline.cli.common import (
     HwOpt,
     JsonOpt,
     ModelOpt,
+    PhaseOpt,
     PlotOpt,
+    PromptOpt,
     console,
     emit_json,
 )
@@ -120,12 +122,10 @@ def flash_cmd(
 def schedule_cmd(
     hw: HwOpt = "ibm-spyre",
     model: ModelOpt = "llama-3.1-8b",
-    phase: Annotated[an.Phase, typer.Option(help="prefill or decode")] = an.Phase.DECODE,
+    phase: PhaseOpt = an.Phase.DECODE,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
-    prompt: Annotated[
-        int | None, typer.Option(help="prefill tokens per sequence (default: context)")
-    ] = None,
+    prompt: PromptOpt = None,
     bucket_batch: Annotated[int | None, typer.Option(help="compiled batch slots")] = None,
     bucket_context: Annotated[int | None, typer.Option(help="compiled sequence length")] = None,
     buffers: BuffersOpt = 2,
