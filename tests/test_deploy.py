@@ -29,22 +29,8 @@ PUBLISHED_PARAMS = {"llama-3.1-8b": 8_030_261_248, "llama-3.1-70b": LLAMA_70B_PA
 
 runner = CliRunner()
 
-NO_LINKS_TOML = """
-name = "mychip"
-kind = "gpu"
-vendor = "me"
-description = "a chip whose file says nothing of its links"
-device_level = "dram"
-cores = { value = 4, source = "datasheet" }
-[peak_flops_per_s]
-bf16 = { value = 1e14, source = "datasheet" }
-[[levels]]
-name = "dram"
-managed_by = "runtime"
-scope = "card"
-capacity_bytes = { value = 8e9, source = "datasheet" }
-bandwidth_bytes_per_s = { value = 5e11, source = "datasheet" }
-"""
+# The minimal catalog file of test_specs says nothing of its links.
+NO_LINKS_TOML = (Path(__file__).parent / "data" / "mychip.toml").read_text()
 
 
 def _decode(batch: int = 1, context: int = 4096) -> an.Workload:

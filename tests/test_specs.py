@@ -103,22 +103,7 @@ def test_unknown_accelerator_suggests_close_names() -> None:
         get_accelerator("h100-sxn")
 
 
-GOOD_TOML = """
-name = "mychip"
-kind = "gpu"
-vendor = "me"
-description = "a test chip"
-device_level = "dram"
-cores = { value = 4, source = "datasheet" }
-[peak_flops_per_s]
-bf16 = { value = 1e14, source = "datasheet" }
-[[levels]]
-name = "dram"
-managed_by = "runtime"
-scope = "card"
-capacity_bytes = { value = 8e9, source = "datasheet" }
-bandwidth_bytes_per_s = { value = 5e11, source = "datasheet" }
-"""
+GOOD_TOML = (Path(__file__).parent / "data" / "mychip.toml").read_text()
 
 
 def test_user_accelerator_file(tmp_path: Path) -> None:
