@@ -365,8 +365,9 @@ def _fit_line(f: Any) -> str:
         if f.loo_median_abs_error is not None
         else ""
     )
+    faults = f" + faults x {f.fault_s * 1e6:.2f} us" if f.fault_s else ""
     return (
-        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms{weights} + KV/{kv} + FLOPs/{flops};"
+        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms{weights} + KV/{kv} + FLOPs/{flops}{faults};"
         f" median |error| {100 * f.median_abs_error:.1f}%{loo}"
     )
 

@@ -8,11 +8,19 @@ calibrated machine (or any ``--hw``), with every dtype at the dtype the lab ran 
 Fitted model, one per backend (relative least squares, coefficients kept ≥ 0)::
 
     t̂ = overhead + weight_bytes ÷ BW_calibrated + kv_bytes ÷ BW_kv,eff + FLOPs ÷ F_eff
+         + minor_faults × t_fault
 
 The weight term keeps the calibrated bandwidth: the weights are the same at every point of one
 model, so their effective bandwidth cannot be told apart from a fixed overhead; what is left
 over is the overhead. The KV term gets its own effective bandwidth, because growing a
 DynamicCache costs far more per byte than streaming weights (it re-copies the cache every step).
+The fault term counts the minor page faults measured per step (getrusage, same timed steps):
+glibc serves an allocation above its mmap threshold (dynamic, up to 32 MiB on 64-bit) with fresh
+pages that fault on first touch, so a cache re-allocated every step costs kernel time that is
+not proportional to its bytes — 8% of the concatenated bytes fault at distilgpt2 B=4 T=1024 and
+90% at B=16 T=1024 (docs/lab). Which allocations cross the threshold depends on glibc's
+history, not on the model, so the count is measured rather than predicted; the run with
+``MALLOC_MMAP_THRESHOLD_`` pinned high has no faults and needs no such term.
 
 Gap decomposition: the profiled steps give each operator group's share of the step; scaled to
 the timed step, each group's time minus its roofline time is its excess. Time outside any
@@ -103,6 +111,7 @@ class ComparedPoint:
     load_avg_1m: float
     causes: tuple[Cause, ...]
     weight_gemm_s: float | None = None  # weights ÷ calibrated decode-GEMM rate at this batch
+    minor_faults: float = 0.0  # per timed step (getrusage)
     fitted_s: float | None = None
 
     @property
@@ -137,11 +146,12 @@ class ComparedPoint:
 
 @dataclass(frozen=True, slots=True)
 class FittedModel:
-    """t̂ = overhead + weight_scale × W ÷ BW_gemm(B) + KV ÷ BW_kv + FLOPs ÷ F.
+    """t̂ = overhead + weight_scale × W ÷ BW_gemm(B) + KV ÷ BW_kv + FLOPs ÷ F + faults × t_fault.
 
     ``BW_gemm(B)`` is the calibrated weight-streaming rate of a decode-shaped GEMM at the point's
     batch (``lab calibrate``); where the calibration has none, the weights fold into the
-    overhead (``weight_scale`` None). A ``None`` rate means the fit did not need that term.
+    overhead (``weight_scale`` None). A ``None`` rate means the fit did not need that term;
+    ``fault_s`` is 0 where the backend took no page faults or the fit did not need them.
     """
 
     label: str
@@ -152,6 +162,7 @@ class FittedModel:
     median_abs_error: float
     loo_median_abs_error: float | None
     num_points: int
+    fault_s: float = 0.0  # seconds per minor page fault
 
     def predict(self, p: ComparedPoint) -> float:
         t = self.overhead_s
@@ -159,7 +170,7 @@ class FittedModel:
             t += self.weight_scale * p.weight_gemm_s
         t += p.kv_bytes / self.kv_bandwidth if self.kv_bandwidth else 0.0
         t += p.flops / self.flops_per_s if self.flops_per_s else 0.0
-        return t
+        return t + p.minor_faults * self.fault_s
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -361,19 +372,21 @@ def _point(
         peak_above_start_bytes=memory.get("cuda_peak_above_start_bytes")
         or memory.get("rss_peak_above_start_bytes"),
         load_avg_1m=rec.env.get("load_avg_1m", -1.0),
+        minor_faults=float(timing.get("minor_faults_per_step", 0.0)),
         causes=decompose(measured, cost, timing, rec.result.get("profile"), other_cache_s),
     )
 
 
 def _nnls_rel(x: np.ndarray, y: np.ndarray, base: np.ndarray) -> np.ndarray:
     """Coefficients c ≥ 0 minimising Σ ((base + x·c − y) / y)², by trying every subset of
-    columns (few columns: exact and simple)."""
+    columns (few columns: exact and simple) with fewer columns than points: as many terms as
+    points would interpolate them and report an error of zero."""
     norm = np.linalg.norm(x, axis=0)
     norm[norm == 0] = 1.0
     a = x / y[:, None] / norm  # columns scaled to unit norm: bytes and FLOPs span 1e0..1e10
     b = (y - base) / y
     best, best_err = np.zeros(x.shape[1]), float(np.sum(b**2))
-    for k in range(1, x.shape[1] + 1):
+    for k in range(1, min(x.shape[1], len(y) - 1) + 1):
         for cols in itertools.combinations(range(x.shape[1]), k):
             coef, *_ = np.linalg.lstsq(a[:, cols], b, rcond=None)
             if np.any(coef < 0):
@@ -386,11 +399,26 @@ def _nnls_rel(x: np.ndarray, y: np.ndarray, base: np.ndarray) -> np.ndarray:
     return best / norm
 
 
+MIN_FAULTS = 1000  # per step: 4 MiB of fresh pages, about 2 ms of kernel time on this CPU
+
+
 def _design(points: Sequence[ComparedPoint]) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Columns: 1, weights at the calibrated GEMM rate (when every point has it), KV, FLOPs."""
+    """Columns: 1, weights at the calibrated GEMM rate (when every point has it), KV, FLOPs,
+    minor page faults (only where a point takes ``MIN_FAULTS`` per step: a handful of faults
+    costs microseconds, and fitting them would let noise buy a per-fault cost of milliseconds)."""
     with_gemm = all(p.weight_gemm_s is not None for p in points)
+    with_faults = max(p.minor_faults for p in points) >= MIN_FAULTS
     x = np.array(
-        [[1.0, (p.weight_gemm_s or 0.0) if with_gemm else 0.0, p.kv_bytes, p.flops] for p in points]
+        [
+            [
+                1.0,
+                (p.weight_gemm_s or 0.0) if with_gemm else 0.0,
+                p.kv_bytes,
+                p.flops,
+                p.minor_faults if with_faults else 0.0,
+            ]
+            for p in points
+        ]
     )
     y = np.array([p.measured_s for p in points])
     return x, y, with_gemm
@@ -417,6 +445,7 @@ def fit(label: str, points: Sequence[ComparedPoint]) -> FittedModel:
         weight_scale=float(coef[1]) if with_gemm else None,
         kv_bandwidth=float(1.0 / coef[2]) if coef[2] > 0 else None,
         flops_per_s=float(1.0 / coef[3]) if coef[3] > 0 else None,
+        fault_s=float(coef[4]),
         median_abs_error=_mdape(x @ coef, y),
         loo_median_abs_error=statistics.median(loo) if loo else None,
         num_points=len(points),

@@ -263,6 +263,7 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
             "in the overhead" if f.weight_scale is None else f"{f.weight_scale:.2f} × calibrated",
             fmt_rate(f.kv_bandwidth, "B/s") if f.kv_bandwidth else "∞ (not needed)",
             fmt_rate(f.flops_per_s, "FLOP/s") if f.flops_per_s else "∞ (not needed)",
+            f"{f.fault_s * 1e6:.2f} µs" if f.fault_s else "—",
             f"{100 * f.median_abs_error:.1f}%",
             "—" if f.loo_median_abs_error is None else f"{100 * f.loo_median_abs_error:.1f}%",
         )
@@ -278,11 +279,14 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
             "per step from time.process_time, which exposes contention when it falls below wall "
             "time). Effective bandwidth = analytic bytes of the step ÷ measured time.",
             "Fitted model per backend: t = overhead + s × weights ÷ BW_gemm(B) + KV bytes ÷ "
-            "BW_kv + FLOPs ÷ F, where BW_gemm(B) is the calibrated weight-streaming rate of a "
+            "BW_kv + FLOPs ÷ F + minor page faults × t_fault, where BW_gemm(B) is the calibrated weight-streaming rate of a "
             "decode-shaped GEMM at the point's batch (B=1 is a GEMV at memory bandwidth; a few "
             "rows may switch the BLAS to a slower GEMM kernel), fitted by relative least squares "
             "with non-negative coefficients; errors are median |fitted − measured| ÷ measured, "
-            "in-sample and leave-one-out.",
+            "in-sample and leave-one-out. The fault count is measured (getrusage over the timed "
+            "steps), not predicted: whether glibc serves a re-allocated cache from fresh mmap'd "
+            "pages depends on its dynamic mmap threshold (up to 32 MiB), so the faults grow "
+            "faster than the bytes; with the threshold pinned high (+malloc-env) there are none.",
         ),
         tables=(
             Table(
@@ -313,6 +317,7 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
                     "weights (× W ÷ BW_gemm(B))",
                     "KV at",
                     "compute at",
+                    "per page fault",
                     "median |error|",
                     "leave-one-out",
                 ),
