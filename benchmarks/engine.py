@@ -9,9 +9,11 @@ Method (reference/lab.md): fp32, one thread (``torch.set_num_threads(1)``), rand
 does not depend on values), the same weights in both engines. Each point fills a KV cache of
 ``context`` tokens per sequence with random keys/values (no prefill: it would cost minutes and
 does not change a decode step), runs ``--warmup`` decode steps, then reports the median of
-``--steps`` steps (wall time; CPU time alongside exposes contention). The roofline is the
-analytic step bytes (weights + KV read + KV written + activations, fp32) ÷ this machine's read
-bandwidth measured here (torch sum over 1 GiB, best of 5). The glibc allocator settings change
+``--steps`` steps (wall time; CPU time alongside exposes contention). The roofline is per
+operator max(bytes ÷ bandwidth, FLOPs ÷ matmul peak) at fp32 (``bench.roofline_ms``), with this
+machine's one-thread read bandwidth (torch sum over 1 GiB, best of 5) and fp32 matmul peak
+(2048³, best of 5) measured here; the bytes alone ÷ bandwidth are printed beside it (at batch 16
+the weight GEMMs are bound by the peak, not the bytes). The glibc allocator settings change
 transformers' dynamic-cache timings by up to 2× (lab.md §3), so the ``MALLOC_*`` environment is
 printed with the load average.
 
@@ -36,8 +38,9 @@ from ridgeline.engine import bench
 from ridgeline.engine.bench import Timing, timed
 from ridgeline.engine.llm import LLM
 from ridgeline.engine.model import CausalLM
-from ridgeline.engine.packing import pack_linears
+from ridgeline.engine.packing import Layout, pack_linears, resolve
 from ridgeline.engine.paged_kernel import load_paged_kernel
+from ridgeline.engine.panel_gemm import load_panel_gemm
 from ridgeline.engine.sampling import SamplingParams
 from ridgeline.engine.weights import to_hf_state
 from ridgeline.specs import ModelSpec, get_model, parse_config
@@ -62,6 +65,7 @@ class Point:
     batch: int
     context: int
     roofline_ms: float
+    bytes_ms: float
     ridgeline: Timing
     hf_dynamic: Timing | None
     hf_static: Timing | None
@@ -146,8 +150,8 @@ def grid(args: argparse.Namespace, bw: float, kernel: Any) -> list[Point]:
     for name in args.models:
         spec, ours = build(name)
         theirs = hf_model(spec, ours) if not args.no_hf else None
-        if not args.no_pack:
-            pack_linears(ours)
+        panel = load_panel_gemm()
+        pack_linears(ours, resolve(Layout(args.pack), torch.float32, panel), panel)
         for b in args.batches:
             for t in args.contexts:
                 points.append(measure(args, spec, ours, theirs, kernel, b, t, bw))
@@ -171,13 +175,16 @@ def measure(
         gc.collect()
         sta = timed(hf_decode(theirs, spec, batch, context, True, n), args.warmup, args.steps)
         gc.collect()
-    roof = bench.roofline_ms(spec, batch, context, bw)
-    return Point(spec.name, batch, context, roof, rl, dyn, sta)
+    roof = bench.roofline_ms(spec, batch, context, bw, args.peak)
+    return Point(
+        spec.name, batch, context, roof, bench.bytes_ms(spec, batch, context, bw), rl, dyn, sta
+    )
 
 
 HEADER = (
-    f"{'model':<12}{'B':>4}{'T':>6} {'roof ms':>8} {'ridge ms':>9} {'HF dyn':>8} {'HF stat':>8}"
-    f" | {'ridge/roof':>10} {'dyn/ridge':>9} {'stat/ridge':>10} | cpu ms: ridge, dyn, stat"
+    f"{'model':<12}{'B':>4}{'T':>6} {'roof ms':>8} {'bytes ms':>8} {'ridge ms':>9} {'HF dyn':>8}"
+    f" {'HF stat':>8} | {'ridge/roof':>10} {'ridge/bytes':>11} {'dyn/ridge':>9} {'stat/ridge':>10}"
+    " | cpu ms: ridge, dyn, stat"
 )
 NAN = Timing(float("nan"), float("nan"))
 
@@ -185,8 +192,9 @@ NAN = Timing(float("nan"), float("nan"))
 def row(p: Point) -> str:
     dyn, sta, rl = p.hf_dynamic or NAN, p.hf_static or NAN, p.ridgeline
     return (
-        f"{p.model:<12}{p.batch:>4}{p.context:>6} {p.roofline_ms:>8.1f} {rl.wall_ms:>9.1f} "
-        f"{dyn.wall_ms:>8.1f} {sta.wall_ms:>8.1f} | {rl.wall_ms / p.roofline_ms:>10.2f} "
+        f"{p.model:<12}{p.batch:>4}{p.context:>6} {p.roofline_ms:>8.1f} {p.bytes_ms:>8.1f} "
+        f"{rl.wall_ms:>9.1f} {dyn.wall_ms:>8.1f} {sta.wall_ms:>8.1f} | "
+        f"{rl.wall_ms / p.roofline_ms:>10.2f} {rl.wall_ms / p.bytes_ms:>11.2f} "
         f"{dyn.wall_ms / rl.wall_ms:>9.2f} {sta.wall_ms / rl.wall_ms:>10.2f} | "
         f"{rl.cpu_ms:.1f}, {dyn.cpu_ms:.1f}, {sta.cpu_ms:.1f}"
     )
@@ -284,7 +292,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=7)
     p.add_argument("--no-hf", action="store_true", help="ridgeline and roofline only")
-    p.add_argument("--no-pack", action="store_true", help="plain F.linear (no oneDNN packing)")
+    p.add_argument("--pack", choices=[x.value for x in Layout], default="auto",
+                   help="weight layout (packing.Layout; off: plain F.linear)")  # fmt: skip
     p.add_argument("--bandwidth-gbs", type=float, help="roofline bandwidth (default: measured)")
     p.add_argument("--skip-grid", action="store_true")
     p.add_argument("--skip-mixed", action="store_true")
@@ -312,6 +321,8 @@ def main() -> None:
     if not args.skip_grid:
         bw = bench.read_bandwidth_bytes_per_s()
         print(f"measured read bandwidth: {bw / 1e9:.1f} GB/s (1 thread)")
+        args.peak = bench.matmul_peak_flops_per_s()
+        print(f"measured fp32 matmul peak: {args.peak / 1e9:.1f} GFLOP/s (1 thread, 2048^3)")
         if args.bandwidth_gbs:
             bw = args.bandwidth_gbs * 1e9
             print(f"roofline uses the given {args.bandwidth_gbs:.1f} GB/s")

@@ -116,7 +116,8 @@ def bench_engine_cmd(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Decode step time of the engine against the roofline (fp32, one thread, random weights).
+    """Decode step time of the engine against the roofline (fp32, one thread, random weights):
+    per operator max(bytes ÷ bandwidth, FLOPs ÷ matmul peak), both measured here.
 
     transformers' caches are compared in benchmarks/engine.py."""
     _engine()
@@ -130,7 +131,8 @@ def bench_engine_cmd(
     load = bench.load_average()
     rows = [
         {"batch": p.batch, "context": p.context, "roofline_ms": p.roofline_ms,
-         "step_ms": p.step.wall_ms, "cpu_ms": p.step.cpu_ms, "ratio": p.ratio}
+         "bytes_ms": p.bytes_ms, "step_ms": p.step.wall_ms, "cpu_ms": p.step.cpu_ms,
+         "ratio": p.ratio}
         for p in points
     ]  # fmt: skip
     if json_out:
@@ -144,12 +146,21 @@ def bench_engine_cmd(
         )
         return
     table = Table(title=f"engine decode step vs roofline: {model} (load {load[0]:.2f})")
-    for col in ("batch", "context", "roofline ms", "step ms", "cpu ms", "step / roofline"):
+    cols = (
+        "batch",
+        "context",
+        "roofline ms",
+        "bytes ÷ BW ms",
+        "step ms",
+        "cpu ms",
+        "step / roofline",
+    )
+    for col in cols:
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
-            str(r["batch"]), str(r["context"]), f"{r['roofline_ms']:.1f}", f"{r['step_ms']:.1f}",
-            f"{r['cpu_ms']:.1f}", f"{r['ratio']:.2f}",
+            str(r["batch"]), str(r["context"]), f"{r['roofline_ms']:.1f}", f"{r['bytes_ms']:.1f}",
+            f"{r['step_ms']:.1f}", f"{r['cpu_ms']:.1f}", f"{r['ratio']:.2f}",
         )  # fmt: skip
     console.print(table)
 

@@ -88,6 +88,8 @@ class AttentionMetadata:
         block_tables: [R, max_blocks] each such row's block table, padded with block 0.
         context_lens: [R] keys each such row sees (its position + 1).
         paged_mask: [R, 1, 1, max_blocks * block_size] True where a key is visible (gather path).
+        all_paged: every row takes the paged path in order (a pure decode step): attention
+            returns the kernel's output as is, with no scatter into a step-sized buffer.
     """
 
     positions: torch.Tensor
@@ -97,6 +99,7 @@ class AttentionMetadata:
     block_tables: torch.Tensor
     context_lens: torch.Tensor
     paged_mask: torch.Tensor
+    all_paged: bool = False
 
 
 def _slots(block_ids: Sequence[int], start: int, end: int, block_size: int) -> list[int]:
@@ -141,6 +144,7 @@ def build_metadata(
         block_tables=tables,
         context_lens=lens,
         paged_mask=mask,
+        all_paged=not multi,
     )
 
 
@@ -216,6 +220,9 @@ def paged_attention(
         [T, H, d] attention outputs (before the output projection).
     """
     cache.write(layer, meta.slot_mapping, k_new, v_new)
+    if meta.all_paged and kernel is not None:  # rows are already in step order
+        o = kernel(q, cache.k[layer], cache.v[layer], meta.block_tables, meta.context_lens)
+        return o.to(q.dtype)  # [T, H, d]
     k_flat, v_flat = cache.flat(layer)  # [num_slots, kv_heads, d]
     out = torch.empty_like(q)  # [T, H, d]
     for s in meta.multi:

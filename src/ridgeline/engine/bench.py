@@ -5,8 +5,9 @@ A point fills a paged cache of ``context`` random keys/values per sequence (valu
 a step's time, and a real prefill would cost minutes on a CPU), scatters each sequence over
 shuffled blocks, then times ``TorchExecutor.execute`` on one decode token per sequence: median
 of ``steps`` after ``warmup``, wall and CPU time (CPU time exposes contention on a busy machine).
-The roofline is the analytic step bytes at fp32 ÷ a bandwidth: measured here (``sum`` over
-1 GiB, best of five) unless given.
+The roofline is per operator max(bytes ÷ bandwidth, FLOPs ÷ matmul peak) at fp32, both measured
+here (``sum`` over 1 GiB and a 2048² matmul, best of five) unless given; the bytes alone ÷
+bandwidth are reported beside it.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from ridgeline.engine.attention import DecodeKernel
 from ridgeline.engine.executor import TorchExecutor
 from ridgeline.engine.kv_cache import CacheShape, KVCache
 from ridgeline.engine.model import CausalLM
-from ridgeline.engine.packing import can_pack, pack_linears
+from ridgeline.engine.packing import Layout, can_pack, pack_linears, resolve
 from ridgeline.engine.paged_kernel import load_paged_kernel
+from ridgeline.engine.panel_gemm import load_panel_gemm
 from ridgeline.engine.weights import init_random
 from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest
 from ridgeline.specs import DType, ModelSpec
@@ -46,12 +48,13 @@ class Timing:
 
 @dataclass(frozen=True, slots=True)
 class DecodePoint:
-    """One (batch, context) point: the engine's step against the roofline."""
+    """One (batch, context) point: the engine's step against the roofline and the bytes alone."""
 
     model: str
     batch: int
     context: int
     roofline_ms: float
+    bytes_ms: float
     step: Timing
 
     @property
@@ -75,10 +78,35 @@ def read_bandwidth_bytes_per_s(elements: int = BANDWIDTH_PROBE_ELEMENTS) -> floa
     return x.numel() * x.element_size() / best
 
 
-def roofline_ms(spec: ModelSpec, batch: int, context: int, bw: float) -> float:
+MATMUL_PROBE_N = 2048  # fp32 square matmul: 2·n³ FLOPs, far beyond any cache
+
+
+def matmul_peak_flops_per_s(n: int = MATMUL_PROBE_N) -> float:
+    """Best of five ``n × n`` fp32 matmuls (the same probe as ``lab calibrate``)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)  # [n, n] each
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best
+
+
+def bytes_ms(spec: ModelSpec, batch: int, context: int, bw: float) -> float:
     """Analytic decode-step bytes at fp32 (weights + KV read + KV written + activations) ÷ bw."""
     terms = op_terms(spec, UniformShape(float(batch), 1.0, float(context)), FP32)
     return sum(float(t.bytes_read + t.bytes_written) for t in terms) / bw * 1e3
+
+
+def roofline_ms(spec: ModelSpec, batch: int, context: int, bw: float, peak: float) -> float:
+    """The roofline of the step (Williams et al. 2009), operator by operator at fp32:
+    Σ_op max(bytes_op ÷ bw, FLOPs_op ÷ peak). At batch 16 the weight GEMMs do 8 FLOPs per
+    byte, above this CPU's one-thread ridge (~95 GFLOP/s ÷ ~22 GB/s ≈ 4), so they are bound by
+    the matmul peak, not by the bytes."""
+    terms = op_terms(spec, UniformShape(float(batch), 1.0, float(context)), FP32)
+    return 1e3 * sum(
+        max(float(t.bytes_read + t.bytes_written) / bw, float(t.flops) / peak) for t in terms
+    )
 
 
 def timed(step: Callable[[int], None], warmup: int, steps: int) -> Timing:
@@ -138,16 +166,19 @@ def decode_grid(
     bandwidth_bytes_per_s: float | None = None,
     warmup: int = 2,
     steps: int = 5,
+    peak_flops_per_s: float | None = None,
 ) -> list[DecodePoint]:
     """The engine's decode step over a (batch × context) grid, with the roofline of each point.
 
-    Runs on one thread with packed weights and the paged kernel when available.
+    Runs on one thread with packed weights (``Layout.AUTO``) and the paged kernel when available.
     """
     torch.set_num_threads(1)
     bw = bandwidth_bytes_per_s or read_bandwidth_bytes_per_s()
+    peak = peak_flops_per_s or matmul_peak_flops_per_s()
     model = bench_model(spec)
     if can_pack(torch.device("cpu")):
-        pack_linears(model)
+        panel = load_panel_gemm()
+        pack_linears(model, resolve(Layout.AUTO, torch.float32, panel), panel)
     kernel = load_paged_kernel()
     points = []
     with torch.inference_mode():
@@ -155,5 +186,6 @@ def decode_grid(
             for t in contexts:
                 step = decode_step(model, kernel, b, t, warmup + steps)
                 timing = timed(step, warmup, steps)
-                points.append(DecodePoint(spec.name, b, t, roofline_ms(spec, b, t, bw), timing))
+                roof = roofline_ms(spec, b, t, bw, peak)
+                points.append(DecodePoint(spec.name, b, t, roof, bytes_ms(spec, b, t, bw), timing))
     return points

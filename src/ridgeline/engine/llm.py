@@ -24,8 +24,9 @@ from ridgeline.analytic import weights_bytes
 from ridgeline.engine.executor import TorchExecutor
 from ridgeline.engine.kv_cache import CacheShape, KVCache, cache_shape
 from ridgeline.engine.model import CausalLM, early_exit
-from ridgeline.engine.packing import can_pack, pack_linears
+from ridgeline.engine.packing import Layout, can_pack, pack_linears, resolve
 from ridgeline.engine.paged_kernel import load_paged_kernel
+from ridgeline.engine.panel_gemm import load_panel_gemm
 from ridgeline.engine.sampling import SamplingParams
 from ridgeline.engine.spec_decode import Drafter
 from ridgeline.engine.weights import init_random, load_safetensors_dir
@@ -67,7 +68,9 @@ class EngineConfig:
         draft_layers: self-draft with the target's first layers (early exit).
         num_speculative_tokens: k drafts per step (0: off).
         paged_kernel: use the compiled in-place kernel (falls back to gather without a compiler).
-        pack_weights: prepack linear weights for oneDNN on the CPU (``packing``).
+        pack_weights: how linear weights are packed on the CPU (``packing.Layout``): "auto"
+            (column panels where AVX-512 and fp32 allow, else "dual"), "panel", "dual" (two
+            oneDNN copies), "onednn" (one) or "off" (plain ``F.linear``); True means auto.
         device: torch device.
         seed: random weights and unseeded requests.
         init_std: standard deviation of random weights.
@@ -89,7 +92,7 @@ class EngineConfig:
     draft_layers: int | None = None
     num_speculative_tokens: int = 0
     paged_kernel: bool = True
-    pack_weights: bool = True
+    pack_weights: str | bool = "auto"
     device: str = "cpu"
     seed: int = 0
     init_std: float = 0.02
@@ -99,6 +102,7 @@ class EngineConfig:
             raise ConfigError(f"field dtype: one of {', '.join(_DTYPES)}, got '{self.dtype}'")
         if self.preemption not in ("recompute", "swap"):
             raise ConfigError(f"field preemption: recompute or swap, got '{self.preemption}'")
+        Layout.parse(self.pack_weights)
         if self.num_speculative_tokens and not (self.draft_model or self.draft_layers):
             raise ConfigError("field num_speculative_tokens: needs draft_model or draft_layers")
 
@@ -174,8 +178,11 @@ def build_model(
     else:
         load_safetensors_dir(model, weights)
     model = model.to(device=cfg.device, dtype=_dtype(cfg.dtype)).eval()
-    if cfg.pack_weights and can_pack(torch.device(cfg.device)):
-        pack_linears(model)
+    layout = Layout.parse(cfg.pack_weights)
+    if can_pack(torch.device(cfg.device)) and layout is not Layout.OFF:
+        wants_panel = layout in (Layout.AUTO, Layout.PANEL) and cfg.dtype == "fp32"
+        panel = load_panel_gemm() if wants_panel else None
+        pack_linears(model, resolve(layout, _dtype(cfg.dtype), panel), panel)
     return model
 
 

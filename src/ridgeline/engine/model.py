@@ -61,6 +61,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:  # one fused op, the same arithmetic
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # [T, hidden]
         x32 = x.float()  # [T, hidden]
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)  # [T, hidden]
         return self.weight * x32.to(x.dtype)  # [T, hidden]
@@ -90,12 +92,12 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         t = x.shape[0]
         q_width, kv_width = self.num_heads * self.head_dim, self.kv_heads * self.head_dim
-        q, k, v = self.qkv(x).split([q_width, kv_width, kv_width], dim=-1)  # [T, *]
-        q = q.view(t, self.num_heads, self.head_dim)  # [T, H, d]
-        k = k.view(t, self.kv_heads, self.head_dim)  # [T, kv_heads, d]
-        v = v.view(t, self.kv_heads, self.head_dim)  # [T, kv_heads, d]
+        qkv = self.qkv(x)  # [T, q_width + 2 kv_width]
+        qk = qkv[:, : q_width + kv_width].unflatten(-1, (-1, self.head_dim))  # [T, H + kv, d]
         if ctx.cos is not None and ctx.sin is not None:
-            q, k = apply_rope(q, ctx.cos, ctx.sin), apply_rope(k, ctx.cos, ctx.sin)
+            qk = apply_rope(qk, ctx.cos, ctx.sin)  # queries and keys in one pass
+        q, k = qk.split([self.num_heads, self.kv_heads], dim=1)  # [T, H, d], [T, kv_heads, d]
+        v = qkv[:, q_width + kv_width :].unflatten(-1, (self.kv_heads, self.head_dim))
         out = paged_attention(q, k, v, ctx.cache, self.layer, ctx.meta, ctx.kernel)  # [T, H, d]
         return self.o_proj(out.reshape(t, q_width))  # [T, hidden]
 

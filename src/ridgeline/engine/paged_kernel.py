@@ -118,6 +118,167 @@ static void paged_rows(const T* q, const T* kc, const T* vc, const int* tables,
   });
 }
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+// e^x for x <= 0 (scores minus their running max): 2^n · p(r), r = x − n·ln2 in [−ln2/2, ln2/2],
+// p the degree-6 Taylor polynomial (relative error < 2e-7 on that range, Cephes expf's method).
+static inline __m512 exp_nonpositive(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));  // below: e^x underflows; 0 is close enough
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// Lane t of the result = the sum of v[t]'s 16 lanes: a transpose-and-add tree (45 shuffles and
+// adds for 16 dot products, against ~8 per dot for one horizontal sum each).
+static inline __m512 hsum16(const __m512* v) {
+  __m512 a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i)    // per 128-bit lane: [v0+v2, w0+w2, v1+v3, w1+w3]
+    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)    // per 128-bit lane k: the lane's sums of v[4i .. 4i+3]
+    b[i] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int i = 0; i < 2; ++i)    // lanes 0+1 and 2+3 of each group of four vectors
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// fp32, head_dim = 16·D. Per row, per 16-token chunk of a block, per KV head: the chunk's keys
+// are read once into registers and dotted with every query head of the group (GQA reuse), the
+// scores of a head form one 16-lane vector (online softmax on vectors), then each head's
+// accumulator stays in registers while the chunk's values stream past it.
+template <int D>
+static void paged_rows_avx512(const float* q, const float* kc, const float* vc,
+                              const int* tables, const int* lens, float* out, int64_t rows,
+                              int64_t heads, int64_t kv_heads, int64_t bs, int64_t max_blocks,
+                              float scale) {
+  constexpr int64_t d = 16 * D;
+  const int64_t group = heads / kv_heads;
+  const int64_t slot_stride = kv_heads * d;
+  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> qf(heads * d), acc(heads * d), m(heads), l(heads);
+    std::vector<float> sc(heads * 16), pr(heads * 16);
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t i = 0; i < heads * d; ++i) qf[i] = q[r * heads * d + i] * scale;
+      std::fill(acc.begin(), acc.end(), 0.f);
+      std::fill(m.begin(), m.end(), -1e30f);
+      std::fill(l.begin(), l.end(), 0.f);
+      const int64_t len = lens[r];
+      for (int64_t j = 0; j * bs < len; ++j) {
+        const int64_t block = tables[r * max_blocks + j];
+        const int64_t n = std::min(bs, len - j * bs);
+        const float* kb = kc + block * bs * slot_stride;
+        const float* vb = vc + block * bs * slot_stride;
+        const int64_t next = (j + 1) * bs < len ? tables[r * max_blocks + j + 1] : block;
+        const char* kn = reinterpret_cast<const char*>(kc + next * bs * slot_stride);
+        const char* vn = reinterpret_cast<const char*>(vc + next * bs * slot_stride);
+        const int64_t row_bytes = slot_stride * int64_t(sizeof(float));
+        for (int64_t t0 = 0; t0 < n; t0 += 16) {
+          const int64_t nc = std::min<int64_t>(16, n - t0);
+          const __mmask16 mask = __mmask16((1u << nc) - 1u);
+          // prefetch the next block's chunk, spread over the heads' score loops (a burst of
+          // hundreds of prefetches would stall on the line-fill buffers)
+          const int64_t chunk_bytes = nc * row_bytes;
+          const int64_t per_head = ((chunk_bytes + 63) / 64 + heads - 1) / heads * 64;
+          int64_t ahead = t0 * row_bytes;
+          const int64_t ahead_end = ahead + chunk_bytes;
+          for (int64_t g = 0; g < kv_heads; ++g) {    // scores: sc[h, t] = q_h . k_t
+            const float* kg = kb + t0 * slot_stride + g * d;
+            for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+              for (int64_t b = 0; b < per_head && ahead < ahead_end; b += 64, ahead += 64) {
+                _mm_prefetch(kn + ahead, _MM_HINT_T1);
+                _mm_prefetch(vn + ahead, _MM_HINT_T1);
+              }
+              __m512 qv[D];
+              for (int c = 0; c < D; ++c) qv[c] = _mm512_loadu_ps(&qf[h * d + 16 * c]);
+              __m512 part[16];
+#pragma GCC unroll 16
+              for (int t = 0; t < 16; ++t) {
+                part[t] = _mm512_setzero_ps();
+                if (t < nc) {
+                  const float* kt = kg + t * slot_stride;
+                  for (int c = 0; c < D; ++c)
+                    part[t] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(kt + 16 * c), part[t]);
+                }
+              }
+              _mm512_storeu_ps(&sc[h * 16], hsum16(part));
+            }
+          }
+          for (int64_t h = 0; h < heads; ++h) {        // online softmax on one vector per head
+            const __m512 s = _mm512_mask_blend_ps(mask, _mm512_set1_ps(-1e30f), _mm512_loadu_ps(&sc[h * 16]));
+            const float mx = std::max(m[h], _mm512_reduce_max_ps(s));
+            const __m512 p = _mm512_maskz_mov_ps(mask, exp_nonpositive(_mm512_sub_ps(s, _mm512_set1_ps(mx))));
+            _mm512_storeu_ps(&pr[h * 16], p);
+            const float alpha = std::exp(m[h] - mx);
+            l[h] = l[h] * alpha + _mm512_reduce_add_ps(p);
+            m[h] = mx;
+            float* ah = &acc[h * d];
+            const __m512 av = _mm512_set1_ps(alpha);
+            for (int c = 0; c < D; ++c) _mm512_storeu_ps(ah + 16 * c, _mm512_mul_ps(av, _mm512_loadu_ps(ah + 16 * c)));
+          }
+          for (int64_t h = 0; h < heads; ++h) {        // acc_h += Σ_t p[h, t] v_t
+            const int64_t g = h / group;
+            float* ah = &acc[h * d];
+            __m512 a[D];
+            for (int c = 0; c < D; ++c) a[c] = _mm512_loadu_ps(ah + 16 * c);
+            for (int64_t t = 0; t < nc; ++t) {
+              const float* vt = vb + (t0 + t) * slot_stride + g * d;
+              const __m512 p = _mm512_set1_ps(pr[h * 16 + t]);
+              for (int c = 0; c < D; ++c) a[c] = _mm512_fmadd_ps(p, _mm512_loadu_ps(vt + 16 * c), a[c]);
+            }
+            for (int c = 0; c < D; ++c) _mm512_storeu_ps(ah + 16 * c, a[c]);
+          }
+        }
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+        for (int64_t i = 0; i < d; ++i) out[(r * heads + h) * d + i] = acc[h * d + i] * inv;
+      }
+    }
+  });
+}
+#endif
+
+// The vectorised fp32 path for head_dim 64 and 128 where the compiler targets AVX-512.
+static bool fast_rows(const torch::Tensor& q, const torch::Tensor& kc, const torch::Tensor& vc,
+                      const int* tables, const int* lens, torch::Tensor& out, int64_t max_blocks,
+                      float scale) {
+#if defined(__AVX512F__)
+  if (q.scalar_type() != torch::kFloat32) return false;
+  const int64_t rows = q.size(0), heads = q.size(1), d = q.size(2);
+  const int64_t bs = kc.size(1), kv_heads = kc.size(2);
+  auto run = [&](auto kernel) {
+    kernel(q.data_ptr<float>(), kc.data_ptr<float>(), vc.data_ptr<float>(), tables, lens,
+           out.data_ptr<float>(), rows, heads, kv_heads, bs, max_blocks, scale);
+    return true;
+  };
+  if (d == 64) return run(paged_rows_avx512<4>);
+  if (d == 128) return run(paged_rows_avx512<8>);
+#endif
+  return false;
+}
+
+bool has_fast_path() {
+#if defined(__AVX512F__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 torch::Tensor paged_attention_rows(torch::Tensor q, torch::Tensor k_cache, torch::Tensor v_cache,
                                    torch::Tensor block_tables, torch::Tensor context_lens,
                                    double scale) {
@@ -129,6 +290,10 @@ torch::Tensor paged_attention_rows(torch::Tensor q, torch::Tensor k_cache, torch
   const int64_t rows = q.size(0), heads = q.size(1), d = q.size(2);
   const int64_t bs = k_cache.size(1), kv_heads = k_cache.size(2);
   const int64_t max_blocks = tables.size(1);
+  if (fast_rows(q, k_cache, v_cache, tables.data_ptr<int>(), lens.data_ptr<int>(), out,
+                max_blocks, float(scale))) {
+    return out;
+  }
   if (q.scalar_type() == torch::kFloat32) {
     paged_rows<float>(q.data_ptr<float>(), k_cache.data_ptr<float>(), v_cache.data_ptr<float>(),
                       tables.data_ptr<int>(), lens.data_ptr<int>(), out.data_ptr<float>(), rows,
@@ -173,9 +338,9 @@ def load_paged_kernel(verbose: bool = False) -> PagedKernel | None:
         from torch.utils.cpp_extension import load_inline
 
         module = load_inline(
-            name="ridgeline_paged_attention_v4",
+            name="ridgeline_paged_attention_v7",
             cpp_sources=_SOURCE,
-            functions=["paged_attention_rows"],
+            functions=["paged_attention_rows", "has_fast_path"],
             extra_cflags=["-O3", "-march=native", "-ffast-math", "-fopenmp"],
             extra_ldflags=["-fopenmp"],
             verbose=verbose,

@@ -1,0 +1,171 @@
+"""Decode-shaped fp32 matmuls for the CPU: ``x [M, in] · Wᵀ`` with ``W`` packed in column panels.
+
+A decode step multiplies a few rows (one per sequence) by every weight matrix. At one row that is
+a GEMV bound by the memory bandwidth; at 16 rows it does 8 FLOPs per weight byte, above this
+CPU's one-thread ridge (~95 GFLOP/s ÷ ~21 GB/s ≈ 4.5), so it is bound by the FMA units. oneDNN's
+prepacked layouts serve one end each (``packing``). This kernel serves both from one copy:
+
+    W [N, K]  →  panels [⌈N/16⌉, K, 16]        (16 output columns, contiguous along K)
+
+    for each group of NP panels:                 acc[NP][MR] in zmm registers
+        for k in 0 … K−1:
+            w_j = panel_j[k, 0:16]                one 64-byte load per panel
+            acc[j][m] += x[m, k] · w_j            MR broadcast-FMAs per load
+
+Each panel is one sequential stream, so NP panels are NP streams. Few rows (MR ≤ 4) are
+memory-bound: four streams and a short software prefetch keep enough lines in flight. Many
+rows (MR > 8) are FMA-bound: one panel, sixteen accumulators, a 4 KiB prefetch. Rows beyond 16
+run as further chunks of 16, each re-reading the panels: at 8 FLOPs per byte that stays under the
+bandwidth, so a long prefill chunk is FMA-bound too. Measured on llama-350m's shapes, one thread
+(docs/engine.md): 21–24 GB/s at one row (oneDNN's one-row layout: 15–21), 80–98 GFLOP/s at 16
+rows (oneDNN: 67–87).
+
+AVX-512 only, compiled with ``load_inline`` like ``paged_kernel``; elsewhere ``load_panel_gemm``
+returns None and ``packing`` uses oneDNN.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+
+PANEL = 16  # output columns per panel: one zmm register of fp32
+
+_SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <vector>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+// y[0:MR, panels p .. p+NP) += xt (K × 16, row m of x in column m) · panels.
+template <int MR, int NP, int PFD>
+static inline void tile(const float* xt, const float* wp, float* y, int64_t p, int64_t k_len,
+                        int64_t n, int64_t ldy) {
+  __m512 acc[NP][MR];
+  for (int j = 0; j < NP; ++j)
+    for (int m = 0; m < MR; ++m) acc[j][m] = _mm512_setzero_ps();
+  const float* w = wp + p * k_len * 16;
+  for (int64_t k = 0; k < k_len; ++k) {
+    const float* xk = xt + k * 16;
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) {
+      const float* wk = w + (j * k_len + k) * 16;
+      _mm_prefetch(reinterpret_cast<const char*>(wk + PFD), _MM_HINT_T0);
+      const __m512 wv = _mm512_loadu_ps(wk);
+#pragma GCC unroll 16
+      for (int m = 0; m < MR; ++m) acc[j][m] = _mm512_fmadd_ps(_mm512_set1_ps(xk[m]), wv, acc[j][m]);
+    }
+  }
+  for (int j = 0; j < NP; ++j) {
+    const int64_t col = (p + j) * 16;
+    const __mmask16 mask = col + 16 <= n ? __mmask16(0xFFFF) : __mmask16((1u << (n - col)) - 1u);
+    for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(y + m * ldy + col, mask, acc[j][m]);
+  }
+}
+
+// All panels for one chunk of MR rows: groups of NP panels, then the remainder one at a time.
+template <int MR, int NP, int PFD>
+static void chunk(const float* xt, const float* wp, float* y, int64_t panels, int64_t k_len,
+                  int64_t n, int64_t ldy) {
+  const int64_t groups = panels / NP;
+  at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) tile<MR, NP, PFD>(xt, wp, y, g * NP, k_len, n, ldy);
+  });
+  for (int64_t p = groups * NP; p < panels; ++p) tile<MR, 1, PFD>(xt, wp, y, p, k_len, n, ldy);
+}
+
+// Few rows: four panel streams, 1 KiB ahead; up to 8 rows: two, 4 KiB; more: one, 4 KiB.
+template <int MR>
+static void chunk_for(const float* xt, const float* wp, float* y, int64_t panels, int64_t k_len,
+                      int64_t n, int64_t ldy) {
+  if constexpr (MR <= 4) chunk<MR, 4, 256>(xt, wp, y, panels, k_len, n, ldy);
+  else if constexpr (MR <= 8) chunk<MR, 2, 1024>(xt, wp, y, panels, k_len, n, ldy);
+  else chunk<MR, 1, 1024>(xt, wp, y, panels, k_len, n, ldy);
+}
+
+using ChunkFn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t);
+static const ChunkFn kChunks[16] = {
+    chunk_for<1>, chunk_for<2>, chunk_for<3>, chunk_for<4>, chunk_for<5>, chunk_for<6>,
+    chunk_for<7>, chunk_for<8>, chunk_for<9>, chunk_for<10>, chunk_for<11>, chunk_for<12>,
+    chunk_for<13>, chunk_for<14>, chunk_for<15>, chunk_for<16>};
+#endif
+
+bool available() {
+#if defined(__AVX512F__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// [N, K] → [⌈N/16⌉, K, 16], columns past N zero.
+torch::Tensor pack(torch::Tensor w) {
+  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kFloat32);
+  const int64_t n = w.size(0), k = w.size(1), panels = (n + 15) / 16;
+  auto padded = torch::zeros({panels * 16, k}, w.options());
+  padded.narrow(0, 0, n).copy_(w);
+  return padded.view({panels, 16, k}).transpose(1, 2).contiguous();
+}
+
+torch::Tensor linear(torch::Tensor x, torch::Tensor panels, c10::optional<torch::Tensor> bias,
+                     int64_t n) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && panels.is_contiguous());
+  const int64_t rows = x.size(0), k = x.size(1);
+  TORCH_CHECK(panels.size(1) == k && panels.size(2) == 16);
+  auto y = torch::empty({rows, n}, x.options());
+#if defined(__AVX512F__)
+  auto xc = x.contiguous();
+  const float* xp = xc.data_ptr<float>();
+  std::vector<float> xt(k * 16);
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const int64_t mr = std::min<int64_t>(16, rows - r0);
+    for (int64_t kk = 0; kk < k; ++kk)          // transpose the chunk: xt[k, m] = x[r0 + m, k]
+      for (int64_t m = 0; m < mr; ++m) xt[kk * 16 + m] = xp[(r0 + m) * k + kk];
+    kChunks[mr - 1](xt.data(), panels.data_ptr<float>(), y.data_ptr<float>() + r0 * n,
+                    panels.size(0), k, n, n);
+  }
+  if (bias.has_value()) y.add_(*bias);
+#else
+  TORCH_CHECK(false, "panel_gemm needs AVX-512");
+#endif
+  return y;
+}
+"""
+
+
+class PanelGemm:
+    """The compiled kernel: ``pack`` a weight once, then ``linear`` any number of rows."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def pack(self, w: torch.Tensor) -> torch.Tensor:
+        """``[N, K]`` fp32 → panels ``[⌈N/16⌉, K, 16]``."""
+        return self._module.pack(w.detach().float().contiguous())
+
+    def linear(
+        self, x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None, n: int
+    ) -> torch.Tensor:
+        """``x`` [M, K] → [M, n]."""
+        return self._module.linear(x, panels, bias, n)
+
+
+def load_panel_gemm(verbose: bool = False) -> PanelGemm | None:
+    """Compile (or load the cached build of) the kernel; None where it does not apply."""
+    try:
+        from torch.utils.cpp_extension import load_inline
+
+        module = load_inline(
+            name="ridgeline_panel_gemm_v1",
+            cpp_sources=_SOURCE,
+            functions=["pack", "linear", "available"],
+            extra_cflags=["-O3", "-march=native", "-std=c++17"],
+            verbose=verbose,
+        )
+    except Exception as e:  # compiler or headers missing
+        warnings.warn(f"panel GEMM unavailable ({type(e).__name__}: {e})", stacklevel=2)
+        return None
+    return PanelGemm(module) if module.available() else None

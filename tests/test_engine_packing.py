@@ -1,0 +1,82 @@
+"""Packed linear layers against ``F.linear``: oneDNN's layouts and the column-panel kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ridgeline.engine.packing import (  # noqa: E402
+    Layout,
+    PackedLinear,
+    PanelLinear,
+    can_pack,
+    pack_linears,
+    resolve,
+)
+from ridgeline.engine.panel_gemm import load_panel_gemm  # noqa: E402
+from ridgeline.errors import ConfigError  # noqa: E402
+
+pytestmark = pytest.mark.torch
+ROWS = (1, 2, 3, 4, 5, 8, 9, 16, 17, 40)  # every kernel variant, chunks of 16 and remainders
+
+
+@pytest.fixture(scope="module")
+def panel() -> Any:
+    k = load_panel_gemm()
+    if k is None:
+        pytest.skip("no AVX-512 C++ build: the engine uses oneDNN's layouts")
+    return k
+
+
+def _linear(n_in: int, n_out: int, bias: bool) -> torch.nn.Linear:
+    torch.manual_seed(n_in * 7 + n_out)
+    return torch.nn.Linear(n_in, n_out, bias=bias)
+
+
+@pytest.mark.parametrize(
+    ("n_in", "n_out", "bias"), [(64, 48, False), (100, 37, True), (256, 1, True)]
+)
+@pytest.mark.parametrize("rows", ROWS)
+def test_panel_linear_matches_f_linear(
+    panel: Any, n_in: int, n_out: int, bias: bool, rows: int
+) -> None:
+    # out not a multiple of 16 (masked last panel), in not a multiple of 16, one column
+    lin = _linear(n_in, n_out, bias)
+    x = torch.randn(rows, n_in)
+    with torch.inference_mode():
+        ref = torch.nn.functional.linear(x, lin.weight, lin.bias)
+        got = PanelLinear(lin, panel)(x)
+    assert got.shape == ref.shape
+    assert (got - ref).abs().max().item() < 1e-4 * max(1.0, ref.abs().max().item())
+
+
+@pytest.mark.parametrize("layout", [Layout.ONEDNN, Layout.DUAL])
+def test_onednn_layouts_match_f_linear(layout: Layout) -> None:
+    if not can_pack(torch.device("cpu")):
+        pytest.skip("no oneDNN in this torch build")
+    lin = _linear(96, 80, True)
+    with torch.inference_mode():
+        packed = PackedLinear(lin, layout)
+        for rows in (1, 7):
+            x = torch.randn(rows, 96)
+            ref = torch.nn.functional.linear(x, lin.weight, lin.bias)
+            assert (packed(x) - ref).abs().max().item() < 1e-4
+
+
+def test_auto_takes_panels_only_where_they_apply(panel: Any) -> None:
+    assert resolve(Layout.AUTO, torch.float32, panel) is Layout.PANEL
+    assert resolve(Layout.AUTO, torch.bfloat16, panel) is Layout.DUAL
+    assert resolve(Layout.AUTO, torch.float32, None) is Layout.DUAL
+    with pytest.raises(ConfigError, match="pack_weights"):
+        resolve(Layout.PANEL, torch.bfloat16, panel)
+    with pytest.raises(ConfigError, match="pack_weights"):
+        Layout.parse("fastest")
+
+
+def test_pack_linears_replaces_every_linear(panel: Any) -> None:
+    net = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Sequential(torch.nn.Linear(32, 8)))
+    assert pack_linears(net, Layout.PANEL, panel) == 2
+    assert isinstance(net[0], PanelLinear) and isinstance(net[1][0], PanelLinear)
