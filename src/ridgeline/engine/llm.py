@@ -22,6 +22,7 @@ import torch
 
 from ridgeline.analytic import weights_bytes
 from ridgeline.engine.executor import TorchExecutor
+from ridgeline.engine.fused_ops import load_fused_ops
 from ridgeline.engine.kv_cache import CacheShape, KVCache, cache_shape
 from ridgeline.engine.model import CausalLM, early_exit
 from ridgeline.engine.packing import Layout, can_pack, pack_linears, resolve
@@ -71,6 +72,7 @@ class EngineConfig:
         pack_weights: how linear weights are packed on the CPU (``packing.Layout``): "auto"
             (column panels where AVX-512 and fp32 allow, else "dual"), "panel", "dual" (two
             oneDNN copies), "onednn" (one) or "off" (plain ``F.linear``); True means auto.
+        fused_ops: fused RMSNorm(+residual), RoPE and SwiGLU on the CPU at fp32 (``fused_ops``).
         device: torch device.
         seed: random weights and unseeded requests.
         init_std: standard deviation of random weights.
@@ -93,6 +95,7 @@ class EngineConfig:
     num_speculative_tokens: int = 0
     paged_kernel: bool = True
     pack_weights: str | bool = "auto"
+    fused_ops: bool = True
     device: str = "cpu"
     seed: int = 0
     init_std: float = 0.02
@@ -183,6 +186,8 @@ def build_model(
         wants_panel = layout in (Layout.AUTO, Layout.PANEL) and cfg.dtype == "fp32"
         panel = load_panel_gemm() if wants_panel else None
         pack_linears(model, resolve(layout, _dtype(cfg.dtype), panel), panel)
+    if cfg.fused_ops and cfg.device == "cpu" and cfg.dtype == "fp32":
+        model.fused_ops = load_fused_ops()
     return model
 
 

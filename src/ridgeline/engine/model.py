@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ridgeline.engine.attention import AttentionMetadata, DecodeKernel, paged_attention
+from ridgeline.engine.fused_ops import FusedOps
 from ridgeline.engine.kv_cache import KVCache
 from ridgeline.engine.rope import apply_rope, rope_table
 from ridgeline.errors import ConfigError
@@ -61,8 +62,6 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.float32:  # one fused op, the same arithmetic
-            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # [T, hidden]
         x32 = x.float()  # [T, hidden]
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)  # [T, hidden]
         return self.weight * x32.to(x.dtype)  # [T, hidden]
@@ -95,7 +94,10 @@ class Attention(nn.Module):
         qkv = self.qkv(x)  # [T, q_width + 2 kv_width]
         qk = qkv[:, : q_width + kv_width].unflatten(-1, (-1, self.head_dim))  # [T, H + kv, d]
         if ctx.cos is not None and ctx.sin is not None:
-            qk = apply_rope(qk, ctx.cos, ctx.sin)  # queries and keys in one pass
+            if ctx.ops is not None and qk.dtype == torch.float32:
+                ctx.ops.rope_(qk, ctx.cos, ctx.sin)  # in place, in the qkv output
+            else:
+                qk = apply_rope(qk, ctx.cos, ctx.sin)  # queries and keys in one pass
         q, k = qk.split([self.num_heads, self.kv_heads], dim=1)  # [T, H, d], [T, kv_heads, d]
         v = qkv[:, q_width + kv_width :].unflatten(-1, (self.kv_heads, self.head_dim))
         out = paged_attention(q, k, v, ctx.cache, self.layer, ctx.meta, ctx.kernel)  # [T, H, d]
@@ -112,9 +114,12 @@ class MLP(nn.Module):
         self.up = nn.Linear(spec.hidden_size, width, bias=spec.mlp_bias)
         self.down = nn.Linear(spec.ffn, spec.hidden_size, bias=spec.mlp_bias)
         self.act = _ACTIVATIONS[spec.activation]
+        self.silu = spec.activation in ("silu", "swish")
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, ops: FusedOps | None = None) -> torch.Tensor:
         h = self.up(x)  # [T, 2·ffn] (gated) or [T, ffn]
+        if self.gated and self.silu and ops is not None and h.dtype == torch.float32:
+            return self.down(ops.silu_mul(h))  # [T, hidden]
         if self.gated:
             gate, up = h.chunk(2, dim=-1)  # [T, ffn] each
             h = self.act(gate) * up  # [T, ffn]
@@ -137,6 +142,18 @@ class DecoderLayer(nn.Module):
         x = x + self.attn(self.attn_norm(x), ctx)  # [T, hidden]
         return x + self.mlp(self.mlp_norm(x))  # [T, hidden]
 
+    def forward_fused(
+        self, h: torch.Tensor, residual: torch.Tensor, next_norm: RMSNorm, ctx: StepContext
+    ) -> torch.Tensor:
+        """The same layer on the residual stream: ``h`` is ``attn_norm(residual)``; adds this
+        layer's attention and MLP to ``residual`` in place and returns ``next_norm(residual)``
+        (each add fused with the norm after it, as in vLLM's ``fused_add_rms_norm``)."""
+        assert ctx.ops is not None and isinstance(self.mlp_norm, RMSNorm)
+        a = self.attn(h, ctx)  # [T, hidden]
+        h = ctx.ops.add_rms_norm(residual, a, self.mlp_norm.weight, self.mlp_norm.eps)
+        m = self.mlp(h, ctx.ops)  # [T, hidden]
+        return ctx.ops.add_rms_norm(residual, m, next_norm.weight, next_norm.eps)
+
 
 class StepContext:
     """What every layer of one forward pass shares: the cache, the metadata, RoPE rows.
@@ -145,7 +162,7 @@ class StepContext:
     ``_CONTEXT``), so two models (target and draft) can run in one process.
     """
 
-    __slots__ = ("cache", "meta", "kernel", "cos", "sin")
+    __slots__ = ("cache", "meta", "kernel", "cos", "sin", "ops")
 
     def __init__(
         self,
@@ -153,8 +170,9 @@ class StepContext:
         meta: AttentionMetadata,
         kernel: DecodeKernel | None,
         rope: tuple[torch.Tensor, torch.Tensor] | None,
+        ops: FusedOps | None = None,
     ) -> None:
-        self.cache, self.meta, self.kernel = cache, meta, kernel
+        self.cache, self.meta, self.kernel, self.ops = cache, meta, kernel, ops
         self.cos = rope[0][meta.positions] if rope is not None else None  # [T, d]
         self.sin = rope[1][meta.positions] if rope is not None else None  # [T, d]
 
@@ -183,6 +201,7 @@ class CausalLM(nn.Module):
         if spec.tied_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
         self.rope: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.fused_ops: FusedOps | None = None  # set by use_fused_ops (CPU, fp32)
         if spec.position is Position.ROPE:
             self.rope = rope_table(spec, max_positions)
 
@@ -197,13 +216,33 @@ class CausalLM(nn.Module):
         rope = None
         if self.rope is not None:
             rope = (self.rope[0].to(input_ids.device), self.rope[1].to(input_ids.device))
-        ctx = StepContext(cache, meta, kernel, rope)
+        ctx = StepContext(cache, meta, kernel, rope, self.fused_ops)
         x = self.embed_tokens(input_ids)  # [T, hidden]
         if self.embed_positions is not None:
             x = x + self.embed_positions(meta.positions)  # [T, hidden]
+        if self._fused_stream(x):
+            return self._forward_fused(x, ctx)
         for layer in self.layers:
             x = layer(x, ctx)  # [T, hidden]
         return self.final_norm(x)  # [T, hidden]
+
+    def _fused_stream(self, x: torch.Tensor) -> bool:
+        return (
+            self.fused_ops is not None
+            and x.dtype == torch.float32
+            and isinstance(self.final_norm, RMSNorm)
+        )
+
+    def _forward_fused(self, residual: torch.Tensor, ctx: StepContext) -> torch.Tensor:
+        assert ctx.ops is not None
+        layers: list[DecoderLayer] = list(self.layers)  # type: ignore[arg-type]
+        norms = [layer.attn_norm for layer in layers] + [self.final_norm]
+        assert all(isinstance(n, RMSNorm) for n in norms)
+        first: RMSNorm = norms[0]  # type: ignore[assignment]
+        h = ctx.ops.add_rms_norm(residual, None, first.weight, first.eps)  # [T, hidden]
+        for layer, nxt in zip(layers, norms[1:], strict=True):
+            h = layer.forward_fused(h, residual, nxt, ctx)  # type: ignore[arg-type]
+        return h
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits ``[N, vocab]`` for the rows of ``hidden`` that sample."""
@@ -221,4 +260,5 @@ def early_exit(target: CausalLM, num_layers: int) -> CausalLM:
     draft.embed_positions = target.embed_positions
     draft.layers = nn.ModuleList(list(target.layers)[:num_layers])
     draft.final_norm, draft.lm_head, draft.rope = target.final_norm, target.lm_head, target.rope
+    draft.fused_ops = target.fused_ops
     return draft
