@@ -80,3 +80,19 @@ def test_pack_linears_replaces_every_linear(panel: Any) -> None:
     net = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Sequential(torch.nn.Linear(32, 8)))
     assert pack_linears(net, Layout.PANEL, panel) == 2
     assert isinstance(net[0], PanelLinear) and isinstance(net[1][0], PanelLinear)
+
+
+def test_panel_linear_shows_in_the_profiler_as_a_gemm(panel: Any) -> None:
+    # the lab's gap decomposition needs the C++ GEMM under a name it groups with the GEMMs
+    from torch.profiler import ProfilerActivity, profile
+
+    from ridgeline.lab.profile import category
+
+    lin = PanelLinear(_linear(64, 40, False), panel)
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        lin(torch.randn(3, 64))
+    names = {e.key for e in prof.key_averages()}
+    assert "ridgeline::panel_linear[3x40]" in names
+    assert category("ridgeline::panel_linear[3x40]", None, 50257) == "linear GEMMs"
+    assert category("ridgeline::panel_linear[1x50257]", None, 50257) == "lm_head"
+    assert category("ridgeline::paged_attention", None, 50257) == "attention"

@@ -26,10 +26,12 @@ from enum import Enum
 
 import torch
 from torch import nn
+from torch.profiler import record_function
 
 from ridgeline.engine.panel_gemm import PanelGemm
 from ridgeline.errors import ConfigError
 
+PANEL_LINEAR_RANGE = "ridgeline::panel_linear"  # profiler range name, then [rows x out]
 GEMV_HINT_ROWS = 1  # oneDNN's layout for one row: a GEMV at the memory bandwidth
 GEMM_HINT_ROWS = 16  # its layout for a few rows upwards (any hint ≥ 2 picks the same one)
 
@@ -94,7 +96,11 @@ class PanelLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, x.shape[-1])  # [N, in]
-        y = self.kernel.linear(rows, self.panels, self.bias, self.out_features)  # [N, out]
+        if torch._C._autograd._profiler_enabled():  # a named range: not an aten op otherwise
+            with record_function(f"{PANEL_LINEAR_RANGE}[{rows.shape[0]}x{self.out_features}]"):
+                y = self.kernel.linear(rows, self.panels, self.bias, self.out_features)
+        else:
+            y = self.kernel.linear(rows, self.panels, self.bias, self.out_features)  # [N, out]
         return y.view(*x.shape[:-1], self.out_features)  # [..., out]
 
 

@@ -32,6 +32,9 @@ import warnings
 from typing import Any
 
 import torch
+from torch.profiler import record_function
+
+PAGED_ATTENTION_RANGE = "ridgeline::paged_attention"  # the profiler's name for the kernel
 
 _SOURCE = r"""
 #include <torch/extension.h>
@@ -335,6 +338,11 @@ class PagedKernel:
         """q [R, H, d] → [R, H, d]; caches [num_blocks, block_size, kv_heads, d]."""
         scale = q.shape[-1] ** -0.5
         q = q.to(k_cache.dtype).contiguous()
+        if torch._C._autograd._profiler_enabled():  # a named range: not an aten op otherwise
+            with record_function(PAGED_ATTENTION_RANGE):
+                return self._module.paged_attention_rows(
+                    q, k_cache, v_cache, block_tables, context_lens, scale
+                )
         return self._module.paged_attention_rows(
             q, k_cache, v_cache, block_tables, context_lens, scale
         )

@@ -7,10 +7,10 @@ step prefill them all, and every later step decodes one token per request. A ste
 → update, so scheduling and bookkeeping count as framework overhead, as they do in serving.
 KV bytes are the engine's preallocated block pool (sized to the point, like a StaticCache).
 
-NOTE: the engine's compiled paged-attention kernel is not an aten operator, so the profiler
-counts its time outside operators ("framework overhead" in the gap), not as attention. Its
-linear layers are prepacked for oneDNN (``mkldnn::_linear_pointwise``), which the profile groups
-with the GEMMs.
+NOTE: the engine's compiled kernels (paged attention, the panel GEMM of its linear layers) are
+not aten operators; while a profiler is on they run inside named ranges
+(``ridgeline::paged_attention``, ``ridgeline::panel_linear[rows x out]``), which the profile
+groups with attention and the GEMMs.
 """
 
 from __future__ import annotations

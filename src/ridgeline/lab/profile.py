@@ -23,6 +23,9 @@ ATTENTION_OPS = ("attention", "aten::bmm", "aten::baddbmm", "aten::_softmax", "a
 GEMM_OPS = ("aten::mm", "aten::addmm", "mkldnn::_linear_pointwise")  # the last: prepacked
 CONCAT_OPS = ("aten::cat",)
 KV_WRITE_OPS = ("aten::index_copy_", "aten::index_copy", "aten::index_put_")
+# the engine's C++ kernels are not aten ops; they run inside named profiler ranges
+# (engine.packing / engine.paged_kernel), kept as literals so this module loads without them
+PANEL_RANGE = "ridgeline::panel_linear"  # "ridgeline::paged_attention" matches "attention"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,8 @@ def category(name: str, shapes: Any, vocab_size: int) -> str:
     if name in GEMM_OPS:
         dims = {d for shape in (shapes or []) if isinstance(shape, list) for d in shape}
         return "lm_head" if vocab_size in dims else "linear GEMMs"
+    if name.startswith(PANEL_RANGE):  # the engine's panel GEMM: "…[rows x out]"
+        return "lm_head" if name.endswith(f"x{vocab_size}]") else "linear GEMMs"
     return "other ops"
 
 
