@@ -16,10 +16,11 @@ Compiled with ``load_inline`` (no AVX-512 requirement: plain loops the compiler 
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
+
+from ridgeline.engine.cpp_ext import OPENMP, compile_inline
 
 _SOURCE = r"""
 #include <torch/extension.h>
@@ -129,18 +130,13 @@ class FusedOps:
 
 def load_fused_ops(verbose: bool = False) -> FusedOps | None:
     """Compile (or load the cached build of) the ops; None, with a warning, if that fails."""
-    try:
-        from torch.utils.cpp_extension import load_inline
-
-        module = load_inline(
-            name="ridgeline_fused_ops_v1",
-            cpp_sources=_SOURCE,
-            functions=["add_rms_norm", "rope_", "silu_mul"],
-            extra_cflags=["-O3", "-march=native", "-ffast-math", "-fopenmp"],
-            extra_ldflags=["-fopenmp"],
-            verbose=verbose,
-        )
-    except Exception as e:  # compiler or headers missing
-        warnings.warn(f"fused ops unavailable ({type(e).__name__}: {e})", stacklevel=2)
-        return None
-    return FusedOps(module)
+    module = compile_inline(
+        "ridgeline_fused_ops_v1",
+        _SOURCE,
+        ["add_rms_norm", "rope_", "silu_mul"],
+        ["-ffast-math", *OPENMP],
+        OPENMP,
+        fallback="using torch's ops",
+        verbose=verbose,
+    )
+    return None if module is None else FusedOps(module)

@@ -28,11 +28,12 @@ to the gather path and says so.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
 from torch.profiler import record_function
+
+from ridgeline.engine.cpp_ext import OPENMP, compile_inline
 
 PAGED_ATTENTION_RANGE = "ridgeline::paged_attention"  # the profiler's name for the kernel
 
@@ -350,21 +351,13 @@ class PagedKernel:
 
 def load_paged_kernel(verbose: bool = False) -> PagedKernel | None:
     """Compile (or load the cached build of) the kernel; None, with a warning, if it fails."""
-    try:
-        from torch.utils.cpp_extension import load_inline
-
-        module = load_inline(
-            name="ridgeline_paged_attention_v9",
-            cpp_sources=_SOURCE,
-            functions=["paged_attention_rows", "has_fast_path"],
-            extra_cflags=["-O3", "-march=native", "-ffast-math", "-fopenmp"],
-            extra_ldflags=["-fopenmp"],
-            verbose=verbose,
-        )
-    except Exception as e:  # compiler missing, headers missing, build error
-        warnings.warn(
-            f"paged attention kernel unavailable ({type(e).__name__}: {e}); using the gather path",
-            stacklevel=2,
-        )
-        return None
-    return PagedKernel(module)
+    module = compile_inline(
+        "ridgeline_paged_attention_v9",
+        _SOURCE,
+        ["paged_attention_rows", "has_fast_path"],
+        ["-ffast-math", *OPENMP],
+        OPENMP,
+        fallback="using the gather path",
+        verbose=verbose,
+    )
+    return None if module is None else PagedKernel(module)

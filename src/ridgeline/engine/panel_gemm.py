@@ -26,10 +26,11 @@ returns None and ``packing`` uses oneDNN.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
+
+from ridgeline.engine.cpp_ext import OPENMP, compile_inline
 
 PANEL = 16  # output columns per panel: one zmm register of fp32
 
@@ -155,17 +156,13 @@ class PanelGemm:
 
 def load_panel_gemm(verbose: bool = False) -> PanelGemm | None:
     """Compile (or load the cached build of) the kernel; None where it does not apply."""
-    try:
-        from torch.utils.cpp_extension import load_inline
-
-        module = load_inline(
-            name="ridgeline_panel_gemm_v1",
-            cpp_sources=_SOURCE,
-            functions=["pack", "linear", "available"],
-            extra_cflags=["-O3", "-march=native", "-std=c++17"],
-            verbose=verbose,
-        )
-    except Exception as e:  # compiler or headers missing
-        warnings.warn(f"panel GEMM unavailable ({type(e).__name__}: {e})", stacklevel=2)
-        return None
-    return PanelGemm(module) if module.available() else None
+    module = compile_inline(
+        "ridgeline_panel_gemm_v2",
+        _SOURCE,
+        ["pack", "linear", "available"],
+        ["-std=c++17", *OPENMP],
+        OPENMP,
+        fallback="using oneDNN's layouts",
+        verbose=verbose,
+    )
+    return PanelGemm(module) if module is not None and module.available() else None
