@@ -96,3 +96,21 @@ def test_panel_linear_shows_in_the_profiler_as_a_gemm(panel: Any) -> None:
     assert category("ridgeline::panel_linear[3x40]", None, 50257) == "linear GEMMs"
     assert category("ridgeline::panel_linear[1x50257]", None, 50257) == "lm_head"
     assert category("ridgeline::paged_attention", None, 50257) == "attention"
+
+
+def test_bandwidth_probe_and_roofline(panel: Any) -> None:
+    from ridgeline.engine import bench
+    from ridgeline.specs import get_model
+
+    bw = bench.read_bandwidth_bytes_per_s(1 << 20, panel)  # 4 MiB: sum and a panel GEMV
+    assert 1e8 < bw < 1e13
+    spec = get_model("distilgpt2")
+    # one row: every operator is bandwidth-bound at 20 GB/s and 100 GFLOP/s
+    assert bench.roofline_ms(spec, 1, 128, 20e9, 100e9) == pytest.approx(
+        bench.bytes_ms(spec, 1, 128, 20e9)
+    )
+    # 16 rows: the weight GEMMs do 8 FLOP/B, above that ridge (5), so FLOPs bound them at
+    # 8/5 = 1.6x their bytes time; weights are ~3/4 of the bytes at T=128, the rest stays
+    # bandwidth-bound: ~1.45x in all
+    roof = bench.roofline_ms(spec, 16, 128, 20e9, 100e9)
+    assert 1.3 < roof / bench.bytes_ms(spec, 16, 128, 20e9) < 1.6

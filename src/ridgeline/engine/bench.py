@@ -29,7 +29,7 @@ from ridgeline.engine.kv_cache import CacheShape, KVCache
 from ridgeline.engine.model import CausalLM
 from ridgeline.engine.packing import Layout, can_pack, pack_linears, resolve
 from ridgeline.engine.paged_kernel import load_paged_kernel
-from ridgeline.engine.panel_gemm import PanelGemm, load_panel_gemm
+from ridgeline.engine.panel_gemm import PANEL, PanelGemm, load_panel_gemm
 from ridgeline.engine.weights import init_random
 from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest
 from ridgeline.specs import DType, ModelSpec
@@ -87,7 +87,8 @@ def read_bandwidth_bytes_per_s(
     del x
     if panel is not None:
         k = PROBE_GEMV_IN
-        panels = panel.pack(torch.ones(elements // k, k))  # [elements / k / 16, k, 16]
+        # values do not matter: build the panel layout directly, not through pack's copies
+        panels = torch.ones(elements // (k * PANEL), k, PANEL)  # [elements / k / 16, k, 16]
         row = torch.ones(1, k)  # [1, k]
         for _ in range(5):
             t0 = time.perf_counter()
