@@ -12,13 +12,14 @@ prepacked layouts serve one end each (``packing``). This kernel serves both from
             w_j = panel_j[k, 0:16]                one 64-byte load per panel
             acc[j][m] += x[m, k] · w_j            MR broadcast-FMAs per load
 
-Each panel is one sequential stream, so NP panels are NP streams. Few rows (MR ≤ 4) are
-memory-bound: four streams and a short software prefetch keep enough lines in flight. Many
-rows (MR > 8) are FMA-bound: one panel, sixteen accumulators, a 4 KiB prefetch. Rows beyond 16
-run as further chunks of 16, each re-reading the panels: at 8 FLOPs per byte that stays under the
-bandwidth, so a long prefill chunk is FMA-bound too. Measured on llama-350m's shapes, one thread
-(docs/engine.md): 21–24 GB/s at one row (oneDNN's one-row layout: 15–21), 80–98 GFLOP/s at 16
-rows (oneDNN: 67–87).
+Each panel is one sequential stream, so NP panels are NP streams. Few rows are memory-bound:
+the more streams in flight, each prefetched only a few lines ahead, the faster the read (eight
+streams at one row). As rows grow, the accumulators take the registers and NP shrinks; from 13
+rows on, one panel with up to sixteen accumulators is FMA-bound. Rows beyond 16 run as further
+chunks of 16, each re-reading the panels: at 8 FLOPs per byte that stays under the bandwidth, so
+a long prefill chunk is FMA-bound too. Measured on distilgpt2's and llama-350m's shapes, one
+thread (docs/engine.md): 27–28 GB/s at one row (four streams 16 lines ahead: 23–25; oneDNN's
+one-row layout: 15–21), 80–98 GFLOP/s at 16 rows (oneDNN: 67–87).
 
 AVX-512 only, compiled with ``load_inline`` like ``paged_kernel``; elsewhere ``load_panel_gemm``
 returns None and ``packing`` uses oneDNN.
@@ -51,7 +52,7 @@ static inline void tile(const float* xt, const float* wp, float* y, int64_t p, i
   const float* w = wp + p * k_len * 16;
   for (int64_t k = 0; k < k_len; ++k) {
     const float* xk = xt + k * 16;
-#pragma GCC unroll 4
+#pragma GCC unroll 16
     for (int j = 0; j < NP; ++j) {
       const float* wk = w + (j * k_len + k) * 16;
       _mm_prefetch(reinterpret_cast<const char*>(wk + PFD), _MM_HINT_T0);
@@ -78,12 +79,18 @@ static void chunk(const float* xt, const float* wp, float* y, int64_t panels, in
   for (int64_t p = groups * NP; p < panels; ++p) tile<MR, 1, PFD>(xt, wp, y, p, k_len, n, ldy);
 }
 
-// Few rows: four panel streams, 1 KiB ahead; up to 8 rows: two, 4 KiB; more: one, 4 KiB.
+// Streams per tile by rows: as many panels as the registers hold (NP·MR accumulators ≤ 24 of 32
+// zmm), each prefetched 4 lines ahead. Measured (docs/engine.md): at one row, eight streams 4
+// lines ahead read 27–28 GB/s where four streams 16 lines ahead read 23–25; at 4–8 rows, 4–6
+// streams gain 10–35%. From 13 rows on, one panel's 16·MR accumulators fill the file.
 template <int MR>
 static void chunk_for(const float* xt, const float* wp, float* y, int64_t panels, int64_t k_len,
                       int64_t n, int64_t ldy) {
-  if constexpr (MR <= 4) chunk<MR, 4, 256>(xt, wp, y, panels, k_len, n, ldy);
-  else if constexpr (MR <= 8) chunk<MR, 2, 1024>(xt, wp, y, panels, k_len, n, ldy);
+  if constexpr (MR <= 3) chunk<MR, 8, 64>(xt, wp, y, panels, k_len, n, ldy);
+  else if constexpr (MR == 4) chunk<MR, 6, 64>(xt, wp, y, panels, k_len, n, ldy);
+  else if constexpr (MR <= 6) chunk<MR, 4, 64>(xt, wp, y, panels, k_len, n, ldy);
+  else if constexpr (MR <= 8) chunk<MR, 3, 64>(xt, wp, y, panels, k_len, n, ldy);
+  else if constexpr (MR <= 12) chunk<MR, 2, 128>(xt, wp, y, panels, k_len, n, ldy);
   else chunk<MR, 1, 1024>(xt, wp, y, panels, k_len, n, ldy);
 }
 
@@ -157,7 +164,7 @@ class PanelGemm:
 def load_panel_gemm(verbose: bool = False) -> PanelGemm | None:
     """Compile (or load the cached build of) the kernel; None where it does not apply."""
     module = compile_inline(
-        "ridgeline_panel_gemm_v2",
+        "ridgeline_panel_gemm_v3",
         _SOURCE,
         ["pack", "linear", "available"],
         ["-std=c++17", *OPENMP],
