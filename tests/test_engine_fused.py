@@ -1,4 +1,5 @@
-"""Fused elementwise ops against torch, alone and inside a Llama decoder against transformers."""
+"""Fused elementwise ops against torch, alone and inside Llama and GPT-2 decoders against
+transformers."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from engine_support import cache_for, llama_config, twin  # noqa: E402
+from engine_support import cache_for, gpt2_config, llama_config, twin  # noqa: E402
 from ridgeline.engine.attention import build_metadata  # noqa: E402
 from ridgeline.engine.fused_ops import load_fused_ops  # noqa: E402
 from ridgeline.engine.model import RMSNorm  # noqa: E402
@@ -62,8 +63,42 @@ def test_silu_mul_matches_swiglu(ops: Any) -> None:
     assert (got - ref).abs().max().item() < 1e-5
 
 
-def test_fused_decoder_logits_match_transformers(ops: Any) -> None:
-    ours, theirs = twin(llama_config(2, layers=3), seed=5)
+def test_add_layer_norm_adds_in_place_and_normalises(ops: Any) -> None:
+    g = torch.Generator().manual_seed(2)
+    residual, x = 50 + torch.randn(4, 80, generator=g), torch.randn(4, 80, generator=g)
+    norm = torch.nn.LayerNorm(80, eps=1e-5)
+    norm.weight.data, norm.bias.data = torch.randn(80, generator=g), torch.randn(80, generator=g)
+    expected_residual = residual + x
+    with torch.inference_mode():
+        ref = norm(expected_residual)
+        got = ops.add_layer_norm(residual, x, norm.weight, norm.bias, norm.eps)
+        alone = ops.add_layer_norm(residual.clone(), None, norm.weight, norm.bias, norm.eps)
+    assert torch.allclose(residual, expected_residual)
+    assert (got - ref).abs().max().item() < 1e-4  # a mean of 50: two passes keep the variance
+    assert (alone - ref).abs().max().item() < 1e-4
+
+
+def test_gelu_tanh_matches_torch(ops: Any) -> None:
+    h = torch.cat([torch.linspace(-120, 120, 301), 3 * torch.randn(211)]).view(2, 256)
+    ref = torch.nn.functional.gelu(h, approximate="tanh")
+    got = ops.gelu_tanh(h.contiguous())
+    assert torch.isfinite(got).all()
+    assert (got - ref).abs().max().item() < 1e-5
+
+
+def test_argmax_rows_matches_torch_and_takes_the_first_tie(ops: Any) -> None:
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(7, 50257, generator=g)
+    x[2, 10], x[2, 40000] = 99.0, 99.0  # a tie: the first index, as torch's argmax
+    x[4, -1] = 99.0  # the last column
+    assert ops.argmax_rows(x).tolist() == x.argmax(-1).tolist()
+    assert ops.argmax_rows(x)[2].item() == 10
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_fused_decoder_logits_match_transformers(ops: Any, family: str) -> None:
+    config = llama_config(2, layers=3) if family == "llama" else gpt2_config(layers=3)
+    ours, theirs = twin(config, seed=5)
     ours.fused_ops = ops
     prompt = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
     with torch.inference_mode():

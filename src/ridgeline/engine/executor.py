@@ -146,7 +146,11 @@ class TorchExecutor:
         ]
         if not picks:
             return {}
-        best = logits.argmax(-1).tolist()  # [N]
+        ops = self.model.fused_ops
+        if ops is not None and logits.dtype == torch.float32 and logits.device.type == "cpu":
+            best = ops.argmax_rows(logits.contiguous()).tolist()  # [N]
+        else:
+            best = logits.argmax(-1).tolist()  # [N]
         return {rid: (best[row],) for rid, row in picks}
 
     def _pick(self, req: ScheduledRequest, logits: torch.Tensor) -> tuple[int, ...]:

@@ -73,6 +73,16 @@ def _norm(spec: ModelSpec) -> nn.Module:
     return RMSNorm(spec.hidden_size, spec.norm_eps)
 
 
+def _add_norm(
+    ops: FusedOps, residual: torch.Tensor, x: torch.Tensor | None, norm: nn.Module
+) -> torch.Tensor:
+    """``residual += x`` in place (if given), then ``norm(residual)``: one fused call."""
+    if isinstance(norm, RMSNorm):
+        return ops.add_rms_norm(residual, x, norm.weight, norm.eps)
+    assert isinstance(norm, nn.LayerNorm) and norm.bias is not None
+    return ops.add_layer_norm(residual, x, norm.weight, norm.bias, norm.eps)
+
+
 class Attention(nn.Module):
     """Fused QKV projection, RoPE (when the spec says so), paged attention, output projection."""
 
@@ -115,6 +125,7 @@ class MLP(nn.Module):
         self.down = nn.Linear(spec.ffn, spec.hidden_size, bias=spec.mlp_bias)
         self.act = _ACTIVATIONS[spec.activation]
         self.silu = spec.activation in ("silu", "swish")
+        self.gelu_tanh = spec.activation in ("gelu_new", "gelu_pytorch_tanh")
 
     def forward(self, x: torch.Tensor, ops: FusedOps | None = None) -> torch.Tensor:
         h = self.up(x)  # [T, 2·ffn] (gated) or [T, ffn]
@@ -123,6 +134,8 @@ class MLP(nn.Module):
         if self.gated:
             gate, up = h.chunk(2, dim=-1)  # [T, ffn] each
             h = self.act(gate) * up  # [T, ffn]
+        elif self.gelu_tanh and ops is not None and h.dtype == torch.float32:
+            h = ops.gelu_tanh(h)  # [T, ffn]
         else:
             h = self.act(h)  # [T, ffn]
         return self.down(h)  # [T, hidden]
@@ -143,16 +156,16 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(self.mlp_norm(x))  # [T, hidden]
 
     def forward_fused(
-        self, h: torch.Tensor, residual: torch.Tensor, next_norm: RMSNorm, ctx: StepContext
+        self, h: torch.Tensor, residual: torch.Tensor, next_norm: nn.Module, ctx: StepContext
     ) -> torch.Tensor:
         """The same layer on the residual stream: ``h`` is ``attn_norm(residual)``; adds this
         layer's attention and MLP to ``residual`` in place and returns ``next_norm(residual)``
         (each add fused with the norm after it, as in vLLM's ``fused_add_rms_norm``)."""
-        assert ctx.ops is not None and isinstance(self.mlp_norm, RMSNorm)
+        assert ctx.ops is not None
         a = self.attn(h, ctx)  # [T, hidden]
-        h = ctx.ops.add_rms_norm(residual, a, self.mlp_norm.weight, self.mlp_norm.eps)
+        h = _add_norm(ctx.ops, residual, a, self.mlp_norm)
         m = self.mlp(h, ctx.ops)  # [T, hidden]
-        return ctx.ops.add_rms_norm(residual, m, next_norm.weight, next_norm.eps)
+        return _add_norm(ctx.ops, residual, m, next_norm)
 
 
 class StepContext:
@@ -227,21 +240,16 @@ class CausalLM(nn.Module):
         return self.final_norm(x)  # [T, hidden]
 
     def _fused_stream(self, x: torch.Tensor) -> bool:
-        return (
-            self.fused_ops is not None
-            and x.dtype == torch.float32
-            and isinstance(self.final_norm, RMSNorm)
-        )
+        return self.fused_ops is not None and x.dtype == torch.float32
 
     def _forward_fused(self, residual: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         assert ctx.ops is not None
         layers: list[DecoderLayer] = list(self.layers)  # type: ignore[arg-type]
         norms = [layer.attn_norm for layer in layers] + [self.final_norm]
-        assert all(isinstance(n, RMSNorm) for n in norms)
-        first: RMSNorm = norms[0]  # type: ignore[assignment]
-        h = ctx.ops.add_rms_norm(residual, None, first.weight, first.eps)  # [T, hidden]
+        residual = residual.contiguous()  # updated in place from here on
+        h = _add_norm(ctx.ops, residual, None, norms[0])  # [T, hidden]
         for layer, nxt in zip(layers, norms[1:], strict=True):
-            h = layer.forward_fused(h, residual, nxt, ctx)  # type: ignore[arg-type]
+            h = layer.forward_fused(h, residual, nxt, ctx)
         return h
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

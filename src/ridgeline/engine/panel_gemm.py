@@ -42,23 +42,30 @@ _SOURCE = r"""
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
-// y[0:MR, panels p .. p+NP) += xt (K × 16, row m of x in column m) · panels.
+// y[0:MR, panels p .. p+NP) = bias + x[0:MR, :] · panels; bias may be null. x is read in place
+// (row m at x + m·ldx) up to 8 rows; more rows are first transposed (x[m, k] at x[16·k + m]):
+// sixteen broadcasts a row stride apart alias in L1 (half speed at K = 1024, 16 rows), and
+// transposing a few rows costs more than their strided loads (4–11% slower at 4 rows).
 template <int MR, int NP, int PFD>
-static inline void tile(const float* xt, const float* wp, float* y, int64_t p, int64_t k_len,
-                        int64_t n, int64_t ldy) {
+static inline void tile(const float* x, int64_t ldx, const float* bias, const float* wp, float* y,
+                        int64_t p, int64_t k_len, int64_t n, int64_t ldy) {
   __m512 acc[NP][MR];
-  for (int j = 0; j < NP; ++j)
-    for (int m = 0; m < MR; ++m) acc[j][m] = _mm512_setzero_ps();
+  for (int j = 0; j < NP; ++j) {
+    const int64_t col = (p + j) * 16;
+    const __mmask16 mask = col + 16 <= n ? __mmask16(0xFFFF) : __mmask16((1u << (n - col)) - 1u);
+    const __m512 b0 = bias ? _mm512_maskz_loadu_ps(mask, bias + col) : _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) acc[j][m] = b0;
+  }
   const float* w = wp + p * k_len * 16;
   for (int64_t k = 0; k < k_len; ++k) {
-    const float* xk = xt + k * 16;
+    const float* xk = MR > 8 ? x + 16 * k : x + k;
 #pragma GCC unroll 16
     for (int j = 0; j < NP; ++j) {
       const float* wk = w + (j * k_len + k) * 16;
       _mm_prefetch(reinterpret_cast<const char*>(wk + PFD), _MM_HINT_T0);
       const __m512 wv = _mm512_loadu_ps(wk);
 #pragma GCC unroll 16
-      for (int m = 0; m < MR; ++m) acc[j][m] = _mm512_fmadd_ps(_mm512_set1_ps(xk[m]), wv, acc[j][m]);
+      for (int m = 0; m < MR; ++m) acc[j][m] = _mm512_fmadd_ps(_mm512_set1_ps(xk[MR > 8 ? m : m * ldx]), wv, acc[j][m]);
     }
   }
   for (int j = 0; j < NP; ++j) {
@@ -68,15 +75,26 @@ static inline void tile(const float* xt, const float* wp, float* y, int64_t p, i
   }
 }
 
+// One call's operands: rows of x (stride ldx), the panels, optional bias, y (stride ldy).
+struct Operands {
+  const float* x;
+  int64_t ldx;
+  const float* bias;
+  const float* wp;
+  float* y;
+  int64_t panels, k_len, n, ldy;
+};
+
 // All panels for one chunk of MR rows: groups of NP panels, then the remainder one at a time.
 template <int MR, int NP, int PFD>
-static void chunk(const float* xt, const float* wp, float* y, int64_t panels, int64_t k_len,
-                  int64_t n, int64_t ldy) {
-  const int64_t groups = panels / NP;
+static void chunk(const Operands& o) {
+  const int64_t groups = o.panels / NP;
   at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g) tile<MR, NP, PFD>(xt, wp, y, g * NP, k_len, n, ldy);
+    for (int64_t g = begin; g < end; ++g)
+      tile<MR, NP, PFD>(o.x, o.ldx, o.bias, o.wp, o.y, g * NP, o.k_len, o.n, o.ldy);
   });
-  for (int64_t p = groups * NP; p < panels; ++p) tile<MR, 1, PFD>(xt, wp, y, p, k_len, n, ldy);
+  for (int64_t p = groups * NP; p < o.panels; ++p)
+    tile<MR, 1, PFD>(o.x, o.ldx, o.bias, o.wp, o.y, p, o.k_len, o.n, o.ldy);
 }
 
 // Streams per tile by rows: as many panels as the registers hold (NP·MR accumulators ≤ 24 of 32
@@ -84,17 +102,16 @@ static void chunk(const float* xt, const float* wp, float* y, int64_t panels, in
 // lines ahead read 27–28 GB/s where four streams 16 lines ahead read 23–25; at 4–8 rows, 4–6
 // streams gain 10–35%. From 13 rows on, one panel's 16·MR accumulators fill the file.
 template <int MR>
-static void chunk_for(const float* xt, const float* wp, float* y, int64_t panels, int64_t k_len,
-                      int64_t n, int64_t ldy) {
-  if constexpr (MR <= 3) chunk<MR, 8, 64>(xt, wp, y, panels, k_len, n, ldy);
-  else if constexpr (MR == 4) chunk<MR, 6, 64>(xt, wp, y, panels, k_len, n, ldy);
-  else if constexpr (MR <= 6) chunk<MR, 4, 64>(xt, wp, y, panels, k_len, n, ldy);
-  else if constexpr (MR <= 8) chunk<MR, 3, 64>(xt, wp, y, panels, k_len, n, ldy);
-  else if constexpr (MR <= 12) chunk<MR, 2, 128>(xt, wp, y, panels, k_len, n, ldy);
-  else chunk<MR, 1, 1024>(xt, wp, y, panels, k_len, n, ldy);
+static void chunk_for(const Operands& o) {
+  if constexpr (MR <= 3) chunk<MR, 8, 64>(o);
+  else if constexpr (MR == 4) chunk<MR, 6, 64>(o);
+  else if constexpr (MR <= 6) chunk<MR, 4, 64>(o);
+  else if constexpr (MR <= 8) chunk<MR, 3, 64>(o);
+  else if constexpr (MR <= 12) chunk<MR, 2, 128>(o);
+  else chunk<MR, 1, 1024>(o);
 }
 
-using ChunkFn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t);
+using ChunkFn = void (*)(const Operands&);
 static const ChunkFn kChunks[16] = {
     chunk_for<1>, chunk_for<2>, chunk_for<3>, chunk_for<4>, chunk_for<5>, chunk_for<6>,
     chunk_for<7>, chunk_for<8>, chunk_for<9>, chunk_for<10>, chunk_for<11>, chunk_for<12>,
@@ -126,16 +143,25 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor panels, c10::optional<torch:
   auto y = torch::empty({rows, n}, x.options());
 #if defined(__AVX512F__)
   auto xc = x.contiguous();
+  c10::optional<torch::Tensor> bc;
+  if (bias.has_value()) bc = bias->contiguous();
+  TORCH_CHECK(!bc || (bc->scalar_type() == torch::kFloat32 && bc->numel() == n));
   const float* xp = xc.data_ptr<float>();
-  std::vector<float> xt(k * 16);
-  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+  std::vector<float> xt;
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {  // chunks of up to 16 rows, each over all panels
     const int64_t mr = std::min<int64_t>(16, rows - r0);
-    for (int64_t kk = 0; kk < k; ++kk)          // transpose the chunk: xt[k, m] = x[r0 + m, k]
-      for (int64_t m = 0; m < mr; ++m) xt[kk * 16 + m] = xp[(r0 + m) * k + kk];
-    kChunks[mr - 1](xt.data(), panels.data_ptr<float>(), y.data_ptr<float>() + r0 * n,
-                    panels.size(0), k, n, n);
+    const float* xr = xp + r0 * k;
+    if (mr > 8) {                               // xt[kk, m] = x[r0 + m, kk]
+      xt.resize(k * 16);
+      for (int64_t kk = 0; kk < k; ++kk)
+        for (int64_t m = 0; m < mr; ++m) xt[kk * 16 + m] = xr[m * k + kk];
+      xr = xt.data();
+    }
+    const Operands o{xr, k, bc ? bc->data_ptr<float>() : nullptr,
+                     panels.data_ptr<float>(), y.data_ptr<float>() + r0 * n, panels.size(0), k,
+                     n, n};
+    kChunks[mr - 1](o);
   }
-  if (bias.has_value()) y.add_(*bias);
 #else
   TORCH_CHECK(false, "panel_gemm needs AVX-512");
 #endif
@@ -164,7 +190,7 @@ class PanelGemm:
 def load_panel_gemm(verbose: bool = False) -> PanelGemm | None:
     """Compile (or load the cached build of) the kernel; None where it does not apply."""
     module = compile_inline(
-        "ridgeline_panel_gemm_v3",
+        "ridgeline_panel_gemm_v4",
         _SOURCE,
         ["pack", "linear", "available"],
         ["-std=c++17", *OPENMP],
