@@ -45,6 +45,28 @@ def test_kernel_matches_gather(
     assert (got.float() - ref).abs().max().item() < atol
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_write_stores_strided_rows_at_their_slots(kernel: Any, dtype: str) -> None:
+    # the engine's new keys and values are views into the QKV output: rows are strided
+    dt = getattr(torch, dtype)
+    blocks, bs, kv_heads, d = 6, 4, 2, 8
+    k_cache, v_cache = (
+        torch.zeros(blocks, bs, kv_heads, d, dtype=dt),
+        torch.zeros(blocks, bs, kv_heads, d, dtype=dt),
+    )
+    qkv = torch.randn(3, (4 + 2 * kv_heads) * d).to(dt)  # [T, (H + 2 kv) d], H = 4
+    k_new = qkv[:, 4 * d : (4 + kv_heads) * d].unflatten(-1, (kv_heads, d))
+    v_new = qkv[:, (4 + kv_heads) * d :].unflatten(-1, (kv_heads, d))
+    slots = torch.tensor([5, 0, 23])
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    ref_k.view(-1, kv_heads, d).index_copy_(0, slots, k_new)
+    ref_v.view(-1, kv_heads, d).index_copy_(0, slots, v_new)
+    kernel.write(k_cache, v_cache, slots, k_new, v_new)
+    assert torch.equal(k_cache, ref_k) and torch.equal(v_cache, ref_v)
+    with pytest.raises(RuntimeError, match="outside the cache"):
+        kernel.write(k_cache, v_cache, torch.tensor([0, 1, 24]), k_new, v_new)
+
+
 @pytest.mark.parametrize(("heads", "kv_heads", "d", "bs"), [
     (16, 4, 64, 16), (8, 8, 64, 4), (4, 1, 128, 32), (12, 12, 64, 16), (6, 2, 128, 8),
 ])  # fmt: skip

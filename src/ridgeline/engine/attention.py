@@ -60,6 +60,17 @@ class DecodeKernel(Protocol):
         context_lens: torch.Tensor,
     ) -> torch.Tensor: ...
 
+    def write(
+        self,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        slots: torch.Tensor,
+        k_new: torch.Tensor,
+        v_new: torch.Tensor,
+    ) -> None:
+        """Store a step's keys/values [T, kv_heads, d] at ``slots`` [T], in place."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class MultiTokenSlice:
@@ -219,10 +230,12 @@ def paged_attention(
     Returns:
         [T, H, d] attention outputs (before the output projection).
     """
-    cache.write(layer, meta.slot_mapping, k_new, v_new)
     if meta.all_paged and kernel is not None:  # rows are already in step order
-        o = kernel(q, cache.k[layer], cache.v[layer], meta.block_tables, meta.context_lens)
+        k_cache, v_cache = cache.k[layer], cache.v[layer]
+        kernel.write(k_cache, v_cache, meta.slot_mapping, k_new, v_new)
+        o = kernel(q, k_cache, v_cache, meta.block_tables, meta.context_lens)
         return o.to(q.dtype)  # [T, H, d]
+    cache.write(layer, meta.slot_mapping, k_new, v_new)
     k_flat, v_flat = cache.flat(layer)  # [num_slots, kv_heads, d]
     out = torch.empty_like(q)  # [T, H, d]
     for s in meta.multi:

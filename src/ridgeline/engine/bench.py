@@ -69,46 +69,63 @@ def load_average() -> tuple[float, float, float]:
     return os.getloadavg()
 
 
-def read_bandwidth_bytes_per_s(
-    elements: int = BANDWIDTH_PROBE_ELEMENTS, panel: PanelGemm | None = None
-) -> float:
-    """Read bandwidth: the best of five ``sum`` passes over ``elements`` fp32 values, and, when
-    ``panel`` is given, of five one-row GEMVs over a weight of the same size in column panels.
+PROBE_PASSES = 5
 
-    The engine's own GEMV streams faster than torch's ``sum`` on this CPU (21–24 against
-    20–22 GB/s, one thread), so a roofline on ``sum`` alone would sit below what the engine
-    attains; the probe takes whichever read is faster."""
+
+def read_rates_bytes_per_s(
+    elements: int = BANDWIDTH_PROBE_ELEMENTS, panel: PanelGemm | None = None
+) -> dict[str, list[float]]:
+    """Read bandwidth, pass by pass: ``"sum"``, five ``sum`` passes over ``elements`` fp32
+    values, and, when ``panel`` is given, ``"gemv"``, five one-row GEMVs over a weight of the
+    same size in column panels.
+
+    The engine's own GEMV can stream faster than torch's ``sum`` on this CPU (27–28 against
+    24–25 GB/s, one thread, when a neighbour loads the memory bus), so a roofline on ``sum``
+    alone could sit below what the engine attains; the probes take whichever read is faster."""
     x = torch.ones(elements)  # [elements] fp32
-    best = float("inf")
-    for _ in range(5):
+    rates: dict[str, list[float]] = {"sum": []}
+    for _ in range(PROBE_PASSES):
         t0 = time.perf_counter()
         x.sum()
-        best = min(best, time.perf_counter() - t0)
+        rates["sum"].append(elements * 4 / (time.perf_counter() - t0))
     del x
     if panel is not None:
         k = PROBE_GEMV_IN
         # values do not matter: build the panel layout directly, not through pack's copies
         panels = torch.ones(elements // (k * PANEL), k, PANEL)  # [elements / k / 16, k, 16]
         row = torch.ones(1, k)  # [1, k]
-        for _ in range(5):
+        rates["gemv"] = []
+        for _ in range(PROBE_PASSES):
             t0 = time.perf_counter()
             panel.linear(row, panels, None, elements // k)
-            best = min(best, time.perf_counter() - t0)
-    return elements * 4 / best
+            rates["gemv"].append(elements * 4 / (time.perf_counter() - t0))
+    return rates
+
+
+def read_bandwidth_bytes_per_s(
+    elements: int = BANDWIDTH_PROBE_ELEMENTS, panel: PanelGemm | None = None
+) -> float:
+    """The best pass of ``read_rates_bytes_per_s``: the machine's peak one-thread read."""
+    return max(max(r) for r in read_rates_bytes_per_s(elements, panel).values())
 
 
 MATMUL_PROBE_N = 2048  # fp32 square matmul: 2·n³ FLOPs, far beyond any cache
 
 
-def matmul_peak_flops_per_s(n: int = MATMUL_PROBE_N) -> float:
-    """Best of five ``n × n`` fp32 matmuls (the same probe as ``lab calibrate``)."""
+def matmul_rates_flops_per_s(n: int = MATMUL_PROBE_N) -> list[float]:
+    """Five ``n × n`` fp32 matmuls, pass by pass (the same probe as ``lab calibrate``)."""
     a, b = torch.randn(n, n), torch.randn(n, n)  # [n, n] each
-    best = float("inf")
-    for _ in range(5):
+    rates = []
+    for _ in range(PROBE_PASSES):
         t0 = time.perf_counter()
         torch.mm(a, b)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best
+        rates.append(2 * n**3 / (time.perf_counter() - t0))
+    return rates
+
+
+def matmul_peak_flops_per_s(n: int = MATMUL_PROBE_N) -> float:
+    """The best of ``matmul_rates_flops_per_s``."""
+    return max(matmul_rates_flops_per_s(n))
 
 
 def bytes_ms(spec: ModelSpec, batch: int, context: int, bw: float) -> float:

@@ -41,6 +41,7 @@ _SOURCE = r"""
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 // One row = one query token: all its heads at once, so each block's [bs, kv_heads, d] keys and
@@ -283,6 +284,33 @@ static bool fast_rows(const torch::Tensor& q, const torch::Tensor& kc, const tor
   return false;
 }
 
+// Store this step's keys and values [T, kv_heads, d] (rows may be strided, as the views into
+// the QKV projection are) at their slots of the caches [num_blocks, bs, kv_heads, d].
+void write_kv(torch::Tensor kc, torch::Tensor vc, torch::Tensor slots, torch::Tensor k,
+              torch::Tensor v) {
+  TORCH_CHECK(kc.is_contiguous() && vc.is_contiguous() && slots.scalar_type() == torch::kLong);
+  TORCH_CHECK(k.scalar_type() == kc.scalar_type() && v.scalar_type() == vc.scalar_type());
+  const int64_t rows = slots.numel(), row = kc.size(2) * kc.size(3);  // kv_heads · d per slot
+  const int64_t num_slots = kc.size(0) * kc.size(1);
+  auto flat_rows = [&](torch::Tensor t) {  // [T, kv_heads, d] with each row contiguous
+    TORCH_CHECK(t.dim() == 3 && t.size(0) == rows && t.size(1) * t.size(2) == row);
+    return t.stride(2) == 1 && t.stride(1) == t.size(2) ? t : t.contiguous();
+  };
+  auto kr = flat_rows(k), vr = flat_rows(v);
+  auto sc = slots.contiguous();
+  const int64_t* s = sc.data_ptr<int64_t>();
+  const int64_t elem = kc.element_size(), bytes = row * elem;
+  char* kd = static_cast<char*>(kc.data_ptr());
+  char* vd = static_cast<char*>(vc.data_ptr());
+  const char* ks = static_cast<const char*>(kr.data_ptr());
+  const char* vs = static_cast<const char*>(vr.data_ptr());
+  for (int64_t r = 0; r < rows; ++r) {
+    TORCH_CHECK(s[r] >= 0 && s[r] < num_slots, "slot ", s[r], " outside the cache");
+    std::memcpy(kd + s[r] * bytes, ks + r * kr.stride(0) * elem, bytes);
+    std::memcpy(vd + s[r] * bytes, vs + r * vr.stride(0) * elem, bytes);
+  }
+}
+
 bool has_fast_path() {
 #if defined(__AVX512F__)
   return true;
@@ -348,13 +376,27 @@ class PagedKernel:
             q, k_cache, v_cache, block_tables, context_lens, scale
         )
 
+    def write(
+        self,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        slots: torch.Tensor,
+        k_new: torch.Tensor,
+        v_new: torch.Tensor,
+    ) -> None:
+        """Store ``k_new``/``v_new`` [T, kv_heads, d] at ``slots`` [T] of the caches, in place
+        (one call for what ``index_copy_`` does in two: 9–27 µs each at decode)."""
+        self._module.write_kv(
+            k_cache, v_cache, slots, k_new.to(k_cache.dtype), v_new.to(v_cache.dtype)
+        )
+
 
 def load_paged_kernel(verbose: bool = False) -> PagedKernel | None:
     """Compile (or load the cached build of) the kernel; None, with a warning, if it fails."""
     module = compile_inline(
-        "ridgeline_paged_attention_v9",
+        "ridgeline_paged_attention_v10",
         _SOURCE,
-        ["paged_attention_rows", "has_fast_path"],
+        ["paged_attention_rows", "has_fast_path", "write_kv"],
         ["-ffast-math", *OPENMP],
         OPENMP,
         fallback="using the gather path",
