@@ -99,8 +99,8 @@ static void chunk(const Operands& o) {
 
 // Streams per tile by rows: as many panels as the registers hold (NP·MR accumulators ≤ 24 of 32
 // zmm), each prefetched 4 lines ahead. Measured (docs/engine.md): at one row, eight streams 4
-// lines ahead read 27–28 GB/s where four streams 16 lines ahead read 23–25; at 4–8 rows, 4–6
-// streams gain 10–35%. From 13 rows on, one panel's 16·MR accumulators fill the file.
+// lines ahead read 27–28 GB/s where four streams 16 lines ahead read 23–25; at 4–8 rows, 3–6
+// streams gain 10–36%. From 13 rows on, one panel's 16·MR accumulators fill the file.
 template <int MR>
 static void chunk_for(const Operands& o) {
   if constexpr (MR <= 3) chunk<MR, 8, 64>(o);
