@@ -102,8 +102,10 @@ def test_bandwidth_probe_and_roofline(panel: Any) -> None:
     from ridgeline.engine import bench
     from ridgeline.specs import get_model
 
-    bw = bench.read_bandwidth_bytes_per_s(1 << 20, panel)  # 4 MiB: sum and a panel GEMV
-    assert 1e8 < bw < 1e13
+    rates = bench.read_rates_bytes_per_s(1 << 20, panel)  # 4 MiB: sum and a panel GEMV
+    assert sorted(rates) == ["gemv", "sum"] and all(len(r) == 5 for r in rates.values())
+    bw = bench.read_bandwidth_bytes_per_s(1 << 20, panel)
+    assert 1e8 < bench.sustained_read_bytes_per_s(1 << 20, panel) < 1e13 and 1e8 < bw < 1e13
     spec = get_model("distilgpt2")
     # one row: every operator is bandwidth-bound at 20 GB/s and 100 GFLOP/s
     assert bench.roofline_ms(spec, 1, 128, 20e9, 100e9) == pytest.approx(

@@ -109,6 +109,14 @@ def read_bandwidth_bytes_per_s(
     return max(max(r) for r in read_rates_bytes_per_s(elements, panel).values())
 
 
+def sustained_read_bytes_per_s(
+    elements: int = BANDWIDTH_PROBE_ELEMENTS, panel: PanelGemm | None = None
+) -> float:
+    """The median pass of the faster read: the statistic of a step time it is compared with
+    (the best pass against a median step would count a neighbour's noise as the step's gap)."""
+    return max(statistics.median(r) for r in read_rates_bytes_per_s(elements, panel).values())
+
+
 MATMUL_PROBE_N = 2048  # fp32 square matmul: 2·n³ FLOPs, far beyond any cache
 
 
@@ -207,10 +215,12 @@ def decode_grid(
     """The engine's decode step over a (batch × context) grid, with the roofline of each point.
 
     Runs on one thread with packed weights (``Layout.AUTO``) and the paged kernel when available.
+    The roofline's bandwidth and peak default to the median passes of the probes, measured once
+    before the grid (``benchmarks/engine.py`` probes before every point).
     """
     torch.set_num_threads(1)
-    bw = bandwidth_bytes_per_s or read_bandwidth_bytes_per_s(panel=load_panel_gemm())
-    peak = peak_flops_per_s or matmul_peak_flops_per_s()
+    bw = bandwidth_bytes_per_s or sustained_read_bytes_per_s(panel=load_panel_gemm())
+    peak = peak_flops_per_s or statistics.median(matmul_rates_flops_per_s())
     model = bench_model(spec)
     if can_pack(torch.device("cpu")):
         panel = load_panel_gemm()
