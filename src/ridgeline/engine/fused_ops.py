@@ -31,9 +31,12 @@ _SOURCE = r"""
 #include <algorithm>
 #include <cmath>
 
-// residual += x (when given); out = residual * rsqrt(mean(residual^2) + eps) * w.
-torch::Tensor add_rms_norm(torch::Tensor residual, c10::optional<torch::Tensor> x,
-                           torch::Tensor w, double eps) {
+// residual += x (when given), in place; then out = the norm of residual, row by row:
+//   RMSNorm (b null):   residual · rsqrt(mean(residual²) + eps) · w
+//   LayerNorm (b set):  (residual − mean) · rsqrt(var + eps) · w + b
+// The variance takes two passes: the one-pass E[x²] − mean² loses digits at large means.
+static torch::Tensor add_norm(torch::Tensor residual, const c10::optional<torch::Tensor>& x,
+                              const torch::Tensor& w, const float* bp, double eps) {
   TORCH_CHECK(residual.is_contiguous() && residual.scalar_type() == torch::kFloat32);
   const int64_t rows = residual.size(0), n = residual.size(1);
   auto out = torch::empty_like(residual);
@@ -51,16 +54,39 @@ torch::Tensor add_rms_norm(torch::Tensor residual, c10::optional<torch::Tensor> 
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) ri[j] += xi[j];
       }
+      float mean = 0.f;
+      if (bp) {
+#pragma omp simd reduction(+ : mean)
+        for (int64_t j = 0; j < n; ++j) mean += ri[j];
+        mean /= float(n);
+      }
       float ss = 0.f;
 #pragma omp simd reduction(+ : ss)
-      for (int64_t j = 0; j < n; ++j) ss += ri[j] * ri[j];
+      for (int64_t j = 0; j < n; ++j) ss += (ri[j] - mean) * (ri[j] - mean);
       const float inv = 1.f / std::sqrt(ss / float(n) + float(eps));
       float* oi = o + i * n;
+      if (bp) {
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) oi[j] = ri[j] * inv * wp[j];
+        for (int64_t j = 0; j < n; ++j) oi[j] = (ri[j] - mean) * inv * wp[j] + bp[j];
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) oi[j] = ri[j] * inv * wp[j];
+      }
     }
   });
   return out;
+}
+
+torch::Tensor add_rms_norm(torch::Tensor residual, c10::optional<torch::Tensor> x,
+                           torch::Tensor w, double eps) {
+  return add_norm(residual, x, w, nullptr, eps);
+}
+
+torch::Tensor add_layer_norm(torch::Tensor residual, c10::optional<torch::Tensor> x,
+                             torch::Tensor w, torch::Tensor b, double eps) {
+  auto bc = b.contiguous();
+  TORCH_CHECK(bc.scalar_type() == torch::kFloat32 && bc.numel() == residual.size(1));
+  return add_norm(residual, x, w, bc.data_ptr<float>(), eps);
 }
 
 // x [T, heads, d] (any strides, last dim contiguous) rotated in place by cos/sin [T, d].
@@ -107,43 +133,6 @@ torch::Tensor silu_mul(torch::Tensor h) {
   });
   return out;
 }
-// residual += x (when given); out = (residual − mean) · rsqrt(var + eps) · w + b (LayerNorm).
-torch::Tensor add_layer_norm(torch::Tensor residual, c10::optional<torch::Tensor> x,
-                             torch::Tensor w, torch::Tensor b, double eps) {
-  TORCH_CHECK(residual.is_contiguous() && residual.scalar_type() == torch::kFloat32);
-  const int64_t rows = residual.size(0), n = residual.size(1);
-  auto out = torch::empty_like(residual);
-  float* r = residual.data_ptr<float>();
-  const float* xs = nullptr;
-  torch::Tensor xc;
-  if (x.has_value()) { xc = x->contiguous(); xs = xc.data_ptr<float>(); }
-  const float* wp = w.data_ptr<float>();
-  const float* bp = b.data_ptr<float>();
-  float* o = out.data_ptr<float>();
-  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      float* ri = r + i * n;
-      if (xs) {
-        const float* xi = xs + i * n;
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) ri[j] += xi[j];
-      }
-      float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < n; ++j) sum += ri[j];
-      const float mean = sum / float(n);
-      float ss = 0.f;  // two passes: the one-pass E[x²] − mean² loses digits at large means
-#pragma omp simd reduction(+ : ss)
-      for (int64_t j = 0; j < n; ++j) ss += (ri[j] - mean) * (ri[j] - mean);
-      const float inv = 1.f / std::sqrt(ss / float(n) + float(eps));
-      float* oi = o + i * n;
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) oi[j] = (ri[j] - mean) * inv * wp[j] + bp[j];
-    }
-  });
-  return out;
-}
-
 // GELU, tanh form: x · sigmoid(2u) = x / (1 + e^(−2u)), u = sqrt(2/π)(x + 0.044715 x³).
 torch::Tensor gelu_tanh(torch::Tensor h) {
   TORCH_CHECK(h.is_contiguous() && h.scalar_type() == torch::kFloat32);
@@ -226,7 +215,7 @@ class FusedOps:
 def load_fused_ops(verbose: bool = False) -> FusedOps | None:
     """Compile (or load the cached build of) the ops; None, with a warning, if that fails."""
     module = compile_inline(
-        "ridgeline_fused_ops_v2",
+        "ridgeline_fused_ops_v3",
         _SOURCE,
         ["add_rms_norm", "rope_", "silu_mul", "add_layer_norm", "gelu_tanh", "argmax_rows"],
         ["-ffast-math", *OPENMP],
