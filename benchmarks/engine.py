@@ -193,9 +193,8 @@ def probe(args: argparse.Namespace) -> Machine:
     """This repetition's bandwidth and peak (or the given bandwidth)."""
     reads = bench.read_rates_bytes_per_s(panel=load_panel_gemm())
     flops = bench.matmul_rates_flops_per_s()
-    median = {name: statistics.median(r) for name, r in reads.items()}
-    bw, best = max(median.values()), max(max(r) for r in reads.values())
-    sum_bw = median["sum"]
+    bw, best = bench.fastest(reads, statistics.median), bench.fastest(reads, max)
+    sum_bw = statistics.median(reads["sum"])
     if args.bandwidth_gbs:
         bw = sum_bw = best = args.bandwidth_gbs * 1e9
     m = Machine(bw, sum_bw, statistics.median(flops), best, max(flops))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 import pytest
@@ -106,6 +107,8 @@ def test_bandwidth_probe_and_roofline(panel: Any) -> None:
     assert sorted(rates) == ["gemv", "sum"] and all(len(r) == 5 for r in rates.values())
     bw = bench.read_bandwidth_bytes_per_s(1 << 20, panel)
     assert 1e8 < bench.sustained_read_bytes_per_s(1 << 20, panel) < 1e13 and 1e8 < bw < 1e13
+    assert bench.fastest({"a": [1.0, 5.0, 2.0], "b": [3.0, 3.0, 4.0]}, max) == 5.0
+    assert bench.fastest({"a": [1.0, 5.0, 2.0], "b": [3.0, 3.0, 4.0]}, statistics.median) == 3.0
     spec = get_model("distilgpt2")
     # one row: every operator is bandwidth-bound at 20 GB/s and 100 GFLOP/s
     assert bench.roofline_ms(spec, 1, 128, 20e9, 100e9) == pytest.approx(

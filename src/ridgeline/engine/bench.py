@@ -102,11 +102,16 @@ def read_rates_bytes_per_s(
     return rates
 
 
+def fastest(rates: dict[str, list[float]], statistic: Callable[[list[float]], float]) -> float:
+    """The faster read method, each summarised by ``statistic`` over its passes."""
+    return max(statistic(r) for r in rates.values())
+
+
 def read_bandwidth_bytes_per_s(
     elements: int = BANDWIDTH_PROBE_ELEMENTS, panel: PanelGemm | None = None
 ) -> float:
     """The best pass of ``read_rates_bytes_per_s``: the machine's peak one-thread read."""
-    return max(max(r) for r in read_rates_bytes_per_s(elements, panel).values())
+    return fastest(read_rates_bytes_per_s(elements, panel), max)
 
 
 def sustained_read_bytes_per_s(
@@ -114,7 +119,7 @@ def sustained_read_bytes_per_s(
 ) -> float:
     """The median pass of the faster read: the statistic of a step time it is compared with
     (the best pass against a median step would count a neighbour's noise as the step's gap)."""
-    return max(statistics.median(r) for r in read_rates_bytes_per_s(elements, panel).values())
+    return fastest(read_rates_bytes_per_s(elements, panel), statistics.median)
 
 
 MATMUL_PROBE_N = 2048  # fp32 square matmul: 2·n³ FLOPs, far beyond any cache
