@@ -194,7 +194,7 @@ def probe(args: argparse.Namespace) -> Machine:
     reads = bench.read_rates_bytes_per_s(panel=load_panel_gemm())
     flops = bench.matmul_rates_flops_per_s()
     bw, best = bench.fastest(reads, statistics.median), bench.fastest(reads, max)
-    sum_bw = statistics.median(reads["sum"])
+    sum_bw = statistics.median(reads["sum/4k"])
     if args.bandwidth_gbs:
         bw = sum_bw = best = args.bandwidth_gbs * 1e9
     m = Machine(bw, sum_bw, statistics.median(flops), best, max(flops))

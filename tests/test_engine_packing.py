@@ -104,7 +104,8 @@ def test_bandwidth_probe_and_roofline(panel: Any) -> None:
     from ridgeline.specs import get_model
 
     rates = bench.read_rates_bytes_per_s(1 << 20, panel)  # 4 MiB: sum and a panel GEMV
-    assert sorted(rates) == ["gemv", "sum"] and all(len(r) == 5 for r in rates.values())
+    expected = ["gemv/4k", "gemv/huge", "sum/4k", "sum/huge"]
+    assert sorted(rates) == expected and all(len(r) == 5 for r in rates.values())
     bw = bench.read_bandwidth_bytes_per_s(1 << 20, panel)
     assert 1e8 < bench.sustained_read_bytes_per_s(1 << 20, panel) < 1e13 and 1e8 < bw < 1e13
     assert bench.fastest({"a": [1.0, 5.0, 2.0], "b": [3.0, 3.0, 4.0]}, max) == 5.0

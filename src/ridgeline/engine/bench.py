@@ -6,12 +6,13 @@ a step's time, and a real prefill would cost minutes on a CPU), scatters each se
 shuffled blocks, then times ``TorchExecutor.execute`` on one decode token per sequence: median
 of ``steps`` after ``warmup``, wall and CPU time (CPU time exposes contention on a busy machine).
 The roofline is per operator max(bytes ÷ bandwidth, FLOPs ÷ matmul peak) at fp32, both measured
-here (the faster of ``sum`` and a one-row panel GEMV over 1 GiB, and a 2048² matmul, best of
-five) unless given; the bytes alone ÷ bandwidth are reported beside it.
+here (the fastest of ``sum`` and a one-row panel GEMV over 1 GiB, each on 4 KiB and on huge
+pages, and a 2048² matmul; the median of five passes) unless given; the bytes alone ÷ bandwidth are reported beside it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import statistics
@@ -25,6 +26,7 @@ from ridgeline.analytic import Dtypes, UniformShape, op_terms
 from ridgeline.engine.attention import DecodeKernel
 from ridgeline.engine.executor import TorchExecutor
 from ridgeline.engine.fused_ops import load_fused_ops
+from ridgeline.engine.huge_pages import huge_page_empty
 from ridgeline.engine.kv_cache import CacheShape, KVCache
 from ridgeline.engine.model import CausalLM
 from ridgeline.engine.packing import Layout, can_pack, pack_linears, resolve
@@ -72,33 +74,57 @@ def load_average() -> tuple[float, float, float]:
 PROBE_PASSES = 5
 
 
+def _passes(read: Callable[[], object], nbytes: int) -> list[float]:
+    """Bytes per second of ``PROBE_PASSES`` calls of ``read``, one by one."""
+    rates = []
+    for _ in range(PROBE_PASSES):
+        t0 = time.perf_counter()
+        read()
+        rates.append(nbytes / (time.perf_counter() - t0))
+    return rates
+
+
+def _ones_4k(shape: tuple[int, ...]) -> torch.Tensor:
+    return torch.ones(shape)  # torch's allocator: 4 KiB pages here (THP in madvise mode)
+
+
+def _ones_huge(shape: tuple[int, ...]) -> torch.Tensor:
+    return huge_page_empty(shape, torch.float32).fill_(1)
+
+
+PAGES: dict[str, Callable[[tuple[int, ...]], torch.Tensor]] = {
+    "4k": _ones_4k,
+    "huge": _ones_huge,
+}
+
+
 def read_rates_bytes_per_s(
     elements: int = BANDWIDTH_PROBE_ELEMENTS, panel: PanelGemm | None = None
 ) -> dict[str, list[float]]:
-    """Read bandwidth, pass by pass: ``"sum"``, five ``sum`` passes over ``elements`` fp32
-    values, and, when ``panel`` is given, ``"gemv"``, five one-row GEMVs over a weight of the
-    same size in column panels.
+    """Read bandwidth, pass by pass, by method and pages: ``"sum/4k"``, five ``sum`` passes over
+    ``elements`` fp32 values from torch's allocator, ``"sum/huge"`` the same on huge pages
+    (``huge_pages``), and, when ``panel`` is given, ``"gemv/4k"`` and ``"gemv/huge"``, five
+    one-row GEMVs over a weight of the same size in column panels.
 
-    The engine's own GEMV can stream faster than torch's ``sum`` on this CPU (27–28 against
-    24–25 GB/s, one thread, when a neighbour loads the memory bus), so a roofline on ``sum``
-    alone could sit below what the engine attains; the probes take whichever read is faster."""
-    x = torch.ones(elements)  # [elements] fp32
-    rates: dict[str, list[float]] = {"sum": []}
-    for _ in range(PROBE_PASSES):
-        t0 = time.perf_counter()
-        x.sum()
-        rates["sum"].append(elements * 4 / (time.perf_counter() - t0))
-    del x
+    A roofline must not sit below what the engine attains, so the probes try each way of
+    reading that could be faster: the engine's own GEMV (27–28 against torch ``sum``'s 24–25
+    GB/s when a neighbour loads the memory bus), and huge pages, which the engine's weights and
+    KV cache use (30–34 against 25–33 GB/s on 4 KiB pages, by where the buffer lands)."""
+    rates: dict[str, list[float]] = {}
+    nbytes = elements * 4
+    for pages, alloc in PAGES.items():
+        x = alloc((elements,))  # [elements] fp32
+        rates[f"sum/{pages}"] = _passes(x.sum, nbytes)
+        del x
     if panel is not None:
         k = PROBE_GEMV_IN
-        # values do not matter: build the panel layout directly, not through pack's copies
-        panels = torch.ones(elements // (k * PANEL), k, PANEL)  # [elements / k / 16, k, 16]
         row = torch.ones(1, k)  # [1, k]
-        rates["gemv"] = []
-        for _ in range(PROBE_PASSES):
-            t0 = time.perf_counter()
-            panel.linear(row, panels, None, elements // k)
-            rates["gemv"].append(elements * 4 / (time.perf_counter() - t0))
+        for pages, alloc in PAGES.items():
+            # values do not matter: build the panel layout directly, not through pack's copies
+            w = alloc((elements // (k * PANEL), k, PANEL))  # [elements / k / 16, k, 16]
+            gemv = functools.partial(panel.linear, row, w, None, elements // k)
+            rates[f"gemv/{pages}"] = _passes(gemv, nbytes)
+            del w
     return rates
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ridgeline.engine.huge_pages import huge_page_empty
 from ridgeline.errors import CapacityError
 from ridgeline.specs.model import ModelSpec
 
@@ -68,6 +69,14 @@ def cache_shape(
     )
 
 
+def _blocks(dims: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """One layer's zeroed K or V blocks; on the CPU on huge pages, since attention jumps from
+    block to block and each jump on 4 KiB pages is a TLB miss (``huge_pages``)."""
+    if device.type == "cpu":
+        return huge_page_empty(dims, dtype)
+    return torch.zeros(dims, dtype=dtype, device=device)
+
+
 class KVCache:
     """Per-layer K and V block tensors, plus a host tier for swapped-out blocks.
 
@@ -82,12 +91,8 @@ class KVCache:
     def __init__(self, shape: CacheShape, device: torch.device) -> None:
         self.shape = shape
         dims = (shape.num_blocks, shape.block_size, shape.kv_heads, shape.head_dim)
-        self.k = [
-            torch.zeros(dims, dtype=shape.dtype, device=device) for _ in range(shape.num_layers)
-        ]
-        self.v = [
-            torch.zeros(dims, dtype=shape.dtype, device=device) for _ in range(shape.num_layers)
-        ]
+        self.k = [_blocks(dims, shape.dtype, device) for _ in range(shape.num_layers)]
+        self.v = [_blocks(dims, shape.dtype, device) for _ in range(shape.num_layers)]
         self.tier: dict[int, torch.Tensor] = {}
 
     @classmethod

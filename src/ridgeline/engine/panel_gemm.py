@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from ridgeline.engine.cpp_ext import OPENMP, compile_inline
+from ridgeline.engine.huge_pages import huge_page_copy
 
 PANEL = 16  # output columns per panel: one zmm register of fp32
 
@@ -177,8 +178,8 @@ class PanelGemm:
         self._module = module
 
     def pack(self, w: torch.Tensor) -> torch.Tensor:
-        """``[N, K]`` fp32 → panels ``[⌈N/16⌉, K, 16]``."""
-        return self._module.pack(w.detach().float().contiguous())
+        """``[N, K]`` fp32 → panels ``[⌈N/16⌉, K, 16]``, on huge pages (``huge_pages``)."""
+        return huge_page_copy(self._module.pack(w.detach().float().contiguous()))
 
     def linear(
         self, x: torch.Tensor, panels: torch.Tensor, bias: torch.Tensor | None, n: int
