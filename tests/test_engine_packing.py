@@ -38,13 +38,15 @@ def _linear(n_in: int, n_out: int, bias: bool) -> torch.nn.Linear:
 
 
 @pytest.mark.parametrize(
-    ("n_in", "n_out", "bias"), [(64, 48, False), (100, 37, True), (256, 1, True)]
+    ("n_in", "n_out", "bias"),
+    [(64, 48, False), (100, 37, True), (256, 1, True), (40, 3257, True), (24, 2051, False)],
 )
 @pytest.mark.parametrize("rows", ROWS)
 def test_panel_linear_matches_f_linear(
     panel: Any, n_in: int, n_out: int, bias: bool, rows: int
 ) -> None:
-    # out not a multiple of 16 (masked last panel), in not a multiple of 16, one column
+    # out not a multiple of 16 (masked last panel), in not a multiple of 16, one column; 204
+    # panels (runs of 64, then a shorter tail run) and 129 (one panel left over for one stream)
     lin = _linear(n_in, n_out, bias)
     x = torch.randn(rows, n_in)
     with torch.inference_mode():

@@ -12,14 +12,15 @@ prepacked layouts serve one end each (``packing``). This kernel serves both from
             w_j = panel_j[k, 0:16]                one 64-byte load per panel
             acc[j][m] += x[m, k] · w_j            MR broadcast-FMAs per load
 
-Each panel is one sequential stream, so NP panels are NP streams. Few rows are memory-bound:
-the more streams in flight, each prefetched only a few lines ahead, the faster the read (eight
-streams at one row). As rows grow, the accumulators take the registers and NP shrinks; from 13
-rows on, one panel with up to sixteen accumulators is FMA-bound. Rows beyond 16 run as further
-chunks of 16, each re-reading the panels: at 8 FLOPs per byte that stays under the bandwidth, so
-a long prefill chunk is FMA-bound too. Measured on distilgpt2's and llama-350m's shapes, one
-thread (docs/engine.md): 27–28 GB/s at one row (four streams 16 lines ahead: 23–25; oneDNN's
-one-row layout: 15–21), 80–98 GFLOP/s at 16 rows (oneDNN: 67–87).
+Each panel is one sequential stream, so NP panels are NP streams, and each stream reads on into
+the next panel of its run (``chunk``), so the hardware prefetcher follows it from tile to tile.
+Few rows are memory-bound: two streams read at ``sum``'s rate on huge pages. As rows grow, the
+accumulators take the registers and the FMAs start to bound the tile; from 13 rows on, one panel
+with up to sixteen accumulators is FMA-bound. Rows beyond 16 run as further chunks of 16, each
+re-reading the panels: at 8 FLOPs per byte that stays under the bandwidth, so a long prefill
+chunk is FMA-bound too. Measured on distilgpt2's and llama-350m's shapes, one thread, panels on
+huge pages (docs/engine.md): 29–34 GB/s at 1–4 rows, within 1–4% of ``sum`` in the same minute
+(oneDNN's one-row layout: 15–21 on 4 KiB pages), 80–98 GFLOP/s at 16 rows (oneDNN: 67–87).
 
 AVX-512 only, compiled with ``load_inline`` like ``paged_kernel``; elsewhere ``load_panel_gemm``
 returns None and ``packing`` uses oneDNN.
@@ -39,20 +40,21 @@ PANEL = 16  # output columns per panel: one zmm register of fp32
 _SOURCE = r"""
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
+#include <algorithm>
 #include <vector>
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
-// y[0:MR, panels p .. p+NP) = bias + x[0:MR, :] · panels; bias may be null. x is read in place
+// y[0:MR, panels p, p + stride, … p + (NP−1)·stride] = bias + x[0:MR, :] · panels; bias may be null. x is read in place
 // (row m at x + m·ldx) up to 8 rows; more rows are first transposed (x[m, k] at x[16·k + m]):
 // sixteen broadcasts a row stride apart alias in L1 (half speed at K = 1024, 16 rows), and
 // transposing a few rows costs more than their strided loads (4–11% slower at 4 rows).
 template <int MR, int NP, int PFD>
 static inline void tile(const float* x, int64_t ldx, const float* bias, const float* wp, float* y,
-                        int64_t p, int64_t k_len, int64_t n, int64_t ldy) {
+                        int64_t p, int64_t stride, int64_t k_len, int64_t n, int64_t ldy) {
   __m512 acc[NP][MR];
   for (int j = 0; j < NP; ++j) {
-    const int64_t col = (p + j) * 16;
+    const int64_t col = (p + j * stride) * 16;
     const __mmask16 mask = col + 16 <= n ? __mmask16(0xFFFF) : __mmask16((1u << (n - col)) - 1u);
     const __m512 b0 = bias ? _mm512_maskz_loadu_ps(mask, bias + col) : _mm512_setzero_ps();
     for (int m = 0; m < MR; ++m) acc[j][m] = b0;
@@ -62,15 +64,15 @@ static inline void tile(const float* x, int64_t ldx, const float* bias, const fl
     const float* xk = MR > 8 ? x + 16 * k : x + k;
 #pragma GCC unroll 16
     for (int j = 0; j < NP; ++j) {
-      const float* wk = w + (j * k_len + k) * 16;
-      _mm_prefetch(reinterpret_cast<const char*>(wk + PFD), _MM_HINT_T0);
+      const float* wk = w + (j * stride * k_len + k) * 16;
+      if constexpr (PFD > 0) _mm_prefetch(reinterpret_cast<const char*>(wk + PFD), _MM_HINT_T0);
       const __m512 wv = _mm512_loadu_ps(wk);
 #pragma GCC unroll 16
       for (int m = 0; m < MR; ++m) acc[j][m] = _mm512_fmadd_ps(_mm512_set1_ps(xk[MR > 8 ? m : m * ldx]), wv, acc[j][m]);
     }
   }
   for (int j = 0; j < NP; ++j) {
-    const int64_t col = (p + j) * 16;
+    const int64_t col = (p + j * stride) * 16;
     const __mmask16 mask = col + 16 <= n ? __mmask16(0xFFFF) : __mmask16((1u << (n - col)) - 1u);
     for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(y + m * ldy + col, mask, acc[j][m]);
   }
@@ -86,26 +88,42 @@ struct Operands {
   int64_t panels, k_len, n, ldy;
 };
 
-// All panels for one chunk of MR rows: groups of NP panels, then the remainder one at a time.
+// All panels for one chunk of MR rows, NP streams at a time. Each stream reads a run of up to
+// kRun consecutive panels (panel g + 1 follows panel g in memory), so the hardware prefetcher
+// keeps it from tile to tile: distilgpt2's lm_head (48 KiB panels) 28 → 31 GB/s. Runs are
+// interleaved in blocks of NP·kRun panels rather than one run per stream over the whole matrix:
+// streams a large power of two apart (two halves of a 1 GiB weight, 512 MiB) read at 19–22
+// GB/s against 33 for runs of 64 (docs/engine.md). Shorter tails take shorter runs; fewer than
+// NP panels left go one at a time.
+constexpr int64_t kRun = 64;
+
 template <int MR, int NP, int PFD>
 static void chunk(const Operands& o) {
-  const int64_t groups = o.panels / NP;
-  at::parallel_for(0, groups, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t g = begin; g < end; ++g)
-      tile<MR, NP, PFD>(o.x, o.ldx, o.bias, o.wp, o.y, g * NP, o.k_len, o.n, o.ldy);
-  });
-  for (int64_t p = groups * NP; p < o.panels; ++p)
-    tile<MR, 1, PFD>(o.x, o.ldx, o.bias, o.wp, o.y, p, o.k_len, o.n, o.ldy);
+  int64_t base = 0;
+  while (o.panels - base >= NP) {
+    const int64_t run = std::min<int64_t>(kRun, (o.panels - base) / NP);
+    const int64_t blocks = (o.panels - base) / (NP * run);
+    at::parallel_for(0, blocks * run, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t g = begin; g < end; ++g) {  // stream j reads panel p + j·run
+        const int64_t p = base + (g / run) * NP * run + g % run;
+        tile<MR, NP, PFD>(o.x, o.ldx, o.bias, o.wp, o.y, p, run, o.k_len, o.n, o.ldy);
+      }
+    });
+    base += blocks * NP * run;
+  }
+  for (int64_t p = base; p < o.panels; ++p)
+    tile<MR, 1, PFD>(o.x, o.ldx, o.bias, o.wp, o.y, p, 0, o.k_len, o.n, o.ldy);
 }
 
-// Streams per tile by rows: as many panels as the registers hold (NP·MR accumulators ≤ 24 of 32
-// zmm), each prefetched 4 lines ahead. Measured (docs/engine.md): at one row, eight streams 4
-// lines ahead read 27–28 GB/s where four streams 16 lines ahead read 23–25; at 4–8 rows, 3–6
-// streams gain 10–36%. From 13 rows on, one panel's 16·MR accumulators fill the file.
+// Streams per tile by rows, measured on distilgpt2's and llama-350m's matrices with the panels
+// on huge pages, in runs (docs/engine.md): at 1–5 rows two streams without software prefetch
+// read 29–33 GB/s, within 1–4% of ``sum`` over 1 GiB in the same minute at 1–4 rows and 7% at
+// 5 (at 4 rows, six streams 4 lines ahead read 29–30; at one row on 4 KiB pages without runs
+// eight streams were best, 27–28). At 6–8 rows 3–4 streams 4 lines ahead; the FMAs start to bound them. From 13
+// rows on, one panel's 16·MR accumulators fill the register file.
 template <int MR>
 static void chunk_for(const Operands& o) {
-  if constexpr (MR <= 3) chunk<MR, 8, 64>(o);
-  else if constexpr (MR == 4) chunk<MR, 6, 64>(o);
+  if constexpr (MR <= 5) chunk<MR, 2, 0>(o);
   else if constexpr (MR <= 6) chunk<MR, 4, 64>(o);
   else if constexpr (MR <= 8) chunk<MR, 3, 64>(o);
   else if constexpr (MR <= 12) chunk<MR, 2, 128>(o);
@@ -191,7 +209,7 @@ class PanelGemm:
 def load_panel_gemm(verbose: bool = False) -> PanelGemm | None:
     """Compile (or load the cached build of) the kernel; None where it does not apply."""
     module = compile_inline(
-        "ridgeline_panel_gemm_v4",
+        "ridgeline_panel_gemm_v5",
         _SOURCE,
         ["pack", "linear", "available"],
         ["-std=c++17", *OPENMP],
