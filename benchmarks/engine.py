@@ -44,6 +44,7 @@ import torch
 
 from ridgeline.engine import bench
 from ridgeline.engine.bench import Timing, timed
+from ridgeline.engine.fused_layer import load_fused_layer
 from ridgeline.engine.fused_ops import load_fused_ops
 from ridgeline.engine.llm import LLM
 from ridgeline.engine.model import CausalLM
@@ -211,6 +212,8 @@ def grid(args: argparse.Namespace, kernel: Any) -> list[Point]:
         panel = load_panel_gemm()
         pack_linears(ours, resolve(Layout(args.pack), torch.float32, panel), panel)
         ours.fused_ops = None if args.no_fused else load_fused_ops()
+        fused = ours.fused_ops is not None and not args.no_fused_layer
+        ours.use_fused_layer(load_fused_layer() if fused else None)
         cells = [(b, t) for b in args.batches for t in args.contexts]
         runs: dict[tuple[int, int], list[Run]] = {c: [] for c in cells}
         for rep in range(args.repeats):
@@ -385,6 +388,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--pack", choices=[x.value for x in Layout], default="auto",
                    help="weight layout (packing.Layout; off: plain F.linear)")  # fmt: skip
     p.add_argument("--no-fused", action="store_true", help="torch's elementwise ops")
+    p.add_argument("--no-fused-layer", action="store_true", help="the layers in Python")
     p.add_argument("--bandwidth-gbs", type=float, help="roofline bandwidth (default: measured)")
     p.add_argument("--skip-grid", action="store_true")
     p.add_argument("--skip-mixed", action="store_true")

@@ -25,6 +25,7 @@ import torch
 from ridgeline.analytic import Dtypes, UniformShape, op_terms
 from ridgeline.engine.attention import DecodeKernel
 from ridgeline.engine.executor import TorchExecutor
+from ridgeline.engine.fused_layer import load_fused_layer
 from ridgeline.engine.fused_ops import load_fused_ops
 from ridgeline.engine.huge_pages import huge_page_empty
 from ridgeline.engine.kv_cache import CacheShape, KVCache
@@ -257,6 +258,7 @@ def decode_grid(
         panel = load_panel_gemm()
         pack_linears(model, resolve(Layout.AUTO, torch.float32, panel), panel)
     model.fused_ops = load_fused_ops()
+    model.use_fused_layer(load_fused_layer() if model.fused_ops is not None else None)
     kernel = load_paged_kernel()
     points = []
     with torch.inference_mode():

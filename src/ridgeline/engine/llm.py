@@ -22,6 +22,7 @@ import torch
 
 from ridgeline.analytic import weights_bytes
 from ridgeline.engine.executor import TorchExecutor
+from ridgeline.engine.fused_layer import load_fused_layer
 from ridgeline.engine.fused_ops import load_fused_ops
 from ridgeline.engine.kv_cache import CacheShape, KVCache, cache_shape
 from ridgeline.engine.model import CausalLM, early_exit
@@ -72,7 +73,9 @@ class EngineConfig:
         pack_weights: how linear weights are packed on the CPU (``packing.Layout``): "auto"
             (column panels where AVX-512 and fp32 allow, else "dual"), "panel", "dual" (two
             oneDNN copies), "onednn" (one) or "off" (plain ``F.linear``); True means auto.
-        fused_ops: fused RMSNorm(+residual), RoPE and SwiGLU on the CPU at fp32 (``fused_ops``).
+        fused_ops: fused RMSNorm(+residual), RoPE and SwiGLU on the CPU at fp32 (``fused_ops``),
+            and each decode-step layer in one C++ call where the weights are in panels
+            (``fused_layer``).
         device: torch device.
         seed: random weights and unseeded requests.
         init_std: standard deviation of random weights.
@@ -188,6 +191,8 @@ def build_model(
         pack_linears(model, resolve(layout, _dtype(cfg.dtype), panel), panel)
     if cfg.fused_ops and cfg.device == "cpu" and cfg.dtype == "fp32":
         model.fused_ops = load_fused_ops()
+        if model.fused_ops is not None:
+            model.use_fused_layer(load_fused_layer())
     return model
 
 

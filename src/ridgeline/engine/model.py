@@ -20,8 +20,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ridgeline.engine.attention import AttentionMetadata, DecodeKernel, paged_attention
+from ridgeline.engine.fused_layer import FusedLayer, LayerWeights, layer_weights
 from ridgeline.engine.fused_ops import FusedOps
 from ridgeline.engine.kv_cache import KVCache
+from ridgeline.engine.paged_kernel import PagedKernel
 from ridgeline.engine.rope import apply_rope, rope_table
 from ridgeline.errors import ConfigError
 from ridgeline.specs.model import ModelSpec, Norm, Position
@@ -215,6 +217,8 @@ class CausalLM(nn.Module):
             self.lm_head.weight = self.embed_tokens.weight
         self.rope: tuple[torch.Tensor, torch.Tensor] | None = None
         self.fused_ops: FusedOps | None = None  # set by use_fused_ops (CPU, fp32)
+        self.fused_layer: FusedLayer | None = None  # set by use_fused_layer
+        self.layer_weights: list[LayerWeights] = []
         if spec.position is Position.ROPE:
             self.rope = rope_table(spec, max_positions)
 
@@ -242,15 +246,51 @@ class CausalLM(nn.Module):
     def _fused_stream(self, x: torch.Tensor) -> bool:
         return self.fused_ops is not None and x.dtype == torch.float32
 
+    def use_fused_layer(self, fused: FusedLayer | None) -> None:
+        """Run each layer of a decode step in one C++ call (``fused_layer``) when every layer
+        fits it (weights in panels, SwiGLU or tanh GELU); otherwise, or with None, in Python."""
+        layers: list[DecoderLayer] = list(self.layers)  # type: ignore[arg-type]
+        norms = [layer.attn_norm for layer in layers[1:]] + [self.final_norm]
+        weights = [layer_weights(layer, nxt) for layer, nxt in zip(layers, norms, strict=True)]
+        fits = fused is not None and all(w is not None for w in weights)
+        self.fused_layer = fused if fits else None
+        self.layer_weights = [w for w in weights if w is not None] if fits else []
+
+    def _layers_in_cpp(self, ctx: StepContext) -> bool:
+        """A pure decode step on the compiled kernels, not under the profiler (whose per-kernel
+        ranges the Python layers provide)."""
+        return (
+            self.fused_layer is not None
+            and ctx.meta.all_paged
+            and isinstance(ctx.kernel, PagedKernel)
+            and ctx.cache.shape.dtype == torch.float32
+            and not torch._C._autograd._profiler_enabled()
+        )
+
     def _forward_fused(self, residual: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         assert ctx.ops is not None
         layers: list[DecoderLayer] = list(self.layers)  # type: ignore[arg-type]
         norms = [layer.attn_norm for layer in layers] + [self.final_norm]
         residual = residual.contiguous()  # updated in place from here on
         h = _add_norm(ctx.ops, residual, None, norms[0])  # [T, hidden]
+        if self._layers_in_cpp(ctx):
+            return self._forward_cpp(h, residual, ctx)
         for layer, nxt in zip(layers, norms[1:], strict=True):
             h = layer.forward_fused(h, residual, nxt, ctx)
         return h
+
+    def _forward_cpp(
+        self, h: torch.Tensor, residual: torch.Tensor, ctx: StepContext
+    ) -> torch.Tensor:
+        assert self.fused_layer is not None
+        meta, run = ctx.meta, self.fused_layer.run
+        rope = (ctx.cos, ctx.sin) if ctx.cos is not None and ctx.sin is not None else None
+        for i, w in enumerate(self.layer_weights):
+            k, v = ctx.cache.k[i], ctx.cache.v[i]
+            h = run(
+                h, residual, w, rope, k, v, meta.slot_mapping, meta.block_tables, meta.context_lens
+            )
+        return h  # [T, hidden]
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """fp32 logits ``[N, vocab]`` for the rows of ``hidden`` that sample."""
@@ -269,4 +309,5 @@ def early_exit(target: CausalLM, num_layers: int) -> CausalLM:
     draft.layers = nn.ModuleList(list(target.layers)[:num_layers])
     draft.final_norm, draft.lm_head, draft.rope = target.final_norm, target.lm_head, target.rope
     draft.fused_ops = target.fused_ops
+    draft.use_fused_layer(target.fused_layer)  # its last layer's next norm is the final norm
     return draft
