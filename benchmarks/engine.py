@@ -190,9 +190,9 @@ def build(name: str) -> tuple[ModelSpec, CausalLM]:
     return model.spec, model
 
 
-def probe(args: argparse.Namespace) -> Machine:
+def probe(args: argparse.Namespace, reads_probe: bench.ReadProbe) -> Machine:
     """This repetition's bandwidth and peak (or the given bandwidth)."""
-    reads = bench.read_rates_bytes_per_s(panel=load_panel_gemm())
+    reads = reads_probe.rates()
     flops = bench.matmul_rates_flops_per_s()
     bw, best = bench.fastest(reads, statistics.median), bench.fastest(reads, max)
     sum_bw = statistics.median(reads["sum/4k"])
@@ -206,6 +206,7 @@ def grid(args: argparse.Namespace, kernel: Any) -> list[Point]:
     """Per model: ``--repeats`` passes over the grid, each after its own probes (the machine
     drifts between passes); then transformers once per point."""
     points = []
+    reads = bench.ReadProbe(panel=load_panel_gemm())  # one set of probe buffers for the run
     for name in args.models:
         spec, ours = build(name)
         theirs = hf_model(spec, ours) if not args.no_hf else None  # before packing renames
@@ -219,7 +220,8 @@ def grid(args: argparse.Namespace, kernel: Any) -> list[Point]:
         for rep in range(args.repeats):
             print(f"{name}, pass {rep + 1} of {args.repeats}; {load_average()}", flush=True)
             for b, t in cells:  # the probes just before each point: the machine drifts
-                runs[b, t].append(engine_run(args, spec, ours, kernel, b, t, probe(args)))
+                m = probe(args, reads)
+                runs[b, t].append(engine_run(args, spec, ours, kernel, b, t, m))
         for b, t in cells:
             dyn, sta = hf_runs(args, spec, theirs, b, t)
             points.append(Point(spec.name, b, t, tuple(runs[b, t]), dyn, sta))

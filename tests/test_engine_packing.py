@@ -108,6 +108,9 @@ def test_bandwidth_probe_and_roofline(panel: Any) -> None:
     rates = bench.read_rates_bytes_per_s(1 << 20, panel)  # 4 MiB: sum and a panel GEMV
     expected = ["gemv/4k", "gemv/huge", "sum/4k", "sum/huge"]
     assert sorted(rates) == expected and all(len(r) == 5 for r in rates.values())
+    probe = bench.ReadProbe(1 << 20, panel)  # buffers kept: probe again without reallocating
+    again = [probe.rates() for _ in range(2)]
+    assert all(sorted(r) == expected and min(map(min, r.values())) > 1e8 for r in again)
     bw = bench.read_bandwidth_bytes_per_s(1 << 20, panel)
     assert 1e8 < bench.sustained_read_bytes_per_s(1 << 20, panel) < 1e13 and 1e8 < bw < 1e13
     assert bench.fastest({"a": [1.0, 5.0, 2.0], "b": [3.0, 3.0, 4.0]}, max) == 5.0

@@ -99,34 +99,47 @@ PAGES: dict[str, Callable[[tuple[int, ...]], torch.Tensor]] = {
 }
 
 
-def read_rates_bytes_per_s(
-    elements: int = BANDWIDTH_PROBE_ELEMENTS, panel: PanelGemm | None = None
-) -> dict[str, list[float]]:
-    """Read bandwidth, pass by pass, by method and pages: ``"sum/4k"``, five ``sum`` passes over
-    ``elements`` fp32 values from torch's allocator, ``"sum/huge"`` the same on huge pages
-    (``huge_pages``), and, when ``panel`` is given, ``"gemv/4k"`` and ``"gemv/huge"``, five
-    one-row GEMVs over a weight of the same size in column panels.
+class ReadProbe:
+    """Read bandwidth, pass by pass, by method and pages, over buffers allocated once:
+    ``"sum/4k"``, five ``sum`` passes over ``elements`` fp32 values from torch's allocator,
+    ``"sum/huge"`` the same on huge pages (``huge_pages``), and, when ``panel`` is given,
+    ``"gemv/4k"`` and ``"gemv/huge"``, five one-row GEMVs over a weight of the same size in
+    column panels.
 
     A roofline must not sit below what the engine attains, so the probes try each way of
     reading that could be faster: the engine's own GEMV (27–28 against torch ``sum``'s 24–25
     GB/s when a neighbour loads the memory bus), and huge pages, which the engine's weights and
-    KV cache use (30–34 against 25–33 GB/s on 4 KiB pages, by where the buffer lands)."""
-    rates: dict[str, list[float]] = {}
-    nbytes = elements * 4
-    for pages, alloc in PAGES.items():
-        x = alloc((elements,))  # [elements] fp32
-        rates[f"sum/{pages}"] = _passes(x.sum, nbytes)
-        del x
-    if panel is not None:
-        k = PROBE_GEMV_IN
-        row = torch.ones(1, k)  # [1, k]
+    KV cache use (30–34 against 25–33 GB/s on 4 KiB pages, by where the buffer lands). The
+    buffers (4 GiB with the GEMV) are kept, so a benchmark that probes before every point does
+    not allocate, fault in and free them each time.
+    """
+
+    def __init__(
+        self, elements: int = BANDWIDTH_PROBE_ELEMENTS, panel: PanelGemm | None = None
+    ) -> None:
+        self.nbytes = elements * 4
+        self.reads: dict[str, Callable[[], object]] = {}
         for pages, alloc in PAGES.items():
-            # values do not matter: build the panel layout directly, not through pack's copies
-            w = alloc((elements // (k * PANEL), k, PANEL))  # [elements / k / 16, k, 16]
-            gemv = functools.partial(panel.linear, row, w, None, elements // k)
-            rates[f"gemv/{pages}"] = _passes(gemv, nbytes)
-            del w
-    return rates
+            self.reads[f"sum/{pages}"] = alloc((elements,)).sum  # [elements] fp32
+        if panel is not None:
+            k = PROBE_GEMV_IN
+            row = torch.ones(1, k)  # [1, k]
+            for pages, alloc in PAGES.items():
+                # values do not matter: the panel layout directly, not through pack's copies
+                w = alloc((elements // (k * PANEL), k, PANEL))  # [elements / k / 16, k, 16]
+                gemv = functools.partial(panel.linear, row, w, None, elements // k)
+                self.reads[f"gemv/{pages}"] = gemv
+
+    def rates(self) -> dict[str, list[float]]:
+        """Bytes per second of each read, ``PROBE_PASSES`` passes each."""
+        return {name: _passes(read, self.nbytes) for name, read in self.reads.items()}
+
+
+def read_rates_bytes_per_s(
+    elements: int = BANDWIDTH_PROBE_ELEMENTS, panel: PanelGemm | None = None
+) -> dict[str, list[float]]:
+    """One ``ReadProbe``'s rates, its buffers freed after."""
+    return ReadProbe(elements, panel).rates()
 
 
 def fastest(rates: dict[str, list[float]], statistic: Callable[[list[float]], float]) -> float:
