@@ -71,9 +71,10 @@ torch::Tensor decode_layer(torch::Tensor h, torch::Tensor residual, std::vector<
 }
 """
 
-# The kernels' own sources, then the layer: one translation unit, no name in common. All three
-# are built with -ffast-math as before except the panel GEMM, whose arithmetic is FMA intrinsics
-# only, which -ffast-math leaves alone (the tests check the logits are identical).
+# The kernels' own sources, then the layer: one translation unit, no name in common, built with
+# -ffast-math like the fused ops and the paged kernel. The panel GEMM was built without it, but
+# its arithmetic is FMA intrinsics only, which -ffast-math leaves alone (the tests check that the
+# hidden states are identical).
 _SOURCE = panel_gemm._SOURCE + fused_ops._SOURCE + paged_kernel._SOURCE + _LAYER
 
 
