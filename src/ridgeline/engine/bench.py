@@ -7,7 +7,8 @@ shuffled blocks, then times ``TorchExecutor.execute`` on one decode token per se
 of ``steps`` after ``warmup``, wall and CPU time (CPU time exposes contention on a busy machine).
 The roofline is per operator max(bytes ÷ bandwidth, FLOPs ÷ matmul peak) at fp32, both measured
 here (the fastest of ``sum`` and a one-row panel GEMV over 1 GiB, each on 4 KiB and on huge
-pages, and a 2048² matmul; the median of five passes) unless given; the bytes alone ÷ bandwidth are reported beside it.
+pages, and a 2048² matmul; the median of five passes) unless given; the bytes alone ÷
+bandwidth are reported beside it.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ import torch
 
 from ridgeline.engine import fused_ops, paged_kernel, panel_gemm
 from ridgeline.engine.cpp_ext import OPENMP, compile_inline
+from ridgeline.engine.packing import PanelLinear
 
 if TYPE_CHECKING:
     from ridgeline.engine.model import DecoderLayer
@@ -101,8 +102,6 @@ def _norm(norm: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor, float]:
 def layer_weights(layer: DecoderLayer, next_norm: torch.nn.Module) -> LayerWeights | None:
     """The layer's operands, or None where it does not fit (weights not in panels, an
     activation other than SwiGLU's silu or tanh GELU)."""
-    from ridgeline.engine.packing import PanelLinear
-
     attn, mlp = layer.attn, layer.mlp
     linears = (attn.qkv, attn.o_proj, mlp.up, mlp.down)
     if not all(isinstance(x, PanelLinear) for x in linears):
