@@ -69,14 +69,17 @@ def test_write_stores_strided_rows_at_their_slots(kernel: Any, dtype: str) -> No
 
 @pytest.mark.parametrize(("heads", "kv_heads", "d", "bs"), [
     (16, 4, 64, 16), (8, 8, 64, 4), (4, 1, 128, 32), (12, 12, 64, 16), (6, 2, 128, 8),
+    (5, 5, 64, 40), (3, 3, 128, 24),
 ])  # fmt: skip
 def test_vectorised_path_matches_gather(
     kernel: Any, heads: int, kv_heads: int, d: int, bs: int
 ) -> None:
     # head_dim 64 and 128 take the AVX-512 path where the compiler targets it: chunks of 16
-    # tokens across block sizes below and above 16, partial chunks, one-token contexts
+    # tokens across block sizes below and above 16, partial chunks, one-token contexts; MHA
+    # reads four chunks at once, and blocks of 40 (chunks of 16, 16, 8) start some groups of
+    # four with a short chunk; head counts not a multiple of four pad the last score vector
     g = torch.Generator().manual_seed(1)
-    lens = torch.tensor([1, 15, 16, 17, 33, 64, 70], dtype=torch.int32)
+    lens = torch.tensor([1, 15, 16, 17, 33, 64, 70, 150], dtype=torch.int32)
     max_blocks = -(-int(lens.max()) // bs)
     blocks = len(lens) * max_blocks
     k_cache = torch.randn(blocks, bs, kv_heads, d, generator=g)
