@@ -167,6 +167,17 @@ static inline __m512 hsum16(const __m512* v) {
                        _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// A row's start: its query scaled into qf, the accumulators and sums zeroed, the running max
+// at the floor.
+static inline void start_row(const float* q, int64_t n, float scale, std::vector<float>& qf,
+                             std::vector<float>& acc, std::vector<float>& m,
+                             std::vector<float>& l) {
+  for (int64_t i = 0; i < n; ++i) qf[i] = q[i] * scale;
+  std::fill(acc.begin(), acc.end(), 0.f);
+  std::fill(m.begin(), m.end(), -1e30f);
+  std::fill(l.begin(), l.end(), 0.f);
+}
+
 // acc[j] += Σ_t p[j, t] · v_t for HG query heads j of one KV head (GQA): each value row is
 // loaded once for the HG heads, whose HG·D accumulators stay in registers (≤ 16 of 32 zmm).
 // v: the chunk's first token row, its head at offset g_off; p: [HG, 16]; acc: [HG, 16·D].
@@ -208,10 +219,7 @@ static void paged_rows_avx512(const float* q, const float* kc, const float* vc,
     std::vector<float> qf(heads * d), acc(heads * d), m(heads), l(heads * 16);  // l: 16 lanes a head
     std::vector<float> sc(heads * 16), pr(heads * 16);
     for (int64_t r = begin; r < end; ++r) {
-      for (int64_t i = 0; i < heads * d; ++i) qf[i] = q[r * heads * d + i] * scale;
-      std::fill(acc.begin(), acc.end(), 0.f);
-      std::fill(m.begin(), m.end(), -1e30f);
-      std::fill(l.begin(), l.end(), 0.f);
+      start_row(q + r * heads * d, heads * d, scale, qf, acc, m, l);
       const int64_t len = lens[r];
       for (int64_t j = 0; j * bs < len; ++j) {
         const int64_t block = tables[r * max_blocks + j];
@@ -322,10 +330,7 @@ static void paged_rows_mha4(const float* q, const float* kc, const float* vc, co
     std::vector<float> qf(groups * 4 * d, 0.f), acc(groups * 4 * d), m(groups * 16),
         l(groups * 16), sc(16 * groups * 16, 0.f);
     for (int64_t r = begin; r < end; ++r) {
-      for (int64_t i = 0; i < heads * d; ++i) qf[i] = q[r * heads * d + i] * scale;
-      std::fill(acc.begin(), acc.end(), 0.f);
-      std::fill(m.begin(), m.end(), -1e30f);
-      std::fill(l.begin(), l.end(), 0.f);
+      start_row(q + r * heads * d, heads * d, scale, qf, acc, m, l);
       const int64_t len = lens[r];
       int64_t j = 0, t0 = 0;                  // the next chunk: block j of the row, token t0
       while (j * bs + t0 < len) {
@@ -564,7 +569,7 @@ class PagedKernel:
 def load_paged_kernel(verbose: bool = False) -> PagedKernel | None:
     """Compile (or load the cached build of) the kernel; None, with a warning, if it fails."""
     module = compile_inline(
-        "ridgeline_paged_attention_v13",
+        "ridgeline_paged_attention_v14",
         _SOURCE,
         ["paged_attention_rows", "has_fast_path", "write_kv"],
         ["-ffast-math", *OPENMP],
