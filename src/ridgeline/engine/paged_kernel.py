@@ -200,13 +200,13 @@ static inline void add_values(const float* v, int64_t stride, int64_t g_off, con
     for (int c = 0; c < D; ++c) _mm512_storeu_ps(acc + j * 16 * D + 16 * c, a[j][c]);
 }
 
-// fp32 GQA and MQA (MHA: paged_rows_mha4), head_dim = 16·D. Per row, per 16-token chunk, per KV head: the chunk's keys
-// are read once into registers and dotted with every query head of the group (GQA reuse), the
-// scores of a head form one 16-lane vector (online softmax on vectors), then the accumulators
-// of up to four heads of a KV head stay in registers while the chunk's values stream past them
-// (add_values). With GQA 16:4 this is compute-bound at ~21 GB/s even from L2; the skipped
-// rescale and the shared value loads took it from 2.44 to 2.30 and 2.20 ms per layer at
-// B16 × 1024 (llama-350m shape, the same script before and after).
+// fp32 GQA and MQA (MHA: paged_rows_mha4), head_dim = 16·D. Per row, per 16-token chunk, per
+// KV head: the chunk's keys are read once into registers and dotted with every query head of
+// the group (GQA reuse), the scores of a head form one 16-lane vector (online softmax on
+// vectors), then the accumulators of up to four heads of a KV head stay in registers while the
+// chunk's values stream past them (add_values). With GQA 16:4 this is compute-bound at ~21
+// GB/s even from L2; the skipped rescale and the shared value loads took it from 2.44 to 2.30
+// and 2.20 ms per layer at B16 × 1024 (llama-350m shape, the same script before and after).
 template <int D>
 static void paged_rows_avx512(const float* q, const float* kc, const float* vc,
                               const int* tables, const int* lens, float* out, int64_t rows,
@@ -569,7 +569,7 @@ class PagedKernel:
 def load_paged_kernel(verbose: bool = False) -> PagedKernel | None:
     """Compile (or load the cached build of) the kernel; None, with a warning, if it fails."""
     module = compile_inline(
-        "ridgeline_paged_attention_v14",
+        "ridgeline_paged_attention_v15",
         _SOURCE,
         ["paged_attention_rows", "has_fast_path", "write_kv"],
         ["-ffast-math", *OPENMP],
