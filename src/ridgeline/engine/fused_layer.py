@@ -151,7 +151,7 @@ def load_fused_layer(verbose: bool = False) -> FusedLayer | None:
     """Compile (or load the cached build of) the layer; None, with a warning, if that fails or
     the panel GEMM does not apply (no AVX-512)."""
     module = compile_inline(
-        "ridgeline_fused_layer_v5",
+        "ridgeline_fused_layer_v6",
         _SOURCE,
         ["decode_layer", "available"],
         ["-std=c++17", "-ffast-math", *OPENMP],

@@ -240,8 +240,7 @@ static void paged_rows_avx512(const float* q, const float* kc, const float* vc,
           // prefetch the next block's chunk into L2, spread over the heads' score loops (a burst
           // of hundreds of prefetches stalls on the line-fill buffers: 3.6 → 2.9 ms per layer at
           // B16 × 1024, llama-350m shape), and with GQA this chunk's values into L1 (2.9 → 2.7
-          // ms; each value row serves several heads). With MHA that L1 prefetch cost 4% at
-          // distilgpt2's shape, B4 × 1024 (1.25–1.30 against 1.31–1.35 ms per layer, huge pages).
+          // ms; each value row serves several heads; MHA, which never comes here, lost 4% to it).
           const int64_t chunk_bytes = nc * row_bytes;
           const int64_t per_head = ((chunk_bytes + 63) / 64 + heads - 1) / heads * 64;
           int64_t ahead = t0 * row_bytes;
@@ -254,7 +253,7 @@ static void paged_rows_avx512(const float* q, const float* kc, const float* vc,
                 _mm_prefetch(kn + ahead, _MM_HINT_T1);
                 _mm_prefetch(vn + ahead, _MM_HINT_T1);
                 // and this chunk's values into L1, which the softmax·V pass reads next
-                if (group > 1) _mm_prefetch(v_now + (ahead - t0 * row_bytes), _MM_HINT_T0);
+                _mm_prefetch(v_now + (ahead - t0 * row_bytes), _MM_HINT_T0);
               }
               __m512 qv[D];
               for (int c = 0; c < D; ++c) qv[c] = _mm512_loadu_ps(&qf[h * d + 16 * c]);
@@ -569,7 +568,7 @@ class PagedKernel:
 def load_paged_kernel(verbose: bool = False) -> PagedKernel | None:
     """Compile (or load the cached build of) the kernel; None, with a warning, if it fails."""
     module = compile_inline(
-        "ridgeline_paged_attention_v15",
+        "ridgeline_paged_attention_v16",
         _SOURCE,
         ["paged_attention_rows", "has_fast_path", "write_kv"],
         ["-ffast-math", *OPENMP],
