@@ -16,7 +16,7 @@ $(BIN)/python:
 # torch is pinned first so no other requirement can pull a CUDA build.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[torch,dev,web,web-test,ray,parquet]'
+	$(BIN)/python -m pip install -q -e '.[torch,dev,web,web-test,ray,parquet,pandas]'
 	touch $(STAMP)
 
 run: $(STAMP)

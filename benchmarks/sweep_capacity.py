@@ -20,6 +20,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+from ridgeline.report.figures import save_figure
 from ridgeline.report.sweep_section import front_table, plot_front
 from ridgeline.sweep import (
     BackendKind,
@@ -123,8 +124,9 @@ def main() -> None:
     if len(rows) > 1:
         print(f"identical results across backends: {all(r == rows[0] for r in rows)}")
     rep = sweep_report(read_store(next(iter(dbs.values()))), "llama-3.1-70b")
-    png = plot_front(
-        rep, args.out / "front_70b.png", "llama-3.1-70b: TPOT p90 vs throughput per chip"
+    png = save_figure(
+        plot_front(rep, "llama-3.1-70b: TPOT p90 vs throughput per chip"),
+        args.out / "front_70b.png",
     )
     best = rep.best
     if best is not None:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from ridgeline.cli import app  # noqa: E402
 from ridgeline.lab.calibrate import calibrate  # noqa: E402
-from ridgeline.lab.compare import compare_records  # noqa: E402
+from ridgeline.lab.gap import compare_records  # noqa: E402
 from ridgeline.lab.kvlab import LLAMA_BASE, check_kv, llama_variant  # noqa: E402
 from ridgeline.lab.machine import CalibrationSpec, write_specs  # noqa: E402
 from ridgeline.lab.points import PointConfig  # noqa: E402
@@ -143,7 +143,7 @@ def test_profile_names_the_top_operators(tiny_gpt2: str, tmp_path: Path) -> None
 
 
 def test_compare_and_report_from_a_tiny_sweep(tiny_gpt2: str, tmp_path: Path) -> None:
-    from ridgeline.report.lab_section import build_lab_report
+    from ridgeline.report.lab_sections import build_lab_report
 
     spec = SweepSpec(
         (Backend.parse("hf:dynamic:sdpa"), Backend.parse("hf:static:sdpa")),

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from ridgeline.cli import app
 from ridgeline.errors import ConfigError
-from ridgeline.lab.compare import ComparedPoint, fit
+from ridgeline.lab.gap import ComparedPoint, fit
 from ridgeline.lab.scratchpad import scratchpad_fit
 from ridgeline.lab.store import ResultsStore, export_csv, export_json, open_existing
 from ridgeline.specs import DType, get_model

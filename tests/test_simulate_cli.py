@@ -95,7 +95,7 @@ def test_errors_are_one_stderr_line_with_exit_2() -> None:
     assert r.stderr.strip().count("\n") == 0
     assert "trace_bad.jsonl:2: field prompt_len: not a number: 'ten'" in r.stderr
     r = runner.invoke(app, ["simulate", "--policy", "lifo", "--requests", "5"])
-    assert r.exit_code == 2 and "unknown policy 'lifo'" in r.stderr
+    assert r.exit_code == 2 and "'lifo' is not one of 'fcfs'" in r.stderr
     r = runner.invoke(app, ["simulate", "compare", "--configs", "paged,bogus", "--requests", "5"])
     assert r.exit_code == 2 and "unknown simulate variant 'bogus'" in r.stderr
     r = runner.invoke(app, ["simulate", "--disagg", "2", "--requests", "5"])
@@ -105,7 +105,13 @@ def test_errors_are_one_stderr_line_with_exit_2() -> None:
 def test_report_serving_section(tmp_path: Path) -> None:
     ctx = ReportContext(get_model("gpt2"), get_accelerator("a100-80gb"), tmp_path)
     s = serving_section(ctx, num_requests=60)
-    assert [row[0] for row in s.tables[0].rows] == ["paged", "contiguous", "static", "prefix"]
+    assert [row[0] for row in s.tables[0].rows] == [
+        "paged",
+        "contiguous",
+        "static",
+        "prefix",
+        "spec",
+    ]
     assert all(f.exists() for f in s.figures)
     paged, contiguous = s.data["results"][0], s.data["results"][1]
     assert contiguous["unused_allocated_frac"] > 10 * paged["unused_allocated_frac"]

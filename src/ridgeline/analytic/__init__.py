@@ -66,9 +66,25 @@ from ridgeline.analytic.roofline import (
     step_cost,
     sweep,
 )
+from ridgeline.analytic.summaries import (
+    AcceleratorSummary,
+    KvSummary,
+    ModelSummary,
+    accelerator_summary,
+    kv_curve,
+    kv_summary,
+    model_summary,
+)
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 
 __all__ = [
+    "AcceleratorSummary",
+    "KvSummary",
+    "ModelSummary",
+    "accelerator_summary",
+    "kv_curve",
+    "kv_summary",
+    "model_summary",
     "DEFAULT_ACCELERATORS",
     "ArchRow",
     "Binding",

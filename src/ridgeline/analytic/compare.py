@@ -13,6 +13,7 @@ from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError
 from ridgeline.specs.catalog import get_accelerator
 from ridgeline.specs.hardware import Accelerator
+from ridgeline.specs.html import html_table
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.units import fmt_seconds
 
@@ -114,6 +115,21 @@ class Comparison:
             "prompt": self.prompt,
             "rows": [row.to_dict() for row in self.rows],
         }
+
+    def _repr_html_(self) -> str:
+        rows: list[tuple[Any, ...]] = []
+        for r in self.rows:
+            d = r.decode
+            if d is None:
+                rows.append((r.accelerator.name, "does not fit", None, None, None))
+                continue
+            dep = d.deployment
+            rows.append((r.accelerator.name, f"{dep.chips} (TP {dep.tensor_parallel} x PP "
+                         f"{dep.pipeline_parallel})", d.step_time_s, d.tokens_per_s_per_seq,
+                         d.binding))  # fmt: skip
+        title = f"{self.model}: batch {self.batch}, context {self.context}"
+        headers = ("accelerator", "chips", "decode step (s)", "tok/s per user", "binds")
+        return html_table(headers, rows, title)
 
 
 def _row(model: ModelSpec, acc: Accelerator, prefill: Workload, decode: Workload) -> ArchRow:

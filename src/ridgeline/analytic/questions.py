@@ -16,6 +16,7 @@ from ridgeline.analytic.kv import kv_bytes, weights_bytes
 from ridgeline.analytic.roofline import Bound, StepCost, step_cost
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.specs.hardware import Accelerator, MemoryLevel
+from ridgeline.specs.html import html_table
 from ridgeline.specs.model import ModelSpec
 
 
@@ -64,6 +65,16 @@ class FiveAnswers:
         d["scarce"] = self.scarce.value
         d["schema"] = "ridgeline.questions/1"
         return d
+
+    def _repr_html_(self) -> str:
+        rows = [
+            (lv.name, lv.capacity_bytes * lv.instances, lv.bandwidth_bytes_per_s, lv.managed_by,
+             lv.ridge_point_flops_per_byte)
+            for lv in self.levels
+        ]  # fmt: skip
+        title = f"{self.accelerator}: scarce resource {self.scarce.value} ({self.reason})"
+        headers = ("level", "1. how much (B)", "2. how fast (B/s)", "3. who decides", "4. ridge")
+        return html_table(headers, rows, title)
 
 
 def _facts(acc: Accelerator, lvl: MemoryLevel, workload: Workload) -> LevelFacts:

@@ -23,6 +23,7 @@ from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import ConfigError
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
+from ridgeline.specs.html import html_table
 from ridgeline.specs.model import ModelSpec
 
 
@@ -166,6 +167,19 @@ class StepCost:
         """New tokens per second of the whole batch."""
         return self.workload.num_new_tokens / self.step_time_s
 
+    def _repr_html_(self) -> str:
+        rows = [
+            (op.name, op.count, op.flops, op.bytes, op.arithmetic_intensity, op.bound, op.time_s)
+            for op in self.ops
+        ]
+        w = self.workload
+        title = (
+            f"{self.model} {w.phase.value} B={w.batch} T={w.context_len} on {self.accelerator}: "
+            f"{self.bound.value}-bound, {self.step_time_s * 1e3:.4g} ms per step"
+        )
+        headers = ("op", "×", "FLOPs", "bytes", "AI (FLOP/B)", "bound", "time (s)")
+        return html_table(headers, rows, title)
+
     def to_dict(self) -> dict[str, Any]:
         w = self.workload
         return {
@@ -278,21 +292,37 @@ class Sweep:
         return self.batch * tokens_per_seq / self.step_time_s
 
     def to_dataframe(self) -> Any:
-        """A pandas DataFrame (pandas is optional; ImportError names it)."""
+        """One row per (batch, context) point, whatever the sweep's shape (a scalar, a line or a
+        broadcast grid): every array is broadcast to the common shape and flattened in C order.
+        pandas is optional (``pip install 'ridgeline[pandas]'``); without it this raises
+        ImportError naming it."""
         import pandas as pd
 
-        return pd.DataFrame(
-            {
-                "batch": self.batch,
-                "context": self.context,
-                "flops": self.flops,
-                "bytes": self.bytes,
-                "arithmetic_intensity": self.arithmetic_intensity,
-                "step_time_s": self.step_time_s,
-                "tokens_per_s": self.tokens_per_s,
-                "compute_bound": self.compute_bound,
-            }
-        )
+        columns = {
+            "batch": self.batch,
+            "context": self.context,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "arithmetic_intensity": self.arithmetic_intensity,
+            "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "compute_bound": self.compute_bound,
+        }
+        shaped = np.broadcast_arrays(*(np.asarray(v) for v in columns.values()))
+        return pd.DataFrame({k: a.ravel() for k, a in zip(columns, shaped, strict=True)})
+
+    def _repr_html_(self) -> str:
+        shape = "x".join(str(n) for n in np.shape(self.step_time_s)) or "1"
+        rows = [
+            ("points", shape),
+            (
+                "step time (s), min / max",
+                f"{np.min(self.step_time_s):.4g} / {np.max(self.step_time_s):.4g}",
+            ),
+            ("compute-bound points", int(np.count_nonzero(self.compute_bound))),
+            ("ridge point (FLOP/B)", self.ridge_point),
+        ]
+        return html_table(("sweep", self.phase.value), rows)
 
 
 def sweep(

@@ -22,15 +22,18 @@ from ridgeline.cli.common import (
     dtypes,
     emit_json,
     new_app,
+    save_plot,
 )
-from ridgeline.report import plots
+from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
+from ridgeline.errors import CapacityError
 from ridgeline.specs import (
     Accelerator,
+    DType,
+    ModelSpec,
     accelerator_names,
     get_accelerator,
     get_model,
     model_names,
-    param_counts,
 )
 from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
 
@@ -39,60 +42,7 @@ model_app = new_app("Models from the catalog or any config.json.")
 
 
 def _hw_dict(name: str) -> dict:
-    acc = get_accelerator(name)
-    return {
-        "schema": "ridgeline.hw/1",
-        "name": acc.name,
-        "kind": acc.kind,
-        "vendor": acc.vendor,
-        "description": acc.description,
-        "cores": acc.cores,
-        "core_name": acc.core_name,
-        "device_level": acc.device_level,
-        "peak_flops_per_s": {k.value: v for k, v in acc.peak_flops_per_s.items()},
-        "levels": [
-            {
-                "name": lvl.name,
-                "capacity_bytes": lvl.capacity_bytes,
-                "instances": lvl.instances,
-                "total_capacity_bytes": lvl.total_capacity_bytes,
-                "usable_bytes": lvl.usable_bytes,
-                "bandwidth_bytes_per_s": lvl.bandwidth_bytes_per_s,
-                "managed_by": lvl.managed_by.value,
-                "scope": lvl.scope.value,
-                "note": lvl.note,
-                "sources": dict(lvl.sources),
-            }
-            for lvl in acc.levels
-        ],
-        "ridge_points": [
-            {"level": r.level, "ridge_point_flops_per_byte": r.ridge_point_flops_per_byte}
-            for r in an.ridge_points(acc)
-        ],
-        "interconnect": _link_dict(acc),
-        "sources": dict(acc.sources),
-        "references": dict(acc.references),
-        "notes": list(acc.notes),
-    }
-
-
-def _link_dict(acc: Accelerator) -> dict | None:
-    link = acc.interconnect
-    if link is None:
-        return None
-    return {
-        "kind": link.kind,
-        "topology": link.topology.value,
-        "parallelism": link.parallelism.value,
-        "links": link.links,
-        "link_bandwidth_bytes_per_s": link.link_bandwidth_bytes_per_s,
-        "egress_bandwidth_bytes_per_s": link.egress_bandwidth_bytes_per_s,
-        "bidirectional_bytes_per_s": link.bidirectional_bytes_per_s,
-        "latency_s": link.latency_s,
-        "domain_chips": link.domain_chips,
-        "note": link.note,
-        "sources": dict(link.sources),
-    }
+    return {"schema": "ridgeline.hw/1", **an.accelerator_summary(get_accelerator(name)).to_dict()}
 
 
 @hw_app.command("list")
@@ -103,15 +53,14 @@ def hw_list(json_out: JsonOpt = False) -> None:
         emit_json({"schema": "ridgeline.hw-list/1", "accelerators": rows})
         return
     table = Table("name", "kind", "device memory", "bandwidth", "bf16 peak", "ridge (FLOP/B)")
-    for n in accelerator_names():
-        acc = get_accelerator(n)
+    for r in rows:
         table.add_row(
-            n,
-            acc.kind,
-            f"{fmt_bytes(acc.device_capacity_bytes)} {acc.device_level}",
-            fmt_rate(acc.device_bandwidth_bytes_per_s, "B/s"),
-            fmt_rate(acc.peak(an.Dtypes().compute), "FLOP/s"),
-            f"{acc.ridge_point():.1f}",
+            r["name"],
+            r["kind"],
+            f"{fmt_bytes(r['device_capacity_bytes'])} {r['device_level']}",
+            fmt_rate(r["device_bandwidth_bytes_per_s"], "B/s"),
+            fmt_rate(get_accelerator(r["name"]).peak(DType.BF16), "FLOP/s"),
+            f"{r['ridge_point_flops_per_byte']:.1f}",
         )
     console.print(table)
 
@@ -173,46 +122,8 @@ def _print_links(link: dict) -> None:
 
 
 def model_dict(name: str, kv_dtype: str = "bf16") -> dict:
-    m = get_model(name)
-    p = param_counts(m)
-    dt = dtypes(kv=kv_dtype)
-    return {
-        "schema": "ridgeline.model/1",
-        "name": m.name,
-        "family": m.family,
-        "params": p.total,
-        "active_params": p.active,
-        "layers": m.num_layers,
-        "hidden_size": m.hidden_size,
-        "heads": m.num_heads,
-        "kv_heads": m.num_kv_heads,
-        "kv_heads_cached": m.kv_heads_cached,
-        "head_dim": m.head_dim,
-        "ffn": m.ffn,
-        "vocab_size": m.vocab_size,
-        "attention": m.attention.value,
-        "tied_embeddings": m.tied_embeddings,
-        "sliding_windows": sorted({lyr.window for lyr in m.layers if lyr.window is not None}),
-        "moe": None
-        if m.moe is None
-        else {
-            "experts": m.moe.num_experts,
-            "top_k": m.moe.top_k,
-            "expert_ffn": m.moe.expert_ffn,
-            "shared_ffn": m.moe.shared_ffn,
-            "moe_layers": sum(lyr.moe for lyr in m.layers),
-        },
-        "mla": None
-        if m.mla is None
-        else {
-            "q_lora_rank": m.mla.q_lora_rank,
-            "kv_lora_rank": m.mla.kv_lora_rank,
-            "qk_rope_head_dim": m.mla.qk_rope_head_dim,
-        },
-        "kv_dtype": dt.kv.value,
-        "kv_bytes_per_token": an.kv_bytes_per_token(m, dt.kv),
-        "param_breakdown": p.to_dict(),
-    }
+    summary = an.model_summary(get_model(name), DType.parse(kv_dtype))
+    return {"schema": "ridgeline.model/1", **summary.to_dict()}
 
 
 @model_app.command("list")
@@ -277,9 +188,36 @@ def model_show(
     console.print(table)
 
 
+def _roofline_plot(m: ModelSpec, acc: Accelerator, cost: an.StepCost, path: str) -> None:
+    """The step and the other phase at the same batch and context, on one roofline."""
+    from ridgeline.report import plots
+
+    w = cost.workload
+    other = an.Phase.PREFILL if w.phase is an.Phase.DECODE else an.Phase.DECODE
+    pair = [cost, an.step_cost(m, acc, an.Workload(other, w.batch, w.context_len, dtypes=w.dtypes))]
+    save_plot(plots.roofline_plot(pair, [acc], f"{m.name} on {acc.name}"), path)
+
+
+def _ops_table(cost: an.StepCost) -> Table:
+    table = Table("op", "×", "GFLOP", "weights", "KV r/w", "activations", "AI", "bound", "time")
+    for op in cost.ops:
+        table.add_row(
+            op.name,
+            str(op.count),
+            f"{op.flops / 1e9:.4g}",
+            fmt_bytes(op.weight_bytes),
+            f"{fmt_bytes(op.kv_read_bytes)}/{fmt_bytes(op.kv_write_bytes)}",
+            fmt_bytes(op.act_read_bytes + op.act_write_bytes),
+            f"{op.arithmetic_intensity:.3g}",
+            op.bound.value,
+            fmt_seconds(op.time_s),
+        )
+    return table
+
+
 def roofline_cmd(
-    hw: HwOpt = "h100-sxm",
-    model: ModelOpt = "llama-3.1-8b",
+    hw: HwOpt = DEFAULT_ACCELERATOR,
+    model: ModelOpt = DEFAULT_MODEL,
     phase: PhaseOpt = an.Phase.DECODE,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
@@ -297,32 +235,11 @@ def roofline_cmd(
     w = an.Workload(phase, batch, context, prompt, dtypes(weight_dtype, act_dtype, kv_dtype))
     cost = an.step_cost(m, acc, w, an.Efficiency(bw_eff, compute_eff))
     if plot:
-        other = an.Workload(
-            an.Phase.PREFILL if phase is an.Phase.DECODE else an.Phase.DECODE,
-            batch,
-            context,
-            dtypes=w.dtypes,
-        )
-        plots.roofline_plot(
-            [cost, an.step_cost(m, acc, other)], [acc], plot, f"{m.name} on {acc.name}"
-        )
+        _roofline_plot(m, acc, cost, plot)
     if json_out:
         emit_json(cost)
         return
-    table = Table("op", "×", "GFLOP", "weights", "KV r/w", "activations", "AI", "bound", "time")
-    for op in cost.ops:
-        table.add_row(
-            op.name,
-            str(op.count),
-            f"{op.flops / 1e9:.4g}",
-            fmt_bytes(op.weight_bytes),
-            f"{fmt_bytes(op.kv_read_bytes)}/{fmt_bytes(op.kv_write_bytes)}",
-            fmt_bytes(op.act_read_bytes + op.act_write_bytes),
-            f"{op.arithmetic_intensity:.3g}",
-            op.bound.value,
-            fmt_seconds(op.time_s),
-        )
-    console.print(table)
+    console.print(_ops_table(cost))
     console.print(
         f"{phase.value} B={batch} T={context} on {acc.name}: {cost.flops / 1e9:.4g} GFLOP, "
         f"{fmt_bytes(cost.bytes)} moved → intensity {cost.arithmetic_intensity:.3g} FLOP/B vs "
@@ -331,8 +248,34 @@ def roofline_cmd(
     )
 
 
+def _print_kv(k: an.KvSummary) -> None:
+    cross = k.crossover_context_tokens
+    console.print(
+        f"{k.model}: {k.kv_bytes_per_token:,.0f} B of {k.dtypes.kv.value} KV per token; "
+        f"batch {k.batch} × {k.context} tokens = {fmt_bytes(k.kv_bytes)} "
+        f"({fmt_bytes(k.kv_bytes, binary=True)}); weights {fmt_bytes(k.weights_bytes)}; "
+        f"KV passes the weights at {'never' if cross is None else f'{cross:,} tokens'}"
+        f" (batch {k.batch})"
+    )
+    if k.capacity is not None:
+        console.print(
+            f"on {k.accelerator}: max batch at {k.context} tokens = {k.capacity.max_batch}, "
+            f"max context at batch {k.batch} = {k.capacity.max_context}"
+        )
+    table = Table("technique", "what", "KV B/token", "KV total", "vs MHA")
+    for t in k.techniques:
+        table.add_row(
+            t.name,
+            t.description,
+            f"{t.kv_bytes_per_token:,.0f}",
+            fmt_bytes(t.kv_bytes),
+            f"{t.ratio_to_mha:.3f}",
+        )
+    console.print(table)
+
+
 def kv_cmd(
-    model: ModelOpt = "llama-3.1-8b",
+    model: ModelOpt = DEFAULT_MODEL,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
     kv_dtype: DtypeOpt = "bf16",
@@ -348,60 +291,22 @@ def kv_cmd(
     m = get_model(model)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
     acc = get_accelerator(hw) if hw else None
-    d = {
-        "schema": "ridgeline.kv/1",
-        "model": m.name,
-        "batch": batch,
-        "context": context,
-        "kv_dtype": dt.kv.value,
-        "weight_dtype": dt.weight.value,
-        "kv_bytes_per_token": an.kv_bytes_per_token(m, dt.kv),
-        "kv_bytes": an.kv_bytes(m, batch, context, dt.kv),
-        "weights_bytes": an.weights_bytes(m, dt.weight),
-        "crossover_context_tokens": an.crossover_context(m, dt, batch),
-        "techniques": [t.to_dict() for t in an.techniques(m, batch, context, dt.kv)],
-    }
-    if acc is not None:
-        cap = an.capacity(m, acc, context, batch, dt, reserve)
-        d.update(
-            accelerator=acc.name,
-            max_batch=cap.max_batch,
-            max_context=cap.max_context,
-            capacity=cap.to_dict(),
-        )
+    summary = an.kv_summary(m, batch, context, dt, acc, reserve)
+    if summary.capacity_error is not None:  # the weights alone overflow the device
+        raise CapacityError(summary.capacity_error)
     if plot:
-        plots.kv_plot(m, plot, dtypes=dt, acc=acc)
+        from ridgeline.report import plots
+
+        save_plot(plots.kv_plot(m, dtypes=dt, acc=acc), plot)
     if json_out:
-        emit_json(d)
+        emit_json(summary)
         return
-    cross = d["crossover_context_tokens"]
-    console.print(
-        f"{m.name}: {d['kv_bytes_per_token']:,.0f} B of {dt.kv.value} KV per token; "
-        f"batch {batch} × {context} tokens = {fmt_bytes(d['kv_bytes'])} "
-        f"({fmt_bytes(d['kv_bytes'], binary=True)}); weights {fmt_bytes(d['weights_bytes'])}; "
-        f"KV passes the weights at {'never' if cross is None else f'{cross:,} tokens'}"
-        f" (batch {batch})"
-    )
-    if acc is not None:
-        console.print(
-            f"on {acc.name}: max batch at {context} tokens = {d['max_batch']}, "
-            f"max context at batch {batch} = {d['max_context']}"
-        )
-    table = Table("technique", "what", "KV B/token", "KV total", "vs MHA")
-    for t in d["techniques"]:
-        table.add_row(
-            t["name"],
-            t["description"],
-            f"{t['kv_bytes_per_token']:,.0f}",
-            fmt_bytes(t["kv_bytes"]),
-            f"{t['ratio_to_mha']:.3f}",
-        )
-    console.print(table)
+    _print_kv(summary)
 
 
 def questions_cmd(
-    hw: HwOpt = "h100-sxm",
-    model: ModelOpt = "llama-3.1-8b",
+    hw: HwOpt = DEFAULT_ACCELERATOR,
+    model: ModelOpt = DEFAULT_MODEL,
     phase: PhaseOpt = an.Phase.DECODE,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
@@ -426,7 +331,7 @@ def render_questions(ans: an.FiveAnswers, reads: an.StepReads) -> None:
         bw, ridge = lvl.bandwidth_bytes_per_s, lvl.ridge_point_flops_per_byte
         table.add_row(
             f"{lvl.name} ({lvl.scope})",
-            f"{fmt_bytes(lvl.capacity_bytes, binary=True)} × {lvl.instances}",
+            f"{fmt_bytes(lvl.capacity_bytes)} × {lvl.instances}",
             fmt_rate(bw, "B/s") if bw else "—",
             lvl.managed_by,
             f"{ridge:.3g}" if ridge else "—",
@@ -445,7 +350,7 @@ def render_questions(ans: an.FiveAnswers, reads: an.StepReads) -> None:
 
 
 def compare_cmd(
-    model: ModelOpt = "llama-3.1-8b",
+    model: ModelOpt = DEFAULT_MODEL,
     hw: Annotated[list[str] | None, typer.Option("--hw", help="repeat; default: the five")] = None,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
@@ -453,12 +358,15 @@ def compare_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """Five architectures side by side, each on the smallest deployment that holds the model:
-    chips, decode tokens/s per user and per system, what binds, prefill."""
+    """Five architectures side by side, each on the smallest deployment that holds the model.
+
+    Per accelerator: chips, decode tokens/s per user and per system, what binds, prefill."""
     m = get_model(model)
     cmp = an.compare(m, hw or an.DEFAULT_ACCELERATORS, batch, context, prompt)
     if plot:
-        plots.compare_plot(cmp, plot)
+        from ridgeline.report import plots
+
+        save_plot(plots.compare_plot(cmp), plot)
     if json_out:
         emit_json(cmp)
         return

@@ -1,67 +1,25 @@
-"""What every command shares: consoles, option aliases, JSON output, error handling."""
+"""What every command shares: consoles, option aliases, JSON output (error handling: ``group``)."""
 
 from __future__ import annotations
 
 import json
-import math
 import sys
-from collections.abc import Sequence
-from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
-from typer.core import TyperGroup
 
 from ridgeline.analytic import Dtypes, Phase
-from ridgeline.errors import RidgelineError
+from ridgeline.cli.group import GuardedGroup, new_app
+from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
+from ridgeline.report.jsonable import plain_json
 from ridgeline.specs import DType
 
-# Piped output gets a wide, fixed width so tables are not folded to 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 150)
+# Piped output is never wrapped: lines are written whole (soft wrap) and tables get room for
+# their natural width instead of being folded to 80 columns.
+console = Console(soft_wrap=not sys.stdout.isatty(), width=None if sys.stdout.isatty() else 4096)
 err_console = Console(stderr=True)
-
-
-class GuardedGroup(TyperGroup):
-    """A command group that turns every user error — a ``RidgelineError`` from the library or a
-    bad option caught by the parser — into one stderr line and exit code 2."""
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except RidgelineError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2) from None
-
-    def main(
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        windows_expand_args: bool = True,
-        **extra: Any,
-    ) -> Any:
-        try:
-            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
-        except typer.TyperException as e:  # the parser's usage errors
-            message = e.format_message() if hasattr(e, "format_message") else str(e)
-            typer.echo(f"error: {' '.join(message.split())}", err=True)
-            code = 2
-        if not standalone_mode:
-            return code
-        sys.exit(code if isinstance(code, int) else 0)
-
-
-def new_app(help_text: str) -> typer.Typer:
-    return typer.Typer(
-        cls=GuardedGroup,
-        help=help_text,
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-    )
 
 
 HwOpt = Annotated[
@@ -85,25 +43,27 @@ def dtypes(weight: str = "bf16", act: str = "bf16", kv: str = "bf16") -> Dtypes:
     return Dtypes(DType.parse(weight), DType.parse(act), DType.parse(kv))
 
 
-def _clean(obj: Any) -> Any:
-    """Plain JSON values: enums by value, numpy as lists/scalars, non-finite floats as null."""
-    if isinstance(obj, dict):
-        return {str(_clean(k)): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, Enum):
-        return obj.value
-    if isinstance(obj, np.ndarray):
-        return _clean(obj.tolist())
-    if isinstance(obj, np.generic):
-        return _clean(obj.item())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
+def save_plot(fig: Any, path: str | Path) -> Path:
+    """Write a figure of ``ridgeline.report`` as a PNG (matplotlib loads only when a plot is
+    asked for)."""
+    from ridgeline.report.figures import save_figure
+
+    return save_figure(fig, path)
 
 
 def emit_json(payload: Any) -> None:
     """Print ``payload`` (a dict, or anything with ``to_dict``) as JSON on stdout."""
     if hasattr(payload, "to_dict"):
         payload = payload.to_dict()
-    typer.echo(json.dumps(_clean(payload), indent=2, allow_nan=False))
+    typer.echo(json.dumps(plain_json(payload), indent=2, allow_nan=False))
+
+
+__all__ = [
+    "DEFAULT_ACCELERATOR",
+    "DEFAULT_MODEL",
+    "GuardedGroup",
+    "console",
+    "emit_json",
+    "err_console",
+    "new_app",
+]

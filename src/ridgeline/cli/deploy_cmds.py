@@ -37,9 +37,11 @@ def deploy_cmd(
     kv_dtype: DtypeOpt = "bf16",
     json_out: JsonOpt = False,
 ) -> None:
-    """A model on many chips: per-chip memory and work, all-reduces, pipeline sends and bubble,
-    step time, tokens/s per user and per system, and what binds. Without --tp and --pp, the
-    smallest deployment that holds the weights plus the KV."""
+    """A model on many chips of one accelerator: memory, links, bubble and what binds.
+
+    Per-chip memory and work, all-reduces, pipeline sends and bubble, step time, tokens/s per
+    user and per system. Without --tp and --pp, the smallest deployment that holds the weights
+    plus the KV."""
     m, acc = get_model(model), get_accelerator(hw)
     w = an.Workload(phase, batch, context, dtypes=dtypes(weight=weight_dtype, kv=kv_dtype))
     cost = an.deploy_step(m, acc, w, tp, pp)

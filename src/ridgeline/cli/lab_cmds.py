@@ -390,7 +390,7 @@ def compare_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Predicted vs measured per point, effective bandwidth, fitted model, the gap explained."""
-    from ridgeline.lab.compare import compare_records
+    from ridgeline.lab.gap import compare_records
     from ridgeline.lab.store import open_existing
 
     with open_existing(db) as store:
@@ -456,7 +456,7 @@ def report_cmd(
     timer: TimerOpt = "wall",
 ) -> None:
     """Write lab.html and lab.md (with plots) and lab.json from a results database."""
-    from ridgeline.report.lab_section import build_lab_report
+    from ridgeline.report.lab_sections import build_lab_report
 
     files = build_lab_report(db, out, hw, timer)
     console.print(f"wrote {files.html}, {files.markdown}, {files.json}")

@@ -28,7 +28,7 @@ def report_cmd(
     """Write the full report (report.html, report.md, report.json and figures) for one model."""
     sections = list(SECTIONS)
     if lab is not None:
-        from ridgeline.report.lab_section import lab_builders
+        from ridgeline.report.lab_sections import lab_builders
 
         sections += lab_builders(lab)
     if sweep_db is not None:

@@ -12,25 +12,19 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ridgeline.analytic import Efficiency
-from ridgeline.cli.common import HwOpt, JsonOpt, ModelOpt, console, emit_json, err_console
-from ridgeline.errors import ConfigError
-from ridgeline.report.serving_plots import kv_timeline_plot, latency_cdf_plot
-from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
-from ridgeline.serving.spec_decode import SpecDecodeConfig
-from ridgeline.sim import (
-    SLO,
-    Arrival,
-    RequestSpec,
-    SimConfig,
-    SimResult,
-    WorkloadSpec,
-    generate,
-    load_trace,
-    parse_lengths,
-    simulate,
+from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, err_console, save_plot
+from ridgeline.cli.options import grouped
+from ridgeline.cli.simulate_options import (
+    CostOptions,
+    OutputOptions,
+    ServingOptions,
+    TopologyOptions,
+    WorkloadOptions,
 )
-from ridgeline.sim.compare import DEFAULT_VARIANTS, compare
+from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
+from ridgeline.errors import ConfigError
+from ridgeline.sim import RequestSpec, SimConfig, SimResult, simulate
+from ridgeline.sim.compare import compare
 from ridgeline.sim.options import parse_disagg, parse_tiers
 from ridgeline.specs import get_accelerator, get_model
 
@@ -42,51 +36,6 @@ class Mode(StrEnum):
 
     RUN = "run"
     COMPARE = "compare"
-
-
-class WorkloadKind(StrEnum):
-    """Synthetic workload kinds."""
-
-    POISSON = "poisson"
-    GAMMA = "gamma"
-    SHARED_PREFIX = "shared-prefix"
-    MULTI_TURN = "multi-turn"
-
-
-def _opt(*names: str, help: str) -> typer.models.OptionInfo:
-    return typer.Option(*names, help=help)
-
-
-def _workload(
-    kind: WorkloadKind,
-    trace: str | None,
-    n: int,
-    rate: float,
-    lengths: tuple[str, str],
-    shape: tuple[float, int, int, int],
-    seed: int,
-) -> list[RequestSpec]:
-    """The requests: a trace (first ``n`` lines) or a synthetic workload."""
-    if trace:
-        return load_trace(trace, limit=n)
-    cv, prefixes, prefix_len, turns = shape
-    if kind is WorkloadKind.SHARED_PREFIX and not prefixes:
-        prefixes, prefix_len = 8, prefix_len or 1024
-    if kind is WorkloadKind.MULTI_TURN and turns < 2:
-        turns = 4
-    spec = WorkloadSpec(
-        num_requests=n,
-        rate_per_s=rate,
-        arrival=Arrival.GAMMA if kind is WorkloadKind.GAMMA else Arrival.POISSON,
-        cv=cv,
-        prompt=parse_lengths(lengths[0], 512),
-        output=parse_lengths(lengths[1], 128),
-        num_prefixes=prefixes,
-        prefix_len=prefix_len,
-        turns=turns,
-        seed=seed,
-    )
-    return generate(spec)
 
 
 @contextmanager
@@ -133,112 +82,74 @@ def _table(results: list[SimResult], title: str) -> Table:
 
 
 def _plots(results: list[SimResult], out: str) -> list[Path]:
+    from ridgeline.report.serving_plots import kv_timeline_plot, latency_cdf_plot
+
     d = Path(out)
     return [
-        kv_timeline_plot(results, d / "kv_use.png"),
-        latency_cdf_plot(results, d / "latency_cdf.png"),
+        save_plot(kv_timeline_plot(results), d / "kv_use.png"),
+        save_plot(latency_cdf_plot(results), d / "latency_cdf.png"),
     ]
 
 
+def _sim_config(
+    model: str, hw: str, serving: ServingOptions, cost: CostOptions, topo: TopologyOptions,
+    out: OutputOptions, seed: int,
+) -> SimConfig:  # fmt: skip
+    """The simulated server: one accelerator, its scheduler, KV pool, tiers and cost model."""
+    m, acc = get_model(model), get_accelerator(hw)
+    return SimConfig(
+        m, acc, serving.scheduler(m.max_position_embeddings, topo.spec()),
+        block_size=serving.block_size, prefix_caching=serving.prefix_caching,
+        eviction=serving.eviction, memory_utilization=serving.mem_util,
+        tiers=parse_tiers(topo.tiers, acc) if topo.tiers else (),
+        efficiency=cost.efficiency(),
+        draft_model=get_model(topo.spec_draft) if topo.spec_draft else None,
+        disagg=parse_disagg(topo.disagg, topo.link_bw, topo.link_latency) if topo.disagg else None,
+        slo=out.slo(), seed=seed, label=serving.policy.value,
+    )  # fmt: skip
+
+
+def _run(
+    cfg: SimConfig, wl: list[RequestSpec], variants: list[str] | None, show: bool
+) -> list[SimResult]:
+    """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``."""
+    if variants is None:
+        with _progress(len(wl), show) as tick:
+            return [simulate(cfg, wl, tick)]
+    with _progress(len(variants), show) as tick:
+        started: list[str] = []
+
+        def on_variant(label: str) -> None:
+            if tick is not None:
+                tick(len(started))
+            started.append(label)
+
+        return list(compare(cfg, wl, variants, on_variant).results)
+
+
+@grouped(WorkloadOptions, ServingOptions, CostOptions, TopologyOptions, OutputOptions)
 def simulate_cmd(
     mode: Annotated[Mode, typer.Argument(help="run (default) or compare")] = Mode.RUN,
-    hw: HwOpt = "a100-80gb",
-    model: ModelOpt = "llama-2-7b",
-    workload: Annotated[
-        WorkloadKind, _opt("--workload", help="synthetic workload kind")
-    ] = WorkloadKind.POISSON,
-    rate: Annotated[float, _opt("--rate", help="arrivals per second")] = 4.0,
-    requests: Annotated[
-        int, _opt("--requests", "-n", help="requests (trace: first N lines)")
-    ] = 1000,
-    prompt: Annotated[
-        str, _opt("--prompt", help="prompt lengths DIST:MEAN[:P]")
-    ] = "lognormal:1000",
-    output: Annotated[str, _opt("--output", help="output lengths DIST:MEAN[:P]")] = "lognormal:200",
-    cv: Annotated[float, _opt("--cv", help="gamma arrivals: coefficient of variation")] = 2.0,
-    prefixes: Annotated[int, _opt("--prefixes", help="shared system prompts")] = 0,
-    prefix_len: Annotated[int, _opt("--prefix-len", help="tokens per system prompt")] = 0,
-    turns: Annotated[int, _opt("--turns", help="turns per conversation")] = 1,
-    trace: Annotated[str | None, _opt("--trace", help="JSONL or CSV trace instead")] = None,
-    policy: Annotated[str, _opt("--policy", help="fcfs, priority, contiguous, static")] = "fcfs",
-    prefix_caching: Annotated[bool, _opt("--prefix-caching", help="reuse cached prefixes")] = False,
-    chunk: Annotated[int, _opt("--chunk", help="token budget per step; 0: no chunking")] = 2048,
-    max_seqs: Annotated[int, _opt("--max-seqs", help="most running requests")] = 256,
-    max_model_len: Annotated[
-        int, _opt("--max-model-len", help="longest request (0: the model's context)")
-    ] = 0,
-    block_size: Annotated[int, _opt("--block-size", help="tokens per KV block")] = 16,
-    eviction: Annotated[str, _opt("--eviction", help="cached-block eviction: lru or lfu")] = "lru",
-    mem_util: Annotated[float, _opt("--mem-util", help="device memory for weights + KV")] = 0.9,
-    preemption: Annotated[
-        PreemptionMode, _opt("--preemption", help="recompute or swap")
-    ] = PreemptionMode.RECOMPUTE,
-    spec_k: Annotated[int, _opt("--spec-k", help="draft tokens per step (0: off)")] = 0,
-    spec_accept: Annotated[float, _opt("--spec-accept", help="draft acceptance rate")] = 0.7,
-    spec_draft: Annotated[str | None, _opt("--spec-draft", help="draft model (cost)")] = None,
-    tiers: Annotated[str | None, _opt("--tiers", help="host | NAME:BYTES:BW[:LAT],...")] = None,
-    disagg: Annotated[str | None, _opt("--disagg", help="P:D prefill:decode instances")] = None,
-    link_bw: Annotated[float, _opt("--link-bw", help="disagg link bytes/s")] = 50e9,
-    link_latency: Annotated[float, _opt("--link-latency", help="disagg link latency s")] = 1e-3,
-    bw_eff: Annotated[float, _opt("--bw-eff", help="fraction of peak bandwidth")] = 1.0,
-    compute_eff: Annotated[float, _opt("--compute-eff", help="fraction of peak FLOP/s")] = 1.0,
-    overhead: Annotated[float, _opt("--overhead", help="fixed seconds per step")] = 0.0,
-    slo_ttft: Annotated[float, _opt("--slo-ttft", help="TTFT SLO (s) for goodput")] = 2.0,
-    slo_tpot: Annotated[float, _opt("--slo-tpot", help="TPOT SLO (s) for goodput")] = 0.1,
-    configs: Annotated[str, _opt("--configs", help="compare: variants")] = ",".join(
-        DEFAULT_VARIANTS
-    ),
-    seed: Annotated[int, _opt("--seed", help="workload and acceptance seed")] = 0,
-    json_out: JsonOpt = False,
-    plot: Annotated[
-        str | None, _opt("--plot", help="write KV-use and latency-CDF PNGs here")
-    ] = None,
+    hw: HwOpt = DEFAULT_ACCELERATOR,
+    model: ModelOpt = DEFAULT_MODEL,
+    *,
+    workload: WorkloadOptions,
+    serving: ServingOptions,
+    cost: CostOptions,
+    topology: TopologyOptions,
+    output: OutputOptions,
 ) -> None:
-    """Simulate serving a workload: latency, throughput and KV memory of one configuration,
-    or of several (``ridgeline simulate compare --configs paged,contiguous,static``)."""
-    m, acc = get_model(model), get_accelerator(hw)
-    max_model_len = max_model_len or m.max_position_embeddings
-    whole = policy in ("contiguous", "static")
-    if spec_k and mode is Mode.COMPARE and "spec" in configs:
+    """Simulate serving a workload: latency, throughput and KV memory.
+
+    One configuration, or several side by side (simulate compare --configs paged,static)."""
+    compare_mode = mode is Mode.COMPARE
+    if topology.spec_k and compare_mode and "spec" in output.variants():
         raise ConfigError("--spec-k with compare: use the 'spec' variant or drop --spec-k")
-    sched = SchedulerConfig(
-        # reserving policies run whole prompts: their budget must hold the longest one
-        max_num_batched_tokens=max(chunk, max_model_len) if whole else chunk or max_model_len,
-        max_num_seqs=max_seqs,
-        max_model_len=max_model_len,
-        enable_chunked_prefill=chunk > 0,
-        policy=policy,
-        preemption=preemption,
-        spec=SpecDecodeConfig(spec_k, spec_accept) if spec_k else None,
-    )
-    cfg = SimConfig(
-        m, acc, sched, block_size=block_size, prefix_caching=prefix_caching, eviction=eviction,
-        memory_utilization=mem_util,
-        tiers=parse_tiers(tiers, acc) if tiers else (),
-        efficiency=Efficiency(bw_eff, compute_eff, overhead),
-        draft_model=get_model(spec_draft) if spec_draft else None,
-        disagg=parse_disagg(disagg, link_bw, link_latency) if disagg else None,
-        slo=SLO(slo_ttft, slo_tpot), seed=seed, label=policy,
-    )  # fmt: skip
-    wl = _workload(
-        workload, trace, requests, rate, (prompt, output), (cv, prefixes, prefix_len, turns), seed
-    )
-    show = not json_out and len(wl) >= PROGRESS_MIN_REQUESTS
-    if mode is Mode.COMPARE:
-        names = [c.strip() for c in configs.split(",") if c.strip()]
-        with _progress(len(names), show) as tick:
-            started: list[str] = []
-
-            def on_variant(label: str) -> None:
-                if tick is not None:
-                    tick(len(started))
-                started.append(label)
-
-            results = list(compare(cfg, wl, names, on_variant).results)
-    else:
-        with _progress(len(wl), show) as tick:
-            results = [simulate(cfg, wl, tick)]
-    _render(results, m.name, acc.name, json_out, plot)
+    cfg = _sim_config(model, hw, serving, cost, topology, output, workload.seed)
+    wl = workload.requests_to_serve()
+    show = not output.json_out and len(wl) >= PROGRESS_MIN_REQUESTS
+    results = _run(cfg, wl, output.variants() if compare_mode else None, show)
+    _render(results, cfg.model.name, cfg.hw.name, output.json_out, output.plot)
 
 
 def _render(

@@ -10,7 +10,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
-from ridgeline.cli.common import JsonOpt, PlotOpt, console, emit_json, err_console, new_app
+from ridgeline.cli.common import (
+    JsonOpt,
+    PlotOpt,
+    console,
+    emit_json,
+    err_console,
+    new_app,
+    save_plot,
+)
 from ridgeline.errors import ConfigError
 from ridgeline.report.document import Table
 from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
@@ -182,7 +190,7 @@ def report_cmd(
     """The best configurations and the Pareto front of latency vs throughput per chip."""
     rep = sweep_report(read_store(db), model)
     if plot:
-        plot_front(rep, plot)
+        save_plot(plot_front(rep), plot)
     if json_out:
         emit_json(rep)
         return

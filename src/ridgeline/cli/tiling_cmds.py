@@ -22,8 +22,9 @@ from ridgeline.cli.common import (
     PromptOpt,
     console,
     emit_json,
+    save_plot,
 )
-from ridgeline.report import tiling_plots
+from ridgeline.defaults import DEFAULT_MODEL
 from ridgeline.specs import DType, get_accelerator, get_model
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
@@ -50,7 +51,10 @@ def tile_cmd(
     cmp = tiling.compare_tiles(accs, mm, dt, buffers)
     if plot:
         curves = [(r.scratchpad.name, r.curve) for r in cmp.reports]
-        tiling_plots.intensity_plot(curves, plot, f"[{m}x{k}]·[{k}x{n}] {dt.value}")
+        from ridgeline.report import tiling_plots
+
+        fig = tiling_plots.intensity_plot(curves, f"[{m}x{k}]·[{k}x{n}] {dt.value}")
+        save_plot(fig, plot)
     if json_out:
         emit_json(cmp)
         return
@@ -89,7 +93,7 @@ def _print_best(rep: tiling.TileReport) -> None:
 
 
 def flash_cmd(
-    model: ModelOpt = "llama-3.1-8b",
+    model: ModelOpt = DEFAULT_MODEL,
     context: ContextOpt = 32768,
     hw: Annotated[
         list[str] | None, typer.Option("--hw", help="accelerator (repeat); default: 3")
@@ -102,7 +106,9 @@ def flash_cmd(
     accs = tuple(get_accelerator(h) for h in (hw or DEFAULT_FLASH_HW))
     table = flash.flash_for_model(spec.name, spec.head_dim, spec.num_heads, accs, context)
     if plot:
-        tiling_plots.flash_plot(table, plot)
+        from ridgeline.report import tiling_plots
+
+        save_plot(tiling_plots.flash_plot(table), plot)
     if json_out:
         emit_json(table)
         return
@@ -121,7 +127,7 @@ def flash_cmd(
 
 def schedule_cmd(
     hw: HwOpt = "ibm-spyre",
-    model: ModelOpt = "llama-3.1-8b",
+    model: ModelOpt = DEFAULT_MODEL,
     phase: PhaseOpt = an.Phase.DECODE,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
@@ -150,7 +156,9 @@ def schedule_cmd(
     opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
     s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
     if timeline:
-        tiling_plots.timeline_plot(s, timeline)
+        from ridgeline.report import tiling_plots
+
+        save_plot(tiling_plots.timeline_plot(s), timeline)
     if json_out:
         emit_json(s)
         return
@@ -182,7 +190,7 @@ def _print_schedule(s: dataflow.Schedule) -> None:
 
 
 def orchestrate_cmd(
-    model: ModelOpt = "llama-3.1-8b",
+    model: ModelOpt = DEFAULT_MODEL,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
     gpu: Annotated[str, typer.Option(help="the GPU")] = "h100-sxm",

@@ -24,8 +24,11 @@ def explore_cmd(
         bool, typer.Option("--open", help="open the page in the default browser")
     ] = False,
 ) -> None:
-    """Serve the explorer: sliders over batch, context and dtypes; roofline, KV, five
-    questions and the five-architecture comparison, live. Ctrl-C stops it."""
+    """Serve the explorer: live views of the analytic model and the simulator in a browser.
+
+    Sliders over batch, context and dtypes; roofline, KV, five questions, the
+    five-architecture comparison, the compiled schedule and a bounded simulation. Ctrl-C stops
+    it."""
     missing = [p for p in WEB_PACKAGES if importlib.util.find_spec(p) is None]
     if missing:
         raise RidgelineError(

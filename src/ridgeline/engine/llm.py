@@ -37,6 +37,7 @@ from ridgeline.serving.block_pool import BlockPool
 from ridgeline.serving.eviction import make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
+from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request
 from ridgeline.serving.request import SamplingParams as ServingParams
 from ridgeline.serving.scheduler import PreemptionMode, Scheduler, SchedulerConfig
@@ -287,7 +288,7 @@ class LLM:
             max_num_batched_tokens=cfg.max_num_tokens,
             max_num_seqs=cfg.max_num_seqs,
             max_model_len=self.max_model_len,
-            policy=cfg.policy,
+            policy=PolicyKind.parse(cfg.policy),
             preemption=PreemptionMode(cfg.preemption),
             spec=spec,
         )

@@ -10,9 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from ridgeline import analytic as an
+from ridgeline.analytic.roofline import LevelRidge
+from ridgeline.defaults import DEFAULT_ACCELERATOR
 from ridgeline.errors import CapacityError
 from ridgeline.report import plots
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
+from ridgeline.report.figures import save_figure
 from ridgeline.report.serving_section import serving_section
 from ridgeline.report.tiling_section import tiling_section
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model, param_counts
@@ -62,10 +65,8 @@ def _model_section(ctx: ReportContext) -> Section:
     )
 
 
-def _roofline_section(ctx: ReportContext) -> Section:
-    m, acc = ctx.model, ctx.hw
-    ridges = an.ridge_points(acc)
-    ridge_rows = tuple(
+def _ridge_rows(ridges: list[LevelRidge]) -> tuple[tuple[str, ...], ...]:
+    return tuple(
         (
             r.level,
             fmt_rate(r.bandwidth_bytes_per_s, "B/s") if r.bandwidth_bytes_per_s else "—",
@@ -73,11 +74,10 @@ def _roofline_section(ctx: ReportContext) -> Section:
         )
         for r in ridges
     )
-    points = []
-    for phase, batch in ((an.Phase.PREFILL, 1), (an.Phase.DECODE, 1), (an.Phase.DECODE, 64)):
-        ctx_len = ctx.prompt if phase is an.Phase.PREFILL else ctx.context
-        points.append(an.step_cost(m, acc, an.Workload(phase, batch, ctx_len)))
-    step_rows = tuple(
+
+
+def _step_rows(points: list[an.StepCost]) -> tuple[tuple[str, ...], ...]:
+    return tuple(
         (
             p.workload.phase.value,
             str(p.workload.batch),
@@ -89,11 +89,25 @@ def _roofline_section(ctx: ReportContext) -> Section:
         )
         for p in points
     )
-    di = an.decode_intensity(m, acc, ctx.batch, ctx.context)
-    fig = plots.roofline_plot(points, [acc], ctx.figure("roofline.png"), f"{m.name} on {acc.name}")
-    sweep_fig = plots.decode_sweep_plot(
-        m, acc, (1, 8, 64, 256), np.logspace(7, 17, 60, base=2), ctx.figure("decode_sweep.png")
+
+
+def _roofline_figures(ctx: ReportContext, points: list[an.StepCost]) -> tuple[Path, Path]:
+    m, acc = ctx.model, ctx.hw
+    roof = plots.roofline_plot(points, [acc], f"{m.name} on {acc.name}")
+    sweep = plots.decode_sweep_plot(m, acc, (1, 8, 64, 256), np.logspace(7, 17, 60, base=2))
+    return (
+        save_figure(roof, ctx.figure("roofline.png")),
+        save_figure(sweep, ctx.figure("decode_sweep.png")),
     )
+
+
+def _roofline_section(ctx: ReportContext) -> Section:
+    m, acc = ctx.model, ctx.hw
+    ridges = an.ridge_points(acc)
+    steps = [(an.Phase.PREFILL, 1, ctx.prompt), (an.Phase.DECODE, 1, ctx.context)]
+    steps.append((an.Phase.DECODE, 64, ctx.context))
+    points = [an.step_cost(m, acc, an.Workload(ph, b, t)) for ph, b, t in steps]
+    di = an.decode_intensity(m, acc, ctx.batch, ctx.context)
     text = (
         f"Decode intensity at batch {ctx.batch}, context {ctx.context}: "
         f"{di.weights_only:.3g} FLOP/B counting weights alone, {di.with_kv:.3g} FLOP/B with the "
@@ -101,6 +115,7 @@ def _roofline_section(ctx: ReportContext) -> Section:
         f"bandwidth-bound until the batch is a few hundred sequences, and long contexts push "
         f"intensity down again because KV bytes grow with the batch while giving no reuse."
     )
+    headers = ("phase", "batch", "context", "AI (FLOP/B)", "bound", "step", "tokens/s")
     return Section(
         "roofline",
         f"Roofline on {acc.name}",
@@ -108,16 +123,12 @@ def _roofline_section(ctx: ReportContext) -> Section:
         tables=(
             Table(
                 ("level", "bandwidth", "ridge bf16 (FLOP/B)"),
-                ridge_rows,
+                _ridge_rows(ridges),
                 "Ridge point per memory level",
             ),
-            Table(
-                ("phase", "batch", "context", "AI (FLOP/B)", "bound", "step", "tokens/s"),
-                step_rows,
-                "Prefill and decode on one roofline",
-            ),
+            Table(headers, _step_rows(points), "Prefill and decode on one roofline"),
         ),
-        figures=(fig, sweep_fig),
+        figures=_roofline_figures(ctx, points),
         data={
             "ridge_points": [
                 {"level": r.level, "ridge": r.ridge_point_flops_per_byte} for r in ridges
@@ -163,11 +174,12 @@ def _kv_section(ctx: ReportContext) -> Section:
     except CapacityError as e:
         paragraphs.append(str(e))
     figs = (
-        plots.kv_plot(m, ctx.figure("kv.png"), acc=acc),
-        plots.techniques_plot(
-            techs,
+        save_figure(plots.kv_plot(m, acc=acc), ctx.figure("kv.png")),
+        save_figure(
+            plots.techniques_plot(
+                techs, f"{m.name}: KV at batch {ctx.batch}, {ctx.context} tokens"
+            ),
             ctx.figure("kv_techniques.png"),
-            f"{m.name}: KV at batch {ctx.batch}, {ctx.context} tokens",
         ),
     )
     return Section(
@@ -181,21 +193,20 @@ def _kv_section(ctx: ReportContext) -> Section:
 
 
 def _questions_section(ctx: ReportContext) -> Section:
-    m = ctx.model
+    m, acc = ctx.model, ctx.hw
     w = an.Workload(an.Phase.DECODE, ctx.batch, ctx.context)
-    ans = an.five_questions(m, ctx.hw, w)
+    ans = an.five_questions(m, acc, w)
     rows = tuple(
         (
             f"{lv.name} ({lv.scope})",
-            f"{fmt_bytes(lv.capacity_bytes, binary=True)} × {lv.instances}",
+            f"{fmt_bytes(lv.capacity_bytes)} × {lv.instances}",
             fmt_rate(lv.bandwidth_bytes_per_s, "B/s") if lv.bandwidth_bytes_per_s else "—",
             lv.managed_by,
             f"{lv.ridge_point_flops_per_byte:.3g}" if lv.ridge_point_flops_per_byte else "—",
         )
         for lv in ans.levels
     )
-    spyre = get_accelerator("ibm-spyre")
-    reads = an.decode_reads(m, spyre, ctx.batch, ctx.context)
+    reads = an.decode_reads(m, acc, ctx.batch, ctx.context)
     read_rows = tuple(
         (
             lt.level,
@@ -207,22 +218,23 @@ def _questions_section(ctx: ReportContext) -> Section:
     )
     return Section(
         "questions",
-        f"The five questions on {ctx.hw.name}",
+        f"The five questions on {acc.name}",
         paragraphs=(
             f"5. Scarce resource for decode (batch {ctx.batch}, context {ctx.context}): "
             f"{ans.scarce.value} — {ans.reason}.",
-            f"What one decode step reads on ibm-spyre: weights {fmt_bytes(reads.weight_bytes)}, "
-            f"KV {fmt_bytes(reads.kv_bytes)}, activations {fmt_bytes(reads.activation_bytes)}.",
+            f"What one decode step reads on {acc.name}: weights {fmt_bytes(reads.weight_bytes)}, "
+            f"KV {fmt_bytes(reads.kv_bytes)}, activations {fmt_bytes(reads.activation_bytes)} "
+            "(GB = 1e9 bytes).",
         ),
         tables=(
             Table(("level", "1. how much", "2. how fast", "3. who decides", "4. ridge"), rows),
             Table(
                 ("level", "bandwidth", "time for one decode step", "fits"),
                 read_rows,
-                "One decode step on IBM Spyre, at each level's bandwidth",
+                f"One decode step on {acc.name}, at each level's bandwidth",
             ),
         ),
-        data={"questions": ans.to_dict(), "spyre_decode_reads": reads.to_dict()},
+        data={"questions": ans.to_dict(), "decode_reads": reads.to_dict()},
     )
 
 
@@ -245,7 +257,7 @@ def _compare_row(r: an.ArchRow) -> tuple[str, ...]:
 
 def _compare_section(ctx: ReportContext) -> Section:
     cmp = an.compare(ctx.model, an.DEFAULT_ACCELERATORS, ctx.batch, ctx.context, ctx.prompt)
-    fig = plots.compare_plot(cmp, ctx.figure("compare.png"))
+    fig = save_figure(plots.compare_plot(cmp), ctx.figure("compare.png"))
     intro = (
         f"Each architecture runs {ctx.model.name} on the smallest deployment of its chips that "
         f"holds the weights plus the KV of batch {ctx.batch} at context {ctx.context}: tensor "
@@ -292,7 +304,7 @@ SECTIONS: list[SectionBuilder] = [
 def build_report(
     model: str | ModelSpec,
     out_dir: str | Path,
-    hw: str | Accelerator = "h100-sxm",
+    hw: str | Accelerator = DEFAULT_ACCELERATOR,
     sections: list[SectionBuilder] | None = None,
 ) -> ReportFiles:
     """Write report.html (self-contained), report.md and report.json into ``out_dir``."""

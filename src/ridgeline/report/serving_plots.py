@@ -1,38 +1,26 @@
-"""Serving plots (matplotlib, Agg): KV use over time and latency CDFs of simulation results."""
+"""Serving plots (each returns a matplotlib ``Figure``): KV use over time and latency CDFs of simulation results."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
-import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
-
-from ridgeline.sim.metrics import SimResult  # noqa: E402
-
-
-def _save(fig: plt.Figure, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+from ridgeline.report.figures import new_figure
+from ridgeline.sim.metrics import SimResult
 
 
 def _name(r: SimResult, i: int) -> str:
     return r.label or f"run {i + 1}"
 
 
-def kv_timeline_plot(results: Sequence[SimResult], path: str | Path) -> Path:
+def kv_timeline_plot(results: Sequence[SimResult]) -> Figure:
     """Device KV blocks in use over simulated time (solid) and the allocated-but-unused part
     (dashed: fragmentation, or reservations for contiguous/static policies)."""
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = new_figure((8, 4))
     for i, r in enumerate(results):
         tl = r.timeline
         (line,) = ax.plot(tl.time_s, np.asarray(tl.used_frac) * 100, label=f"{_name(r, i)} used")
@@ -48,12 +36,12 @@ def kv_timeline_plot(results: Sequence[SimResult], path: str | Path) -> Path:
     ax.set_ylim(0, 105)
     ax.set_title("KV cache use over time")
     ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+    return fig
 
 
-def latency_cdf_plot(results: Sequence[SimResult], path: str | Path) -> Path:
+def latency_cdf_plot(results: Sequence[SimResult]) -> Figure:
     """Empirical CDFs of TTFT and TPOT per configuration."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = new_figure((10, 4), 1, 2)
     for i, r in enumerate(results):
         for ax, attr in zip(axes, ("ttft_s", "tpot_s"), strict=True):
             x = np.sort([getattr(q, attr) for q in r.requests if not math.isnan(getattr(q, attr))])
@@ -66,4 +54,4 @@ def latency_cdf_plot(results: Sequence[SimResult], path: str | Path) -> Path:
         ax.set_ylabel("fraction of requests")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    return _save(fig, path)
+    return fig

@@ -1,5 +1,6 @@
-"""The report's serving section: one workload simulated under paged, contiguous, static and
-prefix-cached configurations on the report's accelerator (a few seconds of simulation)."""
+"""The report's serving section: one workload simulated under paged, contiguous, static,
+prefix-cached and speculative configurations on the report's accelerator (a few seconds of
+simulation)."""
 
 from __future__ import annotations
 
@@ -8,25 +9,27 @@ from typing import TYPE_CHECKING
 from ridgeline.errors import CapacityError
 from ridgeline.report import serving_plots
 from ridgeline.report.document import Section, Table
+from ridgeline.report.figures import save_figure
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.serving.spec_decode import expected_tokens_per_step
 from ridgeline.sim import (
     LengthDist,
     Lengths,
+    RequestSpec,
     SimConfig,
     SimResult,
     StepCostModel,
     WorkloadSpec,
     generate,
 )
-from ridgeline.sim.compare import compare
+from ridgeline.sim.compare import DRAFT, SPEC_VARIANT, compare
 
 if TYPE_CHECKING:
     from ridgeline.report.build import ReportContext
 
 NUM_REQUESTS = 400
 LOAD = 0.8  # arrivals at this fraction of the rough sustainable rate
-VARIANTS = ("paged", "contiguous", "static", "prefix")
+VARIANTS = ("paged", "contiguous", "static", "prefix", "spec")
 
 
 def _rate(cost: StepCostModel, prompt: int, output: int, batch: int = 64) -> float:
@@ -54,59 +57,72 @@ def _row(r: SimResult) -> tuple[str, ...]:
     )
 
 
+def _workload(ctx: ReportContext, num_requests: int) -> tuple[float, list[RequestSpec]]:
+    """The report's shared-prefix workload at 80% of the rough sustainable rate."""
+    rate = _rate(StepCostModel(ctx.model, ctx.hw), 1024, 128)
+    spec = WorkloadSpec(
+        num_requests=num_requests,
+        rate_per_s=rate,
+        prompt=Lengths(LengthDist.LOGNORMAL, 512, hi=2048),
+        output=Lengths(LengthDist.LOGNORMAL, 128, hi=1024),
+        num_prefixes=4,
+        prefix_len=512,
+        seed=0,
+    )
+    return rate, generate(spec)
+
+
+def _summary(ctx: ReportContext, base: SimConfig, rate: float, results: list[SimResult]) -> str:
+    paged, contiguous = results[0], results[1]
+    slots = paged.kv_blocks * paged.block_size
+    max_len = base.scheduler.max_model_len
+    mean_tokens = sum(r.prompt_len + r.output_len for r in paged.requests) / len(paged.requests)
+    return (
+        f"{paged.num_requests} requests (Poisson {rate:.2f}/s, 4 shared 512-token system prompts "
+        f"+ lognormal 512-token questions, lognormal 128-token answers) served by "
+        f"{ctx.model.name} on one {ctx.hw.name} ({paged.kv_blocks:,} KV blocks of "
+        f"{paged.block_size} tokens). Reserving max_model_len ({max_len}) per request "
+        f"(contiguous) leaves {contiguous.unused_allocated_frac:.0%} of the allocated KV unused, "
+        f"against {paged.unused_allocated_frac:.1%} with paged blocks (the last partial block of "
+        f"each request); the pool holds at most {slots // max_len} reserved requests at once, "
+        f"against about {slots / mean_tokens:,.0f} paged ones of this workload's mean "
+        f"{mean_tokens:,.0f} tokens. Peak concurrency here: contiguous "
+        f"{contiguous.max_running}, paged {paged.max_running}."
+    )
+
+
+SPEC_TEXT = (
+    "Speculative decoding (row spec: {k} draft tokens from {draft}, accepted at rate α = "
+    "{alpha}) yields (1 − α^(k+1)) / (1 − α) = {tokens:.2f} tokens per verify step (Leviathan "
+    "et al., ICML 2023); its TPOT column shows the gain, paid for with the draft's own steps."
+)
+HEADERS = (
+    "config", "done/rej", "req/s", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "preempt",
+    "max running", "KV peak", "unused alloc", "prefix hit",
+)  # fmt: skip
+
+
 def serving_section(ctx: ReportContext, num_requests: int = NUM_REQUESTS) -> Section:
-    """Paged vs contiguous vs static vs prefix caching, on one shared-prefix workload."""
+    """Paged vs contiguous vs static vs prefix caching vs speculative decoding, on one
+    shared-prefix workload."""
     base = SimConfig(ctx.model, ctx.hw, SchedulerConfig(max_model_len=4096))
     try:
-        cost = StepCostModel(ctx.model, ctx.hw)
-        rate = _rate(cost, 1024, 128)
-        wl = generate(
-            WorkloadSpec(
-                num_requests=num_requests,
-                rate_per_s=rate,
-                prompt=Lengths(LengthDist.LOGNORMAL, 512, hi=2048),
-                output=Lengths(LengthDist.LOGNORMAL, 128, hi=1024),
-                num_prefixes=4,
-                prefix_len=512,
-                seed=0,
-            )
-        )
+        rate, wl = _workload(ctx, num_requests)
         results = list(compare(base, wl, VARIANTS).results)
     except CapacityError as e:
         return Section("serving", "Serving simulation", (f"Not simulated: {e}.",))
     figs = (
-        serving_plots.kv_timeline_plot(results, ctx.figure("serving_kv.png")),
-        serving_plots.latency_cdf_plot(results, ctx.figure("serving_latency.png")),
+        save_figure(serving_plots.kv_timeline_plot(results), ctx.figure("serving_kv.png")),
+        save_figure(serving_plots.latency_cdf_plot(results), ctx.figure("serving_latency.png")),
     )
-    paged, contiguous = results[0], results[1]
-    slots = paged.kv_blocks * paged.block_size
-    mean_tokens = sum(r.prompt_len + r.output_len for r in paged.requests) / len(paged.requests)
-    text = (
-        f"{num_requests} requests (Poisson {rate:.2f}/s, 4 shared 512-token system prompts + "
-        f"lognormal 512-token questions, lognormal 128-token answers) served by {ctx.model.name} "
-        f"on one {ctx.hw.name} ({paged.kv_blocks:,} KV blocks of {paged.block_size} tokens). "
-        f"Reserving max_model_len ({base.scheduler.max_model_len}) per request (contiguous) "
-        f"leaves {contiguous.unused_allocated_frac:.0%} of the allocated KV unused, against "
-        f"{paged.unused_allocated_frac:.1%} with paged blocks (the last partial block of each "
-        f"request); the pool holds at most {slots // base.scheduler.max_model_len} reserved "
-        f"requests at once, against about {slots / mean_tokens:,.0f} paged ones of this "
-        f"workload's mean {mean_tokens:,.0f} tokens. Peak concurrency here: contiguous "
-        f"{contiguous.max_running}, paged {paged.max_running}."
-    )
-    spec = (
-        "Speculative decoding with k drafts accepted at rate α yields (1 − α^(k+1)) / (1 − α) "
-        f"tokens per verify step (Leviathan et al. 2023): {expected_tokens_per_step(0.7, 4):.2f} "
-        "for k = 4, α = 0.7."
-    )
-    headers = (
-        "config", "done/rej", "req/s", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "preempt",
-        "max running", "KV peak", "unused alloc", "prefix hit",
-    )  # fmt: skip
+    k, alpha = SPEC_VARIANT.num_draft_tokens, SPEC_VARIANT.acceptance_rate
+    tokens = expected_tokens_per_step(alpha, k)
+    spec = SPEC_TEXT.format(k=k, draft=DRAFT, alpha=alpha, tokens=tokens)
     return Section(
         "serving",
         f"Serving simulation on {ctx.hw.name}",
-        paragraphs=(text, spec),
-        tables=(Table(headers, tuple(_row(r) for r in results)),),
+        paragraphs=(_summary(ctx, base, rate, results), spec),
+        tables=(Table(HEADERS, tuple(_row(r) for r in results)),),
         figures=figs,
         data={"rate_per_s": rate, "results": [r.to_dict() for r in results]},
     )

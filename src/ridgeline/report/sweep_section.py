@@ -8,13 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from ridgeline.report.document import Section, Table  # noqa: E402
-from ridgeline.sweep import SweepReport, read_store, sweep_report  # noqa: E402
+from ridgeline.report.document import Section, Table
+from ridgeline.report.figures import new_figure, save_figure
+from ridgeline.sweep import SweepReport, read_store, sweep_report
 
 if TYPE_CHECKING:
     from ridgeline.report.build import ReportContext
@@ -69,35 +67,38 @@ def front_table(rep: SweepReport) -> Table:
     """The Pareto front: throughput per chip against the SLO percentile of TPOT."""
     pct = rep.slo.get("percentile", 90)
     rows = tuple(
-        (p.label, f"{p.rate_rps:.3g}", f"{p.throughput_per_chip:,.0f}", f"{p.latency_s:.4g}")
-        for p in rep.front
+        (
+            str(i),
+            p.label,
+            f"{p.rate_rps:.3g}",
+            f"{p.throughput_per_chip:,.0f}",
+            f"{p.latency_s:.4g}",
+        )
+        for i, p in enumerate(rep.front, start=1)
     )
-    headers = ("configuration", "rate req/s", "out tok/s/chip", f"TPOT p{pct:g} s")
+    headers = ("#", "configuration", "rate req/s", "out tok/s/chip", f"TPOT p{pct:g} s")
     return Table(headers, rows, caption="Pareto front (probes within the SLOs)")
 
 
-def plot_front(rep: SweepReport, path: str | Path, title: str | None = None) -> Path:
-    """Every SLO-meeting point of the front, labelled, with the front drawn as a step line."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+def plot_front(rep: SweepReport, title: str | None = None) -> Figure:
+    """Every SLO-meeting point of the front, numbered as in ``front_table``, with the front
+    drawn as a step line; the numbers' configurations are listed beside the plot, so long
+    labels never overlap the points or each other."""
+    fig, ax = new_figure((11, 5.5))
     xs = [p.throughput_per_chip for p in rep.front]
     ys = [p.latency_s * 1e3 for p in rep.front]
     ax.step(xs, ys, where="post", color="0.6", lw=1)
     ax.scatter(xs, ys, zorder=3)
-    for p, x, y in zip(rep.front, xs, ys, strict=True):
-        ax.annotate(
-            p.label.split("/", 1)[-1], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
-        )
+    for i, (x, y) in enumerate(zip(xs, ys, strict=True), start=1):
+        ax.annotate(str(i), (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
+    key = "\n".join(f"{i}. {p.label}" for i, p in enumerate(rep.front, start=1))
+    ax.text(1.02, 1.0, key, transform=ax.transAxes, va="top", fontsize=7, family="monospace")
     pct = rep.slo.get("percentile", 90)
     ax.set_xlabel("output tokens/s per chip")
     ax.set_ylabel(f"TPOT p{pct:g} (ms)")
     ax.set_title(title or f"{rep.name}: latency vs throughput per chip (Pareto front)")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def sweep_section(db: str | Path) -> Callable[[ReportContext], Section]:
@@ -108,7 +109,7 @@ def sweep_section(db: str | Path) -> Callable[[ReportContext], Section]:
         data = read_store(db)
         models = {c.config["model"] for c in data.configs}
         rep = sweep_report(data, ctx.model.name if ctx.model.name in models else None)
-        fig = plot_front(rep, ctx.figure("sweep_front.png"))
+        fig = save_figure(plot_front(rep), ctx.figure("sweep_front.png"))
         best = rep.best
         lead = (
             f"Sweep '{rep.name}' ({db}): {rep.num_configs} configurations, {rep.num_probes} "

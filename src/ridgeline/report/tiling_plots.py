@@ -1,42 +1,27 @@
-"""Plots of issue 4 (matplotlib, Agg): intensity against tile size, FlashAttention traffic
+"""Tiling plots (each returns a matplotlib ``Figure``): intensity against tile size, FlashAttention traffic
 against sequence length, and the timeline of a compiled scratchpad schedule."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import matplotlib
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from ridgeline.analytic.dataflow import Schedule, step_timeline  # noqa: E402
-from ridgeline.analytic.flash import FlashTable  # noqa: E402
-from ridgeline.analytic.tiling import IntensityCurve  # noqa: E402
-
-
-def _save(fig: plt.Figure, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+from ridgeline.analytic.dataflow import Schedule, step_timeline
+from ridgeline.analytic.flash import FlashTable
+from ridgeline.analytic.tiling import IntensityCurve
+from ridgeline.report.figures import colors, new_figure
 
 
-def _colors() -> list[str]:
-    return list(plt.rcParams["axes.prop_cycle"].by_key()["color"])
-
-
-def intensity_plot(
-    curves: Sequence[tuple[str, IntensityCurve]], path: str | Path, title: str
-) -> Path:
+def intensity_plot(curves: Sequence[tuple[str, IntensityCurve]], title: str) -> Figure:
     """Intensity at DRAM against square tile edge; solid where the tile fits the scratchpad,
     dotted where it does not; each scratchpad's ridge point as a dashed line."""
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for (label, c), color in zip(curves, _colors(), strict=False):
+    fig, ax = new_figure((8, 5))
+    for (label, c), color in zip(curves, colors(), strict=False):
         edges = [p.edge for p in c.points]
         ai = [p.intensity for p in c.points]
         fit = [p.edge for p in c.points if p.fits]
@@ -55,13 +40,13 @@ def intensity_plot(
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return fig
 
 
-def flash_plot(table: FlashTable, path: str | Path) -> Path:
+def flash_plot(table: FlashTable) -> Figure:
     """Per-layer attention traffic against N: prefill (standard vs tiled per memory) and
     decode (Flash-Decoding per memory vs standard)."""
-    fig, (pre, dec) = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, (pre, dec) = new_figure((11, 4.5), 1, 2)
     first = table.memories[0].name
     base = [r for r in table.rows if r.memory == first]
     ns = [r.n for r in base]
@@ -69,7 +54,7 @@ def flash_plot(table: FlashTable, path: str | Path) -> Path:
     dec.plot(
         ns, [r.decode.standard_bytes * r.heads for r in base], "k-s", label="standard (unfused)"
     )
-    for mem, color in zip(table.memories, _colors(), strict=False):
+    for mem, color in zip(table.memories, colors(), strict=False):
         rows = [r for r in table.rows if r.memory == mem.name]
         bc, br = rows[0].prefill.blocks.bc, rows[0].prefill.blocks.br
         pre.plot(ns, [r.prefill_flash_bytes for r in rows], "o-", color=color,
@@ -84,14 +69,14 @@ def flash_plot(table: FlashTable, path: str | Path) -> Path:
         ax.set_title(f"{table.model}: attention traffic, {what}", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    return _save(fig, path)
+    return fig
 
 
-def timeline_plot(s: Schedule, path: str | Path) -> Path:
+def timeline_plot(s: Schedule) -> Figure:
     """The step (ops over time), one layer's per-core lanes (DMA, ring, compute) and the
     scratchpad occupancy of that layer."""
-    fig, (top, mid, low) = plt.subplots(
-        3, 1, figsize=(11, 7.5), gridspec_kw={"height_ratios": [1.1, 1.6, 1.2]}
+    fig, (top, mid, low) = new_figure(
+        (11, 7.5), 3, 1, gridspec_kw={"height_ratios": [1.1, 1.6, 1.2]}
     )
     names = [r.program.name for r in s.runs]
     color = {n: c for n, c in zip(names, _cycle(len(names)), strict=True)}
@@ -112,23 +97,19 @@ def timeline_plot(s: Schedule, path: str | Path) -> Path:
     layer = [g for g in segs if g.layer == 0]
     _lanes(mid, s, layer, color)
     _occupancy(low, s, layer)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=color[n]) for n in names]
+    handles = [Rectangle((0, 0), 1, 1, color=color[n]) for n in names]
     fig.legend(handles, names, loc="center right", fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0, 0.86, 1))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    fig.set_layout_engine("tight", rect=(0, 0, 0.86, 1))
+    return fig
 
 
 def _cycle(n: int) -> list[Any]:
     """Distinct colours: tab10, then the light half of tab20."""
-    cmap10, cmap20 = plt.get_cmap("tab10"), plt.get_cmap("tab20")
+    cmap10, cmap20 = matplotlib.colormaps["tab10"], matplotlib.colormaps["tab20"]
     return [cmap10(i) if i < 10 else cmap20((2 * i + 1) % 20) for i in range(n)]
 
 
-def _lanes(ax: plt.Axes, s: Schedule, layer: list, color: dict) -> None:
+def _lanes(ax: Axes, s: Schedule, layer: list, color: dict) -> None:
     lanes = {"dma": 2, "ring": 1, "compute": 0}
     runs = {r.program.name: r for r in s.runs}
     for seg in layer:
@@ -152,7 +133,7 @@ def _lanes(ax: plt.Axes, s: Schedule, layer: list, color: dict) -> None:
                  fontsize=9)  # fmt: skip
 
 
-def _occupancy(ax: plt.Axes, s: Schedule, layer: list) -> None:
+def _occupancy(ax: Axes, s: Schedule, layer: list) -> None:
     runs = {r.program.name: r for r in s.runs}
     xs: list[float] = []
     ys: list[float] = []

@@ -10,6 +10,7 @@ from ridgeline import analytic as an
 from ridgeline.analytic import dataflow, flash, orchestrate, tiling
 from ridgeline.report import tiling_plots
 from ridgeline.report.document import Section, Table
+from ridgeline.report.figures import save_figure
 from ridgeline.specs import DType, get_accelerator
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
@@ -39,10 +40,11 @@ def _tiling_part(ctx: ReportContext) -> tuple[Table, Path, list[dict[str, Any]]]
             rows.append((hw, label, str(rows_m), tile, ai, f"{rep.curve.ridge_point:.3g}",
                          rep.curve.reason))  # fmt: skip
             data.append(rep.to_dict())
-    fig = tiling_plots.intensity_plot(
-        curves,
+    fig = save_figure(
+        tiling_plots.intensity_plot(
+            curves, f"{m.name} MLP up projection [M x {m.hidden_size}]·[{m.hidden_size} x {m.ffn}]"
+        ),
         ctx.figure("tile_intensity.png"),
-        f"{m.name} MLP up projection [M x {m.hidden_size}]·[{m.hidden_size} x {m.ffn}]",
     )
     table = Table(
         ("accelerator", "phase", "M", "best tile (one core)", "AI", "ridge", "verdict"),
@@ -69,7 +71,7 @@ def _flash_part(ctx: ReportContext) -> tuple[Table, Path, dict[str, Any]]:
         )  # fmt: skip
         for r in t.rows
     )
-    fig = tiling_plots.flash_plot(t, ctx.figure("flash.png"))
+    fig = save_figure(tiling_plots.flash_plot(t), ctx.figure("flash.png"))
     table = Table(
         ("memory", "N", "Bc/Br", "standard", "tiled", "saving", "Q/O passes", "decode"),
         rows,
@@ -82,7 +84,7 @@ def _schedule_part(ctx: ReportContext) -> tuple[Table, Path, dataflow.Schedule]:
     spyre = get_accelerator("ibm-spyre")
     w = an.Workload(an.Phase.DECODE, ctx.batch, ctx.context)
     s = dataflow.compile_schedule(ctx.model, spyre, w)
-    fig = tiling_plots.timeline_plot(s, ctx.figure("spyre_decode_timeline.png"))
+    fig = save_figure(tiling_plots.timeline_plot(s), ctx.figure("spyre_decode_timeline.png"))
     rows = tuple(
         (
             o.name,

@@ -98,13 +98,16 @@ class EvictionKind(StrEnum):
     LRU = "lru"
     LFU = "lfu"
 
+    @classmethod
+    def parse(cls, name: str | EvictionKind) -> EvictionKind:
+        """The eviction policy called ``name``; an unknown name is a ``UnknownNameError``."""
+        try:
+            return cls(name)
+        except ValueError:
+            raise UnknownNameError("eviction policy", str(name), [k.value for k in cls]) from None
+
 
 def make_eviction(name: str | EvictionKind) -> EvictionPolicy:
     """An eviction policy by name (``lru`` or ``lfu``)."""
-    try:
-        kind = EvictionKind(name)
-    except ValueError:
-        raise UnknownNameError(
-            "eviction policy", str(name), [k.value for k in EvictionKind]
-        ) from None
+    kind = EvictionKind.parse(name)
     return LRUEviction() if kind is EvictionKind.LRU else LFUEviction()

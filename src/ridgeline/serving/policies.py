@@ -33,6 +33,34 @@ class PolicyKind(StrEnum):
     CONTIGUOUS = "contiguous"
     STATIC = "static"
 
+    @classmethod
+    def parse(cls, name: str | PolicyKind) -> PolicyKind:
+        """The policy called ``name``; an unknown name is a ``UnknownNameError``."""
+        try:
+            return cls(name)
+        except ValueError:
+            raise UnknownNameError("policy", str(name), [k.value for k in cls]) from None
+
+    @property
+    def reserves_at_admission(self) -> bool:
+        """Contiguous and static reserve a request's whole length when they admit it, and so
+        run each prompt in one step (no chunked prefill)."""
+        return self in (PolicyKind.CONTIGUOUS, PolicyKind.STATIC)
+
+
+def step_token_budget(policy: PolicyKind, chunk_tokens: int, max_model_len: int) -> int:
+    """Token budget of one scheduler step (vLLM's ``max_num_batched_tokens``).
+
+    ``chunk_tokens`` is the chunked-prefill budget; 0 turns chunking off, and the budget becomes
+    ``max_model_len`` so that the longest prompt fits one step. A policy that reserves at
+    admission runs whole prompts, so its budget is never below ``max_model_len`` either (vLLM
+    v1 ``SchedulerConfig``: without chunked prefill, ``max_num_batched_tokens`` must be at least
+    ``max_model_len``).
+    """
+    if policy.reserves_at_admission:
+        return max(chunk_tokens, max_model_len)
+    return chunk_tokens or max_model_len
+
 
 class RequestQueue(Protocol):
     """Waiting requests in admission order."""
@@ -150,13 +178,13 @@ class Policy:
 
 
 def make_policy(
-    name: str, max_model_len: int, buckets: tuple[int, ...] = (), num_slots: int | None = None
+    name: str | PolicyKind,
+    max_model_len: int,
+    buckets: tuple[int, ...] = (),
+    num_slots: int | None = None,
 ) -> Policy:
     """A policy by name (fcfs, priority, contiguous, static)."""
-    try:
-        kind = PolicyKind(name)
-    except ValueError:
-        raise UnknownNameError("policy", name, [k.value for k in PolicyKind]) from None
+    kind = PolicyKind.parse(name)
     if kind is PolicyKind.STATIC:
         buckets = tuple(sorted(buckets)) or _default_buckets(max_model_len)
         if buckets[0] < 1:

@@ -61,13 +61,14 @@ class SchedulerConfig:
     max_model_len: int = 8192
     long_prefill_token_threshold: int = 0
     enable_chunked_prefill: bool = True
-    policy: str = "fcfs"
+    policy: PolicyKind = PolicyKind.FCFS
     preemption: PreemptionMode = PreemptionMode.RECOMPUTE
     static_buckets: tuple[int, ...] = ()
     static_slots: int | None = None
     spec: SpecDecodeConfig | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", PolicyKind.parse(self.policy))  # a name is accepted
         for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"field {name}: must be >= 1, got {getattr(self, name)}")

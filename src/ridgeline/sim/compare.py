@@ -32,6 +32,7 @@ from ridgeline.specs import Accelerator, get_model
 DEFAULT_VARIANTS = ("paged", "contiguous", "static", "prefix", "no-chunk")
 STATIC_SLOTS = 32  # a compiled batch size, as dataflow accelerators fix it ahead of time
 DRAFT = "distilgpt2"  # a small catalog model whose decode steps price the drafts
+SPEC_VARIANT = SpecDecodeConfig(4, 0.7)  # the "spec" variant: 4 drafts accepted at rate 0.7
 
 
 def host_tier(hw: Accelerator) -> TierSpec:
@@ -71,7 +72,7 @@ VARIANTS: dict[str, Callable[[SimConfig], SimConfig]] = {
         _sched(c, preemption=PreemptionMode.SWAP), tiers=c.tiers or (host_tier(c.hw),)
     ),
     "spec": lambda c: replace(
-        _sched(c, spec=SpecDecodeConfig(4, 0.7)), draft_model=c.draft_model or get_model(DRAFT)
+        _sched(c, spec=SPEC_VARIANT), draft_model=c.draft_model or get_model(DRAFT)
     ),
     "host-tier": lambda c: replace(c, prefix_caching=True, tiers=c.tiers or (host_tier(c.hw),)),
     "disagg": lambda c: replace(c, disagg=Disagg(1, 1)),

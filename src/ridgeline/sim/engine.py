@@ -32,7 +32,7 @@ from ridgeline.analytic import Dtypes, Efficiency, kv_bytes_per_token, weights_b
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.block_pool import BlockPool
 from ridgeline.serving.disagg import Disagg, decode_request, prefill_request
-from ridgeline.serving.eviction import make_eviction
+from ridgeline.serving.eviction import EvictionKind, make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
 from ridgeline.serving.request import Request, SamplingParams
@@ -74,7 +74,7 @@ class SimConfig:
     scheduler: SchedulerConfig = SchedulerConfig()
     block_size: int = 16
     prefix_caching: bool = False
-    eviction: str = "lru"
+    eviction: EvictionKind = EvictionKind.LRU
     memory_utilization: float = 0.9
     num_blocks: int | None = None
     tiers: tuple[TierSpec, ...] = ()
@@ -88,6 +88,7 @@ class SimConfig:
     label: str = ""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "eviction", EvictionKind.parse(self.eviction))  # names accepted
         if not 0 < self.memory_utilization <= 1:
             raise ConfigError(
                 f"field memory_utilization: must be in (0, 1], got {self.memory_utilization}"

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
+from ridgeline.specs.html import html_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,17 @@ class SimResult:
             d.pop("requests")
             d.pop("timeline")
         return d
+
+    def _repr_html_(self) -> str:
+        rows = [
+            ("completed / rejected", f"{self.num_completed} / {self.num_rejected}"),
+            ("requests/s, output tokens/s", f"{self.requests_per_s:.3g}, {self.output_tokens_per_s:,.0f}"),
+            ("TTFT p50 / p99 (s)", f"{self.ttft_s.p50:.4g} / {self.ttft_s.p99:.4g}"),
+            ("TPOT p50 / p99 (s)", f"{self.tpot_s.p50:.4g} / {self.tpot_s.p99:.4g}"),
+            ("KV peak, unused allocated", f"{self.kv_peak_frac:.0%}, {self.unused_allocated_frac:.1%}"),
+            ("preemptions, prefix hit rate", f"{self.num_preemptions}, {self.prefix_hit_rate:.0%}"),
+        ]  # fmt: skip
+        return html_table(("simulation", self.label or "run"), rows)
 
 
 class Collector:

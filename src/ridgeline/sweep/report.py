@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ridgeline.specs.html import html_table
 from ridgeline.sweep.point import PointResult
 from ridgeline.sweep.search import FrontPoint, Status, pareto_front
 from ridgeline.sweep.store import ConfigRow, SweepData
@@ -61,6 +62,35 @@ class SweepReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": "ridgeline.sweep-report/1", **asdict(self)}
+
+    def to_dataframe(self) -> Any:
+        """One row per ranked configuration: capacity, objective and the probe at capacity.
+        pandas is optional (``pip install 'ridgeline[pandas]'``)."""
+        import pandas as pd
+
+        return pd.DataFrame([_frame_row(s) for s in self.ranked])
+
+    def _repr_html_(self) -> str:
+        rows = [(s.label, s.status, s.capacity_rps, s.objective) for s in self.ranked[:10]]
+        headers = ("configuration", "status", "capacity req/s", self.objective)
+        title = f"{self.name}: {self.num_configs} configurations, {self.num_probes} simulations"
+        return html_table(headers, rows, title)
+
+
+def _frame_row(s: ConfigSummary) -> dict[str, Any]:
+    cap = s.at_capacity
+    return {
+        "label": s.label,
+        "model": s.model,
+        "chips": s.chips,
+        "status": s.status,
+        "capacity_rps": s.capacity_rps,
+        "objective": s.objective,
+        "num_probes": s.num_probes,
+        "ttft_p_s": cap.ttft_p_s if cap else None,
+        "tpot_p_s": cap.tpot_p_s if cap else None,
+        "output_tokens_per_s": cap.output_tokens_per_s if cap else None,
+    }
 
 
 def _summaries(data: SweepData) -> list[ConfigSummary]:

@@ -20,6 +20,7 @@ import numpy as np
 from ridgeline.analytic import Deployment
 from ridgeline.analytic.deploy import check_deployment
 from ridgeline.errors import CapacityError, ConfigError
+from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.sim import RequestSpec, SimConfig, SimResult, Tokens, kv_pool_blocks, simulate
@@ -55,7 +56,7 @@ class ServingSimulator:
             max_num_seqs=p.max_num_seqs,
             max_model_len=max_model_len,
             long_prefill_token_threshold=p.long_prefill_token_threshold or 0,
-            policy=p.scheduler,
+            policy=PolicyKind.parse(p.scheduler),
             spec=SpecDecodeConfig(k, self.spec_acceptance) if k else None,
         )
         return SimConfig(

@@ -18,16 +18,13 @@ result's ``to_dict()``. Errors a user can cause never become a 500:
 from __future__ import annotations
 
 import importlib.util
-import math
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from enum import Enum
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -37,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ridgeline import analytic as an
 from ridgeline.analytic import dataflow, flash
 from ridgeline.errors import CapacityError, RidgelineError, UnknownNameError
+from ridgeline.report.jsonable import plain_json as clean
 from ridgeline.specs import (
     Accelerator,
     ModelSpec,
@@ -44,7 +42,6 @@ from ridgeline.specs import (
     get_accelerator,
     get_model,
     model_names,
-    param_counts,
     parse_config,
 )
 from ridgeline.web.jobs import Jobs, plan
@@ -80,23 +77,6 @@ class FieldError(RidgelineError):
     def __init__(self, loc: tuple[str, ...], message: str) -> None:
         super().__init__(message)
         self.loc = loc
-
-
-def clean(obj: Any) -> Any:
-    """Plain JSON values: enums by value, numpy as lists/scalars, non-finite floats as null."""
-    if isinstance(obj, dict):
-        return {str(k): clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [clean(v) for v in obj]
-    if isinstance(obj, Enum):
-        return obj.value
-    if isinstance(obj, np.ndarray):
-        return clean(obj.tolist())
-    if isinstance(obj, np.generic):
-        return clean(obj.item())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 BODY_FIELDS = frozenset().union(
@@ -151,49 +131,11 @@ def catalog_accelerator(name: str, loc: tuple[str, ...]) -> Accelerator:
 
 
 def model_summary(m: ModelSpec) -> dict[str, Any]:
-    p = param_counts(m)
-    return {
-        "name": m.name,
-        "family": m.family,
-        "params": p.total,
-        "active_params": p.active,
-        "layers": m.num_layers,
-        "hidden_size": m.hidden_size,
-        "heads": m.num_heads,
-        "kv_heads": m.num_kv_heads,
-        "kv_heads_cached": m.kv_heads_cached,
-        "head_dim": m.head_dim,
-        "vocab_size": m.vocab_size,
-        "attention": m.attention.value,
-        "moe": None if m.moe is None else {"experts": m.moe.num_experts, "top_k": m.moe.top_k},
-        "kv_bytes_per_token": an.kv_bytes_per_token(m),
-        "weights_bytes": an.weights_bytes(m),
-        "param_breakdown": p.to_dict(),
-    }
+    return an.model_summary(m).to_dict()
 
 
 def accelerator_summary(acc: Accelerator) -> dict[str, Any]:
-    return {
-        "name": acc.name,
-        "kind": acc.kind,
-        "vendor": acc.vendor,
-        "description": acc.description,
-        "device_level": acc.device_level,
-        "device_capacity_bytes": acc.device_capacity_bytes,
-        "device_bandwidth_bytes_per_s": acc.device_bandwidth_bytes_per_s,
-        "peak_flops_per_s": {k.value: v for k, v in acc.peak_flops_per_s.items()},
-        "ridge_point_flops_per_byte": acc.ridge_point(),
-        "levels": [
-            {
-                "name": lvl.name,
-                "capacity_bytes": lvl.total_capacity_bytes,
-                "bandwidth_bytes_per_s": lvl.bandwidth_bytes_per_s,
-                "managed_by": lvl.managed_by.value,
-                "scope": lvl.scope.value,
-            }
-            for lvl in acc.levels
-        ],
-    }
+    return an.accelerator_summary(acc).to_dict()
 
 
 def _workload(body: WorkloadBody) -> tuple[ModelSpec, Accelerator]:
@@ -218,38 +160,14 @@ def roofline(body: WorkloadBody) -> dict[str, Any]:
 
 
 def kv(body: KvBody) -> dict[str, Any]:
-    """KV sizing (``kv_bytes``, ``crossover_context``, ``capacity``, ``techniques``) and the
-    KV footprint over context for the page's plot."""
+    """KV sizing (``kv_summary``) and the KV footprint over context for the page's plot."""
     m, acc = _workload(body)
-    dt = body.dtypes()
-    try:
-        cap: dict[str, Any] | None = an.capacity(
-            m, acc, body.context, body.batch, dt, body.reserve_fraction
-        ).to_dict()
-        cap_error = None
-    except CapacityError as e:  # weights alone do not fit: a result to show, not a bad input
-        cap, cap_error = None, str(e)
-    top = max(body.context, (cap or {}).get("max_context") or 0, 1024) * 4
-    contexts = np.unique(np.geomspace(1, top, KV_CURVE_POINTS).round())
-    return {
-        "model": m.name,
-        "accelerator": acc.name,
-        "batch": body.batch,
-        "context": body.context,
-        "kv_dtype": dt.kv.value,
-        "kv_bytes_per_token": an.kv_bytes_per_token(m, dt.kv),
-        "kv_bytes": an.kv_bytes(m, body.batch, body.context, dt.kv),
-        "weights_bytes": an.weights_bytes(m, dt.weight),
-        "crossover_context_tokens": an.crossover_context(m, dt, body.batch),
-        "device_capacity_bytes": acc.device_capacity_bytes,
-        "capacity": cap,
-        "capacity_error": cap_error,
-        "techniques": [t.to_dict() for t in an.techniques(m, body.batch, body.context, dt.kv)],
-        "curve": {
-            "context": contexts.tolist(),
-            "kv_bytes": np.atleast_1d(an.kv_bytes(m, body.batch, contexts, dt.kv)).tolist(),
-        },
-    }
+    summary = an.kv_summary(m, body.batch, body.context, body.dtypes(), acc, body.reserve_fraction)
+    max_context = summary.capacity.max_context if summary.capacity else None
+    top = max(body.context, max_context or 0, 1024) * 4
+    contexts, kv_bytes = an.kv_curve(m, body.batch, summary.dtypes.kv, top, KV_CURVE_POINTS)
+    curve = {"context": contexts.tolist(), "kv_bytes": kv_bytes.tolist()}
+    return {**summary.to_dict(), "curve": curve}
 
 
 def questions(body: WorkloadBody) -> dict[str, Any]:

@@ -1,0 +1,271 @@
+"""Summaries that every face renders: one accelerator, one model, one KV sizing. The CLI prints
+them as tables, the explorer returns their ``to_dict()``; neither builds them itself.
+
+Each summary is a frozen dataclass with ``to_dict()`` (the stable JSON of ``ridgeline hw show
+--json``, ``model show --json`` and ``kv --json``, and of the explorer's ``/api/...`` routes) and
+``_repr_html_()`` for notebooks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ridgeline.analytic.kv import (
+    Capacity,
+    Technique,
+    capacity,
+    crossover_context,
+    kv_bytes,
+    kv_bytes_per_token,
+    techniques,
+    weights_bytes,
+)
+from ridgeline.analytic.roofline import LevelRidge, ridge_points
+from ridgeline.analytic.workload import Dtypes
+from ridgeline.errors import CapacityError
+from ridgeline.specs import Accelerator, DType, ModelSpec, ParamCounts, param_counts
+from ridgeline.specs.html import html_table
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorSummary:
+    """One accelerator of the catalog with the ridge point against each of its levels."""
+
+    accelerator: Accelerator
+    ridge_points: tuple[LevelRidge, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        acc = self.accelerator
+        return {
+            "name": acc.name,
+            "kind": acc.kind,
+            "vendor": acc.vendor,
+            "description": acc.description,
+            "cores": acc.cores,
+            "core_name": acc.core_name,
+            "device_level": acc.device_level,
+            "device_capacity_bytes": acc.device_capacity_bytes,
+            "device_bandwidth_bytes_per_s": acc.device_bandwidth_bytes_per_s,
+            "peak_flops_per_s": {k.value: v for k, v in acc.peak_flops_per_s.items()},
+            "ridge_point_flops_per_byte": acc.ridge_point(),
+            "levels": [_level_dict(lvl) for lvl in acc.levels],
+            "ridge_points": [
+                {"level": r.level, "ridge_point_flops_per_byte": r.ridge_point_flops_per_byte}
+                for r in self.ridge_points
+            ],
+            "interconnect": _link_dict(acc),
+            "sources": dict(acc.sources),
+            "references": dict(acc.references),
+            "notes": list(acc.notes),
+        }
+
+    def _repr_html_(self) -> str:
+        rows = [
+            (lvl.name, lvl.total_capacity_bytes, lvl.bandwidth_bytes_per_s, lvl.managed_by.value)
+            for lvl in self.accelerator.levels
+        ]
+        return html_table(
+            ("level", "bytes", "bytes/s", "managed by"), rows, f"{self.accelerator.description}"
+        )
+
+
+def _level_dict(lvl: Any) -> dict[str, Any]:
+    return {
+        "name": lvl.name,
+        "capacity_bytes": lvl.capacity_bytes,
+        "instances": lvl.instances,
+        "total_capacity_bytes": lvl.total_capacity_bytes,
+        "usable_bytes": lvl.usable_bytes,
+        "bandwidth_bytes_per_s": lvl.bandwidth_bytes_per_s,
+        "managed_by": lvl.managed_by.value,
+        "scope": lvl.scope.value,
+        "note": lvl.note,
+        "sources": dict(lvl.sources),
+    }
+
+
+def _link_dict(acc: Accelerator) -> dict[str, Any] | None:
+    link = acc.interconnect
+    if link is None:
+        return None
+    return {
+        "kind": link.kind,
+        "topology": link.topology.value,
+        "parallelism": link.parallelism.value,
+        "links": link.links,
+        "link_bandwidth_bytes_per_s": link.link_bandwidth_bytes_per_s,
+        "egress_bandwidth_bytes_per_s": link.egress_bandwidth_bytes_per_s,
+        "bidirectional_bytes_per_s": link.bidirectional_bytes_per_s,
+        "latency_s": link.latency_s,
+        "domain_chips": link.domain_chips,
+        "note": link.note,
+        "sources": dict(link.sources),
+    }
+
+
+def accelerator_summary(acc: Accelerator) -> AcceleratorSummary:
+    """``acc`` with its ridge point (bf16) against every memory level of known bandwidth."""
+    return AcceleratorSummary(acc, tuple(ridge_points(acc)))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSummary:
+    """One model's shapes, parameter counts, KV bytes per token and weight bytes."""
+
+    model: ModelSpec
+    params: ParamCounts
+    kv_dtype: DType
+    kv_bytes_per_token: float
+    weights_bytes: float
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.model
+        return {
+            "name": m.name,
+            "family": m.family,
+            "params": self.params.total,
+            "active_params": self.params.active,
+            "layers": m.num_layers,
+            "hidden_size": m.hidden_size,
+            "heads": m.num_heads,
+            "kv_heads": m.num_kv_heads,
+            "kv_heads_cached": m.kv_heads_cached,
+            "head_dim": m.head_dim,
+            "ffn": m.ffn,
+            "vocab_size": m.vocab_size,
+            "attention": m.attention.value,
+            "tied_embeddings": m.tied_embeddings,
+            "sliding_windows": sorted({lyr.window for lyr in m.layers if lyr.window is not None}),
+            "moe": _moe_dict(m),
+            "mla": None if m.mla is None else _mla_dict(m),
+            "kv_dtype": self.kv_dtype.value,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "weights_bytes": self.weights_bytes,
+            "param_breakdown": self.params.to_dict(),
+        }
+
+    def _repr_html_(self) -> str:
+        d = self.to_dict()
+        keys = ("params", "active_params", "layers", "hidden_size", "heads", "kv_heads",
+                "head_dim", "attention", "kv_bytes_per_token", "weights_bytes")  # fmt: skip
+        return html_table(("field", "value"), [(k, d[k]) for k in keys], self.model.name)
+
+
+def _moe_dict(m: ModelSpec) -> dict[str, Any] | None:
+    if m.moe is None:
+        return None
+    return {
+        "experts": m.moe.num_experts,
+        "top_k": m.moe.top_k,
+        "expert_ffn": m.moe.expert_ffn,
+        "shared_ffn": m.moe.shared_ffn,
+        "moe_layers": sum(lyr.moe for lyr in m.layers),
+    }
+
+
+def _mla_dict(m: ModelSpec) -> dict[str, Any]:
+    assert m.mla is not None
+    return {
+        "q_lora_rank": m.mla.q_lora_rank,
+        "kv_lora_rank": m.mla.kv_lora_rank,
+        "qk_rope_head_dim": m.mla.qk_rope_head_dim,
+    }
+
+
+def model_summary(m: ModelSpec, kv_dtype: DType = DType.BF16) -> ModelSummary:
+    """``m``'s parameter counts (``param_counts``), KV bytes per token at ``kv_dtype`` and bf16
+    weight bytes."""
+    return ModelSummary(
+        m, param_counts(m), kv_dtype, kv_bytes_per_token(m, kv_dtype), weights_bytes(m)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class KvSummary:
+    """KV sizing of one model at one batch and context (course module 6): bytes per token and in
+    total, the crossover with the weights, the techniques that shrink it and, when an
+    accelerator is given, what fits its device memory (``capacity_error`` says why nothing does).
+    """
+
+    model: str
+    batch: int
+    context: int
+    dtypes: Dtypes
+    kv_bytes_per_token: float
+    kv_bytes: float
+    weights_bytes: float
+    crossover_context_tokens: int | None
+    techniques: tuple[Technique, ...]
+    accelerator: str | None = None
+    device_capacity_bytes: float | None = None
+    capacity: Capacity | None = None
+    capacity_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("dtypes")
+        cap = self.capacity
+        return {
+            **d,
+            "schema": "ridgeline.kv/1",
+            "kv_dtype": self.dtypes.kv.value,
+            "weight_dtype": self.dtypes.weight.value,
+            "techniques": [t.to_dict() for t in self.techniques],
+            "capacity": None if cap is None else cap.to_dict(),
+            "max_batch": None if cap is None else cap.max_batch,
+            "max_context": None if cap is None else cap.max_context,
+        }
+
+    def _repr_html_(self) -> str:
+        rows = [(t.name, t.description, t.kv_bytes_per_token, t.kv_bytes) for t in self.techniques]
+        title = (
+            f"{self.model}: {self.kv_bytes_per_token:,.0f} B of KV per token; batch {self.batch} x "
+            f"{self.context} tokens = {self.kv_bytes:,.0f} B"
+        )
+        return html_table(("technique", "what", "KV B/token", "KV bytes"), rows, title)
+
+
+def kv_summary(
+    m: ModelSpec,
+    batch: int,
+    context: int,
+    dtypes: Dtypes | None = None,
+    acc: Accelerator | None = None,
+    reserve_fraction: float = 0.1,
+) -> KvSummary:
+    """KV bytes (``kv_bytes``), crossover (``crossover_context``), ``techniques`` and, on
+    ``acc``, ``capacity`` — weights that do not fit are a result here, not an error."""
+    dt = dtypes or Dtypes()
+    cap, error = None, None
+    if acc is not None:
+        try:
+            cap = capacity(m, acc, context, batch, dt, reserve_fraction)
+        except CapacityError as e:
+            error = str(e)
+    return KvSummary(
+        model=m.name,
+        batch=batch,
+        context=context,
+        dtypes=dt,
+        kv_bytes_per_token=kv_bytes_per_token(m, dt.kv),
+        kv_bytes=float(kv_bytes(m, batch, context, dt.kv)),
+        weights_bytes=weights_bytes(m, dt.weight),
+        crossover_context_tokens=crossover_context(m, dt, batch),
+        techniques=tuple(techniques(m, batch, context, dt.kv)),
+        accelerator=None if acc is None else acc.name,
+        device_capacity_bytes=None if acc is None else acc.device_capacity_bytes,
+        capacity=cap,
+        capacity_error=error,
+    )
+
+
+def kv_curve(
+    m: ModelSpec, batch: int, kv_dtype: DType, up_to_context: int, points: int = 96
+) -> tuple[np.ndarray, np.ndarray]:
+    """KV bytes of ``batch`` sequences at ``points`` log-spaced whole contexts from 1 to
+    ``up_to_context`` (for a plot of the footprint against context)."""
+    contexts = np.unique(np.geomspace(1, max(up_to_context, 2), points).round())
+    return contexts, np.atleast_1d(np.asarray(kv_bytes(m, batch, contexts, kv_dtype), float))

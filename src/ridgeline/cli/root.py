@@ -1,0 +1,129 @@
+"""The ``ridgeline`` group: the command table, lazy loading, ``--version``, ``-h`` and shell
+completion. Light on purpose: it imports typer and click only (no numpy, no matplotlib, no
+library layer), so ``ridgeline --help`` answers fast.
+
+A command's module is imported when that command runs (click's "lazily loading subcommands"
+pattern). The top-level help lists every command from ``COMMANDS`` without importing them;
+``tests/test_cli_habits.py`` checks that each one-line help matches its command's docstring.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperCommand
+
+from ridgeline.cli.group import App, GuardedGroup, new_app
+from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
+
+VERSION = "0.1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """Where one top-level command lives and how the top-level help lists it."""
+
+    module: str  # under ridgeline.cli
+    attr: str  # a Typer sub-app or a command function
+    help: str  # first line of its docstring (or of the sub-app's help)
+    panel: str
+
+
+_A, _S, _M, _L = "Analytic", "Serving", "Measured (needs ridgeline\\[torch])", "Learn and share"
+COMMANDS: dict[str, Entry] = {
+    "hw": Entry("analytic_cmds", "hw_app", "Accelerators of the catalog.", _A),
+    "model": Entry("analytic_cmds", "model_app", "Models from the catalog or any config.json.", _A),
+    "roofline": Entry("analytic_cmds", "roofline_cmd", "One step on the roofline: per-operator FLOPs and bytes, intensity, bound, time.", _A),
+    "kv": Entry("analytic_cmds", "kv_cmd", "KV cache: bytes per token and in total, crossover with the weights, what fits, techniques.", _A),
+    "questions": Entry("analytic_cmds", "questions_cmd", "The five questions for an accelerator and workload, and what one decode step reads.", _A),
+    "compare": Entry("analytic_cmds", "compare_cmd", "Five architectures side by side, each on the smallest deployment that holds the model.", _A),
+    "deploy": Entry("deploy_cmds", "deploy_cmd", "A model on many chips of one accelerator: memory, links, bubble and what binds.", _A),
+    "tile": Entry("tiling_cmds", "tile_cmd", "Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile.", _A),
+    "flash": Entry("tiling_cmds", "flash_cmd", "FlashAttention traffic against N on each accelerator's per-core scratchpad.", _A),
+    "schedule": Entry("tiling_cmds", "schedule_cmd", "Compile one step for a scratchpad accelerator and simulate its timeline.", _A),
+    "orchestrate": Entry("tiling_cmds", "orchestrate_cmd", "One KV cache, three orchestrators: bytes per level, time, and the level that binds.", _A),
+    "simulate": Entry("simulate_cmds", "simulate_cmd", "Simulate serving a workload: latency, throughput and KV memory.", _S),
+    "sweep": Entry("sweep_cmds", "sweep_app", "Capacity sweeps: the highest request rate within SLOs, per configuration.", _S),
+    "generate": Entry("engine_cmds", "generate_cmd", "Generate with the real paged-KV engine (random weights unless --weights).", _M),
+    "bench": Entry("engine_cmds", "bench_app", "Benchmarks of the real engine.", _M),
+    "lab": Entry("lab_cmds", "lab_app", "Measure decode on this machine and hold the analytic model to it.", _M),
+    "report": Entry("report_cmd", "report_cmd", "Write the full report (report.html, report.md, report.json and figures) for one model.", _L),
+    "quiz": Entry("quiz_cmds", "quiz_app", "The graded quiz: 22 questions over the seven modules, computed by ridgeline.", _L),
+    "explore": Entry("web_cmds", "explore_cmd", "Serve the explorer: live views of the analytic model and the simulator in a browser.", _L),
+}  # fmt: skip
+
+
+def load_command(name: str, entry: Entry) -> Any:
+    """Import the command's module and build its click command."""
+    obj = getattr(importlib.import_module(f"ridgeline.cli.{entry.module}"), entry.attr)
+    if not isinstance(obj, typer.Typer):  # a command function: a one-command app
+        single = new_app(entry.help)
+        single.command(name, rich_help_panel=entry.panel)(obj)
+        obj = single
+    command = typer.main.get_command(obj)
+    command.name = name
+    return command
+
+
+class LazyGroup(GuardedGroup):
+    """``GuardedGroup`` whose commands come from ``COMMANDS`` and load when they run."""
+
+    LISTING = "ridgeline.listing"
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        if ctx.meta.get(self.LISTING):  # the top-level help only needs names and one line
+            return TyperCommand(cmd_name, help=entry.help, rich_help_panel=entry.panel)
+        return load_command(cmd_name, entry)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        ctx.meta[self.LISTING] = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            ctx.meta[self.LISTING] = False
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ridgeline {VERSION}")
+        raise typer.Exit()
+
+
+app = App(
+    cls=LazyGroup,
+    help=(
+        "ridgeline: where the time and memory of LLM inference go, and why.\n\n"
+        f"Analytic and serving commands default to --hw {DEFAULT_ACCELERATOR} and --model "
+        f"{DEFAULT_MODEL}; the engine and the lab default to distilgpt2, a model that runs on a "
+        "CPU. Every command takes --json; bad input prints one line on stderr and exits 2."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """ridgeline: where the time and memory of LLM inference go, and why."""
+
+
+def main(args: Any = None) -> None:
+    """The console script (``ridgeline``) and ``python -m ridgeline``."""
+    app(args=args, prog_name="ridgeline")

@@ -1,0 +1,143 @@
+"""The option groups of ``ridgeline simulate`` (``cli.options.grouped``): workload, serving,
+cost model, speculative decoding and KV topology, SLOs, output. Each group maps its options
+to the library's configuration with one method; the rules live in the library
+(``step_token_budget``, ``workload_of_kind``, ``parse_tiers``, ``parse_disagg``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+
+from ridgeline.analytic import Efficiency
+from ridgeline.data import trace_path
+from ridgeline.serving.eviction import EvictionKind
+from ridgeline.serving.policies import PolicyKind, step_token_budget
+from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
+from ridgeline.serving.spec_decode import SpecDecodeConfig
+from ridgeline.sim import SLO, RequestSpec, WorkloadSpec, generate, load_trace, parse_lengths
+from ridgeline.sim.compare import DEFAULT_VARIANTS
+from ridgeline.sim.presets import WorkloadKind, workload_of_kind
+
+
+def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:
+    return typer.Option(name, help=help, rich_help_panel=panel)
+
+
+_W, _S, _C, _T, _O = "Workload", "Serving", "Cost model", "Speculation and KV topology", "Output"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadOptions:
+    """What arrives: a synthetic workload or the first lines of a trace."""
+
+    workload: Annotated[WorkloadKind, _opt("--workload", "synthetic workload kind", _W)] = (
+        WorkloadKind.POISSON
+    )
+    rate: Annotated[float, _opt("--rate", "arrivals per second", _W)] = 4.0
+    requests: Annotated[int, typer.Option("--requests", "-n", help="requests (trace: first N lines)", rich_help_panel=_W)] = 1000  # fmt: skip
+    prompt: Annotated[str, _opt("--prompt", "prompt lengths DIST:MEAN[:P]", _W)] = "lognormal:1000"
+    output: Annotated[str, _opt("--output", "output lengths DIST:MEAN[:P]", _W)] = "lognormal:200"
+    cv: Annotated[float, _opt("--cv", "gamma arrivals: coefficient of variation", _W)] = 2.0
+    prefixes: Annotated[int, _opt("--prefixes", "shared system prompts", _W)] = 0
+    prefix_len: Annotated[int, _opt("--prefix-len", "tokens per system prompt", _W)] = 0
+    turns: Annotated[int, _opt("--turns", "turns per conversation", _W)] = 1
+    trace: Annotated[str | None, _opt("--trace", "JSONL or CSV trace, or a shipped sample: splitwise_conv, splitwise_code, vidur_conv_4qps_1k", _W)] = None  # fmt: skip
+    seed: Annotated[int, _opt("--seed", "workload and acceptance seed", _W)] = 0
+
+    def requests_to_serve(self) -> list[RequestSpec]:
+        """The requests: the trace's first ``requests`` lines, or the synthetic workload."""
+        if self.trace:
+            return load_trace(trace_path(self.trace), limit=self.requests)
+        spec = WorkloadSpec(
+            num_requests=self.requests,
+            rate_per_s=self.rate,
+            cv=self.cv,
+            prompt=parse_lengths(self.prompt, 512),
+            output=parse_lengths(self.output, 128),
+            num_prefixes=self.prefixes,
+            prefix_len=self.prefix_len,
+            turns=self.turns,
+            seed=self.seed,
+        )
+        return generate(workload_of_kind(self.workload, spec))
+
+
+@dataclass(frozen=True, slots=True)
+class ServingOptions:
+    """How the server schedules and where the KV lives."""
+
+    policy: Annotated[PolicyKind, _opt("--policy", "queue order and admission", _S)] = (
+        PolicyKind.FCFS
+    )
+    prefix_caching: Annotated[bool, _opt("--prefix-caching", "reuse cached prefixes", _S)] = False
+    chunk: Annotated[int, _opt("--chunk", "token budget per step; 0: no chunking", _S)] = 2048
+    max_seqs: Annotated[int, _opt("--max-seqs", "most running requests", _S)] = 256
+    max_model_len: Annotated[int, _opt("--max-model-len", "longest request (0: the model's context)", _S)] = 0  # fmt: skip
+    block_size: Annotated[int, _opt("--block-size", "tokens per KV block", _S)] = 16
+    eviction: Annotated[EvictionKind, _opt("--eviction", "cached-block eviction", _S)] = (
+        EvictionKind.LRU
+    )
+    mem_util: Annotated[float, _opt("--mem-util", "device memory for weights + KV", _S)] = 0.9
+    preemption: Annotated[PreemptionMode, _opt("--preemption", "recompute or swap", _S)] = (
+        PreemptionMode.RECOMPUTE
+    )
+
+    def scheduler(self, model_context: int, spec: SpecDecodeConfig | None) -> SchedulerConfig:
+        """The scheduler's limits; its token budget follows the policy (``step_token_budget``)."""
+        max_model_len = self.max_model_len or model_context
+        return SchedulerConfig(
+            max_num_batched_tokens=step_token_budget(self.policy, self.chunk, max_model_len),
+            max_num_seqs=self.max_seqs,
+            max_model_len=max_model_len,
+            enable_chunked_prefill=self.chunk > 0,
+            policy=self.policy,
+            preemption=self.preemption,
+            spec=spec,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CostOptions:
+    """How far the cost model's step times fall short of the roofline's."""
+
+    bw_eff: Annotated[float, _opt("--bw-eff", "fraction of peak bandwidth", _C)] = 1.0
+    compute_eff: Annotated[float, _opt("--compute-eff", "fraction of peak FLOP/s", _C)] = 1.0
+    overhead: Annotated[float, _opt("--overhead", "fixed seconds per step", _C)] = 0.0
+
+    def efficiency(self) -> Efficiency:
+        return Efficiency(self.bw_eff, self.compute_eff, self.overhead)
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyOptions:
+    """Speculative decoding, KV tiers below the device, prefill/decode disaggregation."""
+
+    spec_k: Annotated[int, _opt("--spec-k", "draft tokens per step (0: off)", _T)] = 0
+    spec_accept: Annotated[float, _opt("--spec-accept", "draft acceptance rate", _T)] = 0.7
+    spec_draft: Annotated[str | None, _opt("--spec-draft", "draft model (cost)", _T)] = None
+    tiers: Annotated[str | None, _opt("--tiers", "host | NAME:BYTES:BW[:LAT],...", _T)] = None
+    disagg: Annotated[str | None, _opt("--disagg", "P:D prefill:decode instances", _T)] = None
+    link_bw: Annotated[float, _opt("--link-bw", "disagg link bytes/s", _T)] = 50e9
+    link_latency: Annotated[float, _opt("--link-latency", "disagg link latency s", _T)] = 1e-3
+
+    def spec(self) -> SpecDecodeConfig | None:
+        return SpecDecodeConfig(self.spec_k, self.spec_accept) if self.spec_k else None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputOptions:
+    """Goodput SLOs, the variants compared, and what is written."""
+
+    slo_ttft: Annotated[float, _opt("--slo-ttft", "TTFT SLO (s) for goodput", _O)] = 2.0
+    slo_tpot: Annotated[float, _opt("--slo-tpot", "TPOT SLO (s) for goodput", _O)] = 0.1
+    configs: Annotated[str, _opt("--configs", "compare: variants", _O)] = ",".join(DEFAULT_VARIANTS)
+    json_out: Annotated[bool, _opt("--json", "print JSON (stable schema) instead of tables", _O)] = False  # fmt: skip
+    plot: Annotated[str | None, _opt("--plot", "write KV-use and latency-CDF PNGs here", _O)] = None
+
+    def slo(self) -> SLO:
+        return SLO(self.slo_ttft, self.slo_tpot)
+
+    def variants(self) -> list[str]:
+        return [c.strip() for c in self.configs.split(",") if c.strip()]

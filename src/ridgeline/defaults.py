@@ -1,0 +1,11 @@
+"""The one default accelerator and model of every analytic and serving entry point (CLI
+options, the explorer's forms, the report), kept in one place. No imports: the CLI's root reads
+it without loading any layer.
+
+Layer rule: imports nothing; every layer may import it.
+"""
+
+DEFAULT_ACCELERATOR = "h100-sxm"
+DEFAULT_MODEL = "llama-3.1-8b"
+# The engine and the lab run a real model on this machine's CPU: a small one.
+DEFAULT_ENGINE_MODEL = "distilgpt2"
