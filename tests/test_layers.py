@@ -15,8 +15,8 @@ from pathlib import Path
 import ridgeline
 
 ROOT = Path(ridgeline.__file__).parent
-LIBRARY = {"errors", "defaults", "specs", "analytic", "serving", "sim", "engine", "lab", "quiz"}
-LIBRARY |= {"sweep"}
+BASE = {"errors", "defaults", "data"}  # leaves every layer may use
+LIBRARY = BASE | {"specs", "analytic", "serving", "sim", "engine", "lab", "quiz", "sweep"}
 
 # layer -> the ridgeline packages it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
@@ -24,14 +24,14 @@ ALLOWED: dict[str, set[str]] = {
     "defaults": set(),
     "data": {"errors"},
     "__main__": {"cli"},
-    "specs": {"errors", "defaults", "data"},
-    "analytic": {"errors", "defaults", "specs"},
-    "serving": {"errors", "defaults", "specs", "analytic"},
-    "sim": {"errors", "defaults", "specs", "analytic", "serving"},
-    "engine": {"errors", "defaults", "specs", "analytic", "serving"},
-    "lab": {"errors", "defaults", "specs", "analytic", "serving", "sim", "engine"},
-    "quiz": {"errors", "defaults", "specs", "analytic", "serving", "sim"},
-    "sweep": {"errors", "defaults", "specs", "analytic", "serving", "sim"},
+    "specs": BASE,
+    "analytic": BASE | {"specs"},
+    "serving": BASE | {"specs", "analytic"},
+    "sim": BASE | {"specs", "analytic", "serving"},
+    "engine": BASE | {"specs", "analytic", "serving"},
+    "lab": BASE | {"specs", "analytic", "serving", "sim", "engine"},
+    "quiz": BASE | {"specs", "analytic", "serving", "sim"},
+    "sweep": BASE | {"specs", "analytic", "serving", "sim"},
     "report": LIBRARY,
     "cli": LIBRARY | {"report", "web", "cli"},
     "web": LIBRARY | {"report"},

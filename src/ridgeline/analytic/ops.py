@@ -267,79 +267,56 @@ def _mla_attention(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
     else:
         q_params = h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * q_out
     kv_a_params = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
-    uk_params = a.kv_lora_rank * heads * a.qk_nope_head_dim
-    uv_params = a.kv_lora_rank * heads * a.v_head_dim
-    ops = [
-        _op(
-            "attn.q_proj",
-            n,
-            flops=2.0 * tokens * q_params,
-            weight_bytes=q_params * dt.weight.bytes,
-            act_read_bytes=tokens * h * dt.act.bytes,
-            act_write_bytes=tokens * q_out * dt.act.bytes,
-        ),
-        _linear("attn.kv_a_proj", n, kv_a_params, h, a.cache_width, tokens, dt),
-    ]
-    if shape.is_decode:
-        ops.append(
-            _linear(
-                "attn.q_absorb",
-                n,
-                uk_params,
-                heads * a.qk_nope_head_dim,
-                heads * a.kv_lora_rank,
-                tokens,
-                dt,
-            )
-        )
-        for window, count in _windows(m).items():
-            ops.append(
-                _attention_core(
-                    _window_label(window),
-                    count,
-                    m,
-                    shape,
-                    window,
-                    a.cache_width,
-                    a.kv_lora_rank,
-                    a.cache_width,
-                    dt,
-                )
-            )
-        ops.append(
-            _linear(
-                "attn.v_up", n, uv_params, heads * a.kv_lora_rank, heads * a.v_head_dim, tokens, dt
-            )
-        )
-    else:
-        keys = shape.keys()
-        ops.append(
-            _linear(
-                "attn.kv_b_proj",
-                n,
-                uk_params + uv_params,
-                a.kv_lora_rank,
-                heads * (a.qk_nope_head_dim + a.v_head_dim),
-                keys,
-                dt,
-            )
-        )
-        for window, count in _windows(m).items():
-            ops.append(
-                _attention_core(
-                    _window_label(window),
-                    count,
-                    m,
-                    shape,
-                    window,
-                    a.qk_head_dim,
-                    a.v_head_dim,
-                    a.cache_width,
-                    dt,
-                )
-            )
+    q_proj = _op(
+        "attn.q_proj",
+        n,
+        flops=2.0 * tokens * q_params,
+        weight_bytes=q_params * dt.weight.bytes,
+        act_read_bytes=tokens * h * dt.act.bytes,
+        act_write_bytes=tokens * q_out * dt.act.bytes,
+    )
+    ops = [q_proj, _linear("attn.kv_a_proj", n, kv_a_params, h, a.cache_width, tokens, dt)]
+    ops += _mla_absorbed(m, shape, dt) if shape.is_decode else _mla_expanded(m, shape, dt)
     o_params = heads * a.v_head_dim * h
     ops.append(_linear("attn.o_proj", n, o_params, heads * a.v_head_dim, h, tokens, dt))
+    return ops
+
+
+def _mla_absorbed(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
+    """Decode: W_UK absorbed into the query, attention over the cached latent (width
+    ``cache_width``, values of width ``kv_lora_rank``), W_UV applied to the result."""
+    assert m.mla is not None
+    a, heads, n, tokens = m.mla, m.num_heads, m.num_layers, shape.num_tokens
+    uk_params = a.kv_lora_rank * heads * a.qk_nope_head_dim
+    uv_params = a.kv_lora_rank * heads * a.v_head_dim
+    latent = heads * a.kv_lora_rank
+    ops = [_linear("attn.q_absorb", n, uk_params, heads * a.qk_nope_head_dim, latent, tokens, dt)]
+    for window, count in _windows(m).items():
+        label = _window_label(window)
+        ops.append(
+            _attention_core(
+                label, count, m, shape, window, a.cache_width, a.kv_lora_rank, a.cache_width, dt
+            )
+        )
+    ops.append(_linear("attn.v_up", n, uv_params, latent, heads * a.v_head_dim, tokens, dt))
+    return ops
+
+
+def _mla_expanded(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
+    """Prefill: the latent of every key expanded into per-head K and V (W_UK and W_UV as one
+    ``kv_b_proj``), then ordinary attention with head dims ``qk_head_dim`` and ``v_head_dim``."""
+    assert m.mla is not None
+    a, heads, n = m.mla, m.num_heads, m.num_layers
+    up_params = a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim)
+    width = heads * (a.qk_nope_head_dim + a.v_head_dim)
+    ops = [_linear("attn.kv_b_proj", n, up_params, a.kv_lora_rank, width, shape.keys(), dt)]
+    for window, count in _windows(m).items():
+        label = _window_label(window)
+        ops.append(
+            _attention_core(
+                label, count, m, shape, window, a.qk_head_dim, a.v_head_dim, a.cache_width, dt
+            )
+        )
     return ops
 
 

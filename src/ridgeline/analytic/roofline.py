@@ -350,14 +350,7 @@ def sweep(
         shape = UniformShape(num_seqs=b, new_per_seq=c, prior_per_seq=np.zeros_like(b))
     peak = acc.peak(dt.compute) * eff.compute
     bw = acc.device_bandwidth_bytes_per_s * eff.bandwidth
-    zeros = np.zeros_like(b)
-    flops, nbytes, wbytes, kvbytes, time_s = (
-        zeros.copy(),
-        zeros.copy(),
-        zeros.copy(),
-        zeros.copy(),
-        zeros.copy(),
-    )
+    flops, nbytes, wbytes, kvbytes, time_s = (np.zeros_like(b) for _ in range(5))
     for t in op_terms(model, shape, dt):
         compute_s, memory_s = _op_time(t, peak, bw)
         flops += t.flops

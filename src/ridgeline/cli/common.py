@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ridgeline.analytic import Dtypes, Phase
 from ridgeline.cli.group import GuardedGroup, new_app
@@ -20,6 +23,7 @@ from ridgeline.specs import DType
 # their natural width instead of being folded to 80 columns.
 console = Console(soft_wrap=not sys.stdout.isatty(), width=None if sys.stdout.isatty() else 4096)
 err_console = Console(stderr=True)
+Tick = Callable[..., None]
 
 
 HwOpt = Annotated[
@@ -41,6 +45,28 @@ PromptOpt = Annotated[
 
 def dtypes(weight: str = "bf16", act: str = "bf16", kv: str = "bf16") -> Dtypes:
     return Dtypes(DType.parse(weight), DType.parse(act), DType.parse(kv))
+
+
+@contextmanager
+def progress_bar(total: int, enabled: bool, label: str = "") -> Iterator[Tick | None]:
+    """A Rich progress bar on stderr for long runs, or ``None`` when not shown. Call the tick
+    with the number done so far (or nothing, to advance by one) and an optional description."""
+    if not enabled:
+        yield None
+        return
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, TextColumn("{task.description}"), console=err_console) as bar:
+        task = bar.add_task("", total=total)
+
+        def tick(done: int | None = None, description: str | None = None) -> None:
+            if done is None:
+                bar.advance(task)
+            else:
+                bar.update(task, completed=done)
+            if description is not None:
+                bar.update(task, description=description)
+
+        yield tick
 
 
 def save_plot(fig: Any, path: str | Path) -> Path:

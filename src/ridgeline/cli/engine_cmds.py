@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, err_console, new_app
+from ridgeline.defaults import DEFAULT_ENGINE_MODEL
 from ridgeline.errors import ConfigError
 
 bench_app = new_app("Benchmarks of the real engine.")
@@ -43,7 +44,7 @@ def _prompts(
 
 
 def generate_cmd(
-    model: ModelOpt = "distilgpt2",
+    model: ModelOpt = DEFAULT_ENGINE_MODEL,
     weights: WeightsOpt = None,
     tokenizer: TokenizerOpt = None,
     prompt: Annotated[str | None, typer.Option(help="prompt text (needs --tokenizer)")] = None,
@@ -107,7 +108,7 @@ def _render(payload: dict[str, Any]) -> None:
 
 
 def bench_engine_cmd(
-    model: ModelOpt = "distilgpt2",
+    model: ModelOpt = DEFAULT_ENGINE_MODEL,
     batch: Annotated[list[int] | None, typer.Option("--batch", "-b", help="repeatable")] = None,
     context: Annotated[list[int] | None, typer.Option("--context", "-t", help="repeatable")] = None,
     steps: Annotated[int, typer.Option(help="measured steps per point")] = 5,
@@ -136,25 +137,16 @@ def bench_engine_cmd(
         for p in points
     ]  # fmt: skip
     if json_out:
-        emit_json(
-            {
-                "schema": "ridgeline.bench-engine/1",
-                "model": model,
-                "load_average": load,
-                "points": rows,
-            }
-        )
+        payload = {"model": model, "load_average": load, "points": rows}
+        emit_json({"schema": "ridgeline.bench-engine/1", **payload})
         return
-    table = Table(title=f"engine decode step vs roofline: {model} (load {load[0]:.2f})")
-    cols = (
-        "batch",
-        "context",
-        "roofline ms",
-        "bytes ÷ BW ms",
-        "step ms",
-        "cpu ms",
-        "step / roofline",
-    )
+    _print_bench(rows, f"engine decode step vs roofline: {model} (load {load[0]:.2f})")
+
+
+def _print_bench(rows: list[dict[str, Any]], title: str) -> None:
+    table = Table(title=title)
+    cols = ("batch", "context", "roofline ms", "bytes ÷ BW ms", "step ms", "cpu ms",
+            "step / roofline")  # fmt: skip
     for col in cols:
         table.add_column(col, justify="right")
     for r in rows:

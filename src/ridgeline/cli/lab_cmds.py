@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, new_app
+from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, new_app, progress_bar
+from ridgeline.cli.lab_render import print_calibration, print_comparison, print_kv, print_profile
+from ridgeline.defaults import DEFAULT_ENGINE_MODEL
 from ridgeline.errors import ConfigError
 from ridgeline.lab.store import DEFAULT_DB
-from ridgeline.specs.units import MiB, fmt_bytes, fmt_rate
+from ridgeline.specs.units import MiB
 
 lab_app = new_app("Measure decode on this machine and hold the analytic model to it.")
 
@@ -25,6 +25,10 @@ ThreadsOpt = Annotated[int, typer.Option("--threads", help="intra-op threads (1 
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda")]
 BatchesOpt = Annotated[str, typer.Option("--batch", "-b", help="batch sizes, e.g. 1,4,16")]
 ContextsOpt = Annotated[str, typer.Option("--context", "-t", help="contexts, e.g. 128,512,1024")]
+BackendsOpt = Annotated[
+    list[str] | None,
+    typer.Option(help="hf:<dynamic|static>:<sdpa|eager> (repeatable) or ridgeline"),
+]
 TimerOpt = Annotated[
     str, typer.Option("--timer", help="wall, or cpu (process time: discounts a busy machine)")
 ]
@@ -36,10 +40,16 @@ def _check_device(device: str) -> None:
     check_device(device)
 
 
-def _env_dict(threads: int, device: str) -> dict[str, Any]:
+def _record(
+    db: str, kind: str, config: dict[str, Any], run_on: tuple[int, str], result: dict[str, Any]
+) -> None:
+    """Store one result with the environment it ran in (threads, device) and its start time."""
     from ridgeline.lab import env as lab_env
+    from ridgeline.lab.store import ResultsStore
 
-    return lab_env.capture(threads, device).to_dict()
+    env = lab_env.capture(*run_on).to_dict()
+    with ResultsStore(db) as store:
+        store.put(kind, {**config, "at": env["started_at"]}, env, result)
 
 
 @lab_app.command("calibrate")
@@ -63,7 +73,6 @@ def calibrate_cmd(
     write them as accelerator specs NAME (all threads) and NAME-t1 (one thread)."""
     from ridgeline.lab.calibrate import calibrate
     from ridgeline.lab.machine import KIND, CalibrationSpec, default_threads, write_specs
-    from ridgeline.lab.store import ResultsStore
     from ridgeline.lab.sweep import parse_ints
 
     _check_device(device)
@@ -78,57 +87,20 @@ def calibrate_cmd(
     with console.status("calibrating (bandwidth, then matmul)..."):
         cal = calibrate(spec)
     written = write_specs(cal, name, out_dir)
-    env = _env_dict(max(spec.threads), device)
-    with ResultsStore(db) as store:
-        store.put(KIND, {**spec.to_dict(), "at": env["started_at"]}, env, cal.to_dict())
+    _record(db, KIND, spec.to_dict(), (max(spec.threads), device), cal.to_dict())
     if json_out:
+        specs = [str(w.path) for w in written]
         emit_json(
-            {
-                "schema": "ridgeline.lab-calibrate/1",
-                "calibration": cal.to_dict(),
-                "specs": [str(w.path) for w in written],
-            }
+            {"schema": "ridgeline.lab-calibrate/1", "calibration": cal.to_dict(), "specs": specs}
         )
         return
-    table = Table(
-        "kernel", "size", "threads", "best", "median", title=f"Bandwidth: {cal.device_name}"
-    )
-    for p in cal.bandwidth:
-        table.add_row(
-            p.kernel,
-            fmt_bytes(p.size_bytes, binary=True),
-            str(p.threads),
-            fmt_rate(p.best_bytes_per_s, "B/s"),
-            fmt_rate(p.median_bytes_per_s, "B/s"),
-        )
-    console.print(table)
-    mm = Table("dtype", "n", "threads", "best", title="Matmul peak")
-    for m in cal.matmul:
-        mm.add_row(m.dtype, str(m.n), str(m.threads), fmt_rate(m.best_flops_per_s, "FLOP/s"))
-    console.print(mm)
-    gemm = Table("batch", "shape", "threads", "time", "weights streamed at", title="Decode GEMM")
-    for g in cal.gemm:
-        gemm.add_row(
-            str(g.batch),
-            f"[{g.batch},{g.n_in}]x[{g.n_in},{g.n_out}]",
-            str(g.threads),
-            f"{g.best_s * 1e3:.2f} ms",
-            fmt_rate(g.weight_bytes_per_s, "B/s"),
-        )
-    console.print(gemm)
-    for w in written:
-        console.print(
-            f"wrote {w.path} (--hw {w.name}: {w.threads} thread(s), {fmt_rate(w.accelerator.device_bandwidth_bytes_per_s, 'B/s')})"
-        )
+    print_calibration(cal, written)
 
 
 @lab_app.command("sweep")
 def sweep_cmd(
-    model: ModelOpt = "distilgpt2",
-    backend: Annotated[
-        list[str] | None,
-        typer.Option(help="hf:<dynamic|static>:<sdpa|eager> (repeatable) or ridgeline"),
-    ] = None,
+    model: ModelOpt = DEFAULT_ENGINE_MODEL,
+    backend: BackendsOpt = None,
     batch: BatchesOpt = "1,4,16",
     context: ContextsOpt = "128,512,1024",
     steps: Annotated[int, typer.Option(help="timed decode steps per point")] = 12,
@@ -155,57 +127,31 @@ def sweep_cmd(
 
     _check_device(device)
     base = PointConfig(
-        model=model,
-        steps=steps,
-        warmup=warmup,
-        memory_steps=memory_steps,
-        profile_steps=profile_steps,
-        threads=threads,
-        dtype=dtype,
-        device=device,
-        weights=weights,
-    )
-    spec = SweepSpec(
-        parse_backends(backend or list(DEFAULT_BACKENDS)),
-        parse_ints(batch, "--batch"),
-        parse_ints(context, "--context"),
-        base,
-    )
-    total = len(spec.points())
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with ResultsStore(db) as store, Progress(*columns, console=console, disable=json_out) as bar:
-        task = bar.add_task("sweep", total=total)
+        model=model, steps=steps, warmup=warmup, memory_steps=memory_steps,
+        profile_steps=profile_steps, threads=threads, dtype=dtype, device=device, weights=weights,
+    )  # fmt: skip
+    backends = parse_backends(backend or list(DEFAULT_BACKENDS))
+    spec = SweepSpec(backends, parse_ints(batch, "--batch"), parse_ints(context, "--context"), base)
+    with ResultsStore(db) as store, progress_bar(len(spec.points()), not json_out) as tick:
 
         def progress(cfg: PointConfig, status: str) -> None:
-            bar.update(
-                task, advance=1, description=f"{cfg.label} B={cfg.batch} T={cfg.context} {status}"
-            )
+            if tick is not None:
+                tick(description=f"{cfg.label} B={cfg.batch} T={cfg.context} {status}")
 
         outcome = run_sweep(spec, store, progress)
+    counts = {"measured": outcome.measured, "skipped": outcome.skipped, "total": outcome.total}
     if json_out:
-        emit_json(
-            {
-                "schema": "ridgeline.lab-sweep/1",
-                "db": db,
-                "measured": outcome.measured,
-                "skipped": outcome.skipped,
-                "total": outcome.total,
-            }
-        )
+        emit_json({"schema": "ridgeline.lab-sweep/1", "db": db, **counts})
         return
     console.print(
-        f"{outcome.measured} measured, {outcome.skipped} already stored, {outcome.total} points in {db}"
+        f"{outcome.measured} measured, {outcome.skipped} already stored, {outcome.total} points "
+        f"in {db}"
     )
 
 
 @lab_app.command("profile")
 def profile_cmd(
-    model: ModelOpt = "distilgpt2",
+    model: ModelOpt = DEFAULT_ENGINE_MODEL,
     batch: Annotated[int, typer.Option("--batch", "-b")] = 4,
     context: Annotated[int, typer.Option("--context", "-t")] = 512,
     cache: Annotated[str, typer.Option(help="dynamic or static")] = "dynamic",
@@ -220,58 +166,18 @@ def profile_cmd(
     """torch.profiler over decode steps: top ops by time and memory, peak and its parts, trace."""
     from ridgeline.lab.points import PointConfig
     from ridgeline.lab.profile import run_profile
-    from ridgeline.lab.store import ResultsStore
 
     _check_device(device)
     cfg = PointConfig(
-        model=model,
-        cache=cache,
-        attn=attn,
-        batch=batch,
-        context=context,
-        profile_steps=steps,
-        threads=threads,
-        device=device,
-    )
+        model=model, cache=cache, attn=attn, batch=batch, context=context, profile_steps=steps,
+        threads=threads, device=device,
+    )  # fmt: skip
     rep = run_profile(cfg, trace)
-    env = _env_dict(threads, device)
-    with ResultsStore(db) as store:
-        store.put("profile", {**cfg.to_dict(), "at": env["started_at"]}, env, rep.to_dict())
+    _record(db, "profile", cfg.to_dict(), (threads, device), rep.to_dict())
     if json_out:
         emit_json(rep.to_dict())
         return
-    s = rep.summary
-    for title, rows in (
-        ("by self time", s.top_time),
-        ("by memory allocated", s.top_memory),
-    ):
-        table = Table(
-            "op",
-            "calls/step",
-            "self ms/step",
-            "share",
-            "self alloc/step",
-            title=f"Top operators {title}",
-        )
-        for r in rows:
-            table.add_row(
-                r.name,
-                f"{r.calls_per_step:.0f}",
-                f"{r.self_s_per_step * 1e3:.2f}",
-                f"{100 * r.share:.1f}%",
-                fmt_bytes(r.self_bytes_per_step, binary=True),
-            )
-        console.print(table)
-    c = rep.composition
-    console.print(
-        f"peak during decode {fmt_bytes(c.peak, binary=True)} = parameters {fmt_bytes(c.parameters, binary=True)} "
-        f"+ KV {fmt_bytes(c.kv_at_start, binary=True)} + temporaries {fmt_bytes(c.temporaries, binary=True)} "
-        f"(KV after: {fmt_bytes(c.kv_at_end, binary=True)})"
-    )
-    console.print(
-        f"allocated {fmt_bytes(s.allocated_bytes_per_step, binary=True)}/step vs {fmt_bytes(rep.analytic_bytes_per_step, binary=True)} moved/step "
-        f"(analytic): ratio {rep.allocated_over_moved:.2f} — allocations are not traffic; trace: {rep.trace_path}"
-    )
+    print_profile(rep)
 
 
 @lab_app.command("kv")
@@ -286,98 +192,16 @@ def kv_cmd(
 ) -> None:
     """KV formula vs cache tensors (exact) and freed memory (1%); MHA/GQA/MQA; scratchpad fit."""
     from ridgeline.lab.kvlab import KIND, run_kv
-    from ridgeline.lab.store import ResultsStore
     from ridgeline.specs import DType
 
     rep = run_kv(
         batch, context, decode_steps, scratchpad_hw=hw, scratchpad_dtype=DType.parse(kv_dtype)
     )
-    env = _env_dict(1, "cpu")
-    with ResultsStore(db) as store:
-        store.put(
-            KIND, {"batch": batch, "context": context, "at": env["started_at"]}, env, rep.to_dict()
-        )
+    _record(db, KIND, {"batch": batch, "context": context}, (1, "cpu"), rep.to_dict())
     if json_out:
         emit_json(rep.to_dict())
         return
-    table = Table(
-        "model",
-        "attn",
-        "kv heads",
-        "formula",
-        "cache tensors",
-        "exact",
-        "freed (malloc)",
-        "err",
-        "freed (RSS)",
-        "err",
-        "decode",
-        title=f"KV at batch {batch}, context {context} (fp32)",
-    )
-    for c in rep.checks:
-        table.add_row(
-            c.name,
-            c.attention,
-            str(c.num_kv_heads),
-            fmt_bytes(c.formula_bytes, binary=True),
-            fmt_bytes(c.tensor_bytes, binary=True),
-            "yes" if c.exact else "NO",
-            _opt_bytes(c.freed_malloc_bytes),
-            _pct(c.malloc_error),
-            _opt_bytes(c.freed_rss_bytes),
-            _pct(c.rss_error),
-            f"{c.decode_median_s * 1e3:.1f} ms",
-        )
-    console.print(table)
-    sp = Table(
-        "model",
-        "level",
-        "capacity",
-        "B/token/head",
-        "tokens per head",
-        "per layer",
-        "all layers",
-        title=f"Tokens of {kv_dtype} KV in one {hw} scratchpad",
-    )
-    for f in rep.scratchpad:
-        sp.add_row(
-            f.model,
-            f.level,
-            fmt_bytes(f.capacity_bytes, binary=True),
-            f"{f.bytes_per_token_per_head:.0f}",
-            f"{f.tokens_per_head:,}",
-            f"{f.tokens_per_layer:,}",
-            f"{f.tokens_all_layers:,}",
-        )
-    console.print(sp)
-
-
-def _fit_line(f: Any) -> str:
-    weights = (
-        f" + {f.weight_scale:.2f} x W/BW_gemm(B)"
-        if f.weight_scale is not None
-        else " (weights included)"
-    )
-    kv = fmt_rate(f.kv_bandwidth, "B/s") if f.kv_bandwidth else "inf"
-    flops = fmt_rate(f.flops_per_s, "FLOP/s") if f.flops_per_s else "inf"
-    loo = (
-        f" (leave-one-out {100 * f.loo_median_abs_error:.1f}%)"
-        if f.loo_median_abs_error is not None
-        else ""
-    )
-    faults = f" + faults x {f.fault_s * 1e6:.2f} us" if f.fault_s else ""
-    return (
-        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms{weights} + KV/{kv} + FLOPs/{flops}{faults};"
-        f" median |error| {100 * f.median_abs_error:.1f}%{loo}"
-    )
-
-
-def _opt_bytes(value: int | None) -> str:
-    return "—" if value is None else fmt_bytes(value, binary=True)
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:+.2f}%"
+    print_kv(rep, f"KV at batch {batch}, context {context} (fp32)", f"{kv_dtype} KV in one {hw}")
 
 
 @lab_app.command("compare")
@@ -398,52 +222,7 @@ def compare_cmd(
     if json_out:
         emit_json(cmp.to_dict())
         return
-    table = Table(
-        "backend",
-        "B",
-        "T",
-        "measured",
-        "p10–p90",
-        "predicted",
-        "ratio",
-        "BW frac",
-        "fitted",
-        "fit err",
-        title=f"Decode step: measured ({timer} time) vs predicted on {cmp.accelerator}",
-    )
-    for p in cmp.points:
-        table.add_row(
-            p.label,
-            str(p.batch),
-            str(p.context),
-            f"{p.measured_s * 1e3:.1f} ms",
-            f"{p.p10_s * 1e3:.1f}–{p.p90_s * 1e3:.1f}",
-            f"{p.predicted_s * 1e3:.1f} ms",
-            f"{p.ratio:.2f}",
-            f"{p.bandwidth_fraction:.2f}",
-            f"{(p.fitted_s or 0) * 1e3:.1f} ms",
-            _pct(p.fit_error),
-        )
-    console.print(table)
-    for f in cmp.fits:
-        console.print(_fit_line(f))
-    gap = Table(
-        "backend",
-        "B",
-        "T",
-        "gap",
-        *[c.name for c in cmp.points[0].causes],
-        title="Gap (measured − predicted), ms per step",
-    )
-    for p in cmp.points:
-        gap.add_row(
-            p.label,
-            str(p.batch),
-            str(p.context),
-            f"{(p.measured_s - p.predicted_s) * 1e3:.1f}",
-            *[f"{c.seconds * 1e3:.1f}" for c in p.causes],
-        )
-    console.print(gap)
+    print_comparison(cmp, timer)
 
 
 @lab_app.command("report")

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, err_console, save_plot
+from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, progress_bar, save_plot
 from ridgeline.cli.options import grouped
 from ridgeline.cli.simulate_options import (
     CostOptions,
@@ -36,18 +33,6 @@ class Mode(StrEnum):
 
     RUN = "run"
     COMPARE = "compare"
-
-
-@contextmanager
-def _progress(total: int, enabled: bool) -> Iterator[Callable[[int], None] | None]:
-    """A Rich progress bar on stderr for long runs (``None`` when not shown)."""
-    if not enabled:
-        yield None
-        return
-    columns = (TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=True) as bar:
-        task = bar.add_task("sim", total=total)
-        yield lambda done: bar.update(task, completed=done)
 
 
 def _ms(x: float) -> str:
@@ -114,9 +99,9 @@ def _run(
 ) -> list[SimResult]:
     """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``."""
     if variants is None:
-        with _progress(len(wl), show) as tick:
+        with progress_bar(len(wl), show, "simulating") as tick:
             return [simulate(cfg, wl, tick)]
-    with _progress(len(variants), show) as tick:
+    with progress_bar(len(variants), show, "simulating") as tick:
         started: list[str] = []
 
         def on_variant(label: str) -> None:

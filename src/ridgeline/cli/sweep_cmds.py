@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
 from ridgeline.cli.common import (
@@ -15,8 +14,8 @@ from ridgeline.cli.common import (
     PlotOpt,
     console,
     emit_json,
-    err_console,
     new_app,
+    progress_bar,
     save_plot,
 )
 from ridgeline.errors import ConfigError
@@ -46,6 +45,15 @@ DbOpt = Annotated[
     typer.Option("--db", help="result store (default: SPEC's name with .db or .parquet)"),
 ]
 ListOpt = Annotated[str | None, typer.Option(help="comma-separated; replaces the spec's axis")]
+
+
+AddressOpt = Annotated[
+    str | None, typer.Option(help="Ray cluster to join (default: start a local one)")
+]
+WorkersOpt = Annotated[
+    int | None, typer.Option(help="processes (local) or CPUs (ray); default: all cores")
+]
+SimulatorOpt = Annotated[str | None, typer.Option(help="module:factory of another point simulator")]
 
 
 def _split(text: str | None) -> tuple[str, ...] | None:
@@ -82,50 +90,31 @@ def run_cmd(
     db: DbOpt = None,
     fmt: Annotated[StoreFormat, typer.Option("--format", help="store format")] = StoreFormat.SQLITE,
     backend: Annotated[BackendKind, typer.Option(help="where probes run")] = BackendKind.LOCAL,
-    address: Annotated[
-        str | None, typer.Option(help="Ray cluster to join (default: start a local one)")
-    ] = None,
-    workers: Annotated[
-        int | None, typer.Option(help="processes (local) or CPUs (ray); default: all cores")
-    ] = None,
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
     objective: Annotated[Objective | None, typer.Option(help="replaces the spec's")] = None,
     seed: Annotated[int | None, typer.Option(help="replaces the spec's")] = None,
     models: ListOpt = None,
     accelerators: ListOpt = None,
     chips: ListOpt = None,
-    simulator: Annotated[
-        str | None, typer.Option(help="module:factory of another point simulator")
-    ] = None,
+    simulator: SimulatorOpt = None,
     progress: Annotated[bool, typer.Option(help="show a progress bar on stderr")] = True,
     json_out: JsonOpt = False,
 ) -> None:
     """Run (or resume) the sweep of SPEC; every probe is stored as it finishes."""
     spec = with_overrides(
-        load_spec(spec_path),
-        objective=objective,
-        seed=seed,
-        models=_split(models),
-        accelerators=_split(accelerators),
-        deployments=_chips(chips),
-    )
+        load_spec(spec_path), objective=objective, seed=seed, models=_split(models),
+        accelerators=_split(accelerators), deployments=_chips(chips),
+    )  # fmt: skip
     sim = load_simulator(simulator)
     db = db or f"{spec_path.stem}.{'parquet' if fmt is StoreFormat.PARQUET else 'db'}"
     store = open_store(db, fmt)
     n = len(spec.configurations())
-    bar = Progress(
-        TextColumn("sweep"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=err_console,
-        disable=not progress,
-    )
-    with bar:
-        task = bar.add_task("starting", total=n)
+    with progress_bar(n, progress, "sweep") as tick:
 
         def update(p: SweepProgress) -> None:
-            bar.update(task, completed=p.num_finished, description=_describe(p))
+            if tick is not None:
+                tick(p.num_finished, _describe(p))
 
         try:
             outcome = run_sweep(spec, store, make_backend(backend, workers, address), sim, update)
@@ -133,16 +122,9 @@ def run_cmd(
             store.close()
     rep = sweep_report(read_store(db))
     if json_out:
-        emit_json(
-            {
-                "schema": "ridgeline.sweep-run/1",
-                "num_configs": n,
-                "num_simulated": outcome.num_simulated,
-                "num_reused": outcome.num_reused,
-                "wall_s": outcome.wall_s,
-                "report": rep.to_dict(),
-            }
-        )
+        counts = {"num_simulated": outcome.num_simulated, "num_reused": outcome.num_reused}
+        emit_json({"schema": "ridgeline.sweep-run/1", "num_configs": n, **counts,
+                   "wall_s": outcome.wall_s, "report": rep.to_dict()})  # fmt: skip
         return
     console.print(_rich(ranked_table(rep, 10)))
     console.print(

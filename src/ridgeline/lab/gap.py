@@ -288,28 +288,23 @@ def decompose(
             what, got - roof, f"profiler: {group} {_ms(got)} vs {_ms(roof)} at the roofline"
         )
 
+    outside = f"profiler: {_pct(1 - op_s / wall)} of the step outside operators (Python, dispatch)"
+    sys_time = (
+        f"getrusage: {_ms(timing['sys_s_per_step'])} sys time and "
+        f"{timing['minor_faults_per_step']:.0f} minor faults per step"
+    )
+    others = (
+        "profiler: norms, activations, embedding, copies "
+        f"{_pct(cats.get('other ops', 0.0) / measured_s)} of the step"
+    )
     return (
-        Cause(
-            "framework overhead",
-            left["overhead"],
-            f"profiler: {_pct(1 - op_s / wall)} of the step outside operators (Python, dispatch)",
-        ),
+        Cause("framework overhead", left["overhead"], outside),
         Cause("cache concat & realloc", left["update"], cache_evidence),
-        Cause(
-            "allocator page faults",
-            faults,
-            f"getrusage: {_ms(timing['sys_s_per_step'])} sys time and "
-            f"{timing['minor_faults_per_step']:.0f} minor faults per step",
-        ),
+        Cause("allocator page faults", faults, sys_time),
         excess("linear GEMMs", "small-batch GEMM"),
         excess("attention", "attention"),
         excess("lm_head", "lm_head"),
-        Cause(
-            "other ops",
-            left["other"] - ideal.get("other ops", 0.0),
-            f"profiler: norms, activations, embedding, copies "
-            f"{_pct(cats.get('other ops', 0.0) / measured_s)} of the step",
-        ),
+        Cause("other ops", left["other"] - ideal.get("other ops", 0.0), others),
     )
 
 

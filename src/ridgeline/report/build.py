@@ -12,7 +12,6 @@ import numpy as np
 from ridgeline import analytic as an
 from ridgeline.analytic.roofline import LevelRidge
 from ridgeline.defaults import DEFAULT_ACCELERATOR
-from ridgeline.errors import CapacityError
 from ridgeline.report import plots
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
 from ridgeline.report.figures import save_figure
@@ -139,56 +138,44 @@ def _roofline_section(ctx: ReportContext) -> Section:
     )
 
 
+def _kv_text(k: an.KvSummary, acc: Accelerator) -> tuple[str, ...]:
+    cross = k.crossover_context_tokens
+    first = (
+        f"{k.model} stores {k.kv_bytes_per_token:,.0f} bytes of bf16 KV per token; its KV passes "
+        f"its bf16 weights ({fmt_bytes(k.weights_bytes)}) at "
+        f"{'no context' if cross is None else f'{cross:,} tokens'} at batch {k.batch}."
+    )
+    cap = k.capacity
+    if cap is None:
+        return (first, str(k.capacity_error))
+    fits = (
+        f"On {acc.name} ({fmt_bytes(acc.device_capacity_bytes)} of {acc.device_level}, 10% "
+        f"reserved): at most {cap.max_batch} sequences of {k.context} tokens, or one sequence "
+        f"of {cap.max_context:,} tokens."
+    )
+    return (first, fits)
+
+
 def _kv_section(ctx: ReportContext) -> Section:
     m, acc = ctx.model, ctx.hw
-    cross = an.crossover_context(m)
-    techs = an.techniques(m, ctx.batch, ctx.context)
+    k = an.kv_summary(m, ctx.batch, ctx.context, acc=acc)
     rows = tuple(
-        (
-            t.name,
-            t.description,
-            f"{t.kv_bytes_per_token:,.0f}",
-            fmt_bytes(t.kv_bytes),
-            f"{t.ratio_to_mha:.3f}",
-        )
-        for t in techs
-    )
-    paragraphs = [
-        f"{m.name} stores {an.kv_bytes_per_token(m):,.0f} bytes of bf16 KV per token; "
-        f"its KV passes its bf16 weights ({fmt_bytes(an.weights_bytes(m))}) at "
-        f"{'no context' if cross is None else f'{cross:,} tokens'} at batch 1."
-    ]
-    data: dict = {
-        "kv_bytes_per_token": an.kv_bytes_per_token(m),
-        "crossover_context_tokens": cross,
-        "techniques": [t.to_dict() for t in techs],
-    }
-    try:
-        cap = an.capacity(m, acc, ctx.context)
-        paragraphs.append(
-            f"On {acc.name} ({fmt_bytes(acc.device_capacity_bytes)} usable "
-            f"{acc.device_level}, 10% reserved): at most {cap.max_batch} sequences of "
-            f"{ctx.context} tokens, or one sequence of {cap.max_context:,} tokens."
-        )
-        data["capacity"] = cap.to_dict()
-    except CapacityError as e:
-        paragraphs.append(str(e))
+        (t.name, t.description, f"{t.kv_bytes_per_token:,.0f}", fmt_bytes(t.kv_bytes),
+         f"{t.ratio_to_mha:.3f}")
+        for t in k.techniques
+    )  # fmt: skip
+    title = f"{m.name}: KV at batch {ctx.batch}, {ctx.context} tokens"
     figs = (
         save_figure(plots.kv_plot(m, acc=acc), ctx.figure("kv.png")),
-        save_figure(
-            plots.techniques_plot(
-                techs, f"{m.name}: KV at batch {ctx.batch}, {ctx.context} tokens"
-            ),
-            ctx.figure("kv_techniques.png"),
-        ),
+        save_figure(plots.techniques_plot(k.techniques, title), ctx.figure("kv_techniques.png")),
     )
     return Section(
         "kv",
         "KV cache",
-        tuple(paragraphs),
+        _kv_text(k, acc),
         (Table(("technique", "what", "KV B/token", "KV total", "vs MHA"), rows),),
         figs,
-        data,
+        k.to_dict(),
     )
 
 

@@ -216,7 +216,7 @@ def start_simulation(jobs: Jobs, body: SimulateBody) -> dict[str, Any]:
     return jobs.submit(cfg, requests).to_dict()
 
 
-def _add_api(app: FastAPI) -> None:
+def _add_catalog(app: FastAPI) -> None:
     @app.get("/api/accelerators", response_model=AcceleratorList, tags=["catalog"])
     def list_accelerators() -> Any:
         """Every catalog accelerator: device level, capacity, bandwidth, peaks, ridge point."""
@@ -244,6 +244,8 @@ def _add_api(app: FastAPI) -> None:
         """Parse an uploaded config.json (``parse_config``) and count its parameters."""
         return clean(model_summary(resolve_model(body)))
 
+
+def _add_analytic(app: FastAPI) -> None:
     @app.post("/api/roofline", response_model=RooflineOut, tags=["analytic"])
     def post_roofline(body: WorkloadBody) -> Any:
         """Prefill and decode steps on the roofline: per-op FLOPs and bytes, intensity, bound."""
@@ -334,7 +336,8 @@ def create_app(sim_time_limit_s: float = MAX_SIM_SECONDS) -> FastAPI:
     )
     app.add_exception_handler(RidgelineError, _on_library_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
-    _add_api(app)
+    _add_catalog(app)
+    _add_analytic(app)
     _add_simulate(app, jobs)
     _add_page(app)
     return app

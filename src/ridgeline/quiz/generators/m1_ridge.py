@@ -157,17 +157,12 @@ def kv_intensity_q(
     mha_kv = di.flops / (di.weight_bytes + mha.kv_bytes)
     twice = di.flops / (di.weight_bytes + 2 * di.kv_bytes)
     tol = 0.03
-    choices, key = numeric_choices(
-        rng,
-        di.with_kv,
-        [
-            (Mistake.WEIGHTS_ONLY, di.weights_only),
-            (Mistake.KV_ALL_QUERY_HEADS, mha_kv),
-            (Mistake.KV_TWICE, twice),
-        ],
-        lambda v: f"{v:.3g} FLOP/B",
-        tol,
-    )
+    mistakes = [
+        (Mistake.WEIGHTS_ONLY, di.weights_only),
+        (Mistake.KV_ALL_QUERY_HEADS, mha_kv),
+        (Mistake.KV_TWICE, twice),
+    ]
+    choices, key = numeric_choices(rng, di.with_kv, mistakes, lambda v: f"{v:.3g} FLOP/B", tol)
     return Question(
         generator="kv_intensity",
         module=Module.RIDGE,

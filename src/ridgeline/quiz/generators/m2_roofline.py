@@ -219,18 +219,14 @@ def attainable_q(
     cost = step_cost(m, acc, Workload(phase, batch, tokens))
     peak, bw, ai = cost.peak_flops_per_s, cost.bandwidth_bytes_per_s, cost.arithmetic_intensity
     tol = 0.03
-    choices, key = numeric_choices(
-        rng,
-        cost.attainable_flops_per_s / TFLOP,
-        [
-            (Mistake.SPARSE_PEAK, min(SPARSE_SPEEDUP * peak, ai * bw) / TFLOP),
-            (Mistake.NO_COMPUTE_ROOF, ai * bw / TFLOP),
-            (Mistake.NO_MEMORY_ROOF, peak / TFLOP),
-            (Mistake.SPARSE_PEAK, SPARSE_SPEEDUP * peak / TFLOP),
-        ],
-        lambda v: f"{v:.4g} TFLOP/s",
-        tol,
-    )
+    mistakes = [
+        (Mistake.SPARSE_PEAK, min(SPARSE_SPEEDUP * peak, ai * bw) / TFLOP),
+        (Mistake.NO_COMPUTE_ROOF, ai * bw / TFLOP),
+        (Mistake.NO_MEMORY_ROOF, peak / TFLOP),
+        (Mistake.SPARSE_PEAK, SPARSE_SPEEDUP * peak / TFLOP),
+    ]
+    answer = cost.attainable_flops_per_s / TFLOP
+    choices, key = numeric_choices(rng, answer, mistakes, lambda v: f"{v:.4g} TFLOP/s", tol)
     what = f"a {tokens:,}-token prompt" if phase is Phase.PREFILL else f"{tokens:,} cached tokens"
     return Question(
         generator="attainable",
