@@ -324,3 +324,31 @@ def test_shutdown_stops_a_running_simulation() -> None:
     while job.status == "running" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert job.status == "failed" and job.error == "the explorer is shutting down"
+
+
+def test_refusals_read_as_the_library_wrote_them(client: TestClient) -> None:
+    body = {"model": "gpt2", "accelerator": "a100-80gb", "num_requests": 5000}
+    r = client.post("/api/simulate", json=body)
+    assert r.status_code == 422
+    (d,) = r.json()["detail"]
+    assert d["loc"] == ["body", "num_requests"]
+    assert d["msg"].startswith("5,000 requests is more than the explorer runs")
+    assert "Value error" not in r.text
+
+
+def test_explore_on_a_busy_port_is_one_line_and_exit_2() -> None:
+    import socket
+
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = CliRunner().invoke(app, ["explore", "--port", str(port)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"error: port {port} on 127.0.0.1 is in use: stop what holds it or pass --port"
+    )

@@ -235,6 +235,10 @@ def test_simulate_panel_runs_a_bounded_simulation_and_the_schedule_is_shown(
     page.fill("#sim-requests", "5000")
     page.click("#sim-run")
     wait_text(page, "#sim-summary", "more than the explorer runs")
+    summary = page.text_content("#sim-summary") or ""
+    assert summary.startswith("Not simulated: num_requests: 5,000 requests")  # no "Value error,"
+    stale = page.evaluate("(document.getElementById('sim-latency-plot').data || []).length")
+    assert stale == 0  # the refused run left no plot of the earlier one
     page.locator("#simulate-card").screenshot(path=shots / "explorer-simulate.png")
 
 

@@ -1,6 +1,6 @@
 """Line report per package (tinygrad's sz.py): code lines, files, and the longest function.
 
-python tools/sz.py            # table on stdout; docs/sz.md keeps the committed snapshot
+python tools/sz.py            # table on stdout
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -98,6 +100,23 @@ def _unprocessable(loc: list[str], message: str) -> JSONResponse:
 async def _on_library_error(request: Request, exc: Exception) -> JSONResponse:
     loc = list(exc.loc) if isinstance(exc, FieldError) else _error_loc(str(exc))
     return _unprocessable(loc, str(exc))
+
+
+# pydantic prefixes the message of a ValueError raised in a validator; a user reads only ours.
+_PYDANTIC_PREFIX = re.compile(r"^(Value error|Assertion failed), ")
+
+
+def clean_message(msg: str) -> str:
+    """A validation message as a user should read it: ``Value error, batch must be ≥ 1`` →
+    ``batch must be ≥ 1``."""
+    return _PYDANTIC_PREFIX.sub("", msg)
+
+
+async def _on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422 for a body that breaks its schema, with messages cleaned."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [{**e, "msg": clean_message(str(e.get("msg", "")))} for e in exc.errors()]
+    return JSONResponse(status_code=422, content={"detail": jsonable_encoder(errors)})
 
 
 async def _on_http_error(request: Request, exc: Exception) -> Response:
@@ -335,6 +354,7 @@ def create_app(sim_time_limit_s: float = MAX_SIM_SECONDS) -> FastAPI:
         redoc_url=None,
     )
     app.add_exception_handler(RidgelineError, _on_library_error)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     _add_catalog(app)
     _add_analytic(app)

@@ -91,6 +91,15 @@ async function api(path, payload) {
   return data;
 }
 function showError(msg) { const s = $("status"); s.className = "status"; s.textContent = msg; }
+// A refused request leaves no result of an earlier state on the page: its plots are emptied and
+// its numbers and tables cleared, so what is shown always belongs to the current controls.
+function clearViews(plots, texts = [], tables = []) {
+  for (const id of plots) if (window.Plotly) Plotly.purge(id);
+  for (const id of texts) $(id).textContent = "";
+  for (const id of tables) { const t = $(id); if (t && t.tBodies[0]) t.tBodies[0].innerHTML = ""; }
+}
+const MAIN_TEXTS = ["decode-bound", "decode-ai", "decode-time", "decode-tps", "prefill-bound", "prefill-ai",
+  "prefill-time", "ridge", "ridge-level", "kv-summary", "scarce", "reads"];
 function showOk(msg) { const s = $("status"); s.className = "status ok"; s.textContent = msg; }
 
 // ---------- views ----------
@@ -258,7 +267,9 @@ async function refresh() {
     drawRoofline(r); drawKv(k); drawQuestions(q);
     showOk(`${r.decode.model} on ${r.decode.accelerator}: batch ${fmtInt(state.batch)}, context ${fmtInt(state.context)}, prompt ${fmtInt(state.prompt)}`);
   } catch (e) {
-    if (mine === seq) showError(e.message);
+    if (mine !== seq) return;
+    showError(e.message);
+    clearViews(["roofline-plot", "kv-plot"], MAIN_TEXTS, ["ops-table", "questions-table"]);
   }
 }
 let compareSeq = 0, scheduleSeq = 0;
@@ -267,7 +278,11 @@ async function refreshCompare() {
   try {
     const c = await api("/api/compare", body());
     if (mine === compareSeq) drawCompare(c);
-  } catch (e) { if (mine === compareSeq) showError(e.message); }
+  } catch (e) {
+    if (mine !== compareSeq) return;
+    showError(e.message);
+    clearViews(["compare-plot"], ["compare-binds"], ["compare-table"]);
+  }
 }
 async function refreshModel() {
   try {
@@ -403,7 +418,10 @@ async function refreshSchedule() {
     $("sched-summary").textContent = `No schedule: ${s.message}`;
     $("sched-table").tBodies[0].innerHTML = "";
   } else drawSchedule(s);
-  if (f instanceof Error) $("flash-summary").textContent = f.message; else drawFlash(f);
+  if (f instanceof Error) {
+    clearViews(["flash-plot"]);
+    $("flash-summary").textContent = f.message;
+  } else drawFlash(f);
 }
 
 // ---------- simulate ----------
@@ -449,6 +467,7 @@ async function runSimulation() {
     if (job.status === "failed") throw new Error(job.error);
     drawSimulation(job.result);
   } catch (e) {
+    clearViews(["sim-latency-plot", "sim-kv-plot"]);
     $("sim-summary").textContent = `Not simulated: ${e.message}`;
   } finally { button.disabled = false; }
 }
