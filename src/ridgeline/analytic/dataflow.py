@@ -2,8 +2,9 @@
 
 On IBM Spyre the compiler, not a cache, moves every byte between device memory (LPDDR5) and
 each core's scratchpad (LX), and every core runs the same program on its own tile (SPMD;
-reference/hardware.md §6b, [S36][S37]). This module does what such a compiler does for one
-step of a model, at the level of detail a learner can check by hand:
+torch-spyre docs, "Dataflow Accelerator Architecture" and "Scratchpad (LX) optimization",
+https://torch-spyre.readthedocs.io/en/latest/). This module does what such a compiler does for
+one step of a model, at the level of detail a learner can check by hand:
 
 1. takes the step's operators and their bytes from ``op_terms`` (one source of truth),
 2. splits each operator across the cores (matmuls by output columns, attention over the KV

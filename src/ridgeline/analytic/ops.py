@@ -4,7 +4,9 @@ Every function here takes scalars *or* numpy arrays for the batch shape and broa
 single-point API (``roofline.step_cost``) and the vectorised sweep (``roofline.sweep``) run the
 same formulas.
 
-Bookkeeping, stated once (see reference/analytic.md for how peers differ):
+Bookkeeping, stated once (LLM-Viewer, llm-analysis and the JAX scaling book's inference
+chapter each count some of these terms differently, which is why their decode times disagree by
+up to ±10%):
 - Weights: every matrix an op uses is read once per step, whatever the batch (lm_head reads its
   whole [vocab, hidden] matrix; the embedding reads only the gathered rows, one per new token).
 - KV cache: each sequence's cached context is read once per step per layer (not twice, and not

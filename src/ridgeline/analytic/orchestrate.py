@@ -2,8 +2,9 @@
 
 The same attention over the same KV cache (``op_terms``' ``attn.core`` ops of one decode step:
 every sequence's cached K and V read once per layer, the new token's K and V written) under
-three ways of deciding where data lives (course module 3 and the video's point,
-reference/course.md):
+three ways of deciding where data lives (course module 3 of "Memory Systems in Dataflow
+Architectures", IBM on Coursera, and its companion video "Why AI models run faster on some chips:
+the KV cache effect", IBM Technology):
 
 (a) GPU — runtime + kernels: the serving runtime keeps the KV in paged blocks in HBM (vLLM's
     block table, Kwon et al., SOSP 2023); the attention kernel stages tiles through shared

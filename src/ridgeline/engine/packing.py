@@ -1,9 +1,9 @@
 """Prepacked linear layers for the CPU, so decode-shaped matmuls run at the roofline.
 
 At batch ≥ 4, ``F.linear`` (MKL sgemm on a ``[out, in]`` weight) re-packs the weight on every
-call and reaches a third of the DRAM bandwidth on the lm_head (reference/lab.md §2: B=16 takes
-2.8× the B=1 time). Three ways out, measured on llama-350m's shapes, one thread, fp32
-(docs/engine.md):
+call and reaches a third of the DRAM bandwidth on the lm_head (measured on the development
+machine: B=16 takes 2.8× the B=1 time, docs/lab.md). Three ways out, measured on llama-350m's
+shapes, one thread, fp32 (docs/engine.md):
 
     layout                         1 row (decode B=1)       16 rows (decode B=16)
     oneDNN, hint 1 row             15–21 GB/s of weights    52 GFLOP/s

@@ -45,7 +45,7 @@ def _best_time(
     """(best, median) seconds per call; each timing loops long enough to be measurable.
 
     NOTE: on the CPU with one thread, each timing is min(wall, process CPU time): on a shared
-    machine a descheduled thread's wall time is not the kernel's (reference/lab.md §6).
+    machine a descheduled thread's wall time is not the kernel's (docs/lab.md, known limits).
     """
     cpu_timer = device.type == "cpu" and threads == 1
     fn()
@@ -127,8 +127,8 @@ def measure_gemm(
     """Decode-shaped GEMMs, x [B, n_in] × Wᵀ [n_in, n_out], per batch and thread count (fp32).
 
     At batch 1 this is a GEMV that streams W at memory bandwidth; at a few rows the BLAS may
-    switch to a GEMM kernel that streams it far slower (reference/lab.md §2: MKL at B≥4 takes
-    about twice the B=1 time). The lab's fitted model uses this curve for the weight term.
+    switch to a GEMM kernel that streams it far slower (measured here: MKL at B≥4 takes about
+    twice the B=1 time, docs/lab.md). The lab's fitted model uses this curve for the weight term.
     """
     device = torch.device(spec.device)
     n_out, n_in = spec.gemm_shape

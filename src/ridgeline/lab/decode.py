@@ -6,7 +6,7 @@ between steps perturbs timing, and the profiler slows every operator. The KV len
 token per step, so the phases see contexts T+1 ... T+warmup+steps+memory+profile; ``kv_len_mean``
 records the mean length the timed steps read.
 
-Timing follows reference/lab.md: intra-op threads fixed (1 by default: on a shared machine a
+Timing (docs/lab.md, method): intra-op threads fixed (1 by default: on a shared machine a
 second OpenMP thread collapses under contention), median and spread over steps after warm-up,
 ``time.process_time()`` beside wall time to expose contention, user/sys time and page faults
 per step to expose the allocator, Python's GC paused while timing.

@@ -1,7 +1,7 @@
 """The environment a measurement ran in: machine, versions, threads, allocator settings, load.
 
 Every stored result carries one, because on a CPU the same decode step takes twice as long under a
-different glibc malloc setting or with a busy neighbour (reference/lab.md §3, §6).
+different glibc malloc setting or with a busy neighbour (docs/lab.md).
 """
 
 from __future__ import annotations

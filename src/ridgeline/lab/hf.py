@@ -1,9 +1,10 @@
 """Transformers models for the lab: built from a config.json with random weights (no download),
 or loaded from a local directory, and the KV bytes read straight from their cache objects.
 
-transformers 5.x API notes (reference/lab.md §6): the forward kwarg is ``cache=``; caches are
-``DynamicCache(config=...)`` and ``StaticCache(config=..., max_cache_len=N)``; the tensors sit in
-``cache.layers[i].keys`` / ``.values`` with shape [B, kv_heads, T, head_dim].
+transformers 5.x API notes (https://huggingface.co/docs/transformers/cache_explanation): the
+forward kwarg is ``cache=``; caches are ``DynamicCache(config=...)`` and ``StaticCache(config=...,
+max_cache_len=N)``; the tensors sit in ``cache.layers[i].keys`` / ``.values`` with shape
+[B, kv_heads, T, head_dim].
 """
 
 from __future__ import annotations

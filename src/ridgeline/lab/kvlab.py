@@ -10,7 +10,8 @@ stores a key and a value vector per token per KV head, so
 element size of the cache's K and V tensors; and within 1%, against the memory released when the
 cache is freed — glibc's ``mallinfo2`` in-use bytes, and the resident set size, which drops only
 if freed blocks go back to the OS (hence ``mallopt(M_MMAP_THRESHOLD, 64 KiB)``, the in-process
-equivalent of ``MALLOC_MMAP_THRESHOLD_=65536``; reference/lab.md §6).
+equivalent of ``MALLOC_MMAP_THRESHOLD_=65536``; mallopt(3),
+https://man7.org/linux/man-pages/man3/mallopt.3.html).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from ridgeline.specs import DType
 KIND = "kv"
 MMAP_THRESHOLD_BYTES = 65536
 
-# Llama-shaped model of reference/lab.md §4: 6 layers, hidden 768, 12 query heads of 64, ffn 2048,
-# GPT-2's vocabulary, tied embeddings. Only num_key_value_heads varies between the variants.
+# A small Llama-shaped model (distilgpt2's size): 6 layers, hidden 768, 12 query heads of 64,
+# ffn 2048, GPT-2's vocabulary, tied embeddings. Only num_key_value_heads varies between the variants.
 LLAMA_BASE: dict[str, Any] = {
     "model_type": "llama",
     "hidden_size": 768,

@@ -13,7 +13,8 @@ Response = float | str | tuple[str, ...]
 
 
 class Module(IntEnum):
-    """The seven modules of the course the quiz covers (shared/reference/course.md)."""
+    """The seven modules of the course the quiz covers ("Memory Systems in Dataflow Architectures",
+    IBM on Coursera; docs/quiz.md maps them)."""
 
     RIDGE = 1
     ROOFLINE = 2

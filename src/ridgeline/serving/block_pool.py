@@ -1,6 +1,6 @@
 """The block pool: fixed-size KV blocks with ids, ref counts and a prefix-hash map.
 
-Follows vLLM v1 ``vllm/v1/core/block_pool.py`` (facts in reference/serving.md §3.1)::
+Follows vLLM v1 ``vllm/v1/core/block_pool.py`` (https://github.com/vllm-project/vllm)::
 
     free blocks = uncached (front, reused first)  +  cached (kept, evicted by the policy)
 

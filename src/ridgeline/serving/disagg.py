@@ -3,7 +3,7 @@
 A prefill instance runs a request's prompt and samples its first token, then hands the request
 to a decode instance; the prompt's KV crosses the link (latency + bytes ÷ bandwidth) before the
 decode instance can admit it, with the prompt counted as externally computed tokens (vLLM's
-NIXL connector: ``do_remote_decode`` / ``do_remote_prefill``, reference/serving.md §3.4;
+NIXL connector: ``do_remote_decode`` / ``do_remote_prefill``, vllm/distributed/kv_transfer;
 DistServe, OSDI 2024; Splitwise, ISCA 2024)::
 
     prefill instance:  [prompt ......][tok0] --KV over link-->  decode instance: [tok1][tok2]...

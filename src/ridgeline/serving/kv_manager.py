@@ -1,7 +1,7 @@
 """The KV cache manager: block tables per request over one ``BlockPool``.
 
-Follows vLLM v1 ``KVCacheManager`` (reference/serving.md §3.2): ``find_prefix`` finds the longest
-cached prefix (device, then lower tiers), ``allocate_slots`` makes a request's table cover its
+Follows vLLM v1 ``KVCacheManager`` (``vllm/v1/core/kv_cache_manager.py``): ``find_prefix``
+finds the longest cached prefix (device, then lower tiers), ``allocate_slots`` makes a request's table cover its
 computed tokens, this step's new tokens and any lookahead (speculative) slots — or returns None
 without changing anything — and ``free`` releases a table tail first::
 

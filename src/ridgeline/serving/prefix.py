@@ -1,7 +1,8 @@
 """Prefix caching: chained block hashes over token ids, and the longest cached prefix.
 
 Block i's hash is hash(block i-1's hash, tokens of block i), so equal hashes mean equal whole
-prefixes (vLLM v1 ``hash_block_tokens``, reference/serving.md §3.1). Only full blocks are hashed::
+prefixes (vLLM v1 ``hash_block_tokens`` in ``vllm/v1/core/kv_cache_utils.py``). Only full
+blocks are hashed::
 
     tokens  a b c d | e f g h | i j
     hashes  h0=H(None, abcd)  h1=H(h0, efgh)     (ij is partial: not hashed)

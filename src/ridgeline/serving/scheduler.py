@@ -1,6 +1,6 @@
 """The phase-less scheduler: running requests first, then waiting ones, under a token budget.
 
-One rule (vLLM v1 ``Scheduler.schedule``, reference/serving.md §3.3): every request owes
+One rule (vLLM v1 ``Scheduler.schedule``, ``vllm/v1/core/sched/scheduler.py``): every request owes
 ``num_tokens - num_computed_tokens`` tokens; a step gives each running request what it owes (or
 the rest of the budget), then admits waiting requests with what is left. Chunked prefill is a
 prompt that owes more than the budget; a prefix hit is computed tokens for free; speculative

@@ -1,6 +1,6 @@
 """KV tiers below device memory: host memory, disk. Each has a capacity and a bandwidth.
 
-Two uses (reference/serving.md §3.4; vLLM ``OffloadingConnector``, SGLang HiCache):
+Two uses (vLLM ``OffloadingConnector``, ``vllm/distributed/kv_transfer``; SGLang HiCache):
 
 - **Prefix offload**: a cached prefix block evicted from the device is written to the first
   tier (LRU); when that tier is full its least recently used block cascades to the next tier,

@@ -27,7 +27,7 @@ SMALL_GQA_MODELS = ("llama-3.1-8b", "qwen2.5-7b")
 GQA_MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "mixtral-8x7b")
 DENSE_MODELS = ("llama-3.1-8b", "llama-2-7b", "mistral-7b", "qwen2.5-7b")
 # 2:4 structured sparsity doubles the datasheet peak of NVIDIA and AMD GPUs; catalog peaks are
-# dense (shared/reference/hardware.md, "Conventions").
+# dense (NVIDIA H100 datasheet: the "with sparsity" figures are twice the dense ones).
 SPARSE_SPEEDUP = 2.0
 
 # One per architecture of the course (analytic.compare.DEFAULT_ACCELERATORS).
