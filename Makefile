@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 MODEL ?= llama-3.1-8b
 OUT ?= out/report
 
-.PHONY: run test test-fast lint bench lab clean
+.PHONY: run test test-fast lint bench lab figures screenshots clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,15 +29,24 @@ test: $(STAMP)
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest
 
+# The unit tier: no torch, nothing marked slow (README commands, notebooks, full reports).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m 'not torch and not gpu and not bench'
+	$(BIN)/python -m pytest -m 'not torch and not gpu and not bench and not slow'
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sweep.py
 
-# Measure this machine and regenerate docs/lab/ (about 10 minutes quiet; FRESH=1 to start over).
+# Measure this machine: the whole lab into out/lab/ (about 10 minutes quiet; FRESH=1 to start over).
 lab: $(STAMP)
 	BIN=$(BIN) benchmarks/lab_run.sh
+
+# Redraw the figures docs/ shows from the current code (docs/figures/*.png).
+figures: $(STAMP)
+	BIN=$(BIN) tools/docs_figures.sh
+
+# The explorer's screenshots, taken by its browser tests, into out/explorer/.
+screenshots: $(STAMP)
+	RIDGELINE_SCREENSHOTS=out/explorer $(BIN)/python -m pytest tests/test_web_browser.py -q
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

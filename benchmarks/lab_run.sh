@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Regenerate docs/lab/: calibrate this machine, sweep distilgpt2's config over batch {1,4,16} ×
+# Run the whole lab into out/lab/: calibrate this machine, sweep distilgpt2's config over batch {1,4,16} ×
 # context {128,512,1024} (dynamic and static cache, sdpa, and the ridgeline engine; eager on the
 # corners), profile two points, check the KV formula, then compare, report and export.
 #
 #   benchmarks/lab_run.sh                 # measure (skips points already in the DB) and report
-#   REPORT_ONLY=1 benchmarks/lab_run.sh   # rebuild docs/lab from the existing DB
+#   REPORT_ONLY=1 benchmarks/lab_run.sh   # rebuild out/lab from the existing DB
 #   FRESH=1 benchmarks/lab_run.sh         # start from an empty DB (do this on a quiet machine)
 #   RECALIBRATE=1 benchmarks/lab_run.sh   # calibrate again even if the DB has a calibration
 #   TIMER=wall|cpu|auto                   # what the report compares (auto: cpu when the 1-minute
 #                                         # load at the start exceeds the cores, else wall)
 #
-# The DB stays out of git (out/lab-run/); docs/lab gets the report, plots, CSV/JSON exports, the
+# The DB stays in out/lab-run/; out/lab gets the report, plots, CSV/JSON exports, the
 # calibrated specs and the load average at the start and end of the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
-OUT=${OUT:-docs/lab}
+OUT=${OUT:-out/lab}
 RUN=${RUN:-out/lab-run}
 DB=${DB:-$RUN/ridgeline-lab.db}
 TIMER=${TIMER:-auto}
@@ -38,7 +38,7 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
     --batch 1,4,16 --context 128,512,1024
   $BIN/ridgeline lab sweep --db "$DB" --backend hf:dynamic:eager --batch 1,16 --context 128,1024
   $BIN/ridgeline lab sweep --db "$DB" --backend ridgeline --batch 1,4,16 --context 128,512,1024
-  # The allocator experiment (reference/lab.md §3): glibc keeps big freed blocks instead of
+  # The allocator experiment (docs/lab.md): glibc keeps big freed blocks instead of
   # unmapping them, so DynamicCache's per-step torch.cat stops faulting fresh pages in.
   MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=4294967296 MALLOC_TOP_PAD_=1073741824 \
     $BIN/ridgeline lab sweep --db "$DB" --backend hf:dynamic:sdpa --batch 4,16 --context 512,1024
@@ -65,4 +65,4 @@ for t in wall cpu; do
 done
 $BIN/ridgeline lab report --db "$DB" --out "$OUT" --timer "$TIMER"
 $BIN/ridgeline lab export --db "$DB" --csv "$OUT/measurements.csv" --json-file "$OUT/measurements.json"
-echo "docs/lab regenerated from $DB (timer: $TIMER)"
+echo "$OUT written from $DB (timer: $TIMER)"

@@ -279,9 +279,11 @@ def test_prefill_microbatches_are_prompt_chunks_with_exact_sums() -> None:
 
 
 def test_docs_compare_golden_is_current() -> None:
-    """docs/compare-llama-3.1-70b.json is what the docs quote; regenerate it (see docs/deploy.md)
-    when a catalog number or formula changes on purpose."""
-    golden = json.loads((Path(__file__).parents[1] / "docs/compare-llama-3.1-70b.json").read_text())
+    """The comparison docs/deploy.md quotes, kept as a golden file; regenerate it with
+    ``ridgeline compare --model llama-3.1-70b --json`` when a catalog number or formula changes
+    on purpose."""
+    golden_file = Path(__file__).parent / "data" / "golden" / "compare-llama-3.1-70b.json"
+    golden = json.loads(golden_file.read_text())
     now = an.compare(get_model("llama-3.1-70b")).to_dict()
     assert golden["schema"] == now["schema"]
     for old, new in zip(golden["rows"], now["rows"], strict=True):

@@ -70,7 +70,7 @@ def test_fit_recovers_overhead_weights_kv_bandwidth_and_flop_rate() -> None:
 
 
 def test_fit_charges_page_faults_that_grow_faster_than_the_bytes() -> None:
-    # the glibc pattern of docs/lab: a re-allocated cache faults only once it crosses the mmap
+    # the glibc pattern docs/lab.md describes: a re-allocated cache faults only once it crosses the mmap
     # threshold, so the fault count is not a linear function of the KV bytes
     points = []
     for batch in (1, 4, 16):

@@ -231,7 +231,7 @@ def test_simulate_panel_runs_a_bounded_simulation_and_the_schedule_is_shown(
     page.wait_for_timeout(300)
     text = page.inner_text("body")  # every view rendered from fields the API really has
     assert "undefined" not in text and "NaN" not in text
-    page.screenshot(path=shots / "explorer-full.png", full_page=True)
+    page.screenshot(path=shots / "explorer-full.png", full_page=True)  # make screenshots
     page.fill("#sim-requests", "5000")
     page.click("#sim-run")
     wait_text(page, "#sim-summary", "more than the explorer runs")

@@ -18,7 +18,7 @@ The fault term counts the minor page faults measured per step (getrusage, same t
 glibc serves an allocation above its mmap threshold (dynamic, up to 32 MiB on 64-bit) with fresh
 pages that fault on first touch, so a cache re-allocated every step costs kernel time that is
 not proportional to its bytes — 8% of the concatenated bytes fault at distilgpt2 B=4 T=1024 and
-90% at B=16 T=1024 (docs/lab). Which allocations cross the threshold depends on glibc's
+90% at B=16 T=1024 (docs/lab.md). Which allocations cross the threshold depends on glibc's
 history, not on the model, so the count is measured rather than predicted; the run with
 ``MALLOC_MMAP_THRESHOLD_`` pinned high has no faults and needs no such term.
 

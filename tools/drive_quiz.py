@@ -3,7 +3,7 @@ print the session as a person would see it (answers echoed after each prompt).
 
 Used to make the transcript in docs/quiz.md:
 
-    python docs/drive_quiz.py --user ada --db /tmp/demo.db answers.txt > transcript.txt
+    python tools/drive_quiz.py --user ada --db /tmp/demo.db answers.txt > transcript.txt
 
 where answers.txt holds one answer per line, in question order.
 """

@@ -2,7 +2,7 @@
 ``<!-- /demo:NAME -->`` markers): an exported quiz's first five questions with their answers,
 a scripted interactive run, and the attempt limit at work.
 
-    .venv/bin/python docs/quiz_demo.py
+    .venv/bin/python tools/quiz_demo.py
 
 The learner's answers come from the "library learner" of tests/test_quiz_learners.py; three
 of them are computed with a classic mistake instead, so the run shows worked solutions.
@@ -20,13 +20,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "docs"))
+sys.path.insert(0, str(ROOT / "tools"))
 
 from drive_quiz import drive  # noqa: E402
-from test_quiz_learners import LIBRARY, MISTAKES, _targets, as_typed  # noqa: E402
 
 from ridgeline.quiz import Question, draw_quiz  # noqa: E402
 from ridgeline.quiz.session import attempt_seed  # noqa: E402
+from test_quiz_learners import LIBRARY, MISTAKES, _targets, as_typed  # noqa: E402
 
 EXPORT_SEED = 7
 NUM_MISTAKES = 3
@@ -77,7 +77,7 @@ def transcript_section(tmp: Path) -> str:
     status = sh("ridgeline quiz status --user ada --db demo.db", tmp)
     return (
         f"Questions answered with a classic mistake: {', '.join(map(str, wrong))}.\n\n"
-        f"```\n$ python docs/drive_quiz.py --user ada --db demo.db answers.txt\n"
+        f"```\n$ python tools/drive_quiz.py --user ada --db demo.db answers.txt\n"
         f"{session.decode().rstrip()}\n{status}\n```"
     )
 
@@ -99,6 +99,11 @@ def attempts_section(tmp: Path) -> str:
     return "```\n" + "\n".join(steps) + "\n```"
 
 
+# A submission time in a status table, and what the docs show instead (same width).
+SUBMITTED = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00")
+SUBMITTED_AS = "(time of submission, UTC)"
+
+
 def main() -> None:
     doc_path = ROOT / "docs" / "quiz.md"
     doc = doc_path.read_text()
@@ -110,6 +115,7 @@ def main() -> None:
             "attempts": attempts_section(tmp),
         }
     for name, text in sections.items():
+        text = SUBMITTED.sub(SUBMITTED_AS, text)  # the docs show no clock times
         pattern = re.compile(rf"(<!-- demo:{name} -->\n).*?(\n<!-- /demo:{name} -->)", re.S)
         doc, n = pattern.subn(lambda m, t=text: m.group(1) + t + m.group(2), doc)
         assert n == 1, f"marker demo:{name} missing in {doc_path}"

@@ -1,0 +1,146 @@
+"""Every command of the README runs, in a fresh-clone-like setting: a copy of the files git
+tracks (the shipped data only), a home directory of its own (no user hardware files), nothing
+downloaded.
+
+A ``console`` block's commands are its ``$ `` lines (a trailing ``# comment`` is dropped); a
+``python`` block runs as a script. Commands run in order in one directory, as a reader would
+type them. ``make`` targets are checked with ``make -n`` (running ``make test`` inside the
+tests would recurse); ``ridgeline explore`` serves until stopped, so it is started, its page
+fetched, and stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+BIN = Path(sys.executable).parent
+TORCH_COMMANDS = ("ridgeline generate", "ridgeline bench engine", "ridgeline lab ")
+TIMEOUT_S = 900
+
+pytestmark = pytest.mark.slow
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of every fenced code block."""
+    return re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def commands(text: str) -> list[str]:
+    """Every ``$ `` command of the console blocks and every python block, in order."""
+    out = []
+    for lang, body in blocks(text):
+        if lang == "console":
+            out += [re.sub(r"\s+#.*$", "", line[2:]).strip() for line in body.splitlines()
+                    if line.startswith("$ ")]  # fmt: skip
+        elif lang == "python":
+            out.append("python -c " + shlex.quote(body))
+    return out
+
+
+def test_the_extractor_finds_commands_and_scripts() -> None:
+    text = "```console\n$ ridgeline hw list   # the catalog\nout\n```\n```python\nx = 1\n```\n"
+    assert commands(text) == ["ridgeline hw list", "python -c 'x = 1\n'"]
+
+
+@dataclass
+class Clone:
+    """A fresh-clone-like copy of the repository and the README commands already run in it."""
+
+    root: Path
+    done: set[int] = field(default_factory=set)
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Clone:
+    """The tracked files of the repository, copied as a fresh clone would have them."""
+    root = tmp_path_factory.mktemp("clone")
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, tracked):
+        src = REPO / name.decode()
+        if src.is_file():
+            dst = root / name.decode()
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    (root / "home").mkdir()
+    return Clone(root)
+
+
+def _env(clone: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
+    env.update(HOME=str(clone / "home"), XDG_CONFIG_HOME=str(clone / "home" / ".config"))
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["MPLBACKEND"] = "Agg"
+    return env
+
+
+def _explore(cmd: str, clone: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [*shlex.split(cmd.replace("--port 8765", f"--port {port}"))]
+    proc = subprocess.Popen(args, cwd=clone, env=_env(clone), stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/models", timeout=5) as r:
+                    assert r.status == 200
+                    return
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "the explorer did not answer"
+                time.sleep(0.5)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _run(cmd: str, clone: Path) -> None:
+    if cmd.startswith(TORCH_COMMANDS) or "ridgeline.engine" in cmd:
+        pytest.importorskip("torch", reason="the command needs the torch extra")
+    if cmd.startswith("make "):
+        args = ["make", "-n", *shlex.split(cmd)[1:]]
+    elif cmd.startswith("ridgeline explore"):
+        pytest.importorskip("fastapi", reason="the explorer needs the web extra")
+        return _explore(cmd, clone)
+    else:
+        args = shlex.split(cmd)
+        if args[0] == "python":
+            args[0] = sys.executable
+    done = subprocess.run(
+        args, cwd=clone, env=_env(clone), capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert done.returncode == 0, f"{cmd}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+
+
+README_COMMANDS = commands(README.read_text())
+
+
+def test_the_readme_has_commands_to_check() -> None:
+    assert len(README_COMMANDS) > 20
+
+
+@pytest.mark.parametrize("index", range(len(README_COMMANDS)))
+def test_readme_command_runs_in_a_fresh_clone(index: int, clone: Clone) -> None:
+    # Commands depend on the ones before them (files written to out/): run every earlier one
+    # that has not run yet, then this one.
+    for i in range(index + 1):
+        if i not in clone.done:
+            _run(README_COMMANDS[i], clone.root)
+            clone.done.add(i)
