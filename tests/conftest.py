@@ -1,24 +1,100 @@
 """Test tiers: unit tests need no torch; ``torch`` tests run on the CPU and are skipped when torch
-is not installed; ``gpu`` tests need CUDA; ``bench`` is opt-in."""
+is not installed; ``gpu`` tests need CUDA; ``bench`` is opt-in; ``slow`` marks what takes more
+than about a second on a quiet 2-core machine (processes, servers, browsers, whole reports and
+sweeps, the README's commands, the notebooks), so that ``make test-fast`` (no torch, not slow)
+stays under 20 s. ``make test`` runs every tier but ``gpu`` and ``bench``."""
 
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
+# Whole modules that start processes, servers or browsers.
+SLOW_MODULES = {"test_web_browser.py", "test_web_schema.py", "test_readme.py", "test_notebooks.py"}
+# Single tests over a second (measured with --durations), by name.
+SLOW_TESTS = {
+    "test_local_pool_and_ray_give_identical_results",
+    "test_cli_run_status_report",
+    "test_report_writes_three_files",
+    "test_killed_cli_sweep_resumes_with_each_point_once",
+    "test_report_serving_section",
+    "test_two_processes_submitting_at_once_lose_nothing",
+    "test_parquet_store_round_trips",
+    "test_simulate_compare_table_and_plots",
+    "test_cli_commands_run",
+    "test_capacity_on_the_simulator_matches_the_hand_computed_rate",
+    "test_interrupted_sweep_resumes_and_stores_each_point_once",
+    "test_cli_schedule_json_and_timeline",
+    "test_early_stopping_stops_dominated_configurations",
+    "test_roofline_json_and_plot",
+    "test_early_stopping_compares_configurations_of_one_model_only",
+    "test_a_store_reused_with_another_spec_reports_only_that_spec",
+    "runTest",  # the Hypothesis state machine of the block pool
+    "test_orders_and_matches_are_well_formed",
+    "test_every_distractor_is_outside_the_tolerance",
+    "test_report_ranks_and_finds_the_front",
+    "test_classic_mistakes_fail_the_questions_they_target",
+    "test_router_assignments",
+    "test_closed_form_matches_steps_when_admission_waits_for_memory",
+    "test_duration_mode_takes_rate_times_duration_requests",
+    "test_schedule_bytes_equal_analytic_plus_declared_reloads",
+    "test_overload_completes_or_rejects_every_request_and_never_exceeds_memory",
+    "test_a_quiz_covers_all_seven_modules",
+    "test_simulation_runs_with_progress_and_returns_its_curves",
+    "test_paged_beats_contiguous_reservation_on_waste_and_concurrency",
+    "test_a_tile_that_does_not_fit_is_never_chosen",
+    "test_intensity_never_drops_as_the_tile_grows",
+    "test_a_simulation_past_the_time_limit_is_stopped",
+    "test_shutdown_stops_a_running_simulation",
+    "test_three_attempts_the_highest_counts_and_a_fourth_is_refused",
+    "test_interactive_run_driven_by_stdin",
+    "test_automatic_deployment_holds_weights_plus_kv",
+    "test_chunked_prefill_shortens_the_inter_token_latency_tail",
+    "test_gamma_arrivals_keep_the_mean_rate_and_are_burstier",
+    "test_spec_decode_tokens_per_step_match_the_formula",
+    "test_every_request_finishes_or_is_rejected_and_no_block_leaks",
+    "test_closed_form_decode_runs_give_the_step_by_step_result",
+    "test_single_chip_questions_only_draw_workloads_that_fit_the_chip",
+    "test_trace_spec_decode_disagg_and_tiers_options",
+    "test_prefix_caching_cuts_ttft_and_raises_throughput_on_shared_prefixes",
+    "test_a_learner_making_the_classic_mistakes_fails_the_quiz",
+    "test_more_tensor_parallel_chips_never_fewer_link_bytes",
+    "test_explore_command_is_registered_and_the_cli_starts_without_fastapi",
+}
 
+
+def _is_slow(item: pytest.Item) -> bool:
+    name = getattr(item, "originalname", None) or item.name
+    return item.path.name in SLOW_MODULES or name in SLOW_TESTS
+
+
+TORCH_MODULE = "pytestmark = pytest.mark.torch"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m 'not torch ...'`` a torch module is not even imported (importing torch takes
+    seconds of the fast tier)."""
+    markexpr = config.getoption("markexpr", "") or ""
+    skip = "not torch" in markexpr and collection_path.suffix == ".py"
+    return True if skip and TORCH_MODULE in collection_path.read_text() else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     has_torch = importlib.util.find_spec("torch") is not None
-    cuda = False
-    if has_torch:
-        import torch
-
-        cuda = torch.cuda.is_available()
     for item in items:
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)
         if "torch" in item.keywords and not has_torch:
             item.add_marker(
                 pytest.mark.skip(reason="torch is not installed (pip install .[torch])")
             )
-        if "gpu" in item.keywords and not cuda:
-            item.add_marker(pytest.mark.skip(reason="no CUDA device"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "gpu" in item.keywords:
+        torch = pytest.importorskip("torch", reason="torch is not installed")
+        if not torch.cuda.is_available():
+            pytest.skip("no CUDA device")

@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import ridgeline
+from srctree import source
 
 SRC = Path(ridgeline.__file__).parent
 MAX_FILE_LINES = 600
@@ -38,7 +39,7 @@ def long_files(root: Path = SRC) -> dict[str, int]:
     """Files over ``MAX_FILE_LINES`` lines, by path relative to ``root``."""
     out = {}
     for path in _files(root):
-        n = len(path.read_text().splitlines())
+        n = len(source(path)[0].splitlines())
         if n > MAX_FILE_LINES:
             out[path.relative_to(root).as_posix()] = n
     return out
@@ -48,7 +49,7 @@ def long_functions(root: Path = SRC) -> dict[str, int]:
     """Functions (and methods) over ``MAX_FUNCTION_LINES`` lines, decorators excluded."""
     out = {}
     for path in _files(root):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(source(path)[1]):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 n = (node.end_lineno or node.lineno) - node.lineno + 1
                 if n > MAX_FUNCTION_LINES:
@@ -59,12 +60,13 @@ def long_functions(root: Path = SRC) -> dict[str, int]:
 _PUNCTUATION = re.compile(r"^[\s()\[\]{},:]*$")
 
 
-def _code_lines(text: str) -> list[tuple[int, str]]:
+def _code_lines(path: Path) -> list[tuple[int, str]]:
     """(line number, text with white space folded) of each line that carries code: no blank
     lines, comments, lone brackets or imports (as the ``duplicates`` tool reads code)."""
+    text, tree = source(path)
     imports = {
         i
-        for node in ast.walk(ast.parse(text))
+        for node in ast.walk(tree)
         if isinstance(node, ast.Import | ast.ImportFrom)
         for i in range(node.lineno, (node.end_lineno or node.lineno) + 1)
     }
@@ -80,7 +82,7 @@ def repeated_blocks(root: Path = SRC, size: int = MIN_BLOCK_LINES) -> list[tuple
     """Pairs of places where the same ``size`` code lines stand, letter for letter."""
     seen: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for path in _files(root):
-        lines = _code_lines(path.read_text())
+        lines = _code_lines(path)
         last_end: dict[tuple[str, ...], int] = {}
         for k in range(len(lines) - size + 1):
             window = tuple(s for _, s in lines[k : k + size])

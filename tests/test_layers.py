@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 import ridgeline
+from srctree import source
 
 ROOT = Path(ridgeline.__file__).parent
 BASE = {"errors", "defaults", "data"}  # leaves every layer may use
@@ -64,7 +65,7 @@ def _from_names(node: ast.ImportFrom, package: tuple[str, ...]) -> set[str]:
 def imports_of(path: Path, root: Path) -> set[str]:
     """Module names a file imports, in every form (relative imports resolved against ``root``,
     the directory of the top-level package)."""
-    tree = ast.parse(path.read_text())
+    tree = source(path)[1]
     package = path.relative_to(root.parent).with_suffix("").parts[:-1]
     names: set[str] = set()
     for node in ast.walk(tree):
