@@ -127,7 +127,7 @@ def test_row(key: str) -> None:
 
 
 def _check_schema(key: str, row: dict[str, Any]) -> None:
-    assert ROW_REQUIRED <= set(row), f"{key}: missing {sorted(ROW_REQUIRED - set(row))}"
+    assert set(row) >= ROW_REQUIRED, f"{key}: missing {sorted(ROW_REQUIRED - set(row))}"
     assert set(row) <= ROW_FIELDS, f"{key}: unknown fields {sorted(set(row) - ROW_FIELDS)}"
     for name in ("chips", "tensor_parallel", "pipeline_parallel", "isl", "osl"):
         assert isinstance(row[name], int) and row[name] >= 1, f"{key}: {name}"
