@@ -24,7 +24,6 @@ MIN_BLOCK_LINES = 10
 # file, or file::function -> why it is still over the limit
 KNOWN: dict[str, str] = {
     "analytic/dataflow.py": "split into compile / simulate / render (issue 18)",
-    "analytic/deploy.py": "calibrated terms and the split of deploy (issue 17)",
     "analytic/dataflow.py::compile_schedule": "split of dataflow.py (issue 18)",
     "quiz/generators/m7_kv_runtime.py::prefix_savings_q": "module 7 generators (issue 18)",
     "sim/summary.py::summarize": "sim metrics (issue 22)",
