@@ -62,6 +62,23 @@ SLOW_TESTS = {
     "test_a_learner_making_the_classic_mistakes_fails_the_quiz",
     "test_more_tensor_parallel_chips_never_fewer_link_bytes",
     "test_explore_command_is_registered_and_the_cli_starts_without_fastapi",
+    "test_pass_threshold_is_80_percent",
+    "test_calibrated_time_is_never_below_ideal",
+    "test_failing_attempts_do_not_pass",
+    "test_simulate_json_reports_one_result",
+    "test_page_openapi_and_plotly_are_served",
+    "test_bytes_and_flops_never_decrease",
+    "test_a_response_is_right_exactly_when_inside_the_tolerance",
+    "test_capacity_search_finds_the_hand_computed_rate",
+    "test_cli_startup_does_not_import_torch",
+    "test_misalignment_costs_at_most_one_granule",
+    "test_bank_conflict_degree_is_gcd_with_32_banks",
+    "test_compare_cli_names_each_deployment",
+    "test_prefill_microbatches_are_prompt_chunks_with_exact_sums",
+    "test_an_interrupted_attempt_does_not_count",
+    "test_wrong_answers_get_worked_solutions",
+    "test_sheet_errors_are_one_line",
+    "test_a_perfect_sheet_passes_and_shows_in_status",
 }
 
 
@@ -77,8 +94,12 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     """With ``-m 'not torch ...'`` a torch module is not even imported (importing torch takes
     seconds of the fast tier)."""
     markexpr = config.getoption("markexpr", "") or ""
-    skip = "not torch" in markexpr and collection_path.suffix == ".py"
-    return True if skip and TORCH_MODULE in collection_path.read_text() else None
+    if collection_path.suffix != ".py":
+        return None
+    if "not slow" in markexpr and collection_path.name in SLOW_MODULES:
+        return True  # nor a module that is slow as a whole (schemathesis, playwright, nbclient)
+    skip = "not torch" in markexpr and TORCH_MODULE in collection_path.read_text()
+    return True if skip else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
