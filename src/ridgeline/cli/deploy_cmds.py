@@ -21,13 +21,14 @@ from ridgeline.cli.common import (
     dtypes,
     emit_json,
 )
+from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
 
 def deploy_cmd(
-    hw: HwOpt = "h100-sxm",
-    model: ModelOpt = "llama-3.1-70b",
+    hw: HwOpt = DEFAULT_ACCELERATOR,
+    model: ModelOpt = DEFAULT_MODEL,
     tp: Annotated[int | None, typer.Option("--tp", help="tensor-parallel chips per stage")] = None,
     pp: Annotated[int | None, typer.Option("--pp", help="pipeline stages")] = None,
     phase: PhaseOpt = an.Phase.DECODE,

@@ -21,12 +21,34 @@ def _flags_as_flags(command: Any, ctx: Any) -> None:
             param.metavar = ""
 
 
+def format_params_by_panel(command: Any, ctx: Any, formatter: Any) -> None:
+    """Arguments, then options under the help panel each belongs to (``rich_help_panel``,
+    "Options" when none), in click's plain help layout."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    for param in command.get_params(ctx):
+        record = param.get_help_record(ctx)
+        if record is None:
+            continue
+        if param.param_type_name == "argument":
+            panel = "Arguments"
+        else:
+            panel = getattr(param, "rich_help_panel", None) or "Options"
+        sections.setdefault(panel, []).append(record)
+    for panel in sorted(sections, key=lambda p: (p != "Arguments", p != "Options")):
+        with formatter.section(panel):
+            formatter.write_dl(sections[panel])
+
+
 class FlagCommand(TyperCommand):
-    """A command whose help shows its boolean flags without a value."""
+    """A command whose help shows its boolean flags without a value and its options grouped by
+    panel."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         _flags_as_flags(self, ctx)
         super().format_help(ctx, formatter)
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        format_params_by_panel(self, ctx, formatter)
 
 
 class GuardedGroup(TyperGroup):
@@ -80,4 +102,5 @@ def new_app(help_text: str) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        rich_markup_mode=None,
     )

@@ -7,13 +7,14 @@ from typing import Annotated
 import typer
 
 from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json
+from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.report.build import SECTIONS, build_report
 from ridgeline.report.sweep_section import sweep_section
 
 
 def report_cmd(
-    model: ModelOpt = "llama-3.1-8b",
-    hw: HwOpt = "h100-sxm",
+    model: ModelOpt = DEFAULT_MODEL,
+    hw: HwOpt = DEFAULT_ACCELERATOR,
     out: Annotated[str, typer.Option("--out", help="output directory")] = "out/report",
     lab: Annotated[
         str | None, typer.Option("--lab", help="lab results database to add as sections")

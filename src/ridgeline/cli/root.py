@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand
 
 from ridgeline.cli.group import App, GuardedGroup, new_app
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
@@ -32,7 +31,7 @@ class Entry:
     panel: str
 
 
-_A, _S, _M, _L = "Analytic", "Serving", "Measured (needs ridgeline\\[torch])", "Learn and share"
+_A, _S, _M, _L = "Analytic", "Serving", "Measured (needs ridgeline[torch])", "Learn and share"
 COMMANDS: dict[str, Entry] = {
     "hw": Entry("analytic_cmds", "hw_app", "Accelerators of the catalog.", _A),
     "model": Entry("analytic_cmds", "model_app", "Models from the catalog or any config.json.", _A),
@@ -71,8 +70,6 @@ def load_command(name: str, entry: Entry) -> Any:
 class LazyGroup(GuardedGroup):
     """``GuardedGroup`` whose commands come from ``COMMANDS`` and load when they run."""
 
-    LISTING = "ridgeline.listing"
-
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)
 
@@ -80,16 +77,17 @@ class LazyGroup(GuardedGroup):
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None
-        if ctx.meta.get(self.LISTING):  # the top-level help only needs names and one line
-            return TyperCommand(cmd_name, help=entry.help, rich_help_panel=entry.panel)
         return load_command(cmd_name, entry)
 
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        ctx.meta[self.LISTING] = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            ctx.meta[self.LISTING] = False
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The commands under their panels, each with its whole one-line help (no command is
+        imported to list it)."""
+        panels: dict[str, list[tuple[str, str]]] = {}
+        for name, entry in COMMANDS.items():
+            panels.setdefault(entry.panel, []).append((name, entry.help))
+        for panel, rows in panels.items():
+            with formatter.section(panel):
+                formatter.write_dl(rows)
 
 
 def _print_version(value: bool) -> None:
@@ -99,6 +97,7 @@ def _print_version(value: bool) -> None:
 
 
 app = App(
+    name="ridgeline",
     cls=LazyGroup,
     help=(
         "ridgeline: where the time and memory of LLM inference go, and why.\n\n"
@@ -108,6 +107,7 @@ app = App(
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: rich's help renderer costs 0.2 s of start-up
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

@@ -1,0 +1,92 @@
+"""The habits a user expects of the ``ridgeline`` command: ``--version``, ``-h``, ``python -m
+ridgeline``, flags shown as flags, one default accelerator and model, completion installable,
+a help that loads no heavy module, output that a pipe receives unwrapped."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import typer
+from typer.testing import CliRunner
+
+import ridgeline
+from ridgeline.cli import COMMANDS, app
+from ridgeline.cli.root import VERSION, load_command
+from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_ENGINE_MODEL, DEFAULT_MODEL
+
+runner = CliRunner()
+
+
+def test_version_matches_the_package_and_python_m_runs_the_cli() -> None:
+    assert ridgeline.__version__ == VERSION
+    out = subprocess.run(
+        [sys.executable, "-m", "ridgeline", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == f"ridgeline {ridgeline.__version__}"
+
+
+def test_dash_h_is_help_everywhere_and_completion_is_installable() -> None:
+    top = runner.invoke(app, ["-h"])
+    assert top.exit_code == 0 and "--install-completion" in top.stdout
+    for args in (["roofline", "-h"], ["hw", "-h"], ["sweep", "run", "-h"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0 and "Usage: ridgeline" in result.stdout, args
+
+
+def test_boolean_flags_show_no_value_and_take_none() -> None:
+    text = runner.invoke(app, ["roofline", "--help"]).stdout
+    line = next(x for x in text.splitlines() if x.strip().startswith("--json"))
+    assert "<bool>" not in line and "BOOLEAN" not in line
+    bad = runner.invoke(app, ["roofline", "--json", "true"])
+    assert bad.exit_code == 2 and "unexpected extra argument" in bad.stderr
+
+
+def _first_paragraph(obj: object) -> str:
+    doc = obj.info.help if isinstance(obj, typer.Typer) else inspect.getdoc(obj)
+    return " ".join((doc or "").split("\n\n")[0].split())
+
+
+def test_the_listing_is_each_commands_own_first_line() -> None:
+    for name, entry in COMMANDS.items():
+        obj = getattr(importlib.import_module(f"ridgeline.cli.{entry.module}"), entry.attr)
+        assert entry.help == _first_paragraph(obj), name
+
+
+def _defaults(name: str) -> dict[str, object]:
+    command = load_command(name, COMMANDS[name])
+    return {p.name: p.default for p in command.params if p.name in ("hw", "model")}
+
+
+def test_one_default_accelerator_and_model() -> None:
+    engine = {"generate", "lab", "bench"}  # they run a real model on this CPU
+    scratchpad = {"schedule", "tile"}  # a scratchpad accelerator's compiler: IBM Spyre
+    for name in COMMANDS:
+        if name in engine or name in {"hw", "model", "sweep", "quiz", "explore"}:
+            continue
+        found = _defaults(name)
+        if "model" in found:
+            assert found["model"] == DEFAULT_MODEL, name
+        if isinstance(found.get("hw"), str) and name not in scratchpad:
+            assert found["hw"] == DEFAULT_ACCELERATOR, name
+    assert _defaults("generate")["model"] == DEFAULT_ENGINE_MODEL
+
+
+def test_help_loads_no_heavy_module() -> None:
+    code = (
+        "import sys; from ridgeline.cli import main; sys.argv = ['ridgeline', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = {'numpy', 'matplotlib', 'ridgeline.analytic', 'ridgeline.sim', 'torch'}\n"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_piped_output_is_not_wrapped() -> None:
+    cmd = [sys.executable, "-m", "ridgeline", "kv", "--context", "32768", "--hw", "h100-sxm"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].startswith("llama-3.1-8b: 131,072 B") and out[0].endswith("(batch 1)")
+    assert len(out[0]) > 150
