@@ -7,6 +7,7 @@ by hand (see its docstring); the real serving simulator has its own test in test
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import signal
@@ -415,6 +416,11 @@ def test_report_ranks_and_finds_the_front(tmp_path: Path) -> None:
     objectives = [s.objective or 0 for s in rep.ranked]
     assert objectives == sorted(objectives, reverse=True)
     assert rep.front and all(p.throughput_per_chip > 0 for p in rep.front)
+    if importlib.util.find_spec("pandas") is not None:  # one row per ranked configuration
+        df = rep.to_dataframe()
+        assert list(df["label"]) == [s.label for s in rep.ranked]
+        assert list(df["capacity_rps"]) == [s.capacity_rps for s in rep.ranked]
+    assert rep._repr_html_().startswith("<table><caption>small: 8 configurations")
 
 
 def test_parquet_store_round_trips(tmp_path: Path) -> None:
