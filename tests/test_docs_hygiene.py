@@ -81,3 +81,14 @@ def test_ordinary_text_passes(tmp_path: Path) -> None:
         "a 128-B stick; the sweep at 4 QPS; Dao et al. 2022 (https://arxiv.org/abs/2205.14135)\n"
     )
     assert findings(path, tmp_path) == []
+
+
+def test_every_link_inside_the_repository_resolves() -> None:
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    broken = [
+        f"{page.name}: {target}"
+        for page in pages
+        for target in re.findall(r"\]\(([^)#\s]+)\)", page.read_text())
+        if not target.startswith(("http://", "https://")) and not (page.parent / target).exists()
+    ]
+    assert broken == []

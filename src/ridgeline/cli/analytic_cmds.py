@@ -92,7 +92,7 @@ def hw_show(
         ridge = ridges[lvl["name"]]
         table.add_row(
             lvl["name"],
-            fmt_bytes(lvl["capacity_bytes"], binary=True),
+            fmt_bytes(lvl["capacity_bytes"]),
             str(lvl["instances"]),
             fmt_bytes(lvl["total_capacity_bytes"]),
             fmt_rate(bw, "B/s") if bw else "—",
