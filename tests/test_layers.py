@@ -17,7 +17,8 @@ from srctree import source
 
 ROOT = Path(ridgeline.__file__).parent
 BASE = {"errors", "defaults", "data"}  # leaves every layer may use
-LIBRARY = BASE | {"specs", "analytic", "serving", "sim", "engine", "lab", "quiz", "sweep"}
+LIBRARY = BASE | {"specs", "analytic", "serving", "sim", "fidelity", "engine", "lab", "quiz"}
+LIBRARY |= {"sweep"}
 
 # layer -> the ridgeline packages it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
@@ -29,6 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "analytic": BASE | {"specs"},
     "serving": BASE | {"specs", "analytic"},
     "sim": BASE | {"specs", "analytic", "serving"},
+    "fidelity": BASE | {"specs", "analytic", "serving", "sim"},
     "engine": BASE | {"specs", "analytic", "serving"},
     "lab": BASE | {"specs", "analytic", "serving", "sim", "engine"},
     "quiz": BASE | {"specs", "analytic", "serving", "sim"},

@@ -40,6 +40,8 @@ COMMANDS: dict[str, Entry] = {
     "questions": Entry("analytic_cmds", "questions_cmd", "The five questions for an accelerator and workload, and what one decode step reads.", _A),
     "compare": Entry("analytic_cmds", "compare_cmd", "Five architectures side by side, each on the smallest deployment that holds the model.", _A),
     "deploy": Entry("deploy_cmds", "deploy_cmd", "A model on many chips of one accelerator: memory, links, bubble and what binds.", _A),
+    "predict": Entry("fidelity_cmds", "predict_cmd", "Expected throughput, TTFT and TPOT of a deployment, through the serving simulator.", _S),
+    "validate": Entry("fidelity_cmds", "validate_cmd", "Hold every prediction against the published measurements of the dataset.", _S),
     "tile": Entry("tiling_cmds", "tile_cmd", "Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile.", _A),
     "flash": Entry("tiling_cmds", "flash_cmd", "FlashAttention traffic against N on each accelerator's per-core scratchpad.", _A),
     "schedule": Entry("tiling_cmds", "schedule_cmd", "Compile one step for a scratchpad accelerator and simulate its timeline.", _A),

@@ -107,12 +107,12 @@ def _roofline_section(ctx: ReportContext) -> Section:
     steps.append((an.Phase.DECODE, 64, ctx.context))
     points = [an.step_cost(m, acc, an.Workload(ph, b, t)) for ph, b, t in steps]
     di = an.decode_intensity(m, acc, ctx.batch, ctx.context)
+    batching = an.decode_batching(m, acc, ctx.context)
     text = (
         f"Decode intensity at batch {ctx.batch}, context {ctx.context}: "
         f"{di.weights_only:.3g} FLOP/B counting weights alone, {di.with_kv:.3g} FLOP/B with the "
-        f"KV cache, against a ridge point of {di.ridge_point:.3g} FLOP/B — decode is "
-        f"bandwidth-bound until the batch is a few hundred sequences, and long contexts push "
-        f"intensity down again because KV bytes grow with the batch while giving no reuse."
+        f"KV cache, against a ridge point of {di.ridge_point:.3g} FLOP/B. "
+        f"{batching.sentence()[0].upper()}{batching.sentence()[1:]}."
     )
     headers = ("phase", "batch", "context", "AI (FLOP/B)", "bound", "step", "tokens/s")
     return Section(
