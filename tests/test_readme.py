@@ -139,8 +139,15 @@ def test_the_readme_has_commands_to_check() -> None:
 @pytest.mark.parametrize("index", range(len(README_COMMANDS)))
 def test_readme_command_runs_in_a_fresh_clone(index: int, clone: Clone) -> None:
     # Commands depend on the ones before them (files written to out/): run every earlier one
-    # that has not run yet, then this one.
+    # that has not been tried yet, then this one. A command is tried once: when it fails, its
+    # own test reports it and the later ones do not run it again.
     for i in range(index + 1):
         if i not in clone.done:
-            _run(README_COMMANDS[i], clone.root)
             clone.done.add(i)
+            if i == index:
+                _run(README_COMMANDS[i], clone.root)
+            else:
+                try:
+                    _run(README_COMMANDS[i], clone.root)
+                except (AssertionError, subprocess.TimeoutExpired, pytest.skip.Exception):
+                    pass  # reported by that command's own test
