@@ -15,7 +15,7 @@ from ridgeline.quiz.bank import Generator, generators_for
 from ridgeline.quiz.types import Module, Question
 
 QUIZ_ID = "memory-systems"  # the course's one graded quiz
-NUM_QUESTIONS = 22  # course.md, module 9
+NUM_QUESTIONS = 22  # the course's graded quiz (module 9): 22 questions
 PASS_FRACTION = 0.8  # "You need 80% to pass"
 PER_MODULE = 3
 

@@ -22,7 +22,7 @@ from ridgeline.errors import ConfigError, RidgelineError
 from ridgeline.quiz.grading import Result
 from ridgeline.quiz.session import PASS_FRACTION
 
-MAX_ATTEMPTS = 3  # course.md, module 9: "you can take the quiz up to 3 times"
+MAX_ATTEMPTS = 3  # the course's module 9: "you can take the quiz up to 3 times"
 BUSY_TIMEOUT_S = 30.0
 SCHEMA_VERSION = 1
 DEFAULT_DB = "ridgeline-quiz.db"
