@@ -79,5 +79,7 @@ def serve(settings: ServeSettings) -> None:
             create_app(served), host=settings.host, port=settings.port, log_level="warning",
             timeout_graceful_shutdown=int(settings.drain_s),
         )  # fmt: skip
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it drained on: it is done
+        pass
     finally:
         served.engine.stop()
