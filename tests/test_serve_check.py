@@ -23,7 +23,7 @@ from ridgeline.specs import get_accelerator, get_model
 def _batch(new: list[int], prior: list[int]) -> ScheduledBatch:
     reqs = tuple(
         ScheduledRequest(f"r{i}", tuple(range(n)), p, ())
-        for i, (n, p) in enumerate(zip(new, prior))
+        for i, (n, p) in enumerate(zip(new, prior, strict=True))
     )
     return ScheduledBatch(0, reqs, 16)
 
