@@ -43,6 +43,7 @@ from ridgeline.sim.metrics import SLO, Collector, SimResult
 from ridgeline.sim.summary import summarize
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec
+from ridgeline.specs.calibration import CostMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,8 @@ class SimConfig:
         memory_utilization: fraction of device memory for weights + KV (vLLM's 0.9).
         num_blocks: override the KV pool size in blocks.
         tiers: KV tiers below the device (host, disk).
-        efficiency: fractions of peak and per-step overhead.
+        efficiency: fractions of peak and per-step overhead (ideal mode).
+        mode: price steps on the ideal roofline or with the accelerator's calibration.
         dtypes: storage formats.
         draft_model: speculative decoding's draft model (None: drafts are free).
         disagg: prefill/decode disaggregation (None: one mixed instance).
@@ -79,6 +81,7 @@ class SimConfig:
     num_blocks: int | None = None
     tiers: tuple[TierSpec, ...] = ()
     efficiency: Efficiency = Efficiency()
+    mode: CostMode = CostMode.IDEAL
     dtypes: Dtypes = Dtypes()
     draft_model: ModelSpec | None = None
     disagg: Disagg | None = None
@@ -165,9 +168,9 @@ class Simulation:
         self._heap: list[_Event] = []
         self._seq = 0
         self.num_blocks = kv_pool_blocks(cfg)
-        self.cost = StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency)
+        self.cost = StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
         self.draft = (
-            StepCostModel(cfg.draft_model, cfg.hw, cfg.dtypes, cfg.efficiency)
+            StepCostModel(cfg.draft_model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
             if cfg.draft_model
             else None
         )
