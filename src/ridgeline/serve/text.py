@@ -45,7 +45,7 @@ class TextCodec:
 
     def chat(self, messages: Sequence[dict[str, str]]) -> list[int]:
         """The ids of ``messages`` rendered by the chat template, ready for the reply."""
-        if not self.has_chat:
+        if self.tokenizer is None or not self.has_chat:
             raise ConfigError(
                 "field messages: this server has no chat template (start it with --tokenizer "
                 "DIR whose tokenizer_config.json has one)"
