@@ -17,9 +17,10 @@ import os
 from pathlib import Path
 
 from ridgeline.lab.serve_check import (
+    Calibrator,
     CheckSpec,
     capacity_per_s,
-    engine_options,
+    machine,
     model_config,
     run_check,
 )
@@ -42,7 +43,7 @@ def main() -> None:
     base = CheckSpec(model_config(args.out), num_requests=args.requests)
     rates = tuple(float(x) for x in args.rates.split(",") if x)
     if not rates:
-        cap = _capacity(base, args.out)
+        cap = _capacity(base)
         rates = tuple(round(float(f) * cap, 2) for f in args.fractions.split(","))
     check = CheckSpec(base.model_config, num_requests=args.requests, rates=rates)
     result = run_check(check, args.out, lambda m: print(f"# {m}", flush=True))
@@ -57,16 +58,15 @@ def main() -> None:
         print(f"| {row.rate_per_s:.2f} | " + " | ".join(cells) + " |")
 
 
-def _capacity(check: CheckSpec, out: Path) -> float:
+def _capacity(check: CheckSpec) -> float:
     """The calibrated capacity, for choosing rates (a calibration run of its own)."""
-    from ridgeline.engine.llm import LLM, set_threads
-    from ridgeline.lab.serve_check import engine_steps, fit_efficiency, machine, sim_config
 
-    set_threads(1)
-    acc = machine(lambda m: print(f"# {m}", flush=True))
-    llm = LLM(str(check.model_config), **engine_options(check))
-    eff, _ = fit_efficiency(llm.spec, acc, *engine_steps(llm, check))
-    return capacity_per_s(sim_config(llm, acc, eff), check)
+    def say(message: str) -> None:
+        print(f"# {message}", flush=True)
+
+    cal = Calibrator(check, machine(say), say)
+    cal.fit("capacity")
+    return capacity_per_s(cal.config("capacity"), check)
 
 
 if __name__ == "__main__":

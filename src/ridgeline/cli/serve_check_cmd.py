@@ -71,3 +71,10 @@ def _render(result: object) -> None:
         table.add_row(f"{r['rate_per_s']:.2f}", *cells)
     console.print(table)
     err_console.print("cells: simulated / measured (simulated ÷ measured)")
+    for r in d["rows"]:
+        e = r["efficiency"]
+        err_console.print(
+            f"fit before {r['rate_per_s']:.2f}/s: bandwidth x {e['bandwidth']:.2f}, compute x "
+            f"{e['compute']:.2f}, overhead {e['step_overhead_s'] * 1e3:.2f} ms "
+            f"(step error {r['fit_error']:.1%})"
+        )

@@ -192,9 +192,10 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 300) ->
 
 
 def serve_and_load(
-    check: CheckSpec, tokenizer: Path, rates: Sequence[float], out: Path, say: Say
+    check: CheckSpec, tokenizer: Path, rates: Sequence[float], out: Path, before: Say
 ) -> list[tuple[ServedRequest, ...]]:
-    """Start the server, run guidellm at each rate (reports under ``out``), stop the server."""
+    """Start the server, run guidellm at each rate (reports under ``out``; ``before(rate)`` is
+    called first, with the server idle), stop the server."""
     url = f"http://127.0.0.1:{check.port}"
     with (out / "server.log").open("w") as log:
         proc = subprocess.Popen(_serve_cmd(check, tokenizer), stdout=log, stderr=log)
@@ -202,7 +203,7 @@ def serve_and_load(
         _wait_up(url, proc)
         runs = []
         for rate in rates:
-            say(f"guidellm: {check.num_requests} requests at {rate:.2f}/s")
+            before(f"{rate:.2f}")
             plan = LoadPlan(rate, check.num_requests, check.prompt_tokens, check.output_tokens,
                             check.seed)  # fmt: skip
             report = out / f"guidellm-{rate:.2f}.json"
@@ -245,6 +246,8 @@ class RateRow:
     rate_per_s: float
     measured: Latency
     simulated: Latency
+    efficiency: Efficiency  # calibrated just before this rate's run
+    fit_error: float
 
     def ratios(self) -> dict[str, float]:
         m, s = asdict(self.measured), asdict(self.simulated)
@@ -280,24 +283,46 @@ def sim_config(llm: Any, acc: Accelerator, eff: Efficiency) -> SimConfig:
     )  # fmt: skip
 
 
+class Calibrator:
+    """The engine's step cost, refitted before each rate: the machine is shared, and its speed
+    drifts from minute to minute (a fit is 30-60 s of offline steps, the server idle)."""
+
+    def __init__(self, check: CheckSpec, acc: Accelerator, say: Say) -> None:
+        from ridgeline.engine.llm import LLM, set_threads
+
+        set_threads(1)
+        self.check, self.acc, self.say = check, acc, say
+        self.llm = LLM(str(check.model_config), **engine_options(check))
+        self.fits: dict[str, tuple[Efficiency, float]] = {}
+
+    def fit(self, label: str) -> tuple[Efficiency, float]:
+        self.say(f"calibrating the engine's step times ({label})")
+        self.fits[label] = fit_efficiency(
+            self.llm.spec, self.acc, *engine_steps(self.llm, self.check)
+        )
+        return self.fits[label]
+
+    def config(self, label: str) -> SimConfig:
+        return sim_config(self.llm, self.acc, self.fits[label][0])
+
+
 def run_check(check: CheckSpec, out: Path, say: Say) -> ServeCheck:
     """Calibrate, serve under guidellm, simulate, compare (the module docstring's four steps)."""
-    from ridgeline.engine.llm import LLM, set_threads
-
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = char_tokenizer(out / "tokenizer")
     acc = machine(say)
-    set_threads(1)
-    llm = LLM(str(check.model_config), **engine_options(check))
-    say("calibrating the engine's step times")
-    eff, err = fit_efficiency(llm.spec, acc, *engine_steps(llm, check))
-    cfg = sim_config(llm, acc, eff)
-    del llm  # the server builds its own
-    cap = capacity_per_s(cfg, check)
+    cal = Calibrator(check, acc, say)
+    eff, err = cal.fit("first")
+    cap = capacity_per_s(cal.config("first"), check)
     rates = check.rates or tuple(round(f * cap, 2) for f in (0.3, 0.8, 1.5))
-    runs = serve_and_load(check, tokenizer, rates, out, say)
+
+    def before(rate: str) -> None:
+        cal.fit(rate)
+        say(f"guidellm: {check.num_requests} requests at {rate}/s")
+
+    runs = serve_and_load(check, tokenizer, rates, out, before)
     rows = tuple(
-        RateRow(r, summarize(reqs), simulate(cfg, reqs))
+        RateRow(r, summarize(reqs), simulate(cal.config(f"{r:.2f}"), reqs), *cal.fits[f"{r:.2f}"])
         for r, reqs in zip(rates, runs, strict=True)
     )
     result = ServeCheck(eff, err, acc.device_bandwidth_bytes_per_s, acc.peak(DType.FP32), cap, rows)
