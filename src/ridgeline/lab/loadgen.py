@@ -73,7 +73,7 @@ def run_guidellm(spec: dict[str, Any], workdir: Path, log: Path) -> None:
     exe = str(beside) if beside.exists() else shutil.which("guidellm")
     if exe is None:
         raise ConfigError("guidellm is not installed: pip install 'ridgeline[serve-test]'")
-    path = workdir / "scenario.json"
+    path = workdir.resolve() / "scenario.json"
     path.write_text(json.dumps(spec, indent=2))
     with log.open("w") as f:
         done = subprocess.run(

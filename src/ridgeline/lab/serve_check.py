@@ -308,6 +308,7 @@ class Calibrator:
 
 def run_check(check: CheckSpec, out: Path, say: Say) -> ServeCheck:
     """Calibrate, serve under guidellm, simulate, compare (the module docstring's four steps)."""
+    out = out.resolve()  # guidellm runs in ``out``: every path it gets is absolute
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = char_tokenizer(out / "tokenizer")
     acc = machine(say)
