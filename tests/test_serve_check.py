@@ -75,3 +75,24 @@ def test_a_lone_request_is_one_prefill_then_decode_steps() -> None:
     assert lat.ttft_p50_s == pytest.approx(cost.step_time_s([100], [0]), rel=1e-9)
     decode = [cost.step_time_s([1], [100 + j]) for j in range(7)]  # the first output is fed back
     assert lat.tpot_p50_s == pytest.approx(sum(decode) / 7, rel=1e-6)
+
+
+def test_guidellm_accepts_the_scenario_and_the_tokenizer_decodes_every_id(tmp_path: Path) -> None:
+    entry = pytest.importorskip("guidellm.schemas.benchmark.entrypoints")
+    pytest.importorskip("transformers")
+    from ridgeline.lab.loadgen import CHAR_VOCAB, LoadPlan, char_tokenizer, scenario
+
+    tok = char_tokenizer(tmp_path / "tok")
+    spec = scenario(
+        "http://127.0.0.1:1", "m", tok, LoadPlan(2.5, 10, 128, 64, 3), tmp_path / "o.json"
+    )
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(spec))
+    args = entry.BenchmarkScenario.create(str(path))
+    assert args.spec.profile.rate == [2.5] and args.spec.seed.value == 3
+    from transformers import AutoTokenizer
+
+    t = AutoTokenizer.from_pretrained(str(tok), local_files_only=True)
+    assert len(t) == CHAR_VOCAB and t.eos_token_id == CHAR_VOCAB - 1
+    assert t.encode("Hi there!", add_special_tokens=False) == [ord(c) - 32 for c in "Hi there!"]
+    assert all(len(t.decode([i])) >= 1 for i in range(CHAR_VOCAB))  # every id shows as text
