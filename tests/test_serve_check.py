@@ -96,3 +96,13 @@ def test_guidellm_accepts_the_scenario_and_the_tokenizer_decodes_every_id(tmp_pa
     assert len(t) == CHAR_VOCAB and t.eos_token_id == CHAR_VOCAB - 1
     assert t.encode("Hi there!", add_special_tokens=False) == [ord(c) - 32 for c in "Hi there!"]
     assert all(len(t.decode([i])) >= 1 for i in range(CHAR_VOCAB))  # every id shows as text
+
+
+def test_the_servers_means_are_the_histogram_deltas_of_one_rate() -> None:
+    from ridgeline.lab.serve_check import _server_side
+
+    ttft, tpot = "ridgeline_time_to_first_token_seconds", "ridgeline_time_per_output_token_seconds"
+    before = {f"{ttft}_sum": 1.0, f"{ttft}_count": 4, f"{tpot}_sum": 0.2, f"{tpot}_count": 4}
+    after = {f"{ttft}_sum": 4.0, f"{ttft}_count": 10, f"{tpot}_sum": 0.8, f"{tpot}_count": 10}
+    side = _server_side(before, after)
+    assert side.ttft_mean_s == pytest.approx(0.5) and side.tpot_mean_s == pytest.approx(0.1)

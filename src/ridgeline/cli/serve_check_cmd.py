@@ -76,5 +76,7 @@ def _render(result: object) -> None:
         err_console.print(
             f"fit before {r['rate_per_s']:.2f}/s: bandwidth x {e['bandwidth']:.2f}, compute x "
             f"{e['compute']:.2f}, overhead {e['step_overhead_s'] * 1e3:.2f} ms "
-            f"(step error {r['fit_error']:.1%})"
+            f"(step error {r['fit_error']:.1%}); means server / client: TTFT "
+            f"{r['server']['ttft_mean_s'] * 1e3:.1f} / {r['client_ttft_mean_s'] * 1e3:.1f} ms, "
+            f"TPOT {r['server']['tpot_mean_s'] * 1e3:.1f} / {r['client_tpot_mean_s'] * 1e3:.1f} ms"
         )

@@ -191,11 +191,44 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 300) ->
     raise ConfigError(f"ridgeline serve did not answer on {url} within {timeout_s:.0f} s")
 
 
+@dataclass(frozen=True, slots=True)
+class ServerSide:
+    """The server's own means over one rate's requests (its /metrics histograms): TTFT from the
+    request's arrival at the HTTP layer, TPOT between the engine thread's token events."""
+
+    ttft_mean_s: float
+    tpot_mean_s: float
+
+
+def _histogram_sums(url: str) -> dict[str, float]:
+    """``_sum`` and ``_count`` of the server's TTFT and TPOT histograms."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.endswith(("_seconds_sum", "_seconds_count")):
+            out[name] = float(value)
+    return out
+
+
+def _server_side(before: dict[str, float], after: dict[str, float]) -> ServerSide:
+    def mean(stem: str) -> float:
+        n = after[f"{stem}_count"] - before.get(f"{stem}_count", 0.0)
+        return (after[f"{stem}_sum"] - before.get(f"{stem}_sum", 0.0)) / n if n else float("nan")
+
+    return ServerSide(mean("ridgeline_time_to_first_token_seconds"),
+                      mean("ridgeline_time_per_output_token_seconds"))  # fmt: skip
+
+
 def serve_and_load(
     check: CheckSpec, tokenizer: Path, rates: Sequence[float], out: Path, before: Say
-) -> list[tuple[ServedRequest, ...]]:
+) -> list[tuple[tuple[ServedRequest, ...], ServerSide]]:
     """Start the server, run guidellm at each rate (reports under ``out``; ``before(rate)`` is
-    called first, with the server idle), stop the server."""
+    called first, with the server idle), stop the server. Each rate: the requests as guidellm
+    saw them, and the server's own means."""
     url = f"http://127.0.0.1:{check.port}"
     with (out / "server.log").open("w") as log:
         proc = subprocess.Popen(_serve_cmd(check, tokenizer), stdout=log, stderr=log)
@@ -208,8 +241,9 @@ def serve_and_load(
                             check.seed)  # fmt: skip
             report = out / f"guidellm-{rate:.2f}.json"
             spec = scenario(url, _served_name(check), tokenizer, plan, report)
+            sums = _histogram_sums(url)
             run_guidellm(spec, out, out / f"guidellm-{rate:.2f}.txt")
-            runs.append(read_report(report))
+            runs.append((read_report(report), _server_side(sums, _histogram_sums(url))))
         return runs
     finally:
         proc.terminate()
@@ -248,6 +282,9 @@ class RateRow:
     simulated: Latency
     efficiency: Efficiency  # calibrated just before this rate's run
     fit_error: float
+    server: ServerSide  # the server's own TTFT and TPOT means
+    client_ttft_mean_s: float  # guidellm's, beside them: the gap is HTTP, tokenising, the client
+    client_tpot_mean_s: float
 
     def ratios(self) -> dict[str, float]:
         m, s = asdict(self.measured), asdict(self.simulated)
@@ -280,6 +317,17 @@ def sim_config(llm: Any, acc: Accelerator, eff: Efficiency) -> SimConfig:
         model=llm.spec, hw=acc, scheduler=llm.scheduler.config, block_size=llm.config.block_size,
         prefix_caching=llm.config.prefix_caching, num_blocks=llm.num_blocks, efficiency=eff,
         dtypes=FP32,
+    )  # fmt: skip
+
+
+def _row(
+    rate: float, reqs: tuple[ServedRequest, ...], server: ServerSide, cal: Calibrator
+) -> RateRow:
+    label = f"{rate:.2f}"
+    tpots = [r.tpot_s for r in reqs if r.tpot_s is not None]
+    return RateRow(
+        rate, summarize(reqs), simulate(cal.config(label), reqs), *cal.fits[label], server,
+        sum(r.ttft_s for r in reqs) / len(reqs), sum(tpots) / len(tpots),
     )  # fmt: skip
 
 
@@ -322,10 +370,7 @@ def run_check(check: CheckSpec, out: Path, say: Say) -> ServeCheck:
         say(f"guidellm: {check.num_requests} requests at {rate}/s")
 
     runs = serve_and_load(check, tokenizer, rates, out, before)
-    rows = tuple(
-        RateRow(r, summarize(reqs), simulate(cal.config(f"{r:.2f}"), reqs), *cal.fits[f"{r:.2f}"])
-        for r, reqs in zip(rates, runs, strict=True)
-    )
+    rows = tuple(_row(r, reqs, server, cal) for r, (reqs, server) in zip(rates, runs, strict=True))
     result = ServeCheck(eff, err, acc.device_bandwidth_bytes_per_s, acc.peak(DType.FP32), cap, rows)
     (out / "serve-check.json").write_text(json.dumps(result.to_dict(), indent=2))
     return result
