@@ -36,11 +36,11 @@ def build_cmd(
     ] = None,
     lock_timeout_s: Annotated[
         float | None,
-        typer.Option(help="longest wait for another process's build (default 900 s)"),
+        typer.Option(help="longest wait for another process's build (default 1800 s)"),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Compile the engine's C++ kernels once for this environment (1-3 minutes cold; a no-op
+    """Compile the engine's C++ kernels once for this environment (about 2 minutes of CPU a target; a no-op
     when they are built), with progress on stderr, and report what was built."""
     kb = _kernel_build()
     rows = []

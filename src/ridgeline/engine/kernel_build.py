@@ -54,7 +54,7 @@ BASE_FLAGS = ("-O3", "-std=c++17", "-ffast-math", "-fopenmp")  # OpenMP: at::par
 LD_FLAGS = ("-fopenmp",)
 DIR_ENV = "RIDGELINE_KERNEL_DIR"
 LOCK_TIMEOUT_ENV = "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"
-DEFAULT_LOCK_TIMEOUT_S = 900.0  # a cold build takes 1-3 minutes on 2 cores; a live lock longer
+DEFAULT_LOCK_TIMEOUT_S = 1800.0  # a cold build: ~2 min of CPU a target, 11 min wall seen at load 15
 MARKER = "built.json"
 
 Progress = Callable[[str], None]
