@@ -85,11 +85,13 @@ class DeploymentStepCost(StepCostModel):
         self.deployment = deployment  # read by _terms while the base class builds its tables
         super().__init__(model, deployment.accelerator, dtypes, efficiency, mode)
 
-    def _terms(self, shape: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
         costs = chip_op_costs(self.model, self.deployment.tensor_parallel, shape, self.dtypes)  # type: ignore[arg-type]
+        kv = np.array([c.kv_bytes for c in costs])
         return (
             np.array([c.flops for c in costs]),
-            np.array([c.bytes for c in costs]),
+            np.array([c.bytes for c in costs]) - kv,
+            kv,
             np.array([c.gemm_rows for c in costs]),
         )
 
