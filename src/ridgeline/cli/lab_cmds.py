@@ -13,6 +13,7 @@ import typer
 
 from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, new_app, progress_bar
 from ridgeline.cli.lab_render import print_calibration, print_comparison, print_kv, print_profile
+from ridgeline.cli.serve_check_cmd import serve_check_cmd
 from ridgeline.defaults import DEFAULT_ENGINE_MODEL
 from ridgeline.errors import ConfigError
 from ridgeline.lab.store import DEFAULT_DB
@@ -260,3 +261,7 @@ def export_cmd(
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             write(records, path)
             console.print(f"wrote {len(records)} records to {path}")
+
+
+# ``lab serve-check`` lives in its own module (it drives guidellm against ``ridgeline serve``).
+lab_app.command("serve-check")(serve_check_cmd)

@@ -50,6 +50,8 @@ COMMANDS: dict[str, Entry] = {
     "sweep": Entry("sweep_cmds", "sweep_app", "Capacity sweeps: the highest request rate within SLOs, per configuration.", _S),
     "generate": Entry("engine_cmds", "generate_cmd", "Generate with the real paged-KV engine (random weights unless --weights).", _M),
     "bench": Entry("engine_cmds", "bench_app", "Benchmarks of the real engine.", _M),
+    "engine": Entry("kernel_cmds", "engine_app", "The real engine: its compiled kernels.", _M),
+    "serve": Entry("serve_cmds", "serve_cmd", "Serve the real engine behind an OpenAI-compatible HTTP API.", _M),
     "lab": Entry("lab_cmds", "lab_app", "Measure decode on this machine and hold the analytic model to it.", _M),
     "report": Entry("report_cmd", "report_cmd", "Write the full report (report.html, report.md, report.json and figures) for one model.", _L),
     "quiz": Entry("quiz_cmds", "quiz_app", "The graded quiz: 22 questions over the seven modules, computed by ridgeline.", _L),

@@ -171,6 +171,25 @@ class Scheduler:
             )
         return ""
 
+    def abort(self, request_id: str) -> Request | None:
+        """Stop an unfinished request now (its client left) and free its blocks; the request,
+        or None when it is not here (finished, rejected or unknown)."""
+        req = self.requests.pop(request_id, None)
+        if req is None:
+            return None
+        if req in self.running:
+            self.running.remove(req)
+        else:
+            self.waiting.remove(req)
+        slots = self._swapped_slots.pop(request_id, None)
+        if slots and self.kv.tiers is not None:
+            self.kv.tiers.release_swap(len(slots))
+        self.kv.free(req)
+        req.status = RequestStatus.FINISHED
+        req.finish_reason = FinishReason.ABORTED
+        self._blocked_on_memory = False
+        return req
+
     @property
     def has_unfinished(self) -> bool:
         """Whether any request is running or waiting."""
