@@ -61,7 +61,7 @@ def _defaults(name: str) -> dict[str, object]:
 
 
 def test_one_default_accelerator_and_model() -> None:
-    engine = {"generate", "lab", "bench"}  # they run a real model on this CPU
+    engine = {"generate", "lab", "bench", "serve", "engine"}  # a real model on this CPU
     scratchpad = {"schedule", "tile"}  # a scratchpad accelerator's compiler: IBM Spyre
     for name in COMMANDS:
         if name in engine or name in {"hw", "model", "sweep", "quiz", "explore"}:
