@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "report": LIBRARY,
     "cli": LIBRARY | {"report", "web", "serve", "cli"},
     "web": LIBRARY | {"report"},
-    "serve": {"errors", "specs", "serving", "engine"},
+    "serve": BASE | {"specs", "serving", "engine"},
 }
 TORCH_OK = {"engine", "lab"}
 HEAVY = {"torch", "transformers", "safetensors"}

@@ -5,8 +5,8 @@ downloaded.
 A ``console`` block's commands are its ``$ `` lines (a trailing ``# comment`` is dropped); a
 ``python`` block runs as a script. Commands run in order in one directory, as a reader would
 type them. ``make`` targets are checked with ``make -n`` (running ``make test`` inside the
-tests would recurse); ``ridgeline explore`` serves until stopped, so it is started, its page
-fetched, and stopped.
+tests would recurse); ``ridgeline explore`` and ``ridgeline serve`` serve until stopped, so
+each is started on a free port, asked for a page, and stopped.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 BIN = Path(sys.executable).parent
 TORCH_COMMANDS = ("ridgeline generate", "ridgeline bench engine", "ridgeline lab ")
+TORCH_COMMANDS += ("ridgeline engine", "ridgeline serve")
 TIMEOUT_S = 900
 SKIPPED = pytest.skip.Exception
 
@@ -91,17 +92,25 @@ def _env(clone: Path) -> dict[str, str]:
     return env
 
 
-def _explore(cmd: str, clone: Path) -> None:
+SERVERS = {  # command -> (the extra it needs, a path that answers 200 once it is up)
+    "ridgeline explore": ("fastapi", "/api/models"),
+    "ridgeline serve": ("prometheus_client", "/health"),
+}
+
+
+def _server(cmd: str, clone: Path) -> None:
+    """Start a server command on a free port, wait until it answers, stop it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    args = [*shlex.split(cmd.replace("--port 8765", f"--port {port}"))]
+    probe = next(path for prefix, (_, path) in SERVERS.items() if cmd.startswith(prefix))
+    args = [*shlex.split(re.sub(r"--port \d+", f"--port {port}", cmd))]
     proc = subprocess.Popen(args, cwd=clone, env=_env(clone), stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # serve loads a model and its kernels first
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/models", timeout=5) as r:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{probe}", timeout=5) as r:
                     assert r.status == 200
                     return
             except OSError:
@@ -118,9 +127,9 @@ def _run(cmd: str, clone: Path) -> None:
         pytest.importorskip("torch", reason="the command needs the torch extra")
     if cmd.startswith("make "):
         args = ["make", "-n", *shlex.split(cmd)[1:]]
-    elif cmd.startswith("ridgeline explore"):
-        pytest.importorskip("fastapi", reason="the explorer needs the web extra")
-        return _explore(cmd, clone)
+    elif server := next((k for k in SERVERS if cmd.startswith(k)), None):
+        pytest.importorskip(SERVERS[server][0], reason=f"{server} needs its extra")
+        return _server(cmd, clone)
     else:
         args = shlex.split(cmd)
         if args[0] == "python":
