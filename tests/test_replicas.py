@@ -6,7 +6,7 @@ import pytest
 
 from ridgeline.analytic import Deployment, Phase, Workload, deployment_cost
 from ridgeline.errors import ConfigError
-from ridgeline.sim.engine import Disagg, SimConfig
+from ridgeline.sim.loop import Disagg, SimConfig
 from ridgeline.sim.replicas import (
     DeploymentStepCost,
     ReplicaSet,

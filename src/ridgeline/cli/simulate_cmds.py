@@ -30,7 +30,7 @@ from ridgeline.sim import (
     parse_lengths,
     simulate,
 )
-from ridgeline.sim.compare import DEFAULT_VARIANTS, compare
+from ridgeline.sim.variants import DEFAULT_VARIANTS, compare
 from ridgeline.sim.options import parse_disagg, parse_tiers
 from ridgeline.specs import get_accelerator, get_model
 

@@ -13,7 +13,7 @@ from ridgeline.serving.tiers import TierTraffic
 from ridgeline.sim.metrics import KVTimeline, Percentiles, RequestMetrics, SimResult
 
 if TYPE_CHECKING:
-    from ridgeline.sim.engine import Simulation
+    from ridgeline.sim.loop import Simulation
 
 _TIMELINE_POINTS = 400
 
