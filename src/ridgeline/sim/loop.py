@@ -1,4 +1,4 @@
-"""The event loop (``sim.loop``): arrivals, step completions and KV transfers over one or more instances.
+"""The event loop: arrivals, step completions and KV transfers over one or more instances.
 
 One event key, ``(time_s, priority, seq)``, defined in ``_push`` (SimPy's ``heappush`` key): at
 equal times arrivals and KV deliveries come before step completions, so a request arriving as a
