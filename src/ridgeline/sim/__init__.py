@@ -5,8 +5,8 @@ Layer rule: imports ``serving``, ``analytic``, ``specs`` and ``errors`` only; ne
 """
 
 from ridgeline.serving.disagg import Disagg
-from ridgeline.sim.loop import SimConfig, Simulation, kv_pool_blocks, simulate
 from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCostModel
+from ridgeline.sim.loop import SimConfig, Simulation, kv_pool_blocks, simulate
 from ridgeline.sim.metrics import SLO, Percentiles, RequestMetrics, SimResult
 from ridgeline.sim.workload import (
     Arrival,

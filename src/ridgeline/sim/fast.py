@@ -1,29 +1,38 @@
-"""The simulator's fast mode: one instance's scheduler state in lists, decode stretches in closed
-form, and no per-token Python objects.
+"""The simulator's fast mode: one instance's scheduler state in lists, decoding requests advanced
+by a shared counter, and every predictable stretch of decode steps in closed form.
 
 ``sim.loop`` drives the shared ``serving.Scheduler`` one step at a time. For the configurations
 most runs use — one mixed instance, the fcfs, priority, contiguous or static policy, preemption
 by recompute, and no prefix caching, KV tiers, speculative decoding or disaggregation — this
 module applies the same rules (``Scheduler.schedule`` and ``update``, vLLM v1) to per-request
-lists, and every stretch in which the batch changes predictably is applied at once::
+lists::
 
     arrivals     a0                    a1
     steps      |m|d d d d d d d d d d|m|d d d d d|d d d d ...
-                 ^ a mixed step (admission, prefill chunk, preemption): one at a time
+                 ^ a step that admits: the decoding requests take one token each (no loop over
+                   them), the admitted ones their prompt chunk
                    ^ a stretch: every running request owes one token and none can be admitted;
-                     one ``decode_run_s`` prices each segment of the same requests; the stretch
-                     ends at the step in flight when the next request arrives, and goes on past
+                     one ``decode_run_s`` prices each segment of the same requests; it ends at
+                     the step in flight when the next request arrives, and goes on past
                      completions while nothing waits
 
-Blocks: without prefix caching no block's identity is ever observed, so the pool is a count and
-a table is its number of blocks. A decoding request takes a block in the step whose token crosses
-its last block's boundary (token ``held · block_size``), as stepping allocates it: during a
-stretch of k steps request i allocates at steps ``held_i · bs − computed_i + j · bs`` (j ≥ 0);
-a stretch stops before the first step the free blocks cannot fund, which then preempts as
-stepping would.
+Any other step (a prompt still being chunked, a preemption, more decoders than the budget) runs
+the general rule over explicit per-request values (``_general_step``).
 
-KV samples (the use after every step) are kept as per-step token counts plus block and
-computed-token events, and summed once at the end. Rejections reuse ``Scheduler.never_fits``.
+**The decode group.** While every running request owes one token per step, each takes one token
+in every step, so its computed and output counts are ``base + D`` for one shared step counter D;
+it finishes when D reaches its ``fin`` (a heap gives the next). Blocks are exact in closed form:
+without prefix caching no block's identity is observed, so the pool is a count, and a paged
+request holds ``ceil(computed / block_size)`` blocks and takes one more in the step whose
+computed count is a multiple of the block size — at counter values D ≡ −base (mod block size).
+A histogram of the members' residues gives every step's new blocks; a stretch stops before the
+first step the free blocks cannot fund, which then preempts as stepping would. Reserving
+policies (contiguous, static) hold their reservation and never cross.
+
+**Metrics.** Every member got its last token at the end of the previous step, so a step's
+inter-token gap is shared by all members (stored once with their count); members that waited in
+an earlier step (``stale``) add their own gap once. A member's last token is its completion.
+
 ``tests/test_sim_fast.py`` (Hypothesis) holds this module to the step-by-step loop: the same
 finished and rejected requests, TTFT and TPOT to 1e-9, KV peak, steps and preemptions.
 """
@@ -35,7 +44,6 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from itertools import accumulate
-from operator import sub
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -68,7 +76,9 @@ def run(sim: Simulation, progress: Callable[[int], None] | None = None) -> SimRe
     """Run ``sim`` in the fast mode (``covers(sim)`` must hold)."""
     state = _FastInstance(sim)
     state.loop(progress)
-    return summarize(sim.log, state.samples(), state.stats())
+    end = np.array(state.steps.end)
+    sim.log.itl_chunks.append(state.steps.shared_gaps(end))
+    return summarize(sim.log, state.steps.samples(state.num_blocks, state.bs, end), state.stats())
 
 
 class _Lengths:
@@ -82,17 +92,20 @@ class _Lengths:
 
 
 class _Steps:
-    """Per-step records: start, end, tokens computed and requests running after the step, and
-    sparse events (sample index, blocks added, computed tokens removed)."""
+    """Per-step records — start, end, tokens computed, blocks added, requests running after,
+    and how many requests share the step's inter-token gap — plus sparse events (sample
+    index, blocks added, computed tokens removed)."""
 
-    __slots__ = ("start", "end", "tokens", "running", "one_block", "ev_at", "ev_blocks", "ev_comp")
+    __slots__ = ("start", "end", "tokens", "blocks", "running", "gap_w", "ev_at", "ev_blocks",
+                 "ev_comp")  # fmt: skip
 
     def __init__(self) -> None:
         self.start: list[float] = []
         self.end: list[float] = []
         self.tokens: list[int] = []
+        self.blocks: list[int] = []
         self.running: list[int] = []
-        self.one_block: list[int] = []  # samples at which one block was added (decode growth)
+        self.gap_w: list[int] = []
         self.ev_at: list[int] = []
         self.ev_blocks: list[int] = []
         self.ev_comp: list[int] = []
@@ -102,14 +115,22 @@ class _Steps:
         self.ev_blocks.append(blocks)
         self.ev_comp.append(removed)
 
-    def samples(self, num_blocks: int, block_size: int) -> StepSamples:
-        """KV use after every step (as the step-by-step loop samples it)."""
+    def add(self, start: float, end: float, tokens: int, blocks: int, gap_w: int) -> None:
+        """One step (its running count is appended after it is applied)."""
+        self.start.append(start)
+        self.end.append(end)
+        self.tokens.append(tokens)
+        self.blocks.append(blocks)
+        self.gap_w.append(gap_w)
+
+    def samples(self, num_blocks: int, block_size: int, end: np.ndarray) -> StepSamples:
+        """KV use after every step (as the step-by-step loop samples it); ``end`` is
+        ``self.end`` as an array."""
         g = len(self.start)
-        start, end = np.array(self.start), np.array(self.end)
+        start = np.array(self.start)
         at = np.asarray(self.ev_at, dtype=np.int64)
-        added = np.bincount(np.asarray(self.one_block, dtype=np.int64), minlength=g)
-        added = added + np.bincount(at, weights=self.ev_blocks, minlength=g)
-        used = np.cumsum(added)
+        added = np.asarray(self.blocks, dtype=float)
+        used = np.cumsum(added + np.bincount(at, weights=self.ev_blocks, minlength=g))
         removed = np.bincount(at, weights=self.ev_comp, minlength=g)
         computed = np.cumsum(np.asarray(self.tokens, dtype=float) - removed)
         slots = num_blocks * block_size
@@ -121,6 +142,13 @@ class _Steps:
             np.asarray(self.running, dtype=float),
         )
 
+    def shared_gaps(self, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Inter-token gaps shared by several requests (end of a step − end of the previous
+        one) and how many requests saw each; ``end`` is ``self.end`` as an array."""
+        w = np.asarray(self.gap_w, dtype=float)
+        keep = np.flatnonzero(w[1:] > 0) + 1
+        return end[keep] - end[keep - 1], w[keep]
+
 
 class _FastInstance:
     """One mixed instance's scheduler, block pool and executor, over per-request lists."""
@@ -128,19 +156,18 @@ class _FastInstance:
     def __init__(self, sim: Simulation) -> None:
         cfg, sched = sim.cfg, sim.instances[0].scheduler
         self.sched, self.cost, self.log = sched, sim.cost, sim.log
+        self.label, self.slo = cfg.label, cfg.slo
         order = sorted(sim.workload, key=lambda r: r.arrival_s)  # the log's order
-        self.specs = order
         self.arrival = self.log.arrival
         self.P = [r.prompt_len for r in order]
         self.maxnew = [r.output_len for r in order]
         self.prio = [r.priority for r in order]
         n = len(order)
-        self.comp, self.held, self.stamp, self.npre = [0] * n, [0] * n, [0] * n, [0] * n
-        self.nout = self.log.num_out  # outputs so far: the log counts them
+        # explicit values (outside the decode group); the log counts the outputs
+        self.comp, self.held, self.nout = [0] * n, [0] * n, self.log.num_out
+        self.stamp, self.npre, self.reserve = [0] * n, [0] * n, [0] * n
         self.is_running, self.admitted = [False] * n, [False] * n
-        self.reserve = [0] * n
-        self.bs, self.num_blocks = cfg.block_size, sim.num_blocks
-        self.free = sim.num_blocks
+        self.bs, self.num_blocks, self.free = cfg.block_size, sim.num_blocks, sim.num_blocks
         c = cfg.scheduler
         self.limit, self.cap = c.max_num_batched_tokens, c.long_prefill_token_threshold
         self.max_running = sched.max_running
@@ -149,11 +176,17 @@ class _FastInstance:
         self.fifo: deque[int] = deque()
         self.heap: list[tuple[tuple[int, float, int], int]] = []
         self.running: list[int] = []
-        self.blocked = self.all_decode = False
+        self.blocked = False
         self.num_steps = self.num_preemptions = self.queried = self.seq = self.done = 0
         self.steps = _Steps()
         self._verdicts: dict[tuple[int, int], tuple[str, int]] = {}
-        self.label, self.slo = cfg.label, cfg.slo
+        # the decode group: computed = cbase + D, outputs = obase + D, finished at D = fin
+        self.grouped, self.D, self.last_end = True, 0, 0.0
+        self.cbase, self.obase = [0] * n, [0] * n
+        self.tight, self.key = [False] * n, [0] * n
+        self.hist, self.num_tight = [0] * self.bs, 0
+        self.fins: list[tuple[int, int]] = []
+        self.stale: list[int] = []
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -175,9 +208,11 @@ class _FastInstance:
                 while nxt < n and arr[nxt] <= now:
                     self.submit(nxt)
                     nxt += 1
-            end = self.advance(now, arr[nxt] if nxt < n else _INF) if self.has_work else None
+            work = self.running or self.fifo or self.heap
+            end = self.advance(now, arr[nxt] if nxt < n else _INF) if work else None
             busy = end is not None
-            now = now if end is None else end
+            if busy:
+                now = end  # type: ignore[assignment]
             if progress is not None and self.done - reported >= 100:
                 reported = self.done
                 progress(self.done)
@@ -185,8 +220,8 @@ class _FastInstance:
             progress(self.done)
 
     @property
-    def has_work(self) -> bool:
-        return bool(self.running) or bool(self.fifo) or bool(self.heap)
+    def waiting_len(self) -> int:
+        return len(self.heap) if self.priority else len(self.fifo)
 
     def submit(self, i: int) -> bool:
         """``Scheduler.add_request``: queue request ``i``, or reject it with the reason."""
@@ -202,8 +237,8 @@ class _FastInstance:
         return True
 
     def _verdict(self, i: int) -> tuple[str, int]:
-        """(never-fits reason, tokens reserved at admission) of request ``i``; both depend on
-        its lengths only, so they are asked of the real scheduler once per distinct length."""
+        """(never-fits reason, tokens reserved at admission) of request ``i``, from the real
+        scheduler; both depend on its two lengths only."""
         key = (self.P[i], self.maxnew[i])
         out = self._verdicts.get(key)
         if out is None:
@@ -216,18 +251,17 @@ class _FastInstance:
     def advance(self, now: float, horizon: float) -> float | None:
         """Run the next step, or a stretch up to ``horizon``; the time it ends (None: idle)."""
         run = self.running
-        if (
-            run
-            and self.all_decode
-            and len(run) <= self.limit
-            and not (self.waiting_len and len(run) < self.max_running and not self.blocked)
-        ):
-            return self.stretch(now, horizon)
-        return self.mixed_step(now)
+        if self.grouped and len(run) <= self.limit:
+            waiting = self.heap or self.fifo
+            if run and not (waiting and len(run) < self.max_running and not self.blocked):
+                return self.stretch(now, horizon)
+            if self._crossings() <= self.free:
+                return self.group_step(now)
+        return self.general_step(now)
 
-    @property
-    def waiting_len(self) -> int:
-        return len(self.heap) if self.priority else len(self.fifo)
+    def _crossings(self) -> int:
+        """Blocks the group's members take in the next step."""
+        return self.hist[self.D % self.bs] if self.num_tight else 0
 
     # ---- waiting queue and preemption (policies.py) -------------------------------------------
 
@@ -267,6 +301,7 @@ class _FastInstance:
         self._push(v, front=True)
 
     def _finish(self, i: int, t: float, at: int) -> None:
+        """``i`` produced its last token at ``t`` (its explicit values are current)."""
         self.running.remove(i)
         self.is_running[i] = False
         self.blocked = False
@@ -277,10 +312,40 @@ class _FastInstance:
         self.log.finish[i] = t
         self.done += 1
 
-    # ---- one step at a time (Scheduler.schedule / update) --------------------------------------
+    def _admit(self, budget: int, at: int) -> list[tuple[int, int]]:
+        """Admit waiting requests in queue order while budget, slots and blocks last."""
+        self.blocked = False
+        P, nout, comp, bs = self.P, self.nout, self.comp, self.bs
+        admitted: list[tuple[int, int]] = []
+        while self.waiting_len and budget > 0 and len(self.running) < self.max_running:
+            i = self._peek()
+            owed = P[i] + nout[i] - comp[i]
+            if not self.chunked and owed > budget:
+                break
+            n = min(owed, self.cap or owed, budget)
+            need = -(-max(comp[i] + n, self.reserve[i]) // bs) - self.held[i]
+            if need > self.free:
+                self.blocked = True
+                break
+            self._pop()
+            self.held[i] += need
+            self.free -= need
+            self.steps.event(at, need)
+            if not self.admitted[i]:
+                self.admitted[i] = True
+                self.queried += P[i]
+            self.running.append(i)
+            self.is_running[i] = True
+            admitted.append((i, n))
+            budget -= n
+        return admitted
 
-    def mixed_step(self, now: float) -> float | None:
-        """Schedule, price and apply one step; its end (None when nothing could be scheduled)."""
+    # ---- the general step: explicit values, Scheduler.schedule / update ----------------------
+
+    def general_step(self, now: float) -> float | None:
+        """Schedule, price and apply one step over explicit values; its end (None when
+        nothing could be scheduled)."""
+        self._materialize()
         at = len(self.steps.start)
         picked = self._schedule(at)
         self.num_steps += 1
@@ -292,22 +357,16 @@ class _FastInstance:
         for i in picked:
             if first[i] is None:
                 first[i] = now
-        self.steps.start.append(now)
-        self.steps.end.append(end)
-        self.steps.tokens.append(sum(new))
+        self.steps.add(now, end, sum(new), 0, 0)
         self._update(picked, end, at)
         self.steps.running.append(len(self.running))
         P, nout = self.P, self.nout
-        self.all_decode = all(P[i] + nout[i] - comp[i] == 1 for i in self.running)
+        if all(P[i] + nout[i] - comp[i] == 1 for i in self.running):
+            self._lazify(end)
         return end
 
     def _schedule(self, at: int) -> dict[int, int]:
         """Running requests first (preempting when blocks run out), then admissions."""
-        if self.all_decode and len(self.running) <= self.limit:
-            picked = self._schedule_decoders(at)
-            if picked is not None:
-                self._admit(self.limit - len(picked), picked, at)
-                return picked
         limit, cap, run = self.limit, self.cap, self.running
         P, nout, comp = self.P, self.nout, self.comp
         picked: dict[int, int] = {}
@@ -324,22 +383,8 @@ class _FastInstance:
             budget = limit - sum(picked.values()) if victims else budget - n
             idx = run.index(i) + 1 if victims else idx + 1
         if not preempted:
-            self._admit(budget, picked, at)
+            picked.update(self._admit(budget, at))
         return picked
-
-    def _schedule_decoders(self, at: int) -> dict[int, int] | None:
-        """Every running request owes one token: one each, when the free blocks fund the step
-        (None otherwise: the general rule preempts)."""
-        bs, held, comp = self.bs, self.held, self.comp
-        crossing = [i for i in self.running if held[i] * bs == comp[i]]
-        if len(crossing) > self.free:
-            return None
-        for i in crossing:
-            held[i] += 1
-        if crossing:
-            self.free -= len(crossing)
-            self.steps.event(at, len(crossing))
-        return dict.fromkeys(self.running, 1)
 
     def _grow(self, i: int, n: int, picked: dict[int, int], at: int) -> int:
         """Give ``i`` the blocks for ``n`` more tokens, preempting victims until they fit (or
@@ -361,131 +406,203 @@ class _FastInstance:
             self.steps.event(at, need)
         return count
 
-    def _admit(self, budget: int, picked: dict[int, int], at: int) -> None:
-        """Admit waiting requests in queue order while budget, slots and blocks last."""
-        self.blocked = False
-        P, nout, comp, bs = self.P, self.nout, self.comp, self.bs
-        while self.waiting_len and budget > 0 and len(self.running) < self.max_running:
-            i = self._peek()
-            owed = P[i] + nout[i] - comp[i]
-            if not self.chunked and owed > budget:
-                break
-            n = min(owed, self.cap or owed, budget)
-            need = -(-max(comp[i] + n, self.reserve[i]) // bs) - self.held[i]
-            if need > self.free:
-                self.blocked = True
-                break
-            self._pop()
-            self.held[i] += need
-            self.free -= need
-            self.steps.event(at, need)
-            if not self.admitted[i]:
-                self.admitted[i] = True
-                self.queried += P[i]
-            self.running.append(i)
-            self.is_running[i] = True
-            picked[i] = n
-            budget -= n
-
     def _update(self, picked: dict[int, int], end: float, at: int) -> None:
         """Apply the step: computed tokens, sampled tokens, completions."""
         P, nout, comp, log, maxnew = self.P, self.nout, self.comp, self.log, self.maxnew
-        last_tok, itl1, decoded = log.last_tok, log.itl1, 0
+        decoded = 0
         for i, n in picked.items():
             comp[i] += n
             if comp[i] < P[i] + nout[i]:
                 continue  # a prefill chunk short of the prompt's end samples nothing
-            prev = last_tok[i]  # NOTE: RequestLog.tokens(i, end, 1), inlined (hot loop)
-            if prev is None:
-                log.first_tok[i] = end
-            else:
-                itl1.append(end - prev)
-            last_tok[i] = end
-            nout[i] += 1
+            log.tokens(i, end, 1)
             decoded += n == 1
             if nout[i] >= maxnew[i]:
                 self._finish(i, end, at)
         log.decode_tokens += decoded
         log.decode_seq_steps += decoded
 
-    # ---- decode stretches in closed form --------------------------------------------------------
+    # ---- the decode group ------------------------------------------------------------------------
+
+    def _join(self, i: int) -> None:
+        """Request ``i`` (explicit values, owes one token) joins the decode group."""
+        D, bs = self.D, self.bs
+        self.cbase[i] = self.comp[i] - D
+        self.obase[i] = self.nout[i] - D
+        heapq.heappush(self.fins, (D + self.maxnew[i] - self.nout[i], i))
+        tight = self.held[i] * bs - self.comp[i] < bs  # paged: it grows a block at a time
+        self.tight[i] = tight
+        if tight:
+            self.key[i] = -self.cbase[i] % bs
+            self.hist[self.key[i]] += 1
+            self.num_tight += 1
+
+    def _lazify(self, end: float) -> None:
+        """Every running request owes one token: they become the decode group."""
+        last_tok = self.log.last_tok
+        for i in self.running:
+            self._join(i)
+            if last_tok[i] != end:
+                self.stale.append(i)  # it waited in an earlier step: its own gap next step
+        self.grouped, self.last_end = True, end
+
+    def _materialize(self, outside: frozenset[int] = frozenset()) -> None:
+        """Back to explicit values for every member (the general step needs them); requests
+        in ``outside`` are running but not members."""
+        if not self.grouped:
+            return
+        D, bs, stale = self.D, self.bs, set(self.stale)
+        last_tok = self.log.last_tok
+        for i in self.running:
+            if i in outside:
+                continue
+            c = self.cbase[i] + D
+            self.comp[i] = c
+            self.nout[i] = self.obase[i] + D
+            if self.tight[i]:
+                self.held[i] = -(-c // bs)
+            if i not in stale:
+                last_tok[i] = self.last_end
+        self.hist, self.num_tight = [0] * bs, 0
+        self.fins, self.stale, self.grouped = [], [], False
+
+    def _finish_members(self, end: float, at: int) -> None:
+        """Members whose output is complete after the step ending at ``end``."""
+        D, bs, fins, log = self.D, self.bs, self.fins, self.log
+        while fins and fins[0][0] <= D:
+            i = heapq.heappop(fins)[1]
+            c = self.cbase[i] + D
+            self.comp[i] = c
+            if self.tight[i]:
+                self.held[i] = -(-c // bs)
+                self.hist[self.key[i]] -= 1
+                self.num_tight -= 1
+            self.nout[i] = self.obase[i] + D
+            log.last_tok[i] = end
+            self._finish(i, end, at)
+
+    def _stale_gaps(self, end: float) -> None:
+        """Members that waited before joining get their own gap to the step ending at ``end``."""
+        log = self.log
+        for i in self.stale:
+            prev = log.last_tok[i]
+            if prev is None:
+                log.first_tok[i] = end
+            else:
+                log.itl1.append(end - prev)
+        self.stale = []
+
+    def group_step(self, now: float) -> float | None:
+        """One step: every member takes one token, then admissions (the blocks for both are
+        known to fit); its end (None when nothing could be scheduled)."""
+        run, at, d, comp = self.running, len(self.steps.start), self.D, self.comp
+        members = len(run)
+        prior = [self.cbase[i] + d for i in run]
+        cross = self._crossings()
+        self.free -= cross
+        admitted = self._admit(self.limit - members, at)
+        self.num_steps += 1
+        if not run:
+            return None
+        first = self.log.first_sched
+        for i, _ in admitted:
+            prior.append(comp[i])
+            if first[i] is None:
+                first[i] = now
+        new = [1] * members + [n for _, n in admitted]
+        end = now + self.cost.step_time_s(new, prior)
+        self.steps.add(now, end, sum(new), cross, members - len(self.stale))
+        self._stale_gaps(end)
+        self.D, self.last_end = d + 1, end
+        self.log.decode_tokens += members
+        self.log.decode_seq_steps += members
+        self._finish_members(end, at)
+        chunking = [i for i, n in admitted if not self._admitted_step(i, n, end, at)]
+        if chunking:  # a prompt still being chunked: the next steps are general ones
+            self._materialize(frozenset(chunking))
+        self.steps.running.append(len(self.running))
+        return end
+
+    def _admitted_step(self, i: int, n: int, end: float, at: int) -> bool:
+        """Apply a group step to request ``i`` admitted in it with ``n`` tokens; False when its
+        prompt is not done yet (it owes more than one token)."""
+        comp, nout, log = self.comp, self.nout, self.log
+        comp[i] += n
+        if comp[i] < self.P[i] + nout[i]:
+            return False
+        log.tokens(i, end, 1)
+        if n == 1:
+            log.decode_tokens += 1
+            log.decode_seq_steps += 1
+        if nout[i] >= self.maxnew[i]:
+            self._finish(i, end, at)
+        else:
+            self._join(i)
+        return True
+
+    # ---- stretches of plain decode -----------------------------------------------------------
 
     def stretch(self, now: float, horizon: float) -> float:
-        """Plain decode steps from ``now`` until the step in flight at ``horizon``, through
+        """Group steps from ``now`` until the step in flight at ``horizon``, through
         completions while nothing can be admitted; returns the end of the last step."""
-        t, maxnew, nout, comp = now, self.maxnew, self.nout, self.comp
+        t, cbase = now, self.cbase
         while True:
             run = self.running
-            k_done = min(map(sub, map(maxnew.__getitem__, run), map(nout.__getitem__, run)))
+            k_done = self.fins[0][0] - self.D  # steps until the next completion
             k = self._fundable(k_done)
             if k == 0:  # the next step needs a block the pool does not have: preempt
-                end = self.mixed_step(t)
+                end = self.general_step(t)
                 assert end is not None
                 return end
-            times = self.cost.decode_run_s([comp[i] for i in run], k).tolist()
+            d = self.D
+            times = self.cost.decode_run_s([cbase[i] + d for i in run], k).tolist()
             # step ends added one at a time from t, as stepping adds them: acc[j + 1] ends step j
             acc = list(accumulate(times, initial=t))
             m = min(k, bisect_left(acc, horizon, 1))
-            t = self._apply_decode(run, acc[: m + 1], m == k_done)
+            t = self._apply_stretch(len(run), acc[: m + 1])
             if t >= horizon or m < k_done or not self.running:
                 return t
             if self.waiting_len and len(self.running) < self.max_running:
                 return t  # a completion made room: the next step admits
 
     def _fundable(self, k: int) -> int:
-        """How many of the next ``k`` decode steps the free blocks fund entirely."""
-        bs, held, comp, run = self.bs, self.held, self.comp, self.running
-        if self.free >= len(run) * ((k - 1) // bs + 1):  # at most one block per bs steps each
+        """How many of the next ``k`` group steps the free blocks fund entirely."""
+        tight, bs, free = self.num_tight, self.bs, self.free
+        if not tight or free >= tight * ((k - 1) // bs + 1):  # one block per bs steps at most
             return k
-        firsts = [held[i] * bs - comp[i] for i in run]
-        if sum((k - 1 - f) // bs + 1 for f in firsts if f < k) <= self.free:
-            return k
-        steps = sorted(j for f in firsts for j in range(f, k, bs))
-        return steps[self.free]  # the first step whose allocation finds the pool empty
+        s = self.D % bs
+        rot = self.hist[s:] + self.hist[:s]  # blocks taken at steps 0, 1, ..., bs - 1
+        cycles, left = divmod(free, tight)  # whole cycles of bs steps, then part of one
+        within = bisect_left(list(accumulate(rot)), left + 1)  # the step that runs short
+        return min(k, cycles * bs + within)
 
-    def _apply_decode(self, run: list[int], acc: list[float], completes: bool) -> float:
-        """Apply ``len(acc) − 1`` decode steps of ``run`` (step j from acc[j] to acc[j + 1]);
-        requests reaching their output length finish at the last one when ``completes``."""
+    def _apply_stretch(self, members: int, acc: list[float]) -> float:
+        """Apply ``len(acc) − 1`` group steps (step j from acc[j] to acc[j + 1])."""
         m, steps, bs = len(acc) - 1, self.steps, self.bs
-        at, r = len(steps.start), len(run)
-        ends = acc[1:]
+        at, ends = len(steps.start), acc[1:]
+        if self.num_tight:
+            s = self.D % bs
+            rot = self.hist[s:] + self.hist[:s]
+            blocks = (rot * (m // bs + 1))[:m]
+            self.free -= sum(blocks)
+        else:
+            blocks = [0] * m
         steps.start += acc[:-1]
         steps.end += ends
-        steps.tokens += [r] * m
-        steps.running += [r] * m
-        held, comp = self.held, self.comp
-        log, nout = self.log, self.nout
-        last_tok, itl1, first_end, end = log.last_tok, log.itl1, acc[1], acc[-1]
-        for i in run:  # NOTE: RequestLog.decode_run's per-request part, inlined (hot loop)
-            first = held[i] * bs - comp[i]
-            if first < m:
-                grown = (m - 1 - first) // bs + 1
-                held[i] += grown
-                self.free -= grown
-                steps.one_block += range(at + first, at + m, bs)
-            comp[i] += m
-            nout[i] += m
-            prev = last_tok[i]
-            if prev is None:
-                log.first_tok[i] = first_end
-            else:
-                itl1.append(first_end - prev)
-            last_tok[i] = end
-        log.shared_gaps(ends, r)
-        log.decode_tokens += m * r
-        log.decode_seq_steps += m * r
+        steps.tokens += [members] * m
+        steps.blocks += blocks
+        steps.running += [members] * m
+        steps.gap_w += [members - len(self.stale)] + [members] * (m - 1)
+        self._stale_gaps(ends[0])
+        self.log.decode_tokens += m * members
+        self.log.decode_seq_steps += m * members
+        self.D += m
         self.num_steps += m
-        if completes:
-            end, maxnew, nout = ends[-1], self.maxnew, self.nout
-            for i in [i for i in run if nout[i] >= maxnew[i]]:
-                self._finish(i, end, at + m - 1)
-            steps.running[-1] = len(self.running)
-        return end
+        self.last_end = ends[-1]
+        self._finish_members(ends[-1], at + m - 1)
+        steps.running[-1] = len(self.running)
+        return ends[-1]
 
     # ---- results ---------------------------------------------------------------------------------
-
-    def samples(self) -> StepSamples:
-        return self.steps.samples(self.num_blocks, self.bs)
 
     def stats(self) -> RunStats:
         static = self.sched.policy.kind is PolicyKind.STATIC

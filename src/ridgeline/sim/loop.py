@@ -43,8 +43,8 @@ from ridgeline.serving.disagg import Disagg, decode_request, prefill_request
 from ridgeline.serving.eviction import make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
-from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.policies import PolicyKind
+from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec, TierTraffic
 from ridgeline.sim import fast
@@ -184,9 +184,15 @@ class _StepRecorder:
         self.unused += unused.tolist()
         self.running += [running] * len(t)
 
-    def samples(self) -> StepSamples:
-        return StepSamples(*(np.array(x, dtype=float) for x in (
-            self.start, self.dur, self.used, self.unused, self.running)))  # fmt: skip
+    def samples(self, interleaved: bool) -> StepSamples:
+        """The samples; ``interleaved`` (several instances): in the order their steps ended,
+        as stepping records them (a decode run records its steps when it starts)."""
+        cols = [np.array(x, dtype=float) for x in (
+            self.start, self.dur, self.used, self.unused, self.running)]  # fmt: skip
+        if interleaved:
+            order = np.argsort(cols[0] + cols[1], kind="stable")
+            cols = [c[order] for c in cols]
+        return StepSamples(*cols)
 
 
 # An event is a tuple (time_s, priority, seq, kind, payload): the key is its first three fields,
@@ -206,7 +212,9 @@ class Simulation:
         self.plans: dict[str, RequestPlan] = {}
         order = sorted(workload, key=lambda r: r.arrival_s)  # the order arrivals are handled
         self.log = RequestLog(
-            [r.request_id for r in order], [r.arrival_s for r in order], [r.prompt_len for r in order]
+            [r.request_id for r in order],
+            [r.arrival_s for r in order],
+            [r.prompt_len for r in order],
         )
         self.steps = _StepRecorder()
         self.now = 0.0
@@ -263,7 +271,7 @@ class Simulation:
         if self.cfg.fast_forward and fast.covers(self):
             return fast.run(self, progress)
         self._loop(progress)
-        return summarize(self.log, self.steps.samples(), self.stats())
+        return summarize(self.log, self.steps.samples(len(self.instances) > 1), self.stats())
 
     def stats(self) -> RunStats:
         """The run's counters (after ``run``)."""

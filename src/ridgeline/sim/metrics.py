@@ -39,7 +39,7 @@ class Percentiles:
             p50, p90, p99 = np.percentile(x, (50, 90, 99))
             return Percentiles(float(x.mean()), float(p50), float(p90), float(p99))
         w = np.asarray(weights, dtype=float)
-        order = np.argsort(x, kind="stable")
+        order = np.argsort(x)  # equal values are interchangeable: any order gives the same q
         x, w = x[order], w[order]
         cum = np.cumsum(w)
         q = [float(x[min(np.searchsorted(cum, f * cum[-1]), x.size - 1)]) for f in (0.5, 0.9, 0.99)]
@@ -150,7 +150,7 @@ class RequestLog:
     Both simulation modes write here: the step-by-step loop through request ids (``index``),
     the fast mode through indices directly. ITL gaps seen by one request go to ``itl1``; a gap
     shared by every request of a decode run is stored once in ``itl`` with the number of
-    requests that saw it in ``itl_w``.
+    requests that saw it in ``itl_w`` (or in ``itl_chunks``, arrays of gaps and weights).
 
     Args:
         request_ids: ids in arrival order.
@@ -174,6 +174,7 @@ class RequestLog:
         "itl1",
         "itl",
         "itl_w",
+        "itl_chunks",
         "decode_tokens",
         "decode_seq_steps",
     )
@@ -197,6 +198,7 @@ class RequestLog:
         self.itl1: list[float] = []
         self.itl: list[float] = []
         self.itl_w: list[float] = []
+        self.itl_chunks: list[tuple[np.ndarray, np.ndarray]] = []
         self.decode_tokens = 0
         self.decode_seq_steps = 0
 
@@ -240,8 +242,10 @@ class RequestLog:
 
     def itl_percentiles(self) -> Percentiles:
         """ITL over every gap (weighted by how many requests saw it)."""
-        x = self.itl1 + self.itl
-        return Percentiles.of(x, [1.0] * len(self.itl1) + self.itl_w) if x else Percentiles.of([])
+        xs = [np.asarray(self.itl1), np.asarray(self.itl)] + [x for x, _ in self.itl_chunks]
+        ws = [np.ones(len(self.itl1)), np.asarray(self.itl_w)] + [w for _, w in self.itl_chunks]
+        x = np.concatenate(xs)
+        return Percentiles.of(x, np.concatenate(ws)) if x.size else Percentiles.of([])
 
     def finished(self, i: int, preemptions: int, cached: int) -> None:
         """One instance is done with request ``i`` (a prefill instance hands it on)."""

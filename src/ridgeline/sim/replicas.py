@@ -34,8 +34,8 @@ from ridgeline.analytic.deploy import check_deployment, chip_op_costs, kv_share,
 from ridgeline.analytic.kv import weights_bytes
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.request import Request
-from ridgeline.sim.loop import Role, SimConfig, Simulation, _Instance
 from ridgeline.sim.executor import StepCostModel
+from ridgeline.sim.loop import Role, SimConfig, Simulation, _Instance
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import ModelSpec
