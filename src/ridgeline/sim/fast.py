@@ -234,6 +234,8 @@ class _FastInstance:
             return False
         self.reserve[i] = reserve
         self._push(i)
+        if self.priority and self.heap[0][1] == i:  # a new head may fit: admission tries it
+            self.blocked = False
         return True
 
     def _verdict(self, i: int) -> tuple[str, int]:

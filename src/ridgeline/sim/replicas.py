@@ -23,7 +23,7 @@ Requests reach replicas through a ``Router``::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -169,6 +169,12 @@ class ReplicaSimulation(Simulation):
     def _submit(self, inst: _Instance, req: Request) -> None:
         self.assignments[req.request_id] = inst.index
         super()._submit(inst, req)
+
+    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
+        result = super().run(progress)
+        if len(self.instances) == 1:  # the fast mode routes nothing: one replica serves all
+            self.assignments = {r.request_id: 0 for r in self.workload}
+        return result
 
 
 def simulate_replicas(
