@@ -214,3 +214,19 @@ def test_a_new_head_of_the_priority_queue_ends_a_decode_run() -> None:
     assert s.decode_run_limit(100) == 0  # the new head may fit: the next step tries it
     batch, _ = step(s, ex)
     assert [r.request_id for r in batch.requests] == ["a", "small"]
+
+
+def test_a_decode_run_does_not_hide_its_last_requests_from_the_router() -> None:
+    """Regression: a closed-form decode run finished its requests when it started, so a request
+    arriving at another decode instance's KV during the run saw the instance empty and went to
+    it, where stepping sends it to the idle instance."""
+    rows = [(0.45, 128, 27), (1.59, 217, 74), (2.28, 477, 88), (2.4, 512, 41), (2.44, 158, 42),
+            (2.78, 83, 12), (2.84, 297, 67), (2.97, 237, 19), (3.03, 83, 86)]  # fmt: skip
+    workload = [
+        RequestSpec(
+            f"q{i}", t, Tokens([range(i << 20, (i << 20) + p)]), range(1 << 40, (1 << 40) + o)
+        )
+        for i, (t, p, o) in enumerate(rows)
+    ]
+    cfg = replace(CASES["disagg"][0], num_blocks=377)
+    _assert_same(replace(cfg, scheduler=replace(cfg.scheduler, max_model_len=1024)), workload)

@@ -50,6 +50,7 @@ import numpy as np
 
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request
+from ridgeline.sim.early import LateCounter
 from ridgeline.sim.metrics import SimResult, StepSamples
 from ridgeline.sim.summary import RunStats, summarize
 
@@ -72,13 +73,19 @@ def covers(sim: Simulation) -> bool:
     )
 
 
-def run(sim: Simulation, progress: Callable[[int], None] | None = None) -> SimResult:
-    """Run ``sim`` in the fast mode (``covers(sim)`` must hold)."""
+def run(
+    sim: Simulation,
+    progress: Callable[[int], None] | None = None,
+    late: LateCounter | None = None,
+) -> tuple[SimResult, bool]:
+    """Run ``sim`` in the fast mode (``covers(sim)`` must hold); the result, and whether
+    ``late`` stopped it early."""
     state = _FastInstance(sim)
-    state.loop(progress)
+    stopped = state.loop(progress, late)
     end = np.array(state.steps.end)
     sim.log.itl_chunks.append(state.steps.shared_gaps(end))
-    return summarize(sim.log, state.steps.samples(state.num_blocks, state.bs, end), state.stats())
+    samples = state.steps.samples(state.num_blocks, state.bs, end)
+    return summarize(sim.log, samples, state.stats()), stopped
 
 
 class _Lengths:
@@ -190,10 +197,10 @@ class _FastInstance:
 
     # ---- the loop ----------------------------------------------------------------------------
 
-    def loop(self, progress: Callable[[int], None] | None) -> None:
+    def loop(self, progress: Callable[[int], None] | None, late: LateCounter | None) -> bool:
         """Arrivals and steps until every request is done (``sim.loop``'s event order: an
         arrival at a step's end is seen by the next step; an idle instance starts a step at an
-        arrival with that request alone)."""
+        arrival with that request alone), or until ``late`` is reached (returns True)."""
         arr, n = self.arrival, len(self.arrival)
         nxt, now, busy, reported = 0, 0.0, False, 0
         while True:
@@ -213,11 +220,14 @@ class _FastInstance:
             busy = end is not None
             if busy:
                 now = end  # type: ignore[assignment]
+                if late is not None and late.reached(now):
+                    return True
             if progress is not None and self.done - reported >= 100:
                 reported = self.done
                 progress(self.done)
         if progress is not None:
             progress(self.done)
+        return False
 
     @property
     def waiting_len(self) -> int:

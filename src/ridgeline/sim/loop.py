@@ -48,6 +48,7 @@ from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec, TierTraffic
 from ridgeline.sim import fast
+from ridgeline.sim.early import LateCounter, LateStop
 from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCostModel
 from ridgeline.sim.metrics import SLO, RequestLog, SimResult, StepSamples
 from ridgeline.sim.summary import RunStats, summarize
@@ -153,6 +154,7 @@ class _Instance:
     batch: ScheduledBatch | None = None
     result: StepResult | None = None
     batch_start_s: float = 0.0
+    finishing: int = 0  # requests a decode run finished at its end, still running until then
 
 
 class _StepRecorder:
@@ -233,6 +235,7 @@ class Simulation:
             i.scheduler.kv.tiers for i in self.instances if i.scheduler.kv.tiers is not None
         ]
         self.done = 0
+        self.stopped = False  # run() ended early: the TTFT objective was certainly missed
         self.originals: dict[str, Request] = {}  # disaggregation: requests in their prefill
 
     def _make_instances(self) -> list[_Instance]:
@@ -266,11 +269,17 @@ class Simulation:
 
     # ---- the loop ----------------------------------------------------------------------------
 
-    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
-        """Run to completion; ``progress`` is called with the number of requests done."""
+    def run(
+        self, progress: Callable[[int], None] | None = None, stop: LateStop | None = None
+    ) -> SimResult:
+        """Run to completion, or until ``stop`` says the TTFT objective is missed (then
+        ``stopped`` is True and the requests not finished have no latencies); ``progress`` is
+        called with the number of requests done."""
+        late = LateCounter(stop, self.log) if stop is not None else None
         if self.cfg.fast_forward and fast.covers(self):
-            return fast.run(self, progress)
-        self._loop(progress)
+            result, self.stopped = fast.run(self, progress, late)
+            return result
+        self._loop(progress, late)
         return summarize(self.log, self.steps.samples(len(self.instances) > 1), self.stats())
 
     def stats(self) -> RunStats:
@@ -297,7 +306,7 @@ class Simulation:
             static_slots=first.max_running if first.policy.kind is PolicyKind.STATIC else None,
         )
 
-    def _loop(self, progress: Callable[[int], None] | None) -> None:
+    def _loop(self, progress: Callable[[int], None] | None, late: LateCounter | None) -> None:
         for spec in self.workload:
             self._push(spec.arrival_s, _Kind.ARRIVAL, spec)
         handlers = {
@@ -309,6 +318,9 @@ class Simulation:
         while self._heap:
             self.now, _, _, kind, payload = heapq.heappop(self._heap)
             handlers[kind](payload)
+            if late is not None and late.reached(self.now):
+                self.stopped = True
+                break
             if progress is not None and self.done - last_report >= 100:
                 last_report = self.done
                 progress(self.done)
@@ -348,7 +360,11 @@ class Simulation:
     def _least_loaded(self, role: Role) -> _Instance:
         pool = [i for i in self.instances if i.role is role]
         return min(
-            pool, key=lambda i: (len(i.scheduler.running) + len(i.scheduler.waiting), i.index)
+            pool,
+            key=lambda i: (
+                len(i.scheduler.running) + len(i.scheduler.waiting) + i.finishing,
+                i.index,
+            ),
         )
 
     def _submit(self, inst: _Instance, req: Request) -> None:
@@ -384,6 +400,7 @@ class Simulation:
         assert isinstance(payload, _Instance)
         inst = payload
         inst.busy = False
+        inst.finishing = 0
         batch, result = inst.batch, inst.result
         if batch is not None and result is not None:
             inst.batch = inst.result = None
@@ -419,6 +436,7 @@ class Simulation:
         self._sample_kv(inst, float(acc[m - 1]), ends[-1] - float(acc[m - 1]))
         for req in finished:
             self._finished(inst, req, ends[-1])
+        inst.finishing = len(finished)  # the router sees them running until the run ends
         inst.busy = True
         self._push(ends[-1], _Kind.STEP_DONE, inst)
 

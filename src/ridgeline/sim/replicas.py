@@ -34,6 +34,7 @@ from ridgeline.analytic.deploy import check_deployment, chip_op_costs, kv_share,
 from ridgeline.analytic.kv import weights_bytes
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.request import Request
+from ridgeline.sim.early import LateStop
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.loop import Role, SimConfig, Simulation, _Instance
 from ridgeline.sim.metrics import SimResult
@@ -170,8 +171,10 @@ class ReplicaSimulation(Simulation):
         self.assignments[req.request_id] = inst.index
         super()._submit(inst, req)
 
-    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
-        result = super().run(progress)
+    def run(
+        self, progress: Callable[[int], None] | None = None, stop: LateStop | None = None
+    ) -> SimResult:
+        result = super().run(progress, stop)
         if len(self.instances) == 1:  # the fast mode routes nothing: one replica serves all
             self.assignments = {r.request_id: 0 for r in self.workload}
         return result

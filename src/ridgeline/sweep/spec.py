@@ -88,6 +88,7 @@ class SearchSettings:
         rate_min_rps: below this a configuration counts as unable to meet the SLOs.
         rate_max_rps: the search does not probe above this.
         early_stop: stop a configuration once it cannot beat the best one on the objective.
+        decide_early: stop a probe's simulation once its TTFT objective is certainly missed.
     """
 
     rate_start_rps: float = 1.0
@@ -96,6 +97,7 @@ class SearchSettings:
     rate_min_rps: float = 1e-3
     rate_max_rps: float = 1e5
     early_stop: bool = True
+    decide_early: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +202,7 @@ class _SearchFile(_Strict):
     rate_min_rps: PosFloat = 1e-3
     rate_max_rps: PosFloat = 1e5
     early_stop: bool = True
+    decide_early: bool = True
 
 
 class _PriceFile(_Strict):
