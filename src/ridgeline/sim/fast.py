@@ -194,6 +194,7 @@ class _FastInstance:
         self.hist, self.num_tight = [0] * self.bs, 0
         self.fins: list[tuple[int, int]] = []
         self.stale: list[int] = []
+        self.chunker: int | None = None  # last running request, its prompt in chunks
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -265,11 +266,30 @@ class _FastInstance:
         run = self.running
         if self.grouped and len(run) <= self.limit:
             waiting = self.heap or self.fifo
-            if run and not (waiting and len(run) < self.max_running and not self.blocked):
+            admits = waiting and len(run) < self.max_running and not self.blocked
+            if run and self.chunker is None and not admits:
                 return self.stretch(now, horizon)
-            if self._crossings() <= self.free:
+            if self._group_need() <= self.free:
                 return self.group_step(now)
         return self.general_step(now)
+
+    def _chunk_tokens(self) -> int:
+        """Tokens the chunker gets in the next group step: what the members leave of the
+        budget, its chunk cap and what it owes (0 when nothing is left)."""
+        c = self.chunker
+        if c is None:
+            return 0
+        budget = self.limit - len(self.running) + 1
+        owed = self.P[c] + self.nout[c] - self.comp[c]
+        return max(0, min(owed, self.cap or owed, budget))
+
+    def _group_need(self) -> int:
+        """Blocks the next group step takes: the members' crossings and the chunker's chunk."""
+        c, n = self.chunker, self._chunk_tokens()
+        if c is None or n == 0:
+            return self._crossings()
+        need = -(-(self.comp[c] + n) // self.bs) - self.held[c]
+        return self._crossings() + max(need, 0)
 
     def _crossings(self) -> int:
         """Blocks the group's members take in the next step."""
@@ -357,7 +377,8 @@ class _FastInstance:
     def general_step(self, now: float) -> float | None:
         """Schedule, price and apply one step over explicit values; its end (None when
         nothing could be scheduled)."""
-        self._materialize()
+        self._materialize(frozenset(() if self.chunker is None else (self.chunker,)))
+        self.chunker = None
         at = len(self.steps.start)
         picked = self._schedule(at)
         self.num_steps += 1
@@ -372,9 +393,10 @@ class _FastInstance:
         self.steps.add(now, end, sum(new), 0, 0)
         self._update(picked, end, at)
         self.steps.running.append(len(self.running))
-        P, nout = self.P, self.nout
-        if all(P[i] + nout[i] - comp[i] == 1 for i in self.running):
-            self._lazify(end)
+        P, nout, run = self.P, self.nout, self.running
+        if all(P[i] + nout[i] - comp[i] == 1 for i in run[:-1]):
+            last_owes_more = bool(run) and P[run[-1]] + nout[run[-1]] - comp[run[-1]] > 1
+            self._lazify(end, run[-1] if last_owes_more else None)
         return end
 
     def _schedule(self, at: int) -> dict[int, int]:
@@ -448,14 +470,17 @@ class _FastInstance:
             self.hist[self.key[i]] += 1
             self.num_tight += 1
 
-    def _lazify(self, end: float) -> None:
-        """Every running request owes one token: they become the decode group."""
+    def _lazify(self, end: float, chunker: int | None) -> None:
+        """Every running request but ``chunker`` (the last one, its prompt in chunks) owes one
+        token: they become the decode group."""
         last_tok = self.log.last_tok
         for i in self.running:
+            if i == chunker:
+                continue
             self._join(i)
             if last_tok[i] != end:
                 self.stale.append(i)  # it waited in an earlier step: its own gap next step
-        self.grouped, self.last_end = True, end
+        self.grouped, self.last_end, self.chunker = True, end, chunker
 
     def _materialize(self, outside: frozenset[int] = frozenset()) -> None:
         """Back to explicit values for every member (the general step needs them); requests
@@ -475,7 +500,7 @@ class _FastInstance:
             if i not in stale:
                 last_tok[i] = self.last_end
         self.hist, self.num_tight = [0] * bs, 0
-        self.fins, self.stale, self.grouped = [], [], False
+        self.fins, self.stale, self.grouped, self.chunker = [], [], False, None
 
     def _finish_members(self, end: float, at: int) -> None:
         """Members whose output is complete after the step ending at ``end``."""
@@ -504,23 +529,27 @@ class _FastInstance:
         self.stale = []
 
     def group_step(self, now: float) -> float | None:
-        """One step: every member takes one token, then admissions (the blocks for both are
-        known to fit); its end (None when nothing could be scheduled)."""
-        run, at, d, comp = self.running, len(self.steps.start), self.D, self.comp
-        members = len(run)
-        prior = [self.cbase[i] + d for i in run]
+        """One step: every member takes one token, the chunker its chunk, then admissions (the
+        blocks of the first two are known to fit); its end (None when nothing ran)."""
+        run, at, d, comp, c = self.running, len(self.steps.start), self.D, self.comp, self.chunker
+        members = len(run) - (c is not None)
+        prior = [self.cbase[i] + d for i in run[:members]]
         cross = self._crossings()
         self.free -= cross
-        admitted = self._admit(self.limit - members, at)
+        chunk = self._chunk_tokens()
+        if chunk:
+            self._grow(c, chunk, {}, at)  # type: ignore[arg-type]  # fits: _group_need
+        admitted = self._admit(self.limit - members - chunk, at)
         self.num_steps += 1
         if not run:
             return None
+        explicit = ([(c, chunk)] if chunk else []) + admitted  # type: ignore[list-item]
         first = self.log.first_sched
-        for i, _ in admitted:
+        for i, _ in explicit:
             prior.append(comp[i])
             if first[i] is None:
                 first[i] = now
-        new = [1] * members + [n for _, n in admitted]
+        new = [1] * members + [n for _, n in explicit]
         end = now + self.cost.step_time_s(new, prior)
         self.steps.add(now, end, sum(new), cross, members - len(self.stale))
         self._stale_gaps(end)
@@ -528,10 +557,15 @@ class _FastInstance:
         self.log.decode_tokens += members
         self.log.decode_seq_steps += members
         self._finish_members(end, at)
-        chunking = [i for i, n in admitted if not self._admitted_step(i, n, end, at)]
-        if chunking:  # a prompt still being chunked: the next steps are general ones
+        self.chunker = None
+        chunking = [i for i, n in explicit if not self._admitted_step(i, n, end, at)]
+        if c is not None and not chunk:
+            chunking.insert(0, c)  # the members took the whole budget: it waits
+        if len(chunking) == 1 and chunking[0] == run[-1]:
+            self.chunker = chunking[0]  # a prompt in chunks, last in line: the group goes on
+        elif chunking:
             self._materialize(frozenset(chunking))
-        self.steps.running.append(len(self.running))
+        self.steps.running.append(len(run))
         return end
 
     def _admitted_step(self, i: int, n: int, end: float, at: int) -> bool:
