@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sqlite3
 import time
 from pathlib import Path
@@ -89,15 +90,27 @@ def _rows(db: Path) -> list[tuple[object, ...]]:
         return [*probes.fetchall(), *results.fetchall()]
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished child processes (the pool's workers)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def run_one(spec: SweepSpec, kind: BackendKind, workers: int, db: Path) -> tuple[float, int]:
     db.unlink(missing_ok=True)
     store = SqliteStore(db)
     start = time.perf_counter()
+    cpu = _cpu_s()
     out = run_sweep(spec, store, make_backend(kind, workers), ServingSimulator())
     wall = time.perf_counter() - start
+    cpu = _cpu_s() - cpu
     store.close()
     print(
-        f"{kind.value:>5}: {wall:8.1f} s wall, {out.num_simulated} simulations "
+        f"{kind.value:>5}: {wall:8.1f} s wall, {cpu:.1f} s cpu (this process and its workers), "
+        f"{out.num_simulated} simulations "
         f"({out.num_decided_early} stopped once the SLOs were missed), "
         f"{out.num_rounds} rounds, {len(out.results)} configurations, {workers} workers"
     )
