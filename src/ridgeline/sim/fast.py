@@ -1,37 +1,32 @@
 """The simulator's fast mode: one instance's scheduler state in lists, decoding requests advanced
 by a shared counter, and every predictable stretch of decode steps in closed form.
 
-``sim.loop`` drives the shared ``serving.Scheduler`` one step at a time. For the configurations
-most runs use — one mixed instance, the fcfs, priority, contiguous or static policy, preemption
-by recompute, and no prefix caching, KV tiers, speculative decoding or disaggregation — this
-module applies the same rules (``Scheduler.schedule`` and ``update``, vLLM v1) to per-request
-lists::
+For one mixed instance with the fcfs, priority, contiguous or static policy, preemption by
+recompute, and no prefix caching, KV tiers, speculative decoding or disaggregation, this module
+applies ``Scheduler.schedule`` and ``update``'s rules (vLLM v1) to per-request lists::
 
     arrivals     a0                    a1
     steps      |m|d d d d d d d d d d|m|d d d d d|d d d d ...
-                 ^ a step that admits: the decoding requests take one token each (no loop over
-                   them), the admitted ones their prompt chunk
-                   ^ a stretch: every running request owes one token and none can be admitted;
-                     one ``decode_run_s`` prices each segment of the same requests; it ends at
-                     the step in flight when the next request arrives, and goes on past
-                     completions while nothing waits
+                 ^ a group step: the decoding requests take one token each (no loop over them),
+                   a prompt in chunks (the chunker) its chunk, admitted requests theirs
+                   ^ a stretch: all owe one token, none can be admitted: one ``decode_run_s``
+                     per segment of the same requests, up to the step in flight when the next
+                     request arrives, on past completions while nothing waits
 
-Any other step (a prompt still being chunked, a preemption, more decoders than the budget) runs
-the general rule over explicit per-request values (``_general_step``).
+Anything else (a preemption, more decoders than the budget, two prompts in chunks) is a general
+step over explicit per-request values.
 
-**The decode group.** While every running request owes one token per step, each takes one token
-in every step, so its computed and output counts are ``base + D`` for one shared step counter D;
-it finishes when D reaches its ``fin`` (a heap gives the next). Blocks are exact in closed form:
-without prefix caching no block's identity is observed, so the pool is a count, and a paged
-request holds ``ceil(computed / block_size)`` blocks and takes one more in the step whose
-computed count is a multiple of the block size — at counter values D ≡ −base (mod block size).
-A histogram of the members' residues gives every step's new blocks; a stretch stops before the
-first step the free blocks cannot fund, which then preempts as stepping would. Reserving
-policies (contiguous, static) hold their reservation and never cross.
+**The decode group.** A member takes one token every step, so its computed and output counts are
+``base + D`` for a shared step counter D; it finishes when D reaches its ``fin`` (a heap gives the
+next). Without prefix caching no block's identity is observed, so the pool is a count; a paged
+member holds ``ceil(computed / block_size)`` blocks and takes one more when its computed count is
+a multiple of the block size, at D ≡ −base (mod block size): a histogram of residues gives every
+step's new blocks. A stretch stops before the first step the free blocks cannot fund, which then
+preempts as stepping would. Reserving policies hold their reservation and never cross.
 
 **Metrics.** Every member got its last token at the end of the previous step, so a step's
-inter-token gap is shared by all members (stored once with their count); members that waited in
-an earlier step (``stale``) add their own gap once. A member's last token is its completion.
+inter-token gap is shared by all (stored once with their count); members that waited in an
+earlier step (``stale``) add their own gap once. A member's last token is its completion.
 
 ``tests/test_sim_fast.py`` (Hypothesis) holds this module to the step-by-step loop: the same
 finished and rejected requests, TTFT and TPOT to 1e-9, KV peak, steps and preemptions.
@@ -43,6 +38,7 @@ import heapq
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, cast
 
@@ -51,7 +47,8 @@ import numpy as np
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateCounter
-from ridgeline.sim.metrics import SimResult, StepSamples
+from ridgeline.sim.metrics import SimResult
+from ridgeline.sim.step_log import StepLog
 from ridgeline.sim.summary import RunStats, summarize
 
 if TYPE_CHECKING:
@@ -88,73 +85,12 @@ def run(
     return summarize(sim.log, samples, state.stats()), stopped
 
 
+@dataclass(frozen=True, slots=True)
 class _Lengths:
     """What ``Scheduler.never_fits`` and ``Policy.reserve_tokens`` read of a request."""
 
-    __slots__ = ("num_prompt_tokens", "max_tokens")
-
-    def __init__(self, num_prompt_tokens: int, max_tokens: int) -> None:
-        self.num_prompt_tokens = num_prompt_tokens
-        self.max_tokens = max_tokens
-
-
-class _Steps:
-    """Per-step records — start, end, tokens computed, blocks added, requests running after,
-    and how many requests share the step's inter-token gap — plus sparse events (sample
-    index, blocks added, computed tokens removed)."""
-
-    __slots__ = ("start", "end", "tokens", "blocks", "running", "gap_w", "ev_at", "ev_blocks",
-                 "ev_comp")  # fmt: skip
-
-    def __init__(self) -> None:
-        self.start: list[float] = []
-        self.end: list[float] = []
-        self.tokens: list[int] = []
-        self.blocks: list[int] = []
-        self.running: list[int] = []
-        self.gap_w: list[int] = []
-        self.ev_at: list[int] = []
-        self.ev_blocks: list[int] = []
-        self.ev_comp: list[int] = []
-
-    def event(self, at: int, blocks: int, removed: int = 0) -> None:
-        self.ev_at.append(at)
-        self.ev_blocks.append(blocks)
-        self.ev_comp.append(removed)
-
-    def add(self, start: float, end: float, tokens: int, blocks: int, gap_w: int) -> None:
-        """One step (its running count is appended after it is applied)."""
-        self.start.append(start)
-        self.end.append(end)
-        self.tokens.append(tokens)
-        self.blocks.append(blocks)
-        self.gap_w.append(gap_w)
-
-    def samples(self, num_blocks: int, block_size: int, end: np.ndarray) -> StepSamples:
-        """KV use after every step (as the step-by-step loop samples it); ``end`` is
-        ``self.end`` as an array."""
-        g = len(self.start)
-        start = np.array(self.start)
-        at = np.asarray(self.ev_at, dtype=np.int64)
-        added = np.asarray(self.blocks, dtype=float)
-        used = np.cumsum(added + np.bincount(at, weights=self.ev_blocks, minlength=g))
-        removed = np.bincount(at, weights=self.ev_comp, minlength=g)
-        computed = np.cumsum(np.asarray(self.tokens, dtype=float) - removed)
-        slots = num_blocks * block_size
-        return StepSamples(
-            start,
-            end - start,
-            used / num_blocks,
-            (used * block_size - computed) / slots,
-            np.asarray(self.running, dtype=float),
-        )
-
-    def shared_gaps(self, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Inter-token gaps shared by several requests (end of a step − end of the previous
-        one) and how many requests saw each; ``end`` is ``self.end`` as an array."""
-        w = np.asarray(self.gap_w, dtype=float)
-        keep = np.flatnonzero(w[1:] > 0) + 1
-        return end[keep] - end[keep - 1], w[keep]
+    num_prompt_tokens: int
+    max_tokens: int
 
 
 class _FastInstance:
@@ -185,7 +121,7 @@ class _FastInstance:
         self.running: list[int] = []
         self.blocked = False
         self.num_steps = self.num_preemptions = self.queried = self.seq = self.done = 0
-        self.steps = _Steps()
+        self.steps = StepLog()
         self._verdicts: dict[tuple[int, int], tuple[str, int]] = {}
         # the decode group: computed = cbase + D, outputs = obase + D, finished at D = fin
         self.grouped, self.D, self.last_end = True, 0, 0.0
@@ -648,8 +584,6 @@ class _FastInstance:
         steps.running[-1] = len(self.running)
         return ends[-1]
 
-    # ---- results ---------------------------------------------------------------------------------
-
     def stats(self) -> RunStats:
         static = self.sched.policy.kind is PolicyKind.STATIC
         return RunStats(
@@ -658,8 +592,6 @@ class _FastInstance:
             num_preemptions=self.num_preemptions,
             num_steps=self.num_steps,
             prompt_tokens_queried=self.queried,
-            prefix_hit_tokens=0,
-            tier_traffic=(),
             kv_blocks=self.num_blocks,
             block_size=self.bs,
             static_slots=self.max_running if static else None,

@@ -28,11 +28,11 @@ class RunStats:
         num_preemptions: preemptions over all instances.
         num_steps: scheduler steps over all instances.
         prompt_tokens_queried: prompt tokens looked up in the prefix cache.
-        prefix_hit_tokens: of those, tokens found.
-        tier_traffic: bytes moved per KV tier.
         kv_blocks: blocks of one instance's KV pool.
         block_size: tokens per block.
         static_slots: compiled batch slots of the static policy (None for the others).
+        prefix_hit_tokens: of the prompt tokens looked up, those found.
+        tier_traffic: bytes moved per KV tier.
     """
 
     label: str
@@ -40,11 +40,11 @@ class RunStats:
     num_preemptions: int
     num_steps: int
     prompt_tokens_queried: int
-    prefix_hit_tokens: int
-    tier_traffic: tuple[TierTraffic, ...]
     kv_blocks: int
     block_size: int
     static_slots: int | None
+    prefix_hit_tokens: int = 0
+    tier_traffic: tuple[TierTraffic, ...] = ()
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
