@@ -26,7 +26,6 @@ KNOWN: dict[str, str] = {
     "analytic/dataflow.py": "split into compile / simulate / render (issue 18)",
     "analytic/dataflow.py::compile_schedule": "split of dataflow.py (issue 18)",
     "quiz/generators/m7_kv_runtime.py::prefix_savings_q": "module 7 generators (issue 18)",
-    "sim/summary.py::summarize": "sim metrics (issue 22)",
 }
 
 

@@ -313,7 +313,7 @@ priced by the analytic cost model.""",
         """from ridgeline.report import serving_plots
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import LengthDist, Lengths, SimConfig, WorkloadSpec, generate
-from ridgeline.sim.compare import compare
+from ridgeline.sim.variants import compare
 
 m, a100 = rl.get_model("llama-2-7b"), rl.get_accelerator("a100-80gb")
 workload = generate(WorkloadSpec(num_requests=150, rate_per_s=4, num_prefixes=4, prefix_len=512,

@@ -21,8 +21,8 @@ from ridgeline.cli.simulate_options import (
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.errors import ConfigError
 from ridgeline.sim import RequestSpec, SimConfig, SimResult, simulate
-from ridgeline.sim.compare import compare
 from ridgeline.sim.options import parse_disagg, parse_tiers
+from ridgeline.sim.variants import compare
 from ridgeline.specs import get_accelerator, get_model
 
 PROGRESS_MIN_REQUESTS = 2000

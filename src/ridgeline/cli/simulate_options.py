@@ -17,8 +17,8 @@ from ridgeline.serving.policies import PolicyKind, step_token_budget
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.sim import SLO, RequestSpec, WorkloadSpec, generate, load_trace, parse_lengths
-from ridgeline.sim.compare import DEFAULT_VARIANTS
 from ridgeline.sim.presets import WorkloadKind, workload_of_kind
+from ridgeline.sim.variants import DEFAULT_VARIANTS
 
 
 def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:

@@ -122,13 +122,15 @@ def run_cmd(
             store.close()
     rep = sweep_report(read_store(db))
     if json_out:
-        counts = {"num_simulated": outcome.num_simulated, "num_reused": outcome.num_reused}
+        counts = {"num_simulated": outcome.num_simulated, "num_reused": outcome.num_reused,
+                  "num_decided_early": outcome.num_decided_early}  # fmt: skip
         emit_json({"schema": "ridgeline.sweep-run/1", "num_configs": n, **counts,
                    "wall_s": outcome.wall_s, "report": rep.to_dict()})  # fmt: skip
         return
     console.print(_rich(ranked_table(rep, 10)))
     console.print(
-        f"{n} configurations, {outcome.num_simulated} simulations run, "
+        f"{n} configurations, {outcome.num_simulated} simulations run "
+        f"({outcome.num_decided_early} stopped once the SLOs were missed), "
         f"{outcome.num_reused} reused from the store, {outcome.wall_s:.1f} s"
     )
 

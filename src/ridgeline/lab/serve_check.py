@@ -43,8 +43,7 @@ from ridgeline.lab.loadgen import (
     summarize,
 )
 from ridgeline.serving.executor import ScheduledBatch
-from ridgeline.sim.engine import SimConfig, Simulation
-from ridgeline.sim.summary import summarize as summarize_sim
+from ridgeline.sim.loop import SimConfig, Simulation
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, DType, ModelSpec
 
@@ -266,9 +265,7 @@ def simulate(cfg: SimConfig, reqs: Sequence[ServedRequest]) -> Latency:
                     range(r.output_tokens))
         for i, r in enumerate(reqs)
     ]  # fmt: skip
-    sim = Simulation(cfg, trace)
-    sim.run()
-    res = summarize_sim(sim, "simulated")
+    res = Simulation(cfg, trace).run()
     return Latency(res.ttft_s.p50, res.ttft_s.p90, res.tpot_s.p50, res.tpot_s.p90,
                    res.output_tokens_per_s)  # fmt: skip
 

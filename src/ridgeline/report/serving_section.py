@@ -22,7 +22,7 @@ from ridgeline.sim import (
     WorkloadSpec,
     generate,
 )
-from ridgeline.sim.compare import DRAFT, SPEC_VARIANT, compare
+from ridgeline.sim.variants import DRAFT, SPEC_VARIANT, compare
 
 if TYPE_CHECKING:
     from ridgeline.report.build import ReportContext

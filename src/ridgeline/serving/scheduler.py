@@ -147,6 +147,8 @@ class Scheduler:
         self.requests[request.request_id] = request
         request.status = RequestStatus.WAITING
         self.waiting.push(request)
+        if self.waiting.peek() is request:  # a new head (priority order) may fit: try it
+            self._blocked_on_memory = False
         return True
 
     def never_fits(self, request: Request) -> str:
