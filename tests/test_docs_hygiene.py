@@ -21,9 +21,11 @@ HASH = re.compile(
 )
 EARLIER = re.compile(
     r"\b(last time|runs? ago|earlier run|previous run|superseded|the last (two|three|four|\d+) "
-    r"runs|this session|as of today)\b",
+    r"runs|this session|as of today|this issue|issue \d+)\b",
     re.IGNORECASE,
 )
+# a catalog source tag ("[S26]") means something only beside the catalog's [references]
+SOURCE_TAG = re.compile(r"\[S\d+\]")
 OUTSIDE = re.compile(
     r"\.\./shared|shared/(reference|traces)|\breference/[a-z]+\.md|/work/|\b(hardware|course)\.md\b"
 )
@@ -43,6 +45,8 @@ def findings(path: Path, root: Path = REPO) -> list[str]:
     out = []
     checks = (("clock time", CLOCK), ("commit hash", HASH), ("earlier run", EARLIER))
     checks += (("outside reference", OUTSIDE),)
+    if path.suffix == ".md":  # pages name their sources; tags resolve only in the catalog
+        checks += (("bare source tag", SOURCE_TAG),)
     if path.suffix == ".toml":  # catalog data: its [references] cite sources at a version
         checks = (("outside reference", OUTSIDE),)
     for i, line in enumerate(path.read_text().splitlines(), 1):
@@ -69,6 +73,8 @@ def test_docs_readme_and_docstrings_describe_the_current_state() -> None:
         ("see ../shared/reference/course.md", "outside reference"),
         ("facts in reference/serving.md §3.1", "outside reference"),
         ("as hardware.md estimates", "outside reference"),
+        ("four wafers, as Cerebras reports [S26]", "bare source tag"),
+        ("this issue added array_dim", "earlier run"),
     ],
 )
 def test_the_checks_catch_what_they_are_for(tmp_path: Path, line: str, what: str) -> None:

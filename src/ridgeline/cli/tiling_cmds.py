@@ -1,4 +1,4 @@
-"""Commands of issue 4: tile, flash, schedule, orchestrate (thin: parse, call, render)."""
+"""Tiling commands: tile, flash, schedule, orchestrate (thin: parse, call, render)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The report section of issue 4: tiling, FlashAttention, the compiled Spyre schedule and the
+"""The report section on tiling, FlashAttention, the compiled Spyre schedule and the
 three orchestrators, for the report's model."""
 
 from __future__ import annotations

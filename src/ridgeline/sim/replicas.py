@@ -1,4 +1,4 @@
-"""Replicas that are deployments of many chips, behind a router (issue 8, item 5).
+"""Replicas that are deployments of many chips, behind a router.
 
 A replica runs the same ``Scheduler`` and ``CostModelExecutor`` as any simulated instance; only
 its cost model and its KV pool change:
