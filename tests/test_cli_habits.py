@@ -55,6 +55,18 @@ def test_the_listing_is_each_commands_own_first_line() -> None:
         assert entry.help == _first_paragraph(obj), name
 
 
+def test_a_sub_app_stays_a_group_even_with_one_command() -> None:
+    """Regression: ``engine`` has one command, ``build``; typer collapses such an app into
+    that command, and ``ridgeline engine build`` failed with "unexpected extra argument"."""
+    for name, entry in COMMANDS.items():
+        obj = getattr(importlib.import_module(f"ridgeline.cli.{entry.module}"), entry.attr)
+        if isinstance(obj, typer.Typer):
+            subcommands = [c.name for c in obj.registered_commands]
+            assert sorted(load_command(name, entry).commands) == sorted(subcommands), name
+    result = runner.invoke(app, ["engine", "build", "-h"])
+    assert result.exit_code == 0 and "--target" in result.stdout
+
+
 def _defaults(name: str) -> dict[str, object]:
     command = load_command(name, COMMANDS[name])
     return {p.name: p.default for p in command.params if p.name in ("hw", "model")}

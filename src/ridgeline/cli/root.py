@@ -62,11 +62,12 @@ COMMANDS: dict[str, Entry] = {
 def load_command(name: str, entry: Entry) -> Any:
     """Import the command's module and build its click command."""
     obj = getattr(importlib.import_module(f"ridgeline.cli.{entry.module}"), entry.attr)
-    if not isinstance(obj, typer.Typer):  # a command function: a one-command app
+    if isinstance(obj, typer.Typer):  # a group, even of one command (``engine build``)
+        command = typer.main.get_group(obj)
+    else:  # a command function: a one-command app collapses to the command
         single = new_app(entry.help)
         single.command(name, rich_help_panel=entry.panel)(obj)
-        obj = single
-    command = typer.main.get_command(obj)
+        command = typer.main.get_command(single)
     command.name = name
     return command
 
