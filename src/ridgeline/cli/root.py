@@ -62,6 +62,7 @@ COMMANDS: dict[str, Entry] = {
 def load_command(name: str, entry: Entry) -> Any:
     """Import the command's module and build its click command."""
     obj = getattr(importlib.import_module(f"ridgeline.cli.{entry.module}"), entry.attr)
+    command: Any
     if isinstance(obj, typer.Typer):  # a group, even of one command (``engine build``)
         command = typer.main.get_group(obj)
     else:  # a command function: a one-command app collapses to the command
