@@ -38,7 +38,13 @@ from ridgeline.serving.kv_manager import KVCacheManager
 from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec
-from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCostModel
+from ridgeline.sim.compiled import (
+    CompiledExecutor,
+    CompiledShapes,
+    CompiledStepCost,
+    PrefixCopies,
+)
+from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCost, StepCostModel
 from ridgeline.sim.metrics import SLO, Collector, SimResult
 from ridgeline.sim.summary import summarize
 from ridgeline.sim.workload import RequestSpec
@@ -63,6 +69,8 @@ class SimConfig:
         dtypes: storage formats.
         draft_model: speculative decoding's draft model (None: drafts are free).
         disagg: prefill/decode disaggregation (None: one mixed instance).
+        compiled: compiled shapes: steps are priced at them (``sim.compiled``; None: the
+            roofline of the tokens scheduled).
         slo: latency objectives for goodput.
         seed: seeds draft acceptance.
         fast_forward: advance plain decode runs in closed form.
@@ -82,6 +90,7 @@ class SimConfig:
     dtypes: Dtypes = Dtypes()
     draft_model: ModelSpec | None = None
     disagg: Disagg | None = None
+    compiled: CompiledShapes | None = None
     slo: SLO = SLO()
     seed: int = 0
     fast_forward: bool = True
@@ -165,7 +174,11 @@ class Simulation:
         self._heap: list[_Event] = []
         self._seq = 0
         self.num_blocks = kv_pool_blocks(cfg)
-        self.cost = StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency)
+        self.cost: StepCost = (
+            CompiledStepCost(cfg.model, cfg.hw, cfg.compiled, cfg.dtypes, cfg.efficiency)
+            if cfg.compiled is not None
+            else StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency)
+        )
         self.draft = (
             StepCostModel(cfg.draft_model, cfg.hw, cfg.dtypes, cfg.efficiency)
             if cfg.draft_model
@@ -199,8 +212,20 @@ class Simulation:
         )
         kv = KVCacheManager(pool, cfg.prefix_caching, tiers)
         spec = cfg.scheduler.spec
-        executor = CostModelExecutor(
-            self.cost, self.plans, self.rng, spec.acceptance_rate if spec else 0.0, self.draft
+        args = {
+            "plans": self.plans,
+            "rng": self.rng,
+            "spec_acceptance": spec.acceptance_rate if spec else 0.0,
+            "draft": self.draft,
+        }
+        executor = (
+            CompiledExecutor(
+                self.cost,
+                PrefixCopies(cfg.compiled.prefix_copy and role is not Role.DECODE),
+                **args,
+            )
+            if isinstance(self.cost, CompiledStepCost) and cfg.compiled is not None
+            else CostModelExecutor(self.cost, **args)  # type: ignore[arg-type]
         )
         return _Instance(index, role, Scheduler(cfg.scheduler, kv), executor)
 
@@ -321,6 +346,8 @@ class Simulation:
         cum = np.cumsum(times)
         horizon = self._heap[0][0] - self.now if self._heap else float("inf")
         m = min(k, int(np.searchsorted(cum, horizon, side="left")) + 1)
+        if isinstance(self.cost, CompiledStepCost):
+            self.cost.keep_run(m)  # tally only the steps that run
         t0, end = self.now, self.now + float(cum[m - 1])
         self._sample_kv(inst, t0, end - t0)
         ex = inst.executor

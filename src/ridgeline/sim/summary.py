@@ -10,6 +10,7 @@ import numpy as np
 
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.tiers import TierTraffic
+from ridgeline.sim.compiled import CompiledStepCost
 from ridgeline.sim.metrics import KVTimeline, Percentiles, RequestMetrics, SimResult
 
 if TYPE_CHECKING:
@@ -116,6 +117,7 @@ def summarize(sim: Simulation, label: str) -> SimResult:
             np.frombuffer(m.t, dtype=float) if len(m.t) else np.zeros(0), used, unused
         ),
         requests=tuple(reqs),
+        compiled=sim.cost.stats() if isinstance(sim.cost, CompiledStepCost) else None,
     )
 
 
