@@ -69,10 +69,15 @@ def tensor_core(
     """The core of ``acc``: its kernel/compiler scratchpad (VMEM), ``array_dim``, device
     bandwidth and the peak at ``dtype``; ``vmem_limit_bytes`` caps VMEM (Pallas' scoped VMEM
     limit)."""
+    if acc.array_dim is None:
+        raise ConfigError(
+            f"{acc.name}: field array_dim: the catalog gives no MXU edge, so no BlockSpec "
+            f"can be chosen (blocks are multiples of it)"
+        )
     vmem = scratchpad_level(acc).usable_capacity_bytes
     if vmem_limit_bytes is not None:
         vmem = min(vmem, vmem_limit_bytes)
-    return TensorCore(vmem, acc.array_dim or 1, acc.device_bandwidth_bytes_per_s, acc.peak(dtype))
+    return TensorCore(vmem, acc.array_dim, acc.device_bandwidth_bytes_per_s, acc.peak(dtype))
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +245,7 @@ class AttnShape:
 
     seqs: int
     keys: int  # cached + new keys one sequence's queries attend over
-    kv_bytes: float  # K and V read per sequence
+    kv_bytes_per_key: float  # K and V of one cached token (all KV heads)
     q_bytes: float  # queries (and new K/V) read per sequence
     out_bytes: float  # outputs (and new K/V) written per sequence
     flops: float  # per sequence
@@ -257,7 +262,7 @@ def attention_pipeline(
     blocks = math.ceil(a.keys / bkv)
     n = a.seqs * q_blocks * blocks
     j = np.arange(n) % blocks  # KV block index within its query block
-    kv_block = a.kv_bytes * bkv / a.keys  # bytes of one full block (padded at the edge)
+    kv_block = a.kv_bytes_per_key * bkv  # one full block (the last one padded)
     q_block, o_block = a.q_bytes / q_blocks, a.out_bytes / q_blocks
     in_bytes = kv_block + (j == 0) * q_block  # (n,)
     out_bytes = (j == blocks - 1) * o_block  # (n,)
@@ -292,11 +297,12 @@ def best_attention(name: str, a: AttnShape, core: TensorCore) -> Pipeline:
 def attn_shape(t: OpTerms, model: ModelSpec, w: Workload) -> AttnShape:
     """Per-sequence terms of one layer's attention op."""
     per = 1.0 / t.count / w.batch
+    prior = w.prior_tokens_per_seq
     group = model.num_heads // max(model.num_kv_heads, 1)
     return AttnShape(
         seqs=w.batch,
         keys=max(w.prior_tokens_per_seq + w.new_tokens_per_seq, 1),
-        kv_bytes=float(t.kv_read_bytes) * per,
+        kv_bytes_per_key=float(t.kv_read_bytes) * per / prior if prior else 0.0,
         q_bytes=float(t.act_read_bytes) * per,
         out_bytes=float(t.act_write_bytes + t.kv_write_bytes) * per,
         flops=float(t.flops) * per,
@@ -323,7 +329,7 @@ def op_pipeline(t: OpTerms, model: ModelSpec, w: Workload, core: TensorCore) -> 
         b = p.block
         assert b is not None
         return _renamed(p, t.name, f"BlockSpec ({b.bm}, {b.bk}) x ({b.bk}, {b.bn})")
-    if float(t.kv_read_bytes) > 0:
+    if float(t.kv_read_bytes) > 0 or float(t.kv_write_bytes) > 0:
         return best_attention(t.name, attn_shape(t, model, w), core)
     return _elementwise(t, core)
 

@@ -217,3 +217,6 @@ def orchestrate_cmd(
         f"{rep.model}, batch {rep.batch}, context {rep.context}: attention reads "
         f"{fmt_bytes(tr.kv_read_bytes)} of KV per decode step; * = binding level; {times}"
     )
+    for r in rep.rows:
+        if r.detail:
+            console.print(f"{r.accelerator}: {r.detail}; KV in {r.kv_home}", highlight=False)
