@@ -17,12 +17,19 @@ from ridgeline.cli.analytic_cmds import (
 from ridgeline.cli.common import new_app
 from ridgeline.cli.deploy_cmds import deploy_cmd
 from ridgeline.cli.engine_cmds import bench_app, generate_cmd
+from ridgeline.cli.kv_cmds import kv_manage_cmd
 from ridgeline.cli.lab_cmds import lab_app
 from ridgeline.cli.quiz_cmds import quiz_app
 from ridgeline.cli.report_cmd import report_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
 from ridgeline.cli.sweep_cmds import sweep_app
-from ridgeline.cli.tiling_cmds import flash_cmd, orchestrate_cmd, schedule_cmd, tile_cmd
+from ridgeline.cli.tiling_cmds import (
+    flash_cmd,
+    layout_cmd,
+    orchestrate_cmd,
+    schedule_cmd,
+    tile_cmd,
+)
 from ridgeline.cli.web_cmds import explore_cmd
 
 app = new_app("ridgeline: where the time and memory of LLM inference go, and why.")
@@ -39,6 +46,8 @@ app.command("tile")(tile_cmd)
 app.command("flash")(flash_cmd)
 app.command("schedule")(schedule_cmd)
 app.command("orchestrate")(orchestrate_cmd)
+app.command("kv-manage")(kv_manage_cmd)
+app.command("layout")(layout_cmd)
 app.add_typer(quiz_app, name="quiz")
 app.command("generate")(generate_cmd)
 app.add_typer(bench_app, name="bench")

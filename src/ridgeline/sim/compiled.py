@@ -59,6 +59,16 @@ def pow2_ladder(top: int) -> tuple[int, ...]:
     return (*out, top)
 
 
+class PriceCache:
+    """Program prices shared by the runs of one model on one accelerator (an explicit cache:
+    pricing a shape compiles and simulates its whole schedule)."""
+
+    __slots__ = ("prices",)
+
+    def __init__(self) -> None:
+        self.prices: dict[tuple[object, ...], ProgramCost] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledShapes:
     """The shapes compiled ahead of time, and what happens outside them.
@@ -71,6 +81,7 @@ class CompiledShapes:
         recompile: compile a missing bucket on demand (else the policy refuses the request).
         compile_s_per_program: what one compilation costs the step that needs it.
         prefix_copy: a cached prefix is copied into the request's slot (else read in place).
+        prices: a price cache shared with other runs of the same model and accelerator.
     """
 
     batch_sizes: tuple[int, ...]
@@ -80,6 +91,7 @@ class CompiledShapes:
     recompile: bool = False
     compile_s_per_program: float = 20.0
     prefix_copy: bool = False
+    prices: PriceCache | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or not self.seq_buckets or self.chunk_tokens < 1:
@@ -218,7 +230,9 @@ class CompiledStepCost:
         self.buckets = list(shapes.seq_buckets)
         self.roofline = StepCostModel(model, acc, self.dtypes, self.efficiency)
         self.kv_per_token = kv_bytes_per_token(model, self.dtypes.kv)
-        self._prices: dict[tuple[Phase, int, int, int], ProgramCost] = {}
+        self._prices = (shapes.prices or PriceCache()).prices
+        self._key = (model.name, acc.name, self.dtypes, self.efficiency.bandwidth)
+        self._used: set[tuple[Phase, int, int, int]] = set()
         self._tally = _Tally()
         self._pending: list[_Step] = []
 
@@ -251,10 +265,12 @@ class CompiledStepCost:
 
     def price(self, phase: Phase, batch: int, context: int, new: int = 1) -> ProgramCost:
         """The program of shape (batch, new tokens, context bucket), cached."""
-        key = (phase, batch, context, new)
+        shape = (phase, batch, context, new)
+        self._used.add(shape)
+        key = (*self._key, *shape)
         hit = self._prices.get(key)
         if hit is None:
-            hit = self._prices[key] = self._price(key)
+            hit = self._prices[key] = self._price(shape)
         return hit
 
     def _price(self, key: tuple[Phase, int, int, int]) -> ProgramCost:
@@ -368,7 +384,7 @@ class CompiledStepCost:
             kv_read_bytes=t.kv,
             useful_kv_read_bytes=t.useful_kv,
             prefix_copy_bytes=t.copy_bytes,
-            shapes_used=len(self._prices),
+            shapes_used=len(self._used),
         )
 
 

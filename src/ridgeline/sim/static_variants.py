@@ -23,14 +23,14 @@ buckets the budget affords, chosen by ``sim.buckets.choose_buckets`` over the re
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ridgeline.errors import ConfigError
 from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.serving.tiers import TierSpec
 from ridgeline.sim.buckets import CompileBudget, choose_buckets, max_buckets
-from ridgeline.sim.compiled import CompiledShapes, pow2_ladder, static_scheduler
+from ridgeline.sim.compiled import CompiledShapes, PriceCache, pow2_ladder, static_scheduler
 from ridgeline.sim.engine import SimConfig
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
@@ -51,6 +51,7 @@ class ShapeOptions:
     granule_tokens: int = 64
     slots: int = STATIC_SLOTS
     recompile: bool = False
+    prices: PriceCache | None = field(default=None, compare=False)
 
 
 def shapes_for(
@@ -76,6 +77,7 @@ def shapes_for(
         verify_width=verify_width,
         recompile=opts.recompile,
         compile_s_per_program=opts.budget.compile_s_per_program,
+        prices=opts.prices,
     )
 
 
@@ -118,8 +120,11 @@ def _spec(cfg: SimConfig, wl: Sequence[RequestSpec], opts: ShapeOptions) -> SimC
 
 
 def _paged(cfg: SimConfig, shapes: CompiledShapes) -> SimConfig:
-    """Paged allocation (the base scheduler), compiled pricing."""
-    return replace(cfg, compiled=shapes)
+    """Paged allocation (the base scheduler in the compiled slots), compiled pricing."""
+    sched = replace(
+        cfg.scheduler, max_num_seqs=min(cfg.scheduler.max_num_seqs, shapes.batch_sizes[-1])
+    )
+    return replace(cfg, compiled=shapes, scheduler=sched)
 
 
 _Edit = Callable[[SimConfig, Sequence[RequestSpec], ShapeOptions], SimConfig]
