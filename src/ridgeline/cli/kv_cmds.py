@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json
+from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, print_table
+from ridgeline.report.kv_manage_section import kv_manage_tables
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import WorkloadSpec, generate, parse_lengths
 from ridgeline.sim.kv_manage import FIVE, KVManageOptions, KVManageReport, kv_manage
 from ridgeline.specs import get_model
-from ridgeline.specs.kv_practice import Technique
-from ridgeline.specs.units import fmt_bytes
 
 
 def _opt(*names: str, help: str) -> typer.models.OptionInfo:
@@ -62,21 +60,11 @@ def kv_manage_cmd(
 
 
 def _print(rep: KVManageReport) -> None:
-    arch = Table("accelerator", "deployment", "allocates KV", "granularity", "lives in → compute",
-                 "KV room", title=f"{rep.model}: who manages the KV cache")  # fmt: skip
-    for r in rep.rows:
-        arch.add_row(r.accelerator, r.deployment, r.allocator.value,
-                     f"{r.granularity} ({fmt_bytes(r.granularity_bytes)} per chip)", r.path,
-                     f"{r.kv_capacity_tokens:,} tokens")  # fmt: skip
-    console.print(arch)
-    tech = Table("technique", *(r.accelerator for r in rep.rows),
-                 title=f"the seven techniques on {rep.workload}")  # fmt: skip
-    for t in Technique:
-        cells = []
-        for r in rep.rows:
-            c = next(x for x in r.techniques if x.technique is t)
-            cells.append(f"{c.provider.value}: {c.becomes}. {c.effect}")
-        tech.add_row(t.title, *cells)
-    console.print(tech)
-    console.print("effects: the technique's metric without → with it, from two simulations of "
-                  "the same trace; 'would' where nobody provides it", highlight=False)  # fmt: skip
+    for t in kv_manage_tables(rep):
+        print_table(t.headers, t.rows, t.caption)
+    console.print(
+        "effects: the technique's metric without → with it, from two simulations of the same "
+        "trace on the deployment (ideal split, no collective cost); 'would' where nobody "
+        "provides it",
+        highlight=False,
+    )

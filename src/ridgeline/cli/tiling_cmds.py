@@ -22,6 +22,7 @@ from ridgeline.cli.common import (
     PromptOpt,
     console,
     emit_json,
+    print_table,
 )
 from ridgeline.report import layout_section, tiling_plots
 from ridgeline.specs import DType, get_accelerator, get_model
@@ -260,7 +261,4 @@ def layout_cmd(
         emit_json(rep)
         return
     for t in layout_section.layout_tables(rep):
-        table = Table(*t.headers, title=t.caption)
-        for row in t.rows:
-            table.add_row(*row)
-        console.print(table)
+        print_table(t.headers, t.rows, t.caption)

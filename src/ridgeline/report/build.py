@@ -13,6 +13,8 @@ from ridgeline import analytic as an
 from ridgeline.errors import CapacityError
 from ridgeline.report import plots
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
+from ridgeline.report.kv_manage_section import kv_manage_section
+from ridgeline.report.layout_section import layout_section
 from ridgeline.report.serving_section import serving_section
 from ridgeline.report.tiling_section import tiling_section
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model, param_counts
@@ -286,6 +288,8 @@ SECTIONS: list[SectionBuilder] = [
     _compare_section,
     serving_section,
     tiling_section,
+    layout_section,
+    kv_manage_section,
 ]
 
 

@@ -12,6 +12,7 @@ result's ``to_dict()``. Errors a user can cause never become a 500:
     POST /api/roofline   POST /api/kv   POST /api/questions   POST /api/compare
     POST /api/schedule   POST /api/flash                       (analytic.dataflow, .flash)
     POST /api/simulate   GET  /api/simulate/{id}               (sim, bounded, with progress)
+    POST /api/kv-manage                                        (sim.kv_manage, bounded)
     GET  /  (the page)   /static/...    /vendor/plotly.min.js     /openapi.json
 """
 
@@ -37,6 +38,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ridgeline import analytic as an
 from ridgeline.analytic import dataflow, flash
 from ridgeline.errors import CapacityError, RidgelineError, UnknownNameError
+from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.sim import LengthDist, Lengths, WorkloadSpec, generate
+from ridgeline.sim.kv_manage import KVManageOptions, kv_manage
 from ridgeline.specs import (
     Accelerator,
     ModelSpec,
@@ -58,6 +62,8 @@ from ridgeline.web.schemas import (
     FlashOut,
     JobOut,
     KvBody,
+    KvManageBody,
+    KvManageOut,
     KvOut,
     ModelBody,
     ModelList,
@@ -100,7 +106,10 @@ def clean(obj: Any) -> Any:
 
 
 BODY_FIELDS = frozenset().union(
-    *(b.model_fields for b in (KvBody, CompareBody, ScheduleBody, FlashBody, SimulateBody))
+    *(
+        b.model_fields
+        for b in (KvBody, CompareBody, ScheduleBody, FlashBody, SimulateBody, KvManageBody)
+    )
 )
 
 
@@ -287,6 +296,23 @@ def flash_io(body: FlashBody) -> dict[str, Any]:
     return flash.flash_for_model(m.name, m.head_dim, m.num_heads, accs, body.context).to_dict()
 
 
+def kv_management(body: KvManageBody) -> dict[str, Any]:
+    """The KV cache under each architecture's orchestrator (``sim.kv_manage``)."""
+    accs = [catalog_accelerator(n, ("body", "accelerators")).name for n in body.accelerators]
+    spec = WorkloadSpec(
+        num_requests=body.num_requests,
+        rate_per_s=body.rate_per_s,
+        prompt=Lengths(LengthDist.LOGNORMAL, body.prompt_len),
+        output=Lengths(LengthDist.LOGNORMAL, body.output_len),
+        num_prefixes=body.prefixes,
+        prefix_len=body.prefix_len if body.prefixes else 0,
+    )
+    sched = SchedulerConfig(max_num_batched_tokens=512, max_model_len=body.max_model_len)
+    label = f"{body.num_requests} requests at {body.rate_per_s}/s"
+    opts = KVManageOptions(sched)
+    return kv_manage(resolve_model(body), generate(spec), opts, accs, label).to_dict()
+
+
 def start_simulation(jobs: Jobs, body: SimulateBody) -> dict[str, Any]:
     """Queue a bounded ``simulate`` run; a model that leaves no room for KV is refused now."""
     acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
@@ -350,6 +376,11 @@ def _add_api(app: FastAPI) -> None:
     def post_schedule(body: ScheduleBody) -> Any:
         """One step compiled for a scratchpad accelerator: per-op tiles, loads, time vs roofline."""
         return clean(schedule(body))
+
+    @app.post("/api/kv-manage", response_model=KvManageOut, tags=["simulate"])
+    def post_kv_manage(body: KvManageBody) -> Any:
+        """Who manages the KV cache on each architecture; the seven techniques' effects."""
+        return clean(kv_management(body))
 
     @app.post("/api/flash", response_model=FlashOut, tags=["tiling"])
     def post_flash(body: FlashBody) -> Any:
