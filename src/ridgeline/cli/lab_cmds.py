@@ -354,7 +354,7 @@ def kv_cmd(
 
 
 def _print_growth(checks: list[dict[str, Any]]) -> None:
-    from ridgeline.report.lab_section import growth_table
+    from ridgeline.report.lab_growth import growth_table
 
     t = growth_table(checks)
     if t is not None:

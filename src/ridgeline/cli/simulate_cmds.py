@@ -120,7 +120,7 @@ def _table(results: list[SimResult], title: str) -> Table:
         "TPOT p50/p99 ms", "ITL p99 ms", "preempt", "max run", "KV peak", "unused alloc", "prefix hit",
     )  # fmt: skip
     for h in heads:
-        t.add_column(h, justify="left" if h == "config" else "right")
+        t.add_column(h, justify="left" if h == "config" else "right", no_wrap=h == "config")
     for r in results:
         t.add_row(
             r.label or "run",

@@ -97,11 +97,11 @@ def _strided(
     buf: torch.Tensor, strides: tuple[int, ...], line: int, passes: int
 ) -> list[LayoutPoint]:
     n = buf.numel()
-    base_s = _median_s(lambda: buf.sum(), passes)
+    base_s = _median_s(buf.sum, passes)
     out = []
     for s in strides:
         view = buf[::s]  # (n/s,) every s-th element
-        t = _median_s(lambda v=view: v.sum(), passes)
+        t = _median_s(view.sum, passes)
         useful = view.numel() * FLOAT_BYTES
         measured = (t / useful) / (base_s / (n * FLOAT_BYTES))
         model = 1.0 / strided_efficiency(s, FLOAT_BYTES, line)
@@ -121,11 +121,11 @@ def _misaligned(
     buf: torch.Tensor, offsets: tuple[int, ...], line: int, passes: int
 ) -> list[LayoutPoint]:
     aligned = _rows(buf, 0, line)
-    base_s = _median_s(lambda: aligned.sum(), passes)
+    base_s = _median_s(aligned.sum, passes)
     out = []
     for o in offsets:
         rows = _rows(buf, o, line)
-        t = _median_s(lambda r=rows: r.sum(), passes)
+        t = _median_s(rows.sum, passes)
         a = alignment(o, line, line)
         out.append(LayoutPoint("offset", o, rows.numel() * FLOAT_BYTES, t, t / base_s,
                                a.granules_touched / a.granules_aligned))  # fmt: skip

@@ -35,7 +35,14 @@ def _trace(max_model_len: int) -> list:  # type: ignore[type-arg]
 def kv_manage_tables(rep: KVManageReport) -> tuple[Table, Table]:
     """Who manages the KV per architecture; the seven techniques × the architectures."""
     arch = Table(
-        ("accelerator", "deployment", "allocates KV", "granularity", "lives in → compute"),
+        (
+            "accelerator",
+            "deployment",
+            "allocates KV",
+            "granularity",
+            "lives in → compute",
+            "KV room",
+        ),  # fmt: skip
         tuple(
             (
                 r.accelerator,
@@ -43,7 +50,8 @@ def kv_manage_tables(rep: KVManageReport) -> tuple[Table, Table]:
                 r.allocator.value,
                 f"{r.granularity} ({fmt_bytes(r.granularity_bytes)} per chip)",
                 r.path,
-            )  # fmt: skip
+                f"{r.kv_capacity_tokens:,} tokens",
+            )
             for r in rep.rows
         ),
         f"{rep.model}: who manages the KV cache",
@@ -51,7 +59,7 @@ def kv_manage_tables(rep: KVManageReport) -> tuple[Table, Table]:
     rows = []
     for t in Technique:
         cells = [next(x for x in r.techniques if x.technique is t) for r in rep.rows]
-        rows.append((t.title, *(f"{c.provider.value}: {c.becomes}. {c.effect}" for c in cells)))
+        rows.append((t.label, *(f"{c.provider.value}: {c.becomes}. {c.effect}" for c in cells)))
     tech = Table(
         ("technique", *(r.accelerator for r in rep.rows)),
         tuple(rows),

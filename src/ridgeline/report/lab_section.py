@@ -25,6 +25,7 @@ from ridgeline.lab.configs import model_spec, raw_config  # noqa: E402
 from ridgeline.lab.machine import Calibration  # noqa: E402
 from ridgeline.lab.store import Record, open_existing  # noqa: E402
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown  # noqa: E402
+from ridgeline.report.lab_growth import growth_table
 from ridgeline.specs import DType  # noqa: E402
 from ridgeline.specs.units import fmt_bytes, fmt_rate  # noqa: E402
 
@@ -539,40 +540,6 @@ def memory_section(data: LabData, figure: FigurePath) -> Section | None:
 
 
 # --- KV variants and profile ------------------------------------------------------------------
-
-
-def growth_table(checks: list[dict[str, Any]]) -> Table | None:
-    """The resident peak's growth with context against the KV formula (``lab.peak``): one row
-    per model whose check measured it."""
-    rows = []
-    for c in checks:
-        g = c.get("growth")
-        if not g or g.get("slope_bytes_per_token") is None:
-            continue
-        rows.append((
-            c["name"],
-            f"{g['batch']} × {g['tokens'][0]}…{g['tokens'][-1]} (chunks of {g['chunk']})",
-            fmt_bytes(g["peak_bytes"][-1], binary=True),
-            f"{g['slope_bytes_per_token']:,.0f}",
-            f"{g['formula_bytes_per_token']:,.0f}",
-            f"{g['ratio']:.3f}",
-            f"{g['expected_ratio']:.3f}",
-        ))  # fmt: skip
-    if not rows:
-        return None
-    return Table(
-        (
-            "model",
-            "B × tokens",
-            "peak rise at the end",
-            "peak slope B/token",
-            "formula B/token",
-            "slope ÷ formula",
-            "expected",
-        ),  # fmt: skip
-        tuple(rows),
-        "KV growth seen in the resident peak (VmHWM above the pre-cache baseline)",
-    )
 
 
 def kv_section(data: LabData, figure: FigurePath) -> Section | None:

@@ -24,7 +24,8 @@ class Technique(StrEnum):
     SPECULATIVE_DECODING = "speculative_decoding"
 
     @property
-    def title(self) -> str:
+    def label(self) -> str:
+        """The technique's name as text (``chunked prefill``)."""
         return self.value.replace("_", " ")
 
 

@@ -377,15 +377,17 @@ def _add_api(app: FastAPI) -> None:
         """One step compiled for a scratchpad accelerator: per-op tiles, loads, time vs roofline."""
         return clean(schedule(body))
 
-    @app.post("/api/kv-manage", response_model=KvManageOut, tags=["simulate"])
-    def post_kv_manage(body: KvManageBody) -> Any:
-        """Who manages the KV cache on each architecture; the seven techniques' effects."""
-        return clean(kv_management(body))
-
     @app.post("/api/flash", response_model=FlashOut, tags=["tiling"])
     def post_flash(body: FlashBody) -> Any:
         """FlashAttention HBM traffic against sequence length on each per-core scratchpad."""
         return clean(flash_io(body))
+
+
+def _add_kv_manage(app: FastAPI) -> None:
+    @app.post("/api/kv-manage", response_model=KvManageOut, tags=["simulate"])
+    def post_kv_manage(body: KvManageBody) -> Any:
+        """Who manages the KV cache on each architecture; the seven techniques' effects."""
+        return clean(kv_management(body))
 
 
 def _add_simulate(app: FastAPI, jobs: Jobs) -> None:
@@ -448,6 +450,7 @@ def create_app(sim_time_limit_s: float = MAX_SIM_SECONDS) -> FastAPI:
     app.add_exception_handler(RidgelineError, _on_library_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     _add_api(app)
+    _add_kv_manage(app)
     _add_simulate(app, jobs)
     _add_page(app)
     return app

@@ -343,11 +343,22 @@ def compile_schedule(
         for t in terms
     )
     assert all(r.program.occupancy_bytes <= core.capacity_bytes for r in runs), "LX overflow"
-    eff = Efficiency(bandwidth=opt.bandwidth_efficiency)
-    cost = step_cost(model, acc, padded, eff)
-    useful = step_cost(model, acc, workload).bytes_read
+    return _schedule(model, acc, (workload, padded, b), core, runs, opt.bandwidth_efficiency)
+
+
+def _schedule(
+    model: ModelSpec,
+    acc: Accelerator,
+    shapes: tuple[Workload, Workload, Bucket],
+    core: Core,
+    runs: tuple[OpRun, ...],
+    bw_eff: float,
+) -> Schedule:
+    """The ``Schedule`` of simulated ``runs``, beside the analytic bound of the padded step."""
+    workload, padded, b = shapes
+    cost = step_cost(model, acc, padded, Efficiency(bandwidth=bw_eff))
     peak = acc.peak(workload.dtypes.compute)
-    bw = acc.device_bandwidth_bytes_per_s * opt.bandwidth_efficiency
+    bw = acc.device_bandwidth_bytes_per_s * bw_eff
     return Schedule(
         model=model.name,
         accelerator=acc.name,
@@ -361,7 +372,7 @@ def compile_schedule(
         analytic_kv_bytes=cost.kv_read_bytes + cost.kv_write_bytes,
         analytic_act_bytes=cost.act_bytes,
         roofline_time_s=cost.step_time_s,
-        useful_read_bytes=useful,
+        useful_read_bytes=step_cost(model, acc, workload).bytes_read,
         layers=model.num_layers,
         ops=tuple(_summary(r, core, peak, bw) for r in runs),
     )

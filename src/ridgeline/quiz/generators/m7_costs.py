@@ -32,6 +32,10 @@ from ridgeline.specs.units import GB, GiB
 SLOTS = 32  # compiled batch sizes 1, 2, 4 ... 32, as the simulator's static variants
 
 
+def _ms(v: float) -> str:
+    return f"{v:.4g} ms"
+
+
 def _numeric(
     name: str, prompt: str, answer: float, unit: str, tol: float, **kw: object
 ) -> Question:
@@ -86,7 +90,8 @@ def chunked_gap_q(
     d = step_cost(m, acc, Workload(Phase.DECODE, batch, 2048)).step_time_s
     p = step_cost(m, acc, Workload(Phase.PREFILL, 1, prompt)).step_time_s
     answer = (d + p * chunk / prompt) * 1e3
-    tol = 0.02
+    wrong = [(Mistake.WHOLE_PROMPT_GAP, (d + p) * 1e3),
+             (Mistake.NO_DECODE_IN_GAP, p * chunk / prompt * 1e3)]  # fmt: skip
     return _numeric(
         "chunked_gap",
         f"On {accelerator}, {batch} sequences of {model} decode (2,048 cached tokens each); a "
@@ -96,11 +101,11 @@ def chunked_gap_q(
         f"decoding sequence?",
         answer,
         "ms",
-        tol,
+        0.02,
         givens=givens(
             [
-                ("decode step", f"{d * 1e3:.4g} ms"),
-                ("whole-prompt prefill", f"{p * 1e3:.4g} ms"),
+                ("decode step", _ms(d * 1e3)),
+                ("whole-prompt prefill", _ms(p * 1e3)),
                 ("prompt", f"{prompt:,} tokens"),
                 ("chunk", f"{chunk} tokens"),
             ]
@@ -112,15 +117,7 @@ def chunked_gap_q(
             "prompt": prompt,
             "chunk": chunk,
         },  # fmt: skip
-        choices=traps(
-            answer,
-            [
-                (Mistake.WHOLE_PROMPT_GAP, (d + p) * 1e3),
-                (Mistake.NO_DECODE_IN_GAP, p * chunk / prompt * 1e3),
-            ],
-            tol,
-            lambda v: f"{v:.4g} ms",
-        ),  # fmt: skip
+        choices=traps(answer, wrong, 0.02, _ms),
         solution=(
             f"gap = decode step + one chunk = {d * 1e3:.4g} + {p * 1e3:.4g} × {chunk}/{prompt:,} "
             f"= {answer:.4g} ms, against {(d + p) * 1e3:.4g} ms with the whole prompt in one "
@@ -143,11 +140,12 @@ def disagg_transfer_q(
     """Time to ship a prompt's KV from the prefill instance to the decode instance."""
     del rng
     m = get_model(model)
-    per = kv_bytes_per_token(m)
+    per, mha = kv_bytes_per_token(m), kv_bytes_per_token(m.with_kv_heads(m.num_heads))
     link = Disagg(1, 1, link_gb_per_s * GB, latency_ms * 1e-3)
     answer = link.transfer_s(prompt, per) * 1e3
-    mha = kv_bytes_per_token(m.with_kv_heads(m.num_heads))
-    tol = 0.02
+    wrong = [(Mistake.FORGOT_LATENCY, answer - latency_ms),
+             (Mistake.KV_ALL_QUERY_HEADS, link.transfer_s(prompt, mha) * 1e3),
+             (Mistake.KV_WITHOUT_V, latency_ms + (answer - latency_ms) / 2)]  # fmt: skip
     return _numeric(
         "disagg_transfer",
         f"Disaggregated serving of {model} (bf16 KV): after the prefill instance runs a "
@@ -156,7 +154,7 @@ def disagg_transfer_q(
         f"take?",
         answer,
         "ms",
-        tol,
+        0.02,
         givens=givens(
             [
                 *model_givens(m),
@@ -170,19 +168,7 @@ def disagg_transfer_q(
             "link_gb_per_s": link_gb_per_s,
             "latency_ms": latency_ms,
         },  # fmt: skip
-        choices=traps(
-            answer,
-            [
-                (Mistake.FORGOT_LATENCY, answer - latency_ms),
-                (
-                    Mistake.KV_ALL_QUERY_HEADS,
-                    latency_ms + prompt * mha / link.link_bandwidth_bytes_per_s * 1e3,
-                ),
-                (Mistake.KV_WITHOUT_V, latency_ms + (answer - latency_ms) / 2),
-            ],
-            tol,
-            lambda v: f"{v:.4g} ms",
-        ),  # fmt: skip
+        choices=traps(answer, wrong, 0.02, _ms),
         solution=(
             f"KV = {prompt:,} tokens × {per:,.0f} B = {prompt * per / GB:.4g} GB; time = "
             f"{latency_ms:g} ms + {prompt * per / GB:.4g} GB ÷ {link_gb_per_s:g} GB/s = "
@@ -203,13 +189,14 @@ def tier_transfer_q(
 ) -> Question:
     """Time to bring an offloaded prefix back from host memory."""
     del rng
-    m, acc = get_model(model), get_accelerator(accelerator)
-    host = acc.level("host")
-    assert host.bandwidth_bytes_per_s is not None
+    m, host = get_model(model), get_accelerator(accelerator).level("host")
+    assert host.bandwidth_bytes_per_s is not None, "the catalog's host level has a bandwidth"
     bw, per = host.bandwidth_bytes_per_s, kv_bytes_per_token(m)
     tier = TierSpec("host", host.total_capacity_bytes, bw)
     answer = tier_load_seconds(prefix, block_size, per, tier) * 1e3
-    tol = 0.02
+    wrong = [(Mistake.PARTIAL_BLOCK_SHARED, prefix * per / bw * 1e3),
+             (Mistake.GIB_FOR_GB, answer * GB / GiB), (Mistake.KV_WITHOUT_V, answer / 2)]  # fmt: skip
+    full = prefix // block_size
     return _numeric(
         "tier_transfer",
         f"A {prefix:,}-token system prompt of {model} (bf16 KV) was evicted from {accelerator}'s "
@@ -217,7 +204,7 @@ def tier_transfer_q(
         f"are cached). A new request hits it. How many ms does loading it back take?",
         answer,
         "ms",
-        tol,
+        0.02,
         givens=givens(
             [
                 *model_givens(m),
@@ -232,21 +219,11 @@ def tier_transfer_q(
             "prefix": prefix,
             "block_size": block_size,
         },  # fmt: skip
-        choices=traps(
-            answer,
-            [
-                (Mistake.PARTIAL_BLOCK_SHARED, prefix * per / bw * 1e3),
-                (Mistake.GIB_FOR_GB, answer * GB / GiB),
-                (Mistake.KV_WITHOUT_V, answer / 2),
-            ],
-            tol,
-            lambda v: f"{v:.4g} ms",
-        ),  # fmt: skip
+        choices=traps(answer, wrong, 0.02, _ms),
         solution=(
-            f"Full blocks: ⌊{prefix:,} ÷ {block_size}⌋ = {prefix // block_size} "
-            f"({prefix // block_size * block_size:,} tokens × {per:,.0f} B); ÷ {bw / GB:g} GB/s "
-            f"= {answer:.4g} ms — charged to the step that admits the request (vLLM "
-            f"OffloadingConnector; the catalog's host level: {host.note})."
+            f"Full blocks: ⌊{prefix:,} ÷ {block_size}⌋ = {full} ({full * block_size:,} tokens "
+            f"× {per:,.0f} B); ÷ {bw / GB:g} GB/s = {answer:.4g} ms — charged to the step that "
+            f"admits the request (vLLM OffloadingConnector; the host level: {host.note})."
         ),
     )
 
@@ -320,7 +297,7 @@ def bucket_padding(rng: random.Random) -> Question:
 def spyre_technique_q(rng: random.Random, technique: Technique) -> Question:
     """What a runtime technique becomes on IBM Spyre (compiled shapes)."""
     spyre = kv_practice("dataflow").technique(technique)
-    wrong = []
+    wrong: list[tuple[Mistake, str]] = []
     for kind, mistake in (("gpu", Mistake.RUNTIME_FORM), ("tpu", Mistake.RUNTIME_FORM),
                           ("lpu", Mistake.WRONG_MANAGER)):  # fmt: skip
         text = kv_practice(kind).technique(technique).becomes
@@ -333,14 +310,14 @@ def spyre_technique_q(rng: random.Random, technique: Technique) -> Question:
         kind=Kind.CHOICE,
         prompt=(
             f"IBM Spyre runs programs compiled ahead of time for fixed shapes, with the KV cache "
-            f"in LPDDR5. What does {technique.title} become there?"
+            f"in LPDDR5. What does {technique.label} become there?"
         ),
-        givens=givens([("technique", technique.title), ("machine", "ibm-spyre")]),
+        givens=givens([("technique", technique.label), ("machine", "ibm-spyre")]),
         params={"technique": technique.value},
         answer=key,
         choices=choices,
         solution=(
-            f"On Spyre {technique.title} is provided by {spyre.provider.value}: "
+            f"On Spyre {technique.label} is provided by {spyre.provider.value}: "
             f"{spyre.becomes} ({spyre.source})."
         ),
     )
