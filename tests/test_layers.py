@@ -9,7 +9,18 @@ from pathlib import Path
 import ridgeline
 
 ROOT = Path(ridgeline.__file__).parent
-LIBRARY = {"errors", "specs", "analytic", "serving", "sim", "engine", "lab", "quiz", "sweep"}
+LIBRARY = {
+    "errors",
+    "specs",
+    "analytic",
+    "serving",
+    "sim",
+    "fidelity",
+    "engine",
+    "lab",
+    "quiz",
+    "sweep",
+}
 
 # layer -> the ridgeline packages it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
@@ -19,6 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "analytic": {"errors", "specs"},
     "serving": {"errors", "specs", "analytic"},
     "sim": {"errors", "specs", "analytic", "serving"},
+    "fidelity": {"errors", "specs", "analytic", "serving", "sim"},
     "engine": {"errors", "specs", "analytic", "serving"},
     "lab": {"errors", "specs", "analytic", "serving", "sim", "engine"},
     "quiz": {"errors", "specs", "analytic", "serving", "sim"},

@@ -17,6 +17,7 @@ from ridgeline.cli.analytic_cmds import (
 from ridgeline.cli.common import new_app
 from ridgeline.cli.deploy_cmds import deploy_cmd
 from ridgeline.cli.engine_cmds import bench_app, generate_cmd
+from ridgeline.cli.fidelity_cmds import predict_cmd, validate_cmd
 from ridgeline.cli.kv_cmds import kv_manage_cmd
 from ridgeline.cli.lab_cmds import lab_app
 from ridgeline.cli.quiz_cmds import quiz_app
@@ -40,6 +41,8 @@ app.command("kv")(kv_cmd)
 app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
 app.command("deploy")(deploy_cmd)
+app.command("predict")(predict_cmd)
+app.command("validate")(validate_cmd)
 app.command("report")(report_cmd)
 app.command("simulate")(simulate_cmd)
 app.command("tile")(tile_cmd)

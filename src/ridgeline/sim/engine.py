@@ -49,6 +49,7 @@ from ridgeline.sim.metrics import SLO, Collector, SimResult
 from ridgeline.sim.summary import summarize
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec
+from ridgeline.specs.calibration import CostMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +66,8 @@ class SimConfig:
         memory_utilization: fraction of device memory for weights + KV (vLLM's 0.9).
         num_blocks: override the KV pool size in blocks.
         tiers: KV tiers below the device (host, disk).
-        efficiency: fractions of peak and per-step overhead.
+        efficiency: fractions of peak and per-step overhead (ideal mode).
+        mode: price steps on the ideal roofline or with the accelerator's calibration.
         dtypes: storage formats.
         draft_model: speculative decoding's draft model (None: drafts are free).
         disagg: prefill/decode disaggregation (None: one mixed instance).
@@ -87,6 +89,7 @@ class SimConfig:
     num_blocks: int | None = None
     tiers: tuple[TierSpec, ...] = ()
     efficiency: Efficiency = Efficiency()
+    mode: CostMode = CostMode.IDEAL
     dtypes: Dtypes = Dtypes()
     draft_model: ModelSpec | None = None
     disagg: Disagg | None = None
@@ -177,10 +180,10 @@ class Simulation:
         self.cost: StepCost = (
             CompiledStepCost(cfg.model, cfg.hw, cfg.compiled, cfg.dtypes, cfg.efficiency)
             if cfg.compiled is not None
-            else StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency)
+            else StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
         )
         self.draft = (
-            StepCostModel(cfg.draft_model, cfg.hw, cfg.dtypes, cfg.efficiency)
+            StepCostModel(cfg.draft_model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
             if cfg.draft_model
             else None
         )
