@@ -17,8 +17,8 @@ from ridgeline.serving.policies import StaticOptions
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import SimConfig, WorkloadSpec, generate, parse_lengths, simulate
 from ridgeline.sim.buckets import CompileBudget, choose_buckets, max_buckets, padded_tokens
-from ridgeline.sim.compare import variant
 from ridgeline.sim.compiled import CompiledShapes, CompiledStepCost, Row
+from ridgeline.sim.variants import variant
 from ridgeline.specs import get_accelerator, get_model
 
 SPYRE = "ibm-spyre"

@@ -13,8 +13,8 @@ from ridgeline.analytic.layout import LayoutQuery, Order, layout_report
 from ridgeline.cli import app
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import SimConfig, WorkloadSpec, generate, parse_lengths, simulate
-from ridgeline.sim.compare import variant
 from ridgeline.sim.kv_manage import KVManageOptions, aggregate, kv_manage, kv_path
+from ridgeline.sim.variants import variant
 from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.kv_practice import Provider, Technique, kv_practice
 

@@ -36,8 +36,9 @@ ALLOWED: dict[str, set[str]] = {
     "quiz": {"errors", "specs", "analytic", "serving", "sim"},
     "sweep": {"errors", "specs", "analytic", "serving", "sim"},
     "report": LIBRARY,
-    "cli": LIBRARY | {"report", "web", "cli"},
+    "cli": LIBRARY | {"report", "web", "serve", "cli"},
     "web": LIBRARY | {"report"},
+    "serve": {"errors", "specs", "serving", "engine"},
 }
 TORCH_OK = {"engine", "lab"}
 HEAVY = {"torch", "transformers", "safetensors"}

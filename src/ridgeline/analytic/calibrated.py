@@ -86,6 +86,6 @@ def op_seconds(
     return compute_s, memory_s
 
 
-def fixed_step_seconds(layers: float, cal: Calibration, seqs: Array = 0.0) -> Array:
+def fixed_step_seconds(layers: Array, cal: Calibration, seqs: Array = 0.0) -> Array:
     """layers · layer_latency_s + step_latency_s + seqs · sequence_latency_s."""
     return layers * cal.layer_latency_s + cal.step_latency_s + seqs * cal.sequence_latency_s

@@ -18,10 +18,13 @@ from ridgeline.cli.common import new_app
 from ridgeline.cli.deploy_cmds import deploy_cmd
 from ridgeline.cli.engine_cmds import bench_app, generate_cmd
 from ridgeline.cli.fidelity_cmds import predict_cmd, validate_cmd
+from ridgeline.cli.kernel_cmds import engine_app
 from ridgeline.cli.kv_cmds import kv_manage_cmd
 from ridgeline.cli.lab_cmds import lab_app
 from ridgeline.cli.quiz_cmds import quiz_app
 from ridgeline.cli.report_cmd import report_cmd
+from ridgeline.cli.serve_check_cmd import serve_check_cmd
+from ridgeline.cli.serve_cmds import serve_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
 from ridgeline.cli.sweep_cmds import sweep_app
 from ridgeline.cli.tiling_cmds import (
@@ -54,6 +57,9 @@ app.command("layout")(layout_cmd)
 app.add_typer(quiz_app, name="quiz")
 app.command("generate")(generate_cmd)
 app.add_typer(bench_app, name="bench")
+app.add_typer(engine_app, name="engine")
+app.command("serve")(serve_cmd)
+lab_app.command("serve-check")(serve_check_cmd)
 app.add_typer(lab_app, name="lab")
 app.command("explore")(explore_cmd)
 app.add_typer(sweep_app, name="sweep")

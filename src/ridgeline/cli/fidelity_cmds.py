@@ -10,7 +10,7 @@ from rich.table import Table
 
 import ridgeline.fidelity.prediction as pr
 from ridgeline.cli.common import HwOpt, JsonOpt, ModelOpt, PlotOpt, console, emit_json, err_console
-from ridgeline.fidelity.validate import Validation, validate
+from ridgeline.fidelity.validate import FIT_HEADERS, SUMMARY_HEADERS, Validation, validate
 from ridgeline.specs import DType
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_seconds
@@ -128,31 +128,17 @@ def validate_cmd(
 
 def summary_table(v: Validation) -> Table:
     """Per accelerator and overall: median absolute error ideal, calibrated, left out."""
-    t = Table(title="predicted vs published (median absolute error; ratio = predicted / published)")
-    for col in ("accelerator", "rows", "ideal", "calibrated", "left out", "within 2x", "worst row"):
-        t.add_column(col, justify="left" if col in ("accelerator", "worst row") else "right")
-    for s in [*v.by_accelerator(), v.overall]:
-        t.add_row(
-            s.name,
-            str(s.rows),
-            f"{s.ideal_median_error:.0%}",
-            f"{s.calibrated_median_error:.0%}",
-            f"{s.loso_median_error:.0%}",
-            f"{s.within_2x}/{s.rows}",
-            f"{s.worst_key} ({s.worst_ratio:.2f}x)",
-        )
+    t = Table(*SUMMARY_HEADERS, title="median |predicted / published - 1|")
+    for row in v.summary_rows():
+        t.add_row(*row)
     return t
 
 
 def fits_table(v: Validation) -> Table:
     """The fitted numbers of each family and how many rows they rest on."""
-    t = Table(title="fitted terms (shared by every model, dtype and workload of a family)")
-    for col in ("family", "terms", "rows", "mean |ln ratio|"):
-        t.add_column(col)
-    for f in v.fits:
-        if f.values:
-            terms = ", ".join(f"{k.value} = {val:.4g}" for k, val in f.values.items())
-            t.add_row(f.family, terms, str(len(f.rows)), f"{f.mean_abs_log_error:.3f}")
+    t = Table(*FIT_HEADERS, title="fitted terms (one set per family: every model, dtype, workload)")
+    for row in v.fit_rows():
+        t.add_row(*row)
     return t
 
 

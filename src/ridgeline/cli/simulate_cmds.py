@@ -31,7 +31,6 @@ from ridgeline.sim import (
     simulate,
 )
 from ridgeline.sim.buckets import CompileBudget
-from ridgeline.sim.compare import DEFAULT_VARIANTS, compare
 from ridgeline.sim.compiled import is_compiled_schedule
 from ridgeline.sim.options import parse_disagg, parse_tiers
 from ridgeline.sim.static_variants import (
@@ -40,6 +39,7 @@ from ridgeline.sim.static_variants import (
     compiled_note,
     static_variant,
 )
+from ridgeline.sim.variants import DEFAULT_VARIANTS, compare
 from ridgeline.specs import get_accelerator, get_model
 
 PROGRESS_MIN_REQUESTS = 2000

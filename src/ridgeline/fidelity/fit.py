@@ -20,7 +20,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ridgeline.fidelity.dataset import Row
-from ridgeline.fidelity.trace import Trace
+from ridgeline.fidelity.trace import Trace, TraceSet
 from ridgeline.specs import get_accelerator
 from ridgeline.specs.calibration import (
     EFFICIENCY_TERMS,
@@ -33,6 +33,8 @@ from ridgeline.specs.calibration import (
 
 MAX_EFFICIENCY = 1.0 - 1e-9
 MIN_LATENCY_S = 1e-9
+RESTARTS = 3
+NELDER_MEAD = {"xatol": 1e-5, "fatol": 1e-8, "maxiter": 2000}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +76,14 @@ def _from_free(term: Term, u: float) -> float:
     return math.exp(min(u, 50.0))
 
 
-def _errors(values: Mapping[Term, float], items: Sequence[tuple[Row, Trace]]) -> np.ndarray:
-    out = np.empty(len(items))
-    for i, (row, trace) in enumerate(items):
-        cal = get_accelerator(row.hardware).calibration.with_values(values)
-        predicted = trace.metrics(cal)[row.metric]
-        out[i] = abs(math.log(predicted / row.value))
+def _groups(items: Sequence[tuple[Row, Trace]]) -> list[tuple[Calibration, TraceSet, np.ndarray]]:
+    """Rows grouped by accelerator (each its own base calibration), stacked for re-timing."""
+    out = []
+    for name in sorted({row.hardware for row, _ in items}):
+        mine = [(row, trace) for row, trace in items if row.hardware == name]
+        stacked = TraceSet.of([t for _, t in mine], [row.metric for row, _ in mine])
+        published = np.array([row.value for row, _ in mine])
+        out.append((get_accelerator(name).calibration, stacked, published))
     return out
 
 
@@ -91,13 +95,23 @@ def fit_family(family: Family, items: Sequence[tuple[Row, Trace]]) -> FamilyFit:
     terms = family.fit
     if not items:
         return FamilyFit(family.name, {t: family.priors.value(t) for t in terms}, (), math.nan)
-    start = np.array([_to_free(t, family.priors.value(t)) for t in terms])
+    groups = _groups(items)
+
+    def errors(values: Mapping[Term, float]) -> np.ndarray:
+        parts = [
+            np.abs(np.log(stacked.values(base.with_values(values)) / published))
+            for base, stacked, published in groups
+        ]
+        return np.concatenate(parts)
 
     def objective(u: np.ndarray) -> float:
-        values = {t: _from_free(t, x) for t, x in zip(terms, u, strict=True)}
-        return float(_errors(values, items).mean())
+        return float(errors({t: _from_free(t, x) for t, x in zip(terms, u, strict=True)}).mean())
 
-    best = minimize(objective, start, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-6})
-    values = {t: _from_free(t, x) for t, x in zip(terms, best.x, strict=True)}
     keys = tuple(sorted(row.key for row, _ in items))
-    return FamilyFit(family.name, values, keys, float(best.fun))
+    if not terms:
+        return FamilyFit(family.name, {}, keys, float(errors({}).mean()))
+    best = np.array([_to_free(t, family.priors.value(t)) for t in terms])
+    for _ in range(RESTARTS):  # a restart from the last optimum escapes a collapsed simplex
+        best = minimize(objective, best, method="Nelder-Mead", options=NELDER_MEAD).x
+    values = {t: _from_free(t, x) for t, x in zip(terms, best, strict=True)}
+    return FamilyFit(family.name, values, keys, objective(best))

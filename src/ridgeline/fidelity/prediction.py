@@ -37,7 +37,7 @@ from ridgeline.analytic.kv import kv_bytes_per_token, weights_bytes
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.fidelity.trace import Recorder, Trace
 from ridgeline.serving.scheduler import SchedulerConfig
-from ridgeline.sim.engine import SimConfig
+from ridgeline.sim.loop import SimConfig
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.replicas import ReplicaSet, Router, simulate_replicas
 from ridgeline.sim.workload import RequestSpec

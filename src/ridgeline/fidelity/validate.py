@@ -29,6 +29,17 @@ from ridgeline.specs.calibration import IDEAL, Calibration, CostMode, family_nam
 
 Progress = Callable[[str], None]
 
+SUMMARY_HEADERS = (
+    "accelerator",
+    "rows",
+    "ideal",
+    "calibrated",
+    "left out",
+    "within 2x",
+    "worst row (ratio)",
+)
+FIT_HEADERS = ("family", "fitted terms", "rows", "mean |ln ratio|")
+
 
 def request_for(row: Row, mode: CostMode = CostMode.CALIBRATED) -> PredictRequest:
     """The prediction that answers ``row``: its deployment, dtypes, lengths and load.
@@ -146,6 +157,34 @@ class Validation:
     def by_accelerator(self) -> list[Summary]:
         names = sorted({r.row.hardware for r in self.results})
         return [Summary.of(n, [r for r in self.results if r.row.hardware == n]) for n in names]
+
+    def summary_rows(self) -> list[tuple[str, ...]]:
+        """``SUMMARY_HEADERS`` rows, per accelerator then overall, as text for tables."""
+        return [
+            (
+                s.name,
+                str(s.rows),
+                f"{s.ideal_median_error:.0%}",
+                f"{s.calibrated_median_error:.0%}",
+                f"{s.loso_median_error:.0%}",
+                f"{s.within_2x}/{s.rows}",
+                f"{s.worst_key} ({s.worst_ratio:.2f}x)",
+            )
+            for s in [*self.by_accelerator(), self.overall]
+        ]
+
+    def fit_rows(self) -> list[tuple[str, ...]]:
+        """``FIT_HEADERS`` rows: each family's fitted numbers and the rows behind them."""
+        return [
+            (
+                f.family,
+                ", ".join(f"{t.value} = {v:.4g}" for t, v in f.values.items()),
+                str(len(f.rows)),
+                f"{f.mean_abs_log_error:.3f}",
+            )
+            for f in self.fits
+            if f.values and f.rows
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -25,11 +25,11 @@ from ridgeline.analytic.deploy import auto_deployment, default_reserve_fraction
 from ridgeline.analytic.pallas import tpu_step
 from ridgeline.errors import RidgelineError
 from ridgeline.serving.scheduler import SchedulerConfig
-from ridgeline.sim.compare import variant
 from ridgeline.sim.compiled import PriceCache, is_compiled_schedule
-from ridgeline.sim.engine import SimConfig, simulate
+from ridgeline.sim.loop import SimConfig, simulate
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.static_variants import ShapeOptions, shapes_for
+from ridgeline.sim.variants import variant
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator
 from ridgeline.specs.kv_practice import KVPractice, Provider, Technique, kv_practice

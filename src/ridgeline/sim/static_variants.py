@@ -31,7 +31,7 @@ from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.serving.tiers import TierSpec
 from ridgeline.sim.buckets import CompileBudget, choose_buckets, max_buckets
 from ridgeline.sim.compiled import CompiledShapes, PriceCache, pow2_ladder, static_scheduler
-from ridgeline.sim.engine import SimConfig
+from ridgeline.sim.loop import SimConfig
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, get_model

@@ -27,7 +27,7 @@ from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.scheduler import PreemptionMode
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.sim.compiled import is_compiled_schedule
-from ridgeline.sim.engine import SimConfig, simulate
+from ridgeline.sim.loop import SimConfig, simulate
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.static_variants import (
     STATIC_VARIANTS,
