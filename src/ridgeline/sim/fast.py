@@ -1,10 +1,9 @@
 """The simulator's fast mode: one instance's scheduler state in lists, decoding requests advanced
 by a shared counter, and every predictable stretch of decode steps in closed form.
 
-For one mixed instance with the fcfs, priority, contiguous or static policy, preemption by
-recompute, and no prefix caching, KV tiers, speculative decoding, disaggregation or compiled
-shapes (``sim.compiled``), this module applies ``Scheduler.schedule`` and ``update``'s rules
-(vLLM v1) to per-request lists::
+For one mixed instance (fcfs, priority, contiguous or static policy, preemption by recompute; no
+prefix caching, KV tiers, speculative decoding, disaggregation or compiled shapes), this module
+applies ``Scheduler.schedule`` and ``update``'s rules (vLLM v1) to per-request lists::
 
     arrivals     a0                    a1
     steps      |m|d d d d d d d d d d|m|d d d d d|d d d d ...
@@ -481,8 +480,7 @@ class _FastInstance:
         self.num_steps += 1
         if not run:
             return None
-        head = [(c, chunk)] if c is not None and chunk else []  # chunk > 0 only with a chunker
-        explicit = head + admitted
+        explicit = ([(c, chunk)] if c is not None and chunk else []) + admitted
         first = self.log.first_sched
         for i, _ in explicit:
             prior.append(comp[i])
