@@ -119,3 +119,23 @@ def test_a_learner_cannot_export_the_key_of_an_open_attempt(tmp_path: Path) -> N
     assert "ana's next attempt 2" in r.stderr
     r, out = _export(tmp_path, seed)  # a closed attempt's key is an ordinary export again
     assert (out / f"quiz-{seed}-key.md").exists() and r.stderr == ""
+
+
+def test_no_attempt_is_graded_on_a_seed_whose_key_was_exported(tmp_path: Path) -> None:
+    """A learner who exports the key of their first seed before starting cannot then take (or
+    grade an answer sheet on) that seed; another seed still works."""
+    seed = attempt_seed("bo", 1)
+    r, out = _export(tmp_path, seed)
+    assert r.exit_code == 0 and (out / f"quiz-{seed}-key.md").exists()
+    db = str(tmp_path / "q.db")
+    r = CliRunner().invoke(app, ["quiz", "start", "-u", "bo", "--db", db], input="")
+    assert r.exit_code == 2 and f"answer key of seed {seed} was exported" in r.stderr
+    sheet = out / f"quiz-{seed}-answers.json"
+    r = CliRunner().invoke(app, ["quiz", "start", "-u", "bo", "--db", db, "--answers", str(sheet)])
+    assert r.exit_code == 2 and "was exported" in r.stderr
+    assert AttemptStore(tmp_path / "q.db").status("bo", QUIZ_ID).attempts == ()
+    other = seed + 1
+    r = CliRunner().invoke(
+        app, ["quiz", "start", "-u", "bo", "--db", db, "--seed", str(other)], input=""
+    )
+    assert r.exit_code == 130 and f"seed {other}" in r.output  # it starts; EOF interrupts it

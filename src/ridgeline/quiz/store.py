@@ -56,6 +56,15 @@ CREATE TABLE IF NOT EXISTS open_attempts (
 )
 """
 
+_EXPORTED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS exported_keys (
+    quiz_id TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    exported_at TEXT NOT NULL,
+    PRIMARY KEY (quiz_id, seed)
+)
+"""
+
 
 class AttemptLimitError(RidgelineError):
     """The user has used every attempt this quiz allows."""
@@ -149,6 +158,7 @@ class AttemptStore:
             con.execute("BEGIN IMMEDIATE")
             con.execute(_SCHEMA)
             con.execute(_OPEN_SCHEMA)
+            con.execute(_EXPORTED_SCHEMA)
             con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             yield con
             con.execute("COMMIT")
@@ -244,6 +254,25 @@ class AttemptStore:
                 "started_at) VALUES (?,?,?,?,?)",
                 (user, quiz_id, attempt_no, seed, datetime.now(UTC).isoformat(timespec="seconds")),
             )
+
+    def record_key_export(self, quiz_id: str, seed: int) -> None:
+        """Remember that the plain answer key of ``seed`` left the database's hands, so that no
+        attempt is graded on it later (``key_exported``)."""
+        with self._tx() as con:
+            con.execute(
+                "INSERT OR IGNORE INTO exported_keys (quiz_id, seed, exported_at) VALUES (?,?,?)",
+                (quiz_id, seed, datetime.now(UTC).isoformat(timespec="seconds")),
+            )
+
+    def key_exported(self, quiz_id: str, seed: int) -> bool:
+        """Whether the plain answer key of ``seed`` was exported (False without a file)."""
+        if not self.path.exists():
+            return False
+        with self._tx() as con:
+            row = con.execute(
+                "SELECT 1 FROM exported_keys WHERE quiz_id = ? AND seed = ?", (quiz_id, seed)
+            ).fetchone()
+        return row is not None
 
     def seed_holders(self, quiz_id: str, seed: int) -> tuple[SeedHolder, ...]:
         """Who would read their own answers in the key of ``seed``: open attempts with that
