@@ -17,23 +17,33 @@ segments (``Tokens``) so ten thousand 1,000-token prompts cost no memory:
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, overload
+from typing import overload
 
 import numpy as np
 
 from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.sim.trace_rows import TraceRow, csv_rows, jsonl_rows, parse_row
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import (
+    MAX_CONTEXT,
+    MAX_RATE_PER_S,
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    MAX_SEED,
+)
 
 _SPAN = 1 << 24
 _PREFIX_BASE = 1 << 50
 _PROMPT_BASE = 2 << 50
 _OUTPUT_BASE = 3 << 50
+MAX_SIGMA = 10.0  # lognormal shape: past this the lengths are all clipped to lo or hi
+MAX_ZIPF_A = 100.0
+MAX_CV = 100.0  # gamma arrivals' coefficient of variation
 
 
 class Tokens(Sequence[int]):
@@ -136,6 +146,14 @@ class Lengths:
     lo: int = 1
     hi: int = 32768
 
+    def __post_init__(self) -> None:
+        check_real("lengths.mean", self.mean, 1, MAX_CONTEXT)
+        check_real("lengths.sigma", self.sigma, 0, MAX_SIGMA, low_open=True)
+        # numpy's zipf needs a > 1 (its mean is finite only for a > 2)
+        check_real("lengths.zipf_a", self.zipf_a, 1, MAX_ZIPF_A, low_open=True)
+        check_int("lengths.lo", self.lo, 1, MAX_CONTEXT)
+        check_int("lengths.hi", self.hi, self.lo, MAX_CONTEXT)
+
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` integer lengths drawn with ``rng``."""
         if self.dist is LengthDist.FIXED:
@@ -181,12 +199,14 @@ class WorkloadSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.num_requests < 1:
-            raise ConfigError(f"field requests: must be >= 1, got {self.num_requests}")
-        if self.rate_per_s <= 0:
-            raise ConfigError(f"field rate: must be > 0, got {self.rate_per_s}")
-        if self.cv <= 0 or self.turns < 1 or self.num_prefixes < 0 or self.prefix_len < 0:
-            raise ConfigError("fields cv > 0, turns >= 1, prefixes >= 0, prefix_len >= 0")
+        check_int("requests", self.num_requests, 1, MAX_REQUESTS)
+        check_real("rate", self.rate_per_s, 0, MAX_RATE_PER_S, low_open=True)
+        check_real("cv", self.cv, 0, MAX_CV, low_open=True)
+        check_int("prefixes", self.num_prefixes, 0, MAX_REQUESTS)
+        check_int("prefix_len", self.prefix_len, 0, MAX_CONTEXT)
+        check_int("turns", self.turns, 1, MAX_REQUESTS)
+        check_real("think_s", self.think_s, 0, MAX_SECONDS)
+        check_int("seed", self.seed, 0, MAX_SEED)
 
 
 def _gaps(spec: WorkloadSpec, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -261,61 +281,32 @@ def _multi_turn(spec: WorkloadSpec) -> list[RequestSpec]:
 # ---- traces ----------------------------------------------------------------------------------
 
 
-def _field(row: dict[str, Any], names: tuple[str, ...], where: str, kind: type = int) -> Any:
-    for name in names:
-        if name in row and row[name] not in (None, ""):
-            try:
-                value = kind(float(row[name])) if kind is int else kind(row[name])
-            except (TypeError, ValueError):
-                raise ConfigError(f"{where}: field {name}: not a number: {row[name]!r}") from None
-            if value < 0:
-                raise ConfigError(f"{where}: field {name}: must be >= 0, got {value}")
-            return value
-    raise ConfigError(f"{where}: missing field {' or '.join(names)}")
-
-
-def _trace_request(
-    row: dict[str, Any], i: int, where: str, prefixes: dict[str, int]
-) -> RequestSpec:
-    arrival = _field(row, ("arrival_s", "arrived_at"), where, float)
-    out_len = _field(row, ("output_len", "num_decode_tokens"), where)
-    if out_len < 1:
-        raise ConfigError(f"{where}: field output_len: must be >= 1, got {out_len}")
-    if isinstance(row.get("prompt_tokens"), list):
-        ids = row["prompt_tokens"]
-        if not ids or not all(isinstance(t, int) for t in ids):
-            raise ConfigError(f"{where}: field prompt_tokens: must be a non-empty list of ints")
-        prompt: Sequence[int] = tuple(ids)
+def _trace_request(row: TraceRow, i: int, prefixes: dict[str, int]) -> RequestSpec:
+    n = int(row.prompt_len)
+    prompt: Sequence[int]
+    if row.prompt_ids is not None:
+        prompt = tuple(row.prompt_ids)
+    elif row.prefix_id is None:
+        prompt = _prompt(i, n, None, 0)
     else:
-        n = _field(row, ("prompt_len", "prompt_tokens", "num_prefill_tokens"), where)
-        if n < 1:
-            raise ConfigError(f"{where}: field prompt_len: must be >= 1, got {n}")
-        prefix = row.get("prefix_id")
-        plen = min(int(row.get("prefix_len") or n), n) if prefix is not None else 0
-        if prefix is None:
-            prompt = _prompt(i, n, None, 0)
-        else:
-            pid = prefixes.setdefault(str(prefix), len(prefixes))  # first-seen order
-            prompt = _prompt(i, n - plen, pid, plen)
-    priority = int(_field(row, ("priority",), where)) if "priority" in row else 0
-    alpha = _field(row, ("spec_acceptance",), where, float) if "spec_acceptance" in row else None
-    if alpha is not None and alpha > 1:
-        raise ConfigError(f"{where}: field spec_acceptance: must be in [0, 1], got {alpha}")
-    return RequestSpec(f"t{i}", arrival, prompt, _output(i, out_len), priority, alpha)
+        plen = n if row.prefix_len is None else int(row.prefix_len)
+        pid = prefixes.setdefault(str(row.prefix_id), len(prefixes))  # first-seen order
+        prompt = _prompt(i, n - plen, pid, plen)
+    output = _output(i, int(row.output_len))
+    return RequestSpec(f"t{i}", row.arrival_s, prompt, output, row.priority, row.spec_acceptance)
 
 
 def load_trace(path: str | Path, limit: int | None = None) -> list[RequestSpec]:
-    """Requests of a JSONL or CSV trace; errors name the file, line and field."""
+    """Requests of a JSONL or CSV trace (``sim.trace_rows``); errors name the file, line and
+    field."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"trace {p}: no such file")
-    rows = _csv_rows(p) if p.suffix.lower() == ".csv" else _jsonl_rows(p)
+    rows = csv_rows(p) if p.suffix.lower() == ".csv" else jsonl_rows(p)
     out: list[RequestSpec] = []
     prefixes: dict[str, int] = {}
     for i, (line, row) in enumerate(rows):
         if limit is not None and i >= limit:
             break
-        out.append(_trace_request(row, i, f"{p}:{line}", prefixes))
+        out.append(_trace_request(parse_row(row, f"{p}:{line}"), i, prefixes))
     if not out:
         raise ConfigError(f"trace {p}: no requests")
     t0 = min(r.arrival_s for r in out)
@@ -323,26 +314,6 @@ def load_trace(path: str | Path, limit: int | None = None) -> list[RequestSpec]:
         (replace(r, arrival_s=r.arrival_s - t0) for r in out),
         key=lambda r: r.arrival_s,
     )
-
-
-def _jsonl_rows(p: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with p.open() as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{p}:{line_no}: not JSON: {e.msg}") from e
-            if not isinstance(row, dict):
-                raise ConfigError(f"{p}:{line_no}: expected a JSON object")
-            yield line_no, row
-
-
-def _csv_rows(p: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with p.open(newline="") as f:
-        for line_no, row in enumerate(csv.DictReader(f), 2):
-            yield line_no, dict(row)
 
 
 def parse_lengths(text: str, default_mean: float) -> Lengths:
@@ -354,15 +325,21 @@ def parse_lengths(text: str, default_mean: float) -> Lengths:
         raise UnknownNameError(
             "length distribution", parts[0], [d.value for d in LengthDist]
         ) from None
+    if len(parts) > 3 or (len(parts) == 3 and dist in (LengthDist.FIXED, LengthDist.UNIFORM)):
+        raise ConfigError(
+            f"lengths {text!r}: expected DIST:MEAN, or DIST:MEAN:PARAM for lognormal (sigma) "
+            "and zipf (a)"
+        )
     try:
         mean = float(parts[1]) if len(parts) > 1 else default_mean
         extra = float(parts[2]) if len(parts) > 2 else None
     except ValueError:
         raise ConfigError(f"lengths {text!r}: expected DIST:MEAN[:PARAM]") from None
-    if mean < 1:
-        raise ConfigError(f"lengths {text!r}: mean must be >= 1")
-    if dist is LengthDist.LOGNORMAL and extra is not None:
-        return Lengths(dist, mean, sigma=extra)
-    if dist is LengthDist.ZIPF and extra is not None:
-        return Lengths(dist, mean, zipf_a=extra)
-    return Lengths(dist, mean)
+    try:
+        if dist is LengthDist.LOGNORMAL and extra is not None:
+            return Lengths(dist, mean, sigma=extra)
+        if dist is LengthDist.ZIPF and extra is not None:
+            return Lengths(dist, mean, zipf_a=extra)
+        return Lengths(dist, mean)
+    except ConfigError as e:
+        raise ConfigError(f"lengths {text!r}: {e}") from None

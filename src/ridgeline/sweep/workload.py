@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from ridgeline.errors import ConfigError
+from ridgeline.sim.trace_rows import parse_row
+from ridgeline.specs.inputs import short_repr, text_lines
 
 TRACE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 
@@ -138,11 +140,11 @@ def read_trace(path: str | Path, skip: int = 0, limit: int | None = None) -> Req
             message names the file and line).
     """
     path = Path(path)
+    lines = (text for _, text in text_lines(path, "trace"))
     try:
-        with path.open(newline="") as f:
-            rows = _parse_rows(path, csv.reader(f), skip, limit)
-    except OSError as e:
-        raise ConfigError(f"trace {path}: {e.strerror}") from e
+        rows = _parse_rows(path, csv.reader(lines), skip, limit)
+    except csv.Error as e:
+        raise ConfigError(f"trace {path}: not valid CSV: {e}") from None
     if len(rows) < 2:
         raise ConfigError(f"trace {path}: fewer than 2 requests after skipping {skip}")
     arr = np.array(rows, dtype=np.float64)
@@ -168,12 +170,13 @@ def _parse_rows(
 def _parse_row(path: Path, line_no: int, row: list[str]) -> tuple[float, int, int]:
     try:
         t, p, d = row
-        parsed = (float(t), int(p), int(d))
     except ValueError:
-        raise ConfigError(f"trace {path} line {line_no}: malformed row {','.join(row)!r}") from None
-    if parsed[0] < 0 or parsed[1] < 1 or parsed[2] < 1:
-        raise ConfigError(f"trace {path} line {line_no}: negative time or a length below 1")
-    return parsed
+        raise ConfigError(
+            f"trace {path} line {line_no}: malformed row {short_repr(','.join(row))}"
+        ) from None
+    cells = {"arrived_at": t, "num_prefill_tokens": p, "num_decode_tokens": d}
+    r = parse_row(cells, f"trace {path} line {line_no}")
+    return r.arrival_s, int(r.prompt_len), int(r.output_len)
 
 
 def load_table(spec: WorkloadSpec, seed: int) -> RequestTable:
