@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ridgeline.errors import ConfigError
+from ridgeline.specs.inputs import check_int
+from ridgeline.specs.limits import MAX_CONTEXT
 
 
 class RequestStatus(StrEnum):
@@ -35,6 +37,7 @@ class FinishReason(StrEnum):
     LENGTH = "length"  # reached max_new_tokens
     STOP = "stop"  # sampled the end-of-sequence token
     REJECTED = "rejected"  # can never fit (reason in ``Request.reject_reason``)
+    ABORTED = "aborted"  # the caller gave up on it (``Scheduler.abort``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +58,7 @@ class SamplingParams:
     spec_acceptance: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise ConfigError(f"field max_new_tokens: must be >= 1, got {self.max_new_tokens}")
+        check_int("max_new_tokens", self.max_new_tokens, 1, MAX_CONTEXT)
         if self.spec_acceptance is not None and not 0.0 <= self.spec_acceptance <= 1.0:
             raise ConfigError(
                 f"field spec_acceptance: must be in [0, 1], got {self.spec_acceptance}"
@@ -77,6 +79,8 @@ class Request:
             prefill): admission allocates slots for them without computing them.
         block_hashes: chained hashes of the full blocks of tokens (prefix caching).
         num_preemptions: times this request lost its KV.
+        num_cached_tokens: prompt tokens found in the prefix cache at its first admission
+            (None until it is admitted).
     """
 
     __slots__ = (
@@ -120,7 +124,7 @@ class Request:
         self.reject_reason = ""
         self.block_hashes: list[int] = []
         self.num_preemptions = 0
-        self.num_cached_tokens = -1  # prefix-cache hit at first admission; -1 = not yet admitted
+        self.num_cached_tokens: int | None = None  # prefix-cache hit at first admission
         self.swapped = False
         self.seq = 0  # admission order stamp, set by the scheduler (ties in priority order)
 

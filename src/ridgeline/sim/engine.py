@@ -43,6 +43,10 @@ from ridgeline.sim.metrics import SLO, Collector, SimResult
 from ridgeline.sim.summary import summarize
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_BLOCK_SIZE, MAX_SEED
+
+MAX_BLOCKS = 1 << 30  # KV blocks of one pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +92,11 @@ class SimConfig:
     label: str = ""
 
     def __post_init__(self) -> None:
-        if not 0 < self.memory_utilization <= 1:
-            raise ConfigError(
-                f"field memory_utilization: must be in (0, 1], got {self.memory_utilization}"
-            )
+        check_real("memory_utilization", self.memory_utilization, 0, 1, low_open=True)
+        check_int("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
+        if self.num_blocks is not None:
+            check_int("num_blocks", self.num_blocks, 1, MAX_BLOCKS)
+        check_int("seed", self.seed, 0, MAX_SEED)
 
     @property
     def block_bytes(self) -> float:
@@ -249,7 +254,7 @@ class Simulation:
             self._submit(self._least_loaded(Role.MIXED), req)
             return
         reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req)
-        if reason:  # reject before prefilling a request the decode side can never hold
+        if reason is not None:  # reject before prefilling a request the decode side can never hold
             self.metrics.reject(req.request_id, reason)
             self.done += 1
         else:
@@ -344,7 +349,7 @@ class Simulation:
 
     def _finished(self, inst: _Instance, req: Request, t: float) -> None:
         spec = self.specs[req.request_id]
-        self.metrics.finished(req.request_id, t, req.num_preemptions, max(req.num_cached_tokens, 0))
+        self.metrics.finished(req.request_id, t, req.num_preemptions, req.num_cached_tokens or 0)
         if inst.role is Role.PREFILL and spec.output_len > 1:
             d = self.cfg.disagg
             assert d is not None
