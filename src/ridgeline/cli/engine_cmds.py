@@ -13,6 +13,9 @@ from rich.table import Table
 
 from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, err_console, new_app
 from ridgeline.errors import ConfigError
+from ridgeline.specs.inputs import check_int
+
+MAX_GENERATE_TOKENS = 10_000_000  # prompt tokens of one ``generate`` run
 
 bench_app = new_app("Benchmarks of the real engine.")
 
@@ -64,6 +67,8 @@ def generate_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Generate with the real paged-KV engine (random weights unless --weights)."""
+    if prompt is None:  # the random prompts are built before the engine can refuse them
+        check_int("prompt_tokens × batch", prompt_tokens * batch, 1, MAX_GENERATE_TOKENS)
     llm_mod = _engine()
     llm_mod.set_threads(threads)
     options: dict[str, Any] = {

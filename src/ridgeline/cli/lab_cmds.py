@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, new_app
+from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, new_app, writable_dir
 from ridgeline.errors import ConfigError
 from ridgeline.lab.store import DEFAULT_DB
 from ridgeline.specs.units import MiB, fmt_bytes, fmt_rate
@@ -449,7 +449,9 @@ def compare_cmd(
 @lab_app.command("report")
 def report_cmd(
     db: DbOpt = DEFAULT_DB,
-    out: Annotated[str, typer.Option("--out", help="output directory")] = "out/lab",
+    out: Annotated[
+        str, typer.Option("--out", help="output directory", callback=writable_dir)
+    ] = "out/lab",
     hw: Annotated[
         str | None, typer.Option("--hw", help="accelerator (default: the DB's calibration)")
     ] = None,

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, console, emit_json, new_app
+from ridgeline.cli.common import JsonOpt, console, emit_json, new_app, writable_dir
 from ridgeline.errors import ConfigError
 from ridgeline.quiz import (
     MAX_ATTEMPTS,
@@ -175,7 +175,9 @@ def status_cmd(user: UserOpt, db: DbOpt = Path(DEFAULT_DB), as_json: JsonOpt = F
 
 def export_cmd(
     seed: Annotated[int, typer.Option("--seed", help="quiz seed")],
-    out: Annotated[Path, typer.Option("--out", help="directory to write into")] = Path("."),
+    out: Annotated[
+        Path, typer.Option("--out", help="directory to write into", callback=writable_dir)
+    ] = Path("."),
 ) -> None:
     """Write a printable quiz (Markdown, HTML), its answer key and a blank answer sheet."""
     quiz = draw_quiz(seed)

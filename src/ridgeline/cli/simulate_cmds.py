@@ -13,7 +13,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ridgeline.analytic import Efficiency
-from ridgeline.cli.common import HwOpt, JsonOpt, ModelOpt, console, emit_json, err_console
+from ridgeline.cli.common import (
+    HwOpt,
+    JsonOpt,
+    ModelOpt,
+    console,
+    emit_json,
+    err_console,
+    writable_dir,
+)
 from ridgeline.errors import ConfigError
 from ridgeline.report.serving_plots import kv_timeline_plot, latency_cdf_plot
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
@@ -191,7 +199,8 @@ def simulate_cmd(
     seed: Annotated[int, _opt("--seed", help="workload and acceptance seed")] = 0,
     json_out: JsonOpt = False,
     plot: Annotated[
-        str | None, _opt("--plot", help="write KV-use and latency-CDF PNGs here")
+        str | None,
+        typer.Option(help="write KV-use and latency-CDF PNGs here", callback=writable_dir),
     ] = None,
 ) -> None:
     """Simulate serving a workload: latency, throughput and KV memory of one configuration,
@@ -226,6 +235,8 @@ def simulate_cmd(
     show = not json_out and len(wl) >= PROGRESS_MIN_REQUESTS
     if mode is Mode.COMPARE:
         names = [c.strip() for c in configs.split(",") if c.strip()]
+        if not names:
+            raise ConfigError(f"option --configs: no variant named in {configs!r}")
         with _progress(len(names), show) as tick:
             started: list[str] = []
 

@@ -22,6 +22,7 @@ from ridgeline.cli.common import (
     PromptOpt,
     console,
     emit_json,
+    writable_file,
 )
 from ridgeline.report import tiling_plots
 from ridgeline.specs import DType, get_accelerator, get_model
@@ -129,7 +130,9 @@ def schedule_cmd(
     bucket_batch: Annotated[int | None, typer.Option(help="compiled batch slots")] = None,
     bucket_context: Annotated[int | None, typer.Option(help="compiled sequence length")] = None,
     buffers: BuffersOpt = 2,
-    timeline: Annotated[str | None, typer.Option(help="write the timeline PNG here")] = None,
+    timeline: Annotated[
+        str | None, typer.Option(help="write the timeline PNG here", callback=writable_file)
+    ] = None,
     no_ring: Annotated[
         bool, typer.Option("--no-ring", help="cores re-read shared inputs from device memory")
     ] = False,
