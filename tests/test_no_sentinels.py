@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from serving_helpers import make_scheduler, req
 
 from ridgeline.lab import env
 from ridgeline.lab.compare import _load_average
+from serving_helpers import make_scheduler, req
 
 
 def test_num_cached_tokens_is_none_until_admitted_then_the_hit() -> None:

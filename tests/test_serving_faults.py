@@ -217,7 +217,6 @@ def test_abort_frees_blocks_and_swap_room() -> None:
 def test_llm_generate_returns_a_rejected_prompt_with_its_reason() -> None:
     pytest.importorskip("torch")
     from engine_support import gpt2_config, spec_of
-
     from ridgeline.engine.llm import LLM
     from ridgeline.engine.sampling import SamplingParams as EngineParams
 

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
 from serving_fuzz import FuzzConfig, ServingHarness, random_session
 
 STEPS = Counter[str]()  # scheduler steps made by the default run (reported, and checked below)

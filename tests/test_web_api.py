@@ -297,7 +297,8 @@ def test_oversized_simulations_are_refused_with_a_clear_message(client: TestClie
     assert field_of(r) == ["body"] and "30,128,000 tokens" in r.text
     r = client.post("/api/simulate", json={"model": "llama-3.1-70b", "accelerator": "groq-lpu"})
     assert field_of(r) == ["body", "accelerator"] and "no room for KV" in r.text
-    assert field_of(client.get("/api/simulate/feedface")) == ["path", "job_id"]
+    missing = client.get("/api/simulate/feedface")
+    assert missing.status_code == 404 and missing.json()["detail"][0]["loc"] == ["path", "job_id"]
 
 
 def test_a_simulation_past_the_time_limit_is_stopped() -> None:

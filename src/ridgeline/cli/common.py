@@ -21,6 +21,7 @@ from ridgeline.errors import ConfigError, RidgelineError
 from ridgeline.specs import DType
 
 MAX_CLI_INTEGER = 2**53  # integers past this lose exactness in JSON; no size reaches it
+MAX_STEPS = 10_000  # timed steps or repeats of one measurement
 
 # Piped output gets a wide, fixed width so tables are not folded to 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 150)
@@ -131,6 +132,11 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="model name or path
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="print JSON (stable schema) instead of tables")
 ]
+
+
+def positive(*names: str, help: str, most: int = MAX_STEPS) -> Any:
+    """An integer option in [1, most] (steps, repeats, sizes the library does not bound)."""
+    return typer.Option(*names, min=1, max=most, help=help)
 
 
 def writable_file(path: str | None) -> str | None:

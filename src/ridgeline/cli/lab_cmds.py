@@ -13,9 +13,18 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, new_app, writable_dir
+from ridgeline.cli.common import (
+    JsonOpt,
+    ModelOpt,
+    console,
+    emit_json,
+    new_app,
+    positive,
+    writable_dir,
+)
 from ridgeline.errors import ConfigError
 from ridgeline.lab.store import DEFAULT_DB
+from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT
 from ridgeline.specs.units import MiB, fmt_bytes, fmt_rate
 
 lab_app = new_app("Measure decode on this machine and hold the analytic model to it.")
@@ -49,8 +58,8 @@ def calibrate_cmd(
     dtypes: Annotated[
         str, typer.Option(help="matmul dtypes (cuda: add fp16; CPU fp16 is slow)")
     ] = "fp32,bf16",
-    matmul_n: Annotated[int, typer.Option(help="matmul size n ([n,n]x[n,n])")] = 2048,
-    repeats: Annotated[int, typer.Option(help="timings per figure (best kept)")] = 5,
+    matmul_n: Annotated[int, positive(help="matmul size n ([n,n]x[n,n])", most=65_536)] = 2048,
+    repeats: Annotated[int, positive(help="timings per figure (best kept)")] = 5,
     device: DeviceOpt = "cpu",
     name: Annotated[str, typer.Option(help="spec name (--hw NAME thereafter)")] = "measured",
     out_dir: Annotated[
@@ -206,11 +215,11 @@ def sweep_cmd(
 @lab_app.command("profile")
 def profile_cmd(
     model: ModelOpt = "distilgpt2",
-    batch: Annotated[int, typer.Option("--batch", "-b")] = 4,
-    context: Annotated[int, typer.Option("--context", "-t")] = 512,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=MAX_BATCH)] = 4,
+    context: Annotated[int, typer.Option("--context", "-t", min=1, max=MAX_CONTEXT)] = 512,
     cache: Annotated[str, typer.Option(help="dynamic or static")] = "dynamic",
     attn: Annotated[str, typer.Option(help="sdpa or eager")] = "sdpa",
-    steps: Annotated[int, typer.Option(help="profiled decode steps")] = 3,
+    steps: Annotated[int, positive(help="profiled decode steps")] = 3,
     threads: ThreadsOpt = 1,
     device: DeviceOpt = "cpu",
     trace: Annotated[str, typer.Option(help="Chrome trace file to write")] = "out/lab/trace.json",
@@ -276,9 +285,9 @@ def profile_cmd(
 
 @lab_app.command("kv")
 def kv_cmd(
-    batch: Annotated[int, typer.Option("--batch", "-b")] = 4,
-    context: Annotated[int, typer.Option("--context", "-t")] = 1024,
-    decode_steps: Annotated[int, typer.Option(help="decode steps timed per model")] = 5,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=MAX_BATCH)] = 4,
+    context: Annotated[int, typer.Option("--context", "-t", min=1, max=MAX_CONTEXT)] = 1024,
+    decode_steps: Annotated[int, positive(help="decode steps timed per model")] = 5,
     hw: Annotated[str, typer.Option("--hw", help="accelerator of the scratchpad")] = "ibm-spyre",
     kv_dtype: Annotated[str, typer.Option(help="KV dtype for the scratchpad fit")] = "fp16",
     db: DbOpt = DEFAULT_DB,

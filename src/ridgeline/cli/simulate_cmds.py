@@ -109,6 +109,16 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[int], None] | Non
         yield lambda done: bar.update(task, completed=done)
 
 
+def _variant_names(text: str) -> str:
+    if not any(c.strip() for c in text.split(",")):
+        raise typer.BadParameter(f"no variant named in {text!r}")
+    return text
+
+
+SpecAcceptOpt = Annotated[float, typer.Option(min=0.0, max=1.0, help="draft acceptance rate")]
+ConfigsOpt = Annotated[str, typer.Option(help="compare: variants", callback=_variant_names)]
+
+
 def _ms(x: float) -> str:
     return f"{x * 1e3:.1f}"
 
@@ -182,7 +192,7 @@ def simulate_cmd(
         PreemptionMode, _opt("--preemption", help="recompute or swap")
     ] = PreemptionMode.RECOMPUTE,
     spec_k: Annotated[int, _opt("--spec-k", help="draft tokens per step (0: off)")] = 0,
-    spec_accept: Annotated[float, _opt("--spec-accept", help="draft acceptance rate")] = 0.7,
+    spec_accept: SpecAcceptOpt = 0.7,
     spec_draft: Annotated[str | None, _opt("--spec-draft", help="draft model (cost)")] = None,
     tiers: Annotated[str | None, _opt("--tiers", help="host | NAME:BYTES:BW[:LAT],...")] = None,
     disagg: Annotated[str | None, _opt("--disagg", help="P:D prefill:decode instances")] = None,
@@ -193,9 +203,7 @@ def simulate_cmd(
     overhead: Annotated[float, _opt("--overhead", help="fixed seconds per step")] = 0.0,
     slo_ttft: Annotated[float, _opt("--slo-ttft", help="TTFT SLO (s) for goodput")] = 2.0,
     slo_tpot: Annotated[float, _opt("--slo-tpot", help="TPOT SLO (s) for goodput")] = 0.1,
-    configs: Annotated[str, _opt("--configs", help="compare: variants")] = ",".join(
-        DEFAULT_VARIANTS
-    ),
+    configs: ConfigsOpt = ",".join(DEFAULT_VARIANTS),
     seed: Annotated[int, _opt("--seed", help="workload and acceptance seed")] = 0,
     json_out: JsonOpt = False,
     plot: Annotated[
@@ -235,8 +243,6 @@ def simulate_cmd(
     show = not json_out and len(wl) >= PROGRESS_MIN_REQUESTS
     if mode is Mode.COMPARE:
         names = [c.strip() for c in configs.split(",") if c.strip()]
-        if not names:
-            raise ConfigError(f"option --configs: no variant named in {configs!r}")
         with _progress(len(names), show) as tick:
             started: list[str] = []
 

@@ -180,6 +180,8 @@ def _number(x: Any) -> str:
     if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
         x = int(x)
     return f"{x:,}" if isinstance(x, int) and abs(x) < 10**15 else f"{x:g}"
+
+
 _NOT_A_NUMBER = ("float_parsing", "float_type", "int_parsing", "int_type", "int_parsing_size")
 
 

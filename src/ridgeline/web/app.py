@@ -26,10 +26,11 @@ from enum import Enum
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import FastAPI, Request
+from fastapi import Path as FastApiPath
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -80,14 +81,20 @@ WORKERS = 2  # analytic requests computed at once (the machines we serve from ha
 REQUEST_TIME_LIMIT_S = 20.0  # an analytic request is answered within this, or stopped
 MAX_BODY_BYTES = 1 << 20  # a config.json is a few kB; 1 MiB leaves room for hand-written ones
 RETRY_AFTER_S = 5
+OTHER_METHODS = ["GET", "HEAD", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
+
+
+UNSATISFIABLE = "unsatisfiable"  # the 422 type of a rule the schema cannot state (see schemas)
 
 
 class FieldError(RidgelineError):
-    """A library error attributed to one request field (``loc`` of the 422)."""
+    """A library error attributed to one request field (``loc`` of the 422); ``kind`` is the
+    error's ``type`` (``UNSATISFIABLE`` for a rule across fields, or on an uploaded config)."""
 
-    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+    def __init__(self, loc: tuple[str, ...], message: str, kind: str = "value_error") -> None:
         super().__init__(message)
         self.loc = loc
+        self.kind = kind
 
 
 def clean(obj: Any) -> Any:
@@ -118,14 +125,15 @@ def error_loc(message: str) -> list[str]:
     return ["body", m.group(1)] if m and m.group(1) in BODY_FIELDS else ["body"]
 
 
-def _unprocessable(loc: list[str], message: str) -> JSONResponse:
-    detail = [{"loc": loc, "msg": message, "type": "value_error"}]
+def _unprocessable(loc: list[str], message: str, kind: str = "value_error") -> JSONResponse:
+    detail = [{"loc": loc, "msg": message, "type": kind}]
     return JSONResponse(status_code=422, content={"detail": detail})
 
 
 async def _on_library_error(request: Request, exc: Exception) -> JSONResponse:
-    loc = list(exc.loc) if isinstance(exc, FieldError) else error_loc(str(exc))
-    return _unprocessable(loc, str(exc))
+    if isinstance(exc, FieldError):
+        return _unprocessable(list(exc.loc), str(exc), exc.kind)
+    return _unprocessable(error_loc(str(exc)), str(exc))
 
 
 async def _on_http_error(request: Request, exc: Exception) -> Response:
@@ -152,7 +160,7 @@ def resolve_model(body: ModelBody) -> ModelSpec:
         try:
             return parse_config(body.config, body.config_name, "config.json")
         except RidgelineError as e:
-            raise FieldError(("body", "config"), str(e)) from None
+            raise FieldError(("body", "config"), str(e), UNSATISFIABLE) from None
     return catalog_model(body.model, ("body", "model"))
 
 
@@ -218,8 +226,8 @@ def _workload(body: WorkloadBody) -> tuple[ModelSpec, Accelerator]:
     acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
     try:
         acc.peak(body.act_dtype)
-    except RidgelineError as e:
-        raise FieldError(("body", "act_dtype"), str(e)) from None
+    except RidgelineError as e:  # this accelerator has no peak at that dtype
+        raise FieldError(("body", "act_dtype"), str(e), UNSATISFIABLE) from None
     return resolve_model(body), acc
 
 
@@ -292,7 +300,7 @@ def schedule(body: ScheduleBody) -> dict[str, Any]:
     try:
         dataflow.core_of(acc, body.dtypes())  # a chip with nothing to schedule says so here
     except RidgelineError as e:
-        raise FieldError(("body", "accelerator"), str(e)) from None
+        raise FieldError(("body", "accelerator"), str(e), UNSATISFIABLE) from None
     w = an.Workload(an.Phase(body.phase), body.batch, body.context, dtypes=body.dtypes())
     opts = dataflow.ScheduleOptions(buffers=body.buffers, keep_events=False)
     return dataflow.compile_schedule(resolve_model(body), acc, w, options=opts).to_dict()
@@ -312,7 +320,7 @@ def start_simulation(jobs: Jobs, body: SimulateBody) -> dict[str, Any]:
     try:
         plan(body, model, acc)
     except CapacityError as e:
-        raise FieldError(("body", "accelerator"), str(e)) from None
+        raise FieldError(("body", "accelerator"), str(e), UNSATISFIABLE) from None
     return jobs.submit(body).to_dict()
 
 
@@ -361,6 +369,7 @@ class Compute:
                 where,
                 f"about {guess.seconds:.0f} s of work ({guess.driver}) is more than the explorer "
                 f"does for one request ({ESTIMATE_LIMIT_S:g} s); the CLI runs it",
+                UNSATISFIABLE,
             )
         payload = body.model_dump(mode="json")
         outcome = await run_async(
@@ -374,16 +383,29 @@ def _answer(outcome: Outcome, time_limit_s: float) -> Any:
     if outcome.status is Status.OK:
         return outcome.result
     if outcome.status is Status.ERROR:
-        raise FieldError(outcome.loc, outcome.message)
+        raise FieldError(outcome.loc, outcome.message, outcome.kind)
     if outcome.status is Status.BUSY:
         raise TooBusy(f"every worker stayed busy for {time_limit_s:g} s: retry later")
     if outcome.status is Status.DEADLINE:
         raise FieldError(
-            ("body",), f"stopped after {time_limit_s:g} s: ask for less, or use the CLI"
+            ("body",),
+            f"stopped after {time_limit_s:g} s: ask for less, or use the CLI",
+            UNSATISFIABLE,
         )
     if outcome.status is Status.CANCELLED:
         raise TooBusy("the request was cancelled (the explorer is stopping)")
     raise RuntimeError(outcome.message)  # a bug in the library: a 500 with its message
+
+
+AcceleratorPath = Annotated[
+    str,
+    FastApiPath(
+        description="a catalog accelerator", json_schema_extra={"enum": accelerator_names()}
+    ),
+]
+ModelPath = Annotated[
+    str, FastApiPath(description="a catalog model", json_schema_extra={"enum": model_names()})
+]
 
 
 def _add_catalog(app: FastAPI) -> None:
@@ -393,7 +415,7 @@ def _add_catalog(app: FastAPI) -> None:
         return accelerator_list()
 
     @app.get("/api/accelerators/{name}", response_model=AcceleratorSummary, tags=["catalog"])
-    def show_accelerator(name: str) -> Any:
+    def show_accelerator(name: AcceleratorPath) -> Any:
         """One catalog accelerator, with its memory levels fastest first."""
         catalog_accelerator(name, ("path", "name"))
         return next(a for a in accelerator_list()["accelerators"] if a["name"] == name)
@@ -403,16 +425,24 @@ def _add_catalog(app: FastAPI) -> None:
         """Every shipped model config: shapes, parameter counts, KV bytes per token (bf16)."""
         return model_list()
 
-    @app.get("/api/models/{name}", response_model=ModelSummary, tags=["catalog"])
-    def show_model(name: str) -> Any:
-        """One shipped model config."""
-        catalog_model(name, ("path", "name"))
-        return next(m for m in model_list()["models"] if m["name"] == name)
-
+    # NOTE: before /api/models/{name}, which also matches this path: a method it does not
+    # take is then answered with this route's Allow header
     @app.post("/api/models/parse", response_model=ModelSummary, tags=["catalog"])
     def parse_model(body: ModelBody) -> Any:
         """Parse an uploaded config.json (``parse_config``) and count its parameters."""
         return clean(model_summary(resolve_model(body)))
+
+    @app.api_route("/api/models/parse", methods=OTHER_METHODS, include_in_schema=False)
+    def parse_model_other_methods() -> Response:
+        """Not a model named "parse": any method but POST is a 405 (``/api/models/{name}``
+        would otherwise answer a GET with an unknown model)."""
+        return Response(status_code=405, headers={"Allow": "POST"})
+
+    @app.get("/api/models/{name}", response_model=ModelSummary, tags=["catalog"])
+    def show_model(name: ModelPath) -> Any:
+        """One shipped model config."""
+        catalog_model(name, ("path", "name"))
+        return next(m for m in model_list()["models"] if m["name"] == name)
 
 
 def _add_api(app: FastAPI, compute: Compute) -> None:
@@ -458,12 +488,17 @@ def _add_simulate(app: FastAPI, jobs: Jobs) -> None:
         """Start a bounded serving simulation; poll ``/api/simulate/{id}`` for its progress."""
         return clean(start_simulation(jobs, body))
 
-    @app.get("/api/simulate/{job_id}", response_model=JobOut, tags=["simulate"])
+    @app.get(
+        "/api/simulate/{job_id}", response_model=JobOut, tags=["simulate"],
+        responses={404: {"description": "no such simulation (finished jobs expire)"}},
+    )  # fmt: skip
     def get_simulation(job_id: str) -> Any:
         """A simulation's progress (requests done of total) and, once done, its result."""
         job = jobs.get(job_id)
         if job is None:
-            raise FieldError(("path", "job_id"), f"no simulation '{job_id}' (finished jobs expire)")
+            detail = [{"loc": ["path", "job_id"], "msg": f"no simulation {job_id!r} (finished "
+                       "jobs expire)", "type": "not_found"}]  # fmt: skip
+            return JSONResponse(status_code=404, content={"detail": detail})
         return clean(job.to_dict())
 
 

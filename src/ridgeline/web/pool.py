@@ -55,6 +55,7 @@ class Outcome:
     result: Any = None
     loc: tuple[str, ...] = ("body",)
     message: str = ""
+    kind: str = "value_error"
 
 
 def _limit_memory(max_bytes: int) -> None:
@@ -178,7 +179,7 @@ def _outcome(message: tuple[Any, ...]) -> Outcome:
     if status is Status.OK:
         return Outcome(status, result=message[1])
     if status is Status.ERROR:
-        return Outcome(status, loc=tuple(message[1]), message=message[2])
+        return Outcome(status, loc=tuple(message[1]), message=message[2], kind=message[3])
     return Outcome(status, message=message[1])
 
 

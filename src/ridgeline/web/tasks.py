@@ -52,12 +52,12 @@ def run_task(kind: str, payload: Any, progress: Progress) -> tuple[Any, ...]:
         result = fn(body, progress) if kind == "simulate" else fn(body)
         return ("ok", views.clean(result))
     except views.FieldError as e:
-        return ("error", list(e.loc), str(e))
+        return ("error", list(e.loc), str(e), e.kind)
     except RidgelineError as e:
-        return ("error", views.error_loc(str(e)), str(e))
+        return ("error", views.error_loc(str(e)), str(e), "value_error")
     except ValidationError as e:
-        return ("error", ["body"], validation_message(e))
+        return ("error", ["body"], validation_message(e), "value_error")
     except MemoryError:
-        return ("error", ["body"], MEMORY_MESSAGE)
+        return ("error", ["body"], MEMORY_MESSAGE, views.UNSATISFIABLE)
     except Exception as e:  # noqa: BLE001 -- a bug is reported on the request, not lost
         return ("crashed", f"internal error: {type(e).__name__}: {e}")
