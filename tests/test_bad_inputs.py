@@ -19,7 +19,7 @@ import pytest
 import typer.main
 import typer.testing
 
-from bad_inputs import API_CASES, CLI_CASES, FILE_CASES, ApiCase, CliCase, FileCase
+from bad_inputs import API_CASES, BIG, CLI_CASES, FILE_CASES, ApiCase, CliCase, FileCase
 from ridgeline.cli import app
 from ridgeline.errors import RidgelineError
 from ridgeline.lab.store import ResultsStore
@@ -124,3 +124,13 @@ def test_an_endpoint_refuses_with_the_field(case: ApiCase, client: Any) -> None:
     assert isinstance(detail, list) and detail, detail
     text = " ".join(f"{d.get('loc')} {d.get('msg')}" for d in detail)
     assert case.needle in text, text
+
+
+def test_big_config_answers_where_it_is_cheap(client: Any) -> None:
+    """A model at the size bounds (1,000 layers, hidden 131,072) is refused only where its work
+    is over budget (``EXPENSIVE``); the KV view answers it, with the right numbers."""
+    r = client.post("/api/kv", json={"config": BIG})
+    assert r.status_code == 200, r.text[:300]
+    head_dim = BIG["hidden_size"] // BIG["num_attention_heads"]
+    per_token = 2 * BIG["num_hidden_layers"] * BIG["num_key_value_heads"] * head_dim * 2  # bf16
+    assert r.json()["kv_bytes_per_token"] == per_token == 32_768_000

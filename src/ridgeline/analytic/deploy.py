@@ -38,18 +38,71 @@ across nodes would use InfiniBand, which the catalog does not describe).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ridgeline.analytic.kv import DEFAULT_RESERVE_FRACTION, kv_bytes, weights_bytes
+from ridgeline.analytic.calibrated import op_seconds
+from ridgeline.analytic.collectives import (
+    Collective,
+    LinkTerms,
+    ring_allgather,
+    ring_allreduce,
+    send_terms,
+)
+from ridgeline.analytic.deployment import (
+    ChipMemory,
+    Deployment,
+    Schedule,
+    auto_deployment,
+    bubble_fraction,
+    check_deployment,
+    chip_memory,
+    default_reserve_fraction,
+    kv_share,
+    min_chips,
+    pipeline_slots,
+    schedule_of,
+    tensor_parallel_degrees,
+)
 from ridgeline.analytic.ops import OpTerms, StepShape, UniformShape, op_terms
 from ridgeline.analytic.roofline import Efficiency
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError, ConfigError
-from ridgeline.specs.hardware import Accelerator, Interconnect, ManagedBy, Parallelism, Scope
+from ridgeline.specs.calibration import IDEAL, Calibration, CostMode
+from ridgeline.specs.hardware import Accelerator, ManagedBy, Scope
 from ridgeline.specs.model import ModelSpec
+
+__all__ = [
+    "ALLREDUCES_OUTSIDE_LAYERS",
+    "ALLREDUCES_PER_LAYER",
+    "Binding",
+    "ChipMemory",
+    "Collective",
+    "Deployment",
+    "LinkTerms",
+    "DeploymentCost",
+    "PassLinks",
+    "Schedule",
+    "SlotCost",
+    "auto_deployment",
+    "bubble_fraction",
+    "check_deployment",
+    "chip_memory",
+    "chip_op_costs",
+    "default_reserve_fraction",
+    "deploy_step",
+    "deployment_cost",
+    "kv_share",
+    "microbatch_shape",
+    "min_chips",
+    "pass_links",
+    "pipeline_slots",
+    "ring_allgather",
+    "ring_allreduce",
+    "schedule_of",
+    "tensor_parallel_degrees",
+]
 
 # Allreduces of one forward pass per layer under Megatron tensor parallelism, and the one of the
 # vocab-parallel embedding (Shoeybi et al. 2019, §3).
@@ -63,25 +116,6 @@ MICROBATCHES_PER_STAGE = 4
 _REPLICATED_OPS = ("attn_norm", "mlp_norm", "extra_norms", "final_norm")
 
 
-class Schedule(StrEnum):
-    """How microbatches move through pipeline stages within a step."""
-
-    FILL_DRAIN = "fill-drain"  # GPipe: one batch enters, fills the pipe and drains (prefill)
-    STEADY = "steady"  # decode: microbatches keep cycling, step after step
-
-
-def schedule_of(workload: Workload) -> Schedule:
-    return Schedule.STEADY if workload.phase is Phase.DECODE else Schedule.FILL_DRAIN
-
-
-def pipeline_slots(stages: int, microbatches: int, schedule: Schedule) -> int:
-    """Slots of one stage's time per step: m + p - 1 filling and draining (GPipe, Huang et al.
-    2019, §2.2); max(m, p) in a steady pipeline (derived in the module docstring)."""
-    if schedule is Schedule.FILL_DRAIN:
-        return microbatches + stages - 1
-    return max(microbatches, stages)
-
-
 class Binding(StrEnum):
     """The resource a deployment's step waits on."""
 
@@ -89,243 +123,7 @@ class Binding(StrEnum):
     DEVICE_MEMORY = "device memory"
     ONCHIP_SRAM = "on-chip SRAM"
     INTERCONNECT = "interconnect"
-
-
-@dataclass(frozen=True, slots=True)
-class Deployment:
-    """``tensor_parallel`` x ``pipeline_parallel`` chips of one accelerator running one model."""
-
-    accelerator: Accelerator
-    tensor_parallel: int = 1
-    pipeline_parallel: int = 1
-
-    def __post_init__(self) -> None:
-        for field in ("tensor_parallel", "pipeline_parallel"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"field {field}: must be an integer >= 1, got {value!r}")
-
-    @property
-    def chips(self) -> int:
-        return self.tensor_parallel * self.pipeline_parallel
-
-    @property
-    def label(self) -> str:
-        """``8 x h100-sxm (TP 8 x PP 1)``."""
-        tp, pp = self.tensor_parallel, self.pipeline_parallel
-        return f"{self.chips} x {self.accelerator.name} (TP {tp} x PP {pp})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "accelerator": self.accelerator.name,
-            "chips": self.chips,
-            "tensor_parallel": self.tensor_parallel,
-            "pipeline_parallel": self.pipeline_parallel,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class ChipMemory:
-    """What one chip of a deployment holds, against what its device memory offers."""
-
-    weights_bytes: float
-    kv_bytes: float
-    capacity_bytes: float
-    reserve_bytes: float
-
-    @property
-    def needed_bytes(self) -> float:
-        return self.weights_bytes + self.kv_bytes
-
-    @property
-    def available_bytes(self) -> float:
-        return self.capacity_bytes - self.reserve_bytes
-
-    @property
-    def fits(self) -> bool:
-        return self.needed_bytes <= self.available_bytes
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "weights_bytes": self.weights_bytes,
-            "kv_bytes": self.kv_bytes,
-            "needed_bytes": self.needed_bytes,
-            "capacity_bytes": self.capacity_bytes,
-            "reserve_bytes": self.reserve_bytes,
-            "fits": self.fits,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Collective:
-    """One ring collective over ``chips`` chips of a message of ``message_bytes`` (per chip)."""
-
-    chips: int
-    message_bytes: float
-    bytes_sent_per_chip: float
-    steps: int
-    time_s: float
-
-    @property
-    def bytes_sent(self) -> float:
-        """Bytes on the links, all chips of the ring together."""
-        return self.chips * self.bytes_sent_per_chip
-
-
-def ring_allreduce(chips: int, message_bytes: float, link: Interconnect | None) -> Collective:
-    """Ring all-reduce (Patarasuk & Yuan 2009): 2(n-1) steps, 2(n-1)/n x M bytes sent per chip,
-    time 2(n-1) x latency + 2(n-1)/n x M / egress bandwidth. Free on one chip."""
-    steps = 2 * (chips - 1)
-    sent = steps / chips * message_bytes
-    return Collective(chips, message_bytes, sent, steps, _link_time(steps, sent, link))
-
-
-def ring_allgather(chips: int, message_bytes: float, link: Interconnect | None) -> Collective:
-    """Ring all-gather of a ``message_bytes`` result (Patarasuk & Yuan 2009): n-1 steps,
-    (n-1)/n x M bytes sent per chip."""
-    steps = chips - 1
-    sent = steps / chips * message_bytes
-    return Collective(chips, message_bytes, sent, steps, _link_time(steps, sent, link))
-
-
-def _link_time(hops: int, sent_bytes: float, link: Interconnect | None) -> float:
-    if hops == 0:
-        return 0.0
-    assert link is not None, "validated by check_deployment"
-    return hops * link.latency_s + sent_bytes / link.egress_bandwidth_bytes_per_s
-
-
-def bubble_fraction(
-    stages: int, microbatches: int, schedule: Schedule = Schedule.FILL_DRAIN
-) -> float:
-    """Idle fraction of a chip's step: (p - 1)/(m + p - 1) filling and draining (GPipe, Huang
-    et al. 2019, §2.2); (p - m)/p in a steady pipeline with fewer microbatches than stages."""
-    slots = pipeline_slots(stages, microbatches, schedule)
-    return (slots - microbatches) / slots
-
-
-def default_reserve_fraction(acc: Accelerator) -> float:
-    """Headroom kept free on each chip: 10% where a runtime allocator manages device memory
-    (vLLM's gpu_memory_utilization = 0.9), none where a compiler places every byte statically.
-
-    NOTE: the compiler-managed case ignores activations (kilobytes per token at decode).
-    """
-    return DEFAULT_RESERVE_FRACTION if acc.device.managed_by is ManagedBy.RUNTIME else 0.0
-
-
-def _reserve(acc: Accelerator, reserve_fraction: float | None) -> float:
-    r = default_reserve_fraction(acc) if reserve_fraction is None else reserve_fraction
-    if not 0 <= r < 1:
-        raise ConfigError(f"field reserve_fraction: must be in [0, 1), got {r}")
-    return r
-
-
-def kv_share(model: ModelSpec, tensor_parallel: int) -> float:
-    """Fraction of the KV cache one chip of a tensor-parallel group holds: ceil(kv/tp)/kv heads
-    (KV heads replicate once tp exceeds them; MLA's single latent is on every chip)."""
-    heads = model.kv_heads_cached
-    return math.ceil(heads / tensor_parallel) / heads
-
-
-def chip_memory(
-    model: ModelSpec, deployment: Deployment, workload: Workload, reserve_fraction: float | None
-) -> ChipMemory:
-    """Weights and KV (at the end of the step) per chip, against the usable device memory."""
-    dt, tp, pp = workload.dtypes, deployment.tensor_parallel, deployment.pipeline_parallel
-    acc = deployment.accelerator
-    end_context = workload.prior_tokens_per_seq + workload.new_tokens_per_seq
-    kv_total = kv_bytes(model, workload.batch, end_context, dt.kv)
-    capacity = acc.device_capacity_bytes
-    return ChipMemory(
-        weights_bytes=weights_bytes(model, dt.weight) / deployment.chips,
-        kv_bytes=kv_total * kv_share(model, tp) / pp,
-        capacity_bytes=capacity,
-        reserve_bytes=_reserve(acc, reserve_fraction) * capacity,
-    )
-
-
-def min_chips(
-    model: ModelSpec,
-    acc: Accelerator,
-    kv_total_bytes: float = 0.0,
-    reserve_fraction: float | None = None,
-    weight_bytes: float | None = None,
-) -> int:
-    """Fewest chips whose device memory holds the weights plus ``kv_total_bytes``:
-    ceil((weights + KV) / (usable capacity x (1 - reserve))), a lower bound for any split."""
-    weights = weights_bytes(model) if weight_bytes is None else weight_bytes
-    per_chip = acc.device_capacity_bytes * (1 - _reserve(acc, reserve_fraction))
-    return max(1, math.ceil((weights + kv_total_bytes) / per_chip))
-
-
-def tensor_parallel_degrees(model: ModelSpec, acc: Accelerator) -> list[int]:
-    """Tensor-parallel degrees allowed: divisors of the attention heads (Megatron splits heads)
-    no larger than the accelerator's tensor-parallel domain."""
-    domain = 1 if acc.interconnect is None else acc.interconnect.domain_chips
-    return [d for d in range(1, min(domain, model.num_heads) + 1) if model.num_heads % d == 0]
-
-
-def check_deployment(model: ModelSpec, deployment: Deployment) -> None:
-    """Raise ``ConfigError`` naming the field when the split is impossible for this model."""
-    acc, tp, pp = deployment.accelerator, deployment.tensor_parallel, deployment.pipeline_parallel
-    link = acc.interconnect
-    if deployment.chips > 1 and link is None:
-        raise ConfigError(
-            f"{acc.name}: field interconnect: the catalog file describes no chip-to-chip links, "
-            f"so only 1-chip deployments are possible"
-        )
-    if model.num_heads % tp:
-        raise ConfigError(
-            f"field tensor_parallel: {tp} does not divide {model.name}'s {model.num_heads} heads"
-        )
-    if link is not None and tp > link.domain_chips:
-        raise ConfigError(
-            f"field tensor_parallel: {tp} exceeds the {link.domain_chips} chips that {acc.name}'s "
-            f"{link.kind} joins into one tensor-parallel domain; add pipeline stages instead"
-        )
-    if pp > model.num_layers:
-        raise ConfigError(
-            f"field pipeline_parallel: {pp} stages for {model.num_layers} layers; "
-            f"at most one stage per layer"
-        )
-
-
-def _fits(model: ModelSpec, dep: Deployment, workload: Workload, reserve: float | None) -> bool:
-    return chip_memory(model, dep, workload, reserve).fits
-
-
-def auto_deployment(
-    model: ModelSpec, acc: Accelerator, workload: Workload, reserve_fraction: float | None = None
-) -> Deployment:
-    """The smallest deployment that holds the weights plus the KV of ``workload``, split the way
-    the accelerator is usually deployed (``interconnect.parallelism``):
-
-    - tensor: the smallest tensor-parallel group that fits (GPUs in an NVLink node, TPUs on
-      ICI); pipeline stages of the largest group only when no group fits;
-    - pipeline: the fewest stages at the smallest tensor-parallel degree (layers across Groq
-      chips, across Cerebras wafers).
-
-    Raises:
-        CapacityError: when no split within the tensor-parallel domain and one stage per layer
-            holds the model.
-    """
-    degrees = tensor_parallel_degrees(model, acc)
-    link = acc.interconnect
-    if link is None or link.parallelism is Parallelism.TENSOR:
-        for tp in degrees:
-            if _fits(model, Deployment(acc, tp), workload, reserve_fraction):
-                return Deployment(acc, tp)
-        degrees = degrees[-1:]
-    for tp in degrees:
-        for pp in range(1, model.num_layers + 1):
-            dep = Deployment(acc, tp, pp)
-            if _fits(model, dep, workload, reserve_fraction):
-                return dep
-    raise CapacityError(
-        f"{model.name} does not fit any deployment of {acc.name}: at most TP {degrees[-1]} x "
-        f"PP {model.num_layers} chips, and each holds "
-        f"{acc.device_capacity_bytes / 1e9:.3g} GB of {acc.device_level}"
-    )
+    LATENCY = "fixed latency"  # per-layer / per-kernel latency (calibrated mode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +143,7 @@ class SlotCost:
     send_bytes: float
     send_s: float
     stages: int
+    layer_s: float = 0.0  # the stage's layers x layer_latency_s (calibrated)
 
     @property
     def tensor_parallel_s(self) -> float:
@@ -358,7 +157,7 @@ class SlotCost:
 
     @property
     def time_s(self) -> float:
-        return self.compute_s + self.memory_s + self.interconnect_s
+        return self.compute_s + self.memory_s + self.layer_s + self.interconnect_s
 
     @property
     def interconnect_bytes_per_pass(self) -> float:
@@ -367,14 +166,26 @@ class SlotCost:
         return tp_bytes + self.logits_gather.bytes_sent + (self.stages - 1) * self.send_bytes
 
 
-def _split(t: OpTerms, model: ModelSpec, tp: int) -> tuple[float, float]:
+@dataclass(frozen=True, slots=True)
+class ChipOp:
+    """One op's FLOPs and device-memory bytes on one chip, and the rows of its GEMM (0 when it
+    is not one; a tensor-parallel split leaves the rows whole)."""
+
+    flops: float
+    bytes: float
+    gemm_rows: float
+    kv_bytes: float = 0.0  # of ``bytes``, the KV cache's
+
+
+def _split(t: OpTerms, model: ModelSpec, tp: int) -> ChipOp:
     """FLOPs and device-memory bytes of one op on one chip of a tensor-parallel group
     (Megatron-LM §3: heads and matrices split, norms replicated, KV heads as ``kv_share``)."""
+    rows = float(t.gemm_rows)
     if t.name in _REPLICATED_OPS:
-        return float(t.flops), float(t.bytes_read + t.bytes_written)
-    kv = t.kv_read_bytes + t.kv_write_bytes
+        return ChipOp(float(t.flops), float(t.bytes_read + t.bytes_written), rows)
+    kv = float(t.kv_read_bytes + t.kv_write_bytes) * kv_share(model, tp)
     other = t.weight_bytes + t.act_read_bytes + t.act_write_bytes
-    return float(t.flops) / tp, float(kv * kv_share(model, tp) + other / tp)
+    return ChipOp(float(t.flops) / tp, float(kv + other / tp), rows, kv)
 
 
 def microbatch_shape(workload: Workload, microbatches: int) -> UniformShape:
@@ -406,21 +217,22 @@ class _ChipWork:
 
 
 def _chip_work(
-    model: ModelSpec, dep: Deployment, shape: StepShape, dt: Dtypes, eff: Efficiency
+    model: ModelSpec, dep: Deployment, shape: StepShape, dt: Dtypes, cal: Calibration
 ) -> _ChipWork:
     """One chip's share of a microbatch's ops, each op at its own roofline time
-    (max of FLOPs / peak and bytes / bandwidth), summed by the side that bounds it."""
+    (max of FLOPs / peak and bytes / bandwidth, calibrated: ``analytic.calibrated``), summed by
+    the side that bounds it."""
     acc, tp, pp = dep.accelerator, dep.tensor_parallel, dep.pipeline_parallel
-    peak = acc.peak(dt.compute) * eff.compute
-    bw = acc.device_bandwidth_bytes_per_s * eff.bandwidth
+    peak, bw = acc.peak(dt.compute), acc.device_bandwidth_bytes_per_s
     flops = nbytes = compute_s = memory_s = 0.0
-    for f_all, b_all in chip_op_costs(model, tp, shape, dt):
-        f, b = f_all / pp, b_all / pp
+    for op in chip_op_costs(model, tp, shape, dt):
+        f, b = op.flops / pp, op.bytes / pp
         flops, nbytes = flops + f, nbytes + b
-        if f / peak > b / bw:
-            compute_s += f / peak
+        c_s, m_s = op_seconds(f, b, op.kv_bytes / pp, op.gemm_rows, (peak, bw), cal)
+        if c_s > m_s:
+            compute_s += float(c_s)
         else:
-            memory_s += b / bw
+            memory_s += float(m_s)
     return _ChipWork(flops, nbytes, compute_s, memory_s)
 
 
@@ -434,10 +246,17 @@ class PassLinks:
     send_bytes: float
     send_s: float
     stages: int
+    send: LinkTerms = LinkTerms()
 
     @property
     def tensor_parallel_s(self) -> float:
         return self.allreduces * self.allreduce.time_s + self.logits_gather.time_s
+
+    @property
+    def terms(self) -> LinkTerms:
+        """``time_s`` split by calibration term (``analytic.collectives.LinkTerms``)."""
+        tp = self.allreduce.terms.scaled(self.allreduces) + self.logits_gather.terms
+        return tp + self.send.scaled(self.stages)
 
     @property
     def time_s(self) -> float:
@@ -447,41 +266,48 @@ class PassLinks:
 
 
 def pass_links(
-    model: ModelSpec, dep: Deployment, num_seqs: float, num_tokens: float, dt: Dtypes
+    model: ModelSpec,
+    dep: Deployment,
+    num_seqs: float,
+    num_tokens: float,
+    dt: Dtypes,
+    cal: Calibration = IDEAL,
 ) -> PassLinks:
     """All-reduces of the [tokens, hidden] activations (Megatron-LM §3), the all-gather of the
     logits of ``num_seqs`` rows, and the stage-to-stage sends of one microbatch."""
     link, pp, tp = dep.accelerator.interconnect, dep.pipeline_parallel, dep.tensor_parallel
     activation = num_tokens * model.hidden_size * dt.act.bytes
     logits = num_seqs * model.vocab_size * dt.act.bytes
+    send = LinkTerms() if pp == 1 else send_terms(activation, link)
     return PassLinks(
-        allreduce=ring_allreduce(tp, activation, link),
+        allreduce=ring_allreduce(tp, activation, link, cal),
         allreduces=ALLREDUCES_PER_LAYER * model.num_layers + ALLREDUCES_OUTSIDE_LAYERS,
-        logits_gather=ring_allgather(tp, logits, link),
+        logits_gather=ring_allgather(tp, logits, link, cal),
         send_bytes=activation,
-        send_s=0.0 if pp == 1 else _link_time(1, activation, link),
+        send_s=send.seconds(cal),
         stages=pp,
+        send=send,
     )
 
 
 def chip_op_costs(
     model: ModelSpec, tensor_parallel: int, shape: StepShape, dt: Dtypes
-) -> list[tuple[float, float]]:
-    """(FLOPs, device bytes) of every op of ``shape`` on one chip of a tensor-parallel group,
-    summed over all stages (Megatron-LM §3 split, see ``_split``)."""
+) -> list[ChipOp]:
+    """FLOPs, device bytes and GEMM rows of every op of ``shape`` on one chip of a
+    tensor-parallel group, summed over all stages (Megatron-LM §3 split, see ``_split``)."""
     return [_split(t, model, tensor_parallel) for t in op_terms(model, shape, dt)]
 
 
 def _slot(
-    model: ModelSpec, dep: Deployment, workload: Workload, microbatches: int, eff: Efficiency
+    model: ModelSpec, dep: Deployment, workload: Workload, microbatches: int, cal: Calibration
 ) -> SlotCost:
-    """Cost of one slot: one chip's work on the average microbatch, its share of the
-    tensor-parallel collectives, and the send to the next stage."""
+    """Cost of one slot: one chip's work on the average microbatch, its layers' fixed latency,
+    its share of the tensor-parallel collectives, and the send to the next stage."""
     shape = microbatch_shape(workload, microbatches)
-    work = _chip_work(model, dep, shape, workload.dtypes, eff)
+    work = _chip_work(model, dep, shape, workload.dtypes, cal)
     # NOTE: prefill samples once per prompt, so its logits are spread over the chunks.
     rows = workload.batch / microbatches
-    links = pass_links(model, dep, rows, float(shape.num_tokens), workload.dtypes)
+    links = pass_links(model, dep, rows, float(shape.num_tokens), workload.dtypes, cal)
     return SlotCost(
         flops=work.flops,
         bytes=work.bytes,
@@ -493,6 +319,7 @@ def _slot(
         send_bytes=links.send_bytes,
         send_s=links.send_s,
         stages=links.stages,
+        layer_s=model.num_layers / dep.pipeline_parallel * cal.layer_latency_s,
     )
 
 
@@ -514,6 +341,8 @@ class DeploymentCost:
     memory: ChipMemory
     slot: SlotCost
     efficiency: Efficiency
+    mode: CostMode = CostMode.IDEAL
+    calibration: Calibration = IDEAL
 
     @property
     def schedule(self) -> Schedule:
@@ -526,7 +355,9 @@ class DeploymentCost:
     @property
     def step_time_s(self) -> float:
         """``slots`` slots of one stage's time plus the fixed per-step overhead."""
-        return self.slots * self.slot.time_s + self.efficiency.step_overhead_s
+        cal = self.calibration
+        host = cal.step_latency_s + self.workload.batch * cal.sequence_latency_s
+        return self.slots * self.slot.time_s + host
 
     @property
     def bubble_fraction(self) -> float:
@@ -570,6 +401,7 @@ class DeploymentCost:
             Binding.COMPUTE: s.compute_s,
             _memory_binding(self.deployment.accelerator): s.memory_s,
             Binding.INTERCONNECT: s.interconnect_s,
+            Binding.LATENCY: s.layer_s,
         }
         return max(shares, key=lambda k: shares[k])
 
@@ -592,6 +424,7 @@ class DeploymentCost:
                 "memory_s": s.memory_s,
                 "tensor_parallel_s": s.tensor_parallel_s,
                 "send_s": s.send_s,
+                "layer_s": s.layer_s,
                 "time_s": s.time_s,
             },
             "allreduce": {
@@ -605,6 +438,7 @@ class DeploymentCost:
             "bubble_fraction": self.bubble_fraction,
             "bubble_s": self.bubble_s,
             "step_time_s": self.step_time_s,
+            "mode": self.mode.value,
             "tokens_per_s_per_seq": self.tokens_per_s_per_seq,
             "tokens_per_s": self.tokens_per_s,
             "binding": self.binding.value,
@@ -641,12 +475,15 @@ def deployment_cost(
     efficiency: Efficiency | None = None,
     microbatches: int | None = None,
     reserve_fraction: float | None = None,
+    mode: CostMode = CostMode.IDEAL,
 ) -> DeploymentCost:
     """Cost of one step of ``workload`` on ``deployment`` (whether or not it fits: see
-    ``memory.fits``). ``microbatches`` defaults to the count with the shortest step among
-    1..min(sequences, p) at decode and 1..min(prompt tokens, 4p) at prefill."""
+    ``memory.fits``), ideal or calibrated. ``microbatches`` defaults to the count with the
+    shortest step among 1..min(sequences, p) at decode and 1..min(prompt tokens, 4p) at
+    prefill."""
     check_deployment(model, deployment)
     eff = efficiency or Efficiency()
+    cal = eff.calibration(deployment.accelerator, mode)
     memory = chip_memory(model, deployment, workload, reserve_fraction)
     choices = _microbatch_choices(workload, deployment.pipeline_parallel, microbatches)
     costs = [
@@ -656,8 +493,10 @@ def deployment_cost(
             workload,
             m,
             memory,
-            _slot(model, deployment, workload, m, eff),
+            _slot(model, deployment, workload, m, cal),
             eff,
+            mode,
+            cal,
         )
         for m in choices
     ]
@@ -672,6 +511,7 @@ def deploy_step(
     pipeline_parallel: int | None = None,
     efficiency: Efficiency | None = None,
     reserve_fraction: float | None = None,
+    mode: CostMode = CostMode.IDEAL,
 ) -> DeploymentCost:
     """The step cost of ``model`` on ``acc``: on the given split, or on the smallest one that
     holds the weights plus the KV of ``workload`` when neither degree is given.
@@ -685,7 +525,9 @@ def deploy_step(
     else:
         tp = 1 if tensor_parallel is None else tensor_parallel
         dep = Deployment(acc, tp, 1 if pipeline_parallel is None else pipeline_parallel)
-    cost = deployment_cost(model, dep, workload, efficiency, reserve_fraction=reserve_fraction)
+    cost = deployment_cost(
+        model, dep, workload, efficiency, reserve_fraction=reserve_fraction, mode=mode
+    )
     mem = cost.memory
     if not mem.fits:
         raise CapacityError(

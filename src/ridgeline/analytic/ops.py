@@ -134,6 +134,7 @@ class OpTerms:
     kv_write_bytes: Array = 0.0
     act_read_bytes: Array = 0.0
     act_write_bytes: Array = 0.0
+    gemm_rows: Array = 0.0  # rows (M) of the op's weight GEMM; 0 when it is not a GEMM
 
     @property
     def bytes_read(self) -> Array:
@@ -144,9 +145,9 @@ class OpTerms:
         return self.kv_write_bytes + self.act_write_bytes
 
 
-def _op(name: str, count: int, **terms: Array) -> OpTerms:
-    """An op whose per-layer terms are scaled by ``count`` layers."""
-    return OpTerms(name, count, **{k: v * count for k, v in terms.items()})
+def _op(name: str, count: int, gemm_rows: Array = 0.0, **terms: Array) -> OpTerms:
+    """An op whose per-layer terms are scaled by ``count`` layers (``gemm_rows`` is not)."""
+    return OpTerms(name, count, gemm_rows=gemm_rows, **{k: v * count for k, v in terms.items()})
 
 
 def attended_keys(new: Array, prior: Array, window: int | None) -> Array:
@@ -194,6 +195,7 @@ def _linear(
     return _op(
         name,
         count,
+        gemm_rows=tokens,
         flops=2.0 * tokens * d_in * d_out,
         weight_bytes=params * dt.weight.bytes,
         act_read_bytes=tokens * d_in * dt.act.bytes,
@@ -273,6 +275,7 @@ def _mla_attention(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
         _op(
             "attn.q_proj",
             n,
+            gemm_rows=tokens,
             flops=2.0 * tokens * q_params,
             weight_bytes=q_params * dt.weight.bytes,
             act_read_bytes=tokens * h * dt.act.bytes,
@@ -381,6 +384,7 @@ def _moe(m: ModelSpec, count: int, tokens: Array, dt: Dtypes) -> list[OpTerms]:
         _op(
             "moe.experts",
             count,
+            gemm_rows=tokens * e.top_k / np.maximum(distinct, 1e-9),
             flops=2.0 * tokens * e.top_k * per_expert,
             weight_bytes=distinct * per_expert * dt.weight.bytes,
             act_read_bytes=tokens * e.top_k * h * dt.act.bytes,

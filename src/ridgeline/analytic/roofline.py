@@ -8,6 +8,9 @@ that level.
 Step time is the sum over operators of each operator's own roofline time,
 max(FLOPs ÷ (peak·compute_eff), bytes ÷ (bandwidth·bandwidth_eff)), plus a fixed per-step
 overhead: operators run one after another, and an operator cannot overlap with the next.
+
+Two modes (``CostMode``): ``ideal`` is that roofline at the datasheet peaks (the course's);
+``calibrated`` applies the accelerator's calibration terms (``analytic.calibrated``).
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.analytic.ops import Array, OpTerms, UniformShape, op_terms
+from ridgeline.analytic.calibrated import calibration_for, fixed_step_seconds, op_seconds
+from ridgeline.analytic.ops import UniformShape, op_terms
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import ConfigError
+from ridgeline.specs.calibration import Calibration, CostMode
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.inputs import check_real
@@ -48,6 +53,11 @@ class Efficiency:
         for name in ("bandwidth", "compute"):
             check_real(f"{name}_efficiency", getattr(self, name), 0.0, 1.0, low_open=True)
         check_real("step_overhead_s", self.step_overhead_s, 0.0, MAX_SECONDS)
+
+    def calibration(self, acc: Accelerator, mode: CostMode = CostMode.IDEAL) -> Calibration:
+        """The terms a cost in ``mode`` uses on ``acc`` (these efficiencies apply in ideal
+        mode; calibrated mode takes the accelerator's own terms)."""
+        return calibration_for(acc, mode, self.bandwidth, self.compute, self.step_overhead_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +116,8 @@ class StepCost:
     peak_flops_per_s: float
     bandwidth_bytes_per_s: float
     efficiency: Efficiency = field(default_factory=Efficiency)
+    mode: CostMode = CostMode.IDEAL
+    fixed_s: float = 0.0  # latencies per layer, step and sequence (calibrated), or the overhead
 
     @property
     def flops(self) -> float:
@@ -158,7 +170,7 @@ class StepCost:
 
     @property
     def step_time_s(self) -> float:
-        return sum(op.time_s for op in self.ops) + self.efficiency.step_overhead_s
+        return sum(op.time_s for op in self.ops) + self.fixed_s
 
     @property
     def tokens_per_s(self) -> float:
@@ -194,6 +206,8 @@ class StepCost:
             "step_time_s": self.step_time_s,
             "tokens_per_s": self.tokens_per_s,
             "efficiency": asdict(self.efficiency),
+            "mode": self.mode.value,
+            "fixed_s": self.fixed_s,
             "ops": [op.to_dict() for op in self.ops],
         }
 
@@ -206,22 +220,24 @@ def shape_of(workload: Workload) -> UniformShape:
     )
 
 
-def _op_time(op: OpTerms, peak: float, bw: float) -> tuple[Array, Array]:
-    compute_s = op.flops / peak
-    memory_s = (op.bytes_read + op.bytes_written) / bw
-    return compute_s, memory_s
-
-
 def step_cost(
-    model: ModelSpec, acc: Accelerator, workload: Workload, efficiency: Efficiency | None = None
+    model: ModelSpec,
+    acc: Accelerator,
+    workload: Workload,
+    efficiency: Efficiency | None = None,
+    mode: CostMode = CostMode.IDEAL,
 ) -> StepCost:
-    """Per-operator and total cost of one step of ``workload`` on ``acc``'s device memory."""
+    """Per-operator and total cost of one step of ``workload`` on ``acc``'s device memory, ideal
+    or calibrated (``analytic.calibrated``)."""
     eff = efficiency or Efficiency()
-    peak = acc.peak(workload.dtypes.compute) * eff.compute
-    bw = acc.device_bandwidth_bytes_per_s * eff.bandwidth
+    cal = eff.calibration(acc, mode)
+    peak, bw = acc.peak(workload.dtypes.compute), acc.device_bandwidth_bytes_per_s
     ops = []
     for t in op_terms(model, shape_of(workload), workload.dtypes):
-        compute_s, memory_s = _op_time(t, peak, bw)
+        kv = t.kv_read_bytes + t.kv_write_bytes
+        compute_s, memory_s = op_seconds(
+            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, (peak, bw), cal
+        )
         ops.append(
             OpCost(
                 name=t.name,
@@ -243,9 +259,11 @@ def step_cost(
         workload=workload,
         ops=tuple(ops),
         level=acc.device_level,
-        peak_flops_per_s=acc.peak(workload.dtypes.compute),
+        peak_flops_per_s=peak,
         bandwidth_bytes_per_s=acc.device_bandwidth_bytes_per_s,
         efficiency=eff,
+        mode=mode,
+        fixed_s=float(fixed_step_seconds(model.num_layers, cal, workload.batch)),
     )
 
 
@@ -302,6 +320,7 @@ def sweep(
     context: Any,
     dtypes: Dtypes | None = None,
     efficiency: Efficiency | None = None,
+    mode: CostMode = CostMode.IDEAL,
 ) -> Sweep:
     """Vectorised step cost over arrays of batch and context (broadcast together).
 
@@ -317,8 +336,8 @@ def sweep(
         shape = UniformShape(num_seqs=b, new_per_seq=np.ones_like(b), prior_per_seq=c)
     else:
         shape = UniformShape(num_seqs=b, new_per_seq=c, prior_per_seq=np.zeros_like(b))
-    peak = acc.peak(dt.compute) * eff.compute
-    bw = acc.device_bandwidth_bytes_per_s * eff.bandwidth
+    cal = eff.calibration(acc, mode)
+    peak, bw = acc.peak(dt.compute), acc.device_bandwidth_bytes_per_s
     zeros = np.zeros_like(b)
     flops, nbytes, wbytes, kvbytes, time_s = (
         zeros.copy(),
@@ -328,7 +347,10 @@ def sweep(
         zeros.copy(),
     )
     for t in op_terms(model, shape, dt):
-        compute_s, memory_s = _op_time(t, peak, bw)
+        kv = t.kv_read_bytes + t.kv_write_bytes
+        compute_s, memory_s = op_seconds(
+            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, (peak, bw), cal
+        )
         flops += t.flops
         nbytes += t.bytes_read + t.bytes_written
         wbytes += t.weight_bytes
@@ -342,7 +364,7 @@ def sweep(
         bytes=nbytes,
         weight_bytes=wbytes,
         kv_bytes=kvbytes,
-        step_time_s=time_s + eff.step_overhead_s,
+        step_time_s=time_s + fixed_step_seconds(model.num_layers, cal, b),
         ridge_point=acc.peak(dt.compute) / acc.device_bandwidth_bytes_per_s,
     )
 
@@ -396,3 +418,48 @@ def ridge_points(acc: Accelerator, dtype: DType = DType.BF16) -> list[LevelRidge
         LevelRidge(lvl.name, lvl.bandwidth_bytes_per_s, acc.ridge_point(dtype, lvl.name))
         for lvl in acc.levels
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeBatching:
+    """How decode intensity grows with the batch at one context: its limit as the batch grows
+    (weights amortised away, each sequence's KV read for its own token only) and the smallest
+    batch that reaches the ridge point (``None`` when the limit stays below it)."""
+
+    context: int
+    limit_flops_per_byte: float
+    ridge_point: float
+    batch_at_ridge: int | None
+
+    def sentence(self) -> str:
+        """What the numbers say, in one sentence."""
+        head = (
+            f"at {self.context:,} tokens of context, decode intensity rises with the batch but "
+            f"levels off near {self.limit_flops_per_byte:.3g} FLOP/B (the KV read per sequence "
+            f"grows with the batch and is never reused)"
+        )
+        if self.batch_at_ridge is None:
+            return f"{head}, below the ridge point of {self.ridge_point:.3g} FLOP/B: decode stays bandwidth-bound at any batch"
+        return f"{head}; it crosses the ridge point of {self.ridge_point:.3g} FLOP/B from batch {self.batch_at_ridge:,}"
+
+
+LIMIT_BATCH = 1_000_000  # a batch large enough that the weights no longer count
+MAX_SEARCH_BATCH = 65_536
+
+
+def decode_batching(
+    model: ModelSpec, acc: Accelerator, context: int, dtypes: Dtypes | None = None
+) -> DecodeBatching:
+    """Decode intensity's limit over the batch at ``context``, and the batch that reaches the
+    ridge point (both from the same per-operator FLOPs and bytes as ``step_cost``)."""
+    dt = dtypes or Dtypes()
+    limit = sweep(model, acc, Phase.DECODE, LIMIT_BATCH, context, dt)
+    batches = np.arange(1, MAX_SEARCH_BATCH + 1)
+    s = sweep(model, acc, Phase.DECODE, batches, context, dt)
+    reached = np.nonzero(s.arithmetic_intensity >= s.ridge_point)[0]
+    return DecodeBatching(
+        context=context,
+        limit_flops_per_byte=float(limit.arithmetic_intensity),
+        ridge_point=s.ridge_point,
+        batch_at_ridge=int(batches[reached[0]]) if len(reached) else None,
+    )

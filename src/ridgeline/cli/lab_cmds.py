@@ -34,8 +34,22 @@ ThreadsOpt = Annotated[int, typer.Option("--threads", help="intra-op threads (1 
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda")]
 BatchesOpt = Annotated[str, typer.Option("--batch", "-b", help="batch sizes, e.g. 1,4,16")]
 ContextsOpt = Annotated[str, typer.Option("--context", "-t", help="contexts, e.g. 128,512,1024")]
+
+
+def _timer(value: str) -> str:
+    """An option callback: the timer is known before any database is opened."""
+    from ridgeline.lab.compare import TIMERS
+
+    if value not in TIMERS:
+        raise typer.BadParameter(f"'{value}' is not one of {', '.join(TIMERS)}")
+    return value
+
+
 TimerOpt = Annotated[
-    str, typer.Option("--timer", help="wall, or cpu (process time: discounts a busy machine)")
+    str,
+    typer.Option(
+        "--timer", help="wall, or cpu (process time: discounts a busy machine)", callback=_timer
+    ),
 ]
 
 
@@ -481,10 +495,12 @@ def export_cmd(
     kind: Annotated[str | None, typer.Option(help="decode, calibrate, profile or kv")] = None,
 ) -> None:
     """Export stored measurements to CSV and/or JSON."""
-    from ridgeline.lab.store import export_csv, export_json, open_existing
+    from ridgeline.lab.store import RECORD_KINDS, export_csv, export_json, open_existing
 
     if csv_path is None and json_path is None:
         raise ConfigError("field --csv/--json-file: give at least one output file")
+    if kind is not None and kind not in RECORD_KINDS:  # it would export nothing, silently
+        raise ConfigError(f"field --kind: '{kind}' is not one of {', '.join(RECORD_KINDS)}")
     with open_existing(db) as store:
         records = store.records(kind)
     for path, write in ((csv_path, export_csv), (json_path, export_json)):

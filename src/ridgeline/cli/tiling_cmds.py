@@ -163,14 +163,15 @@ def schedule_cmd(
         )
     opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
     s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
+    listing = dataflow.program_of(s, program) if program else None  # a typo fails before output
     if timeline:
         tiling_plots.timeline_plot(s, timeline)
     if json_out:
         emit_json(s)
         return
     _print_schedule(s)
-    if program:
-        for line in dataflow.listing(dataflow.program_of(s, program), max_steps=4):
+    if listing is not None:
+        for line in dataflow.listing(listing, max_steps=4):
             console.print(line, highlight=False, soft_wrap=True)
 
 

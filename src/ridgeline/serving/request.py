@@ -37,7 +37,7 @@ class FinishReason(StrEnum):
     LENGTH = "length"  # reached max_new_tokens
     STOP = "stop"  # sampled the end-of-sequence token
     REJECTED = "rejected"  # can never fit (reason in ``Request.reject_reason``)
-    ABORTED = "aborted"  # the caller gave up on it (``Scheduler.abort``)
+    ABORTED = "abort"  # its client went away (``Scheduler.abort``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,8 @@ class Scheduler:
         self.requests[request.request_id] = request
         request.status = RequestStatus.WAITING
         self.waiting.push(request)
+        if self.waiting.peek() is request:  # a new head (priority order) may fit: try it
+            self._blocked_on_memory = False
         return True
 
     def never_fits(self, request: Request) -> str | None:
@@ -181,8 +183,9 @@ class Scheduler:
         return self.policy.chunked and self.config.enable_chunked_prefill
 
     def abort(self, request_id: str) -> Request | None:
-        """Stop a queued or running request now: its blocks (or its swap room) are freed and it
-        finishes with reason ``aborted``. None when no unfinished request has that id."""
+        """Stop a queued or running request now (its client left): its blocks (or its swap room)
+        are freed and it finishes with reason ``abort``. None when it is not here (finished,
+        rejected or unknown)."""
         req = self.requests.pop(request_id, None)
         if req is None:
             return None

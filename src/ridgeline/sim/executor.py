@@ -4,8 +4,9 @@ Every operator's FLOPs and bytes in ``analytic.ops.op_terms`` are affine in a fe
 batch (the step's linear model)::
 
     x = [1, seqs, new tokens, keys, attended_w..., cached_w...]      (one pair per window size)
-    flops_op = F_op · x        bytes_op = M_op · x
-    step_s   = Σ_op max(flops_op / (peak·eff_c), bytes_op / (bw·eff_b)) + overhead + transfers
+    flops_op = F_op · x        bytes_op = M_op · x        rows_op = G_op · x   (GEMM rows)
+    step_s   = Σ_op max(flops_op · pad(rows_op) / (peak·eff_c), bytes_op / (bw·eff_b))
+               + layers · layer_latency + step_latency + transfers
 
 so ``F`` and ``M`` are computed once per (model, accelerator) by evaluating ``op_terms`` on unit
 aggregates, and a step costs two small matrix-vector products — the same numbers as
@@ -15,6 +16,9 @@ tokens (distinct experts hit); for them every step calls ``op_terms`` directly.
 The executor also plays the machine's outputs: the token it "samples" for a request comes from
 that request's plan (the workload decides the outputs, so multi-turn prompts can contain them),
 and speculative drafts are accepted with the request's rate from a seeded generator.
+
+In calibrated mode (``CostMode.CALIBRATED``) the rates, tile padding ``pad`` and latencies are the
+accelerator's calibration terms (``analytic.calibrated``); in ideal mode the roofline's.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
+from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
 from ridgeline.specs import Accelerator, ModelSpec
+from ridgeline.specs.calibration import CostMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +79,8 @@ class StepCostModel:
         model: the model.
         acc: the accelerator (its device level holds weights and KV).
         dtypes: storage formats.
-        efficiency: fractions of peak reached and a fixed per-step overhead.
+        efficiency: fractions of peak reached and a fixed per-step overhead (ideal mode).
+        mode: ideal (the roofline) or calibrated (the accelerator's calibration terms).
     """
 
     def __init__(
@@ -82,17 +89,25 @@ class StepCostModel:
         acc: Accelerator,
         dtypes: Dtypes | None = None,
         efficiency: Efficiency | None = None,
+        mode: CostMode = CostMode.IDEAL,
     ) -> None:
         self.model = model
         self.dtypes = dtypes or Dtypes()
         self.efficiency = efficiency or Efficiency()
-        self.peak = acc.peak(self.dtypes.compute) * self.efficiency.compute
-        self.bw = acc.device_bandwidth_bytes_per_s * self.efficiency.bandwidth
+        self.mode = mode
+        self.calibration = self.efficiency.calibration(acc, mode)
+        cal = self.calibration
+        self.peak = acc.peak(self.dtypes.compute)  # the datasheet's; efficiencies scale below
+        self.bw = acc.device_bandwidth_bytes_per_s
+        self.tile_rows = cal.gemm_tile_rows
+        self.fixed_s = float(fixed_step_seconds(model.num_layers, cal))
+        self.seq_s = cal.sequence_latency_s
         self.windows: tuple[int | None, ...] = tuple(
             sorted({layer.window for layer in model.layers}, key=lambda w: -1 if w is None else w)
         )
         self.affine = model.moe is None
-        self._coef = {d: self._read_coefficients(d) for d in (True, False)} if self.affine else {}
+        self._raw = {d: self._read_coefficients(d) for d in (True, False)} if self.affine else {}
+        self._coef = {d: self._calibrated(*raw) for d, raw in self._raw.items()}
         self._run = (
             self._decode_run_coefficients() if self.windows == (None,) and self.affine else None
         )
@@ -108,25 +123,41 @@ class StepCostModel:
             num_keys=x[3],
         )
 
-    def _terms(self, shape: object) -> tuple[np.ndarray, np.ndarray]:
+    def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
+        """Per-op FLOPs, bytes other than KV, KV bytes and GEMM rows of ``shape``."""
         ops = op_terms(self.model, shape, self.dtypes)  # type: ignore[arg-type]
         flops = np.array([float(o.flops) for o in ops])
-        nbytes = np.array([float(o.bytes_read + o.bytes_written) for o in ops])
-        return flops, nbytes
+        kv = np.array([float(o.kv_read_bytes + o.kv_write_bytes) for o in ops])
+        nbytes = np.array([float(o.bytes_read + o.bytes_written) for o in ops]) - kv
+        rows = np.array([float(o.gemm_rows) for o in ops])
+        return flops, nbytes, kv, rows
 
-    def _read_coefficients(self, decode: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(ops × d) matrices of FLOPs and bytes per unit of each aggregate, column 0 constant."""
+    def _read_coefficients(self, decode: bool) -> tuple[np.ndarray, ...]:
+        """(ops × d) matrices, per unit of each aggregate (column 0 constant), of the ideal
+        FLOP seconds, other-byte seconds, KV-byte seconds, and of GEMM rows."""
         d = 4 + 2 * len(self.windows)
         base = [1.0] + [0.0] * (d - 1)
-        f0, b0 = self._terms(self._shape(base, decode))
-        fcols, bcols = [f0], [b0]
+        zero = self._terms(self._shape(base, decode))
+        cols: list[list[np.ndarray]] = [[t] for t in zero]
         for j in range(1, d):
             x = list(base)
             x[j] = 1.0
-            f, b = self._terms(self._shape(x, decode))
-            fcols.append(f - f0)
-            bcols.append(b - b0)
-        return np.stack(fcols, axis=1) / self.peak, np.stack(bcols, axis=1) / self.bw
+            for col, t, t0 in zip(cols, self._terms(self._shape(x, decode)), zero, strict=True):
+                col.append(t - t0)
+        f, m, k, g = (np.stack(c, axis=1) for c in cols)
+        return f / self.peak, m / self.bw, k / self.bw, g
+
+    def _calibrated(
+        self, f: np.ndarray, m: np.ndarray, k: np.ndarray, g: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Compute and memory seconds at the calibrated rates (``analytic.calibrated``)."""
+        cal = self.calibration
+        mem = m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency
+        return f / cal.compute_efficiency, mem, g
+
+    def _pad(self, rows: np.ndarray) -> np.ndarray | float:
+        """Tile padding of each op's GEMM (1 everywhere on an ideal machine)."""
+        return 1.0 if self.tile_rows == 1 else gemm_padding(rows, self.tile_rows)
 
     def aggregates(self, new: Sequence[int], prior: Sequence[int]) -> list[float]:
         """The linear model's x for sequences adding ``new`` tokens on ``prior`` cached ones."""
@@ -151,14 +182,14 @@ class StepCostModel:
         decode = all(n == 1 for n in new)
         if not self.affine:
             shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
-            f, b = self._terms(shape)
-            return (
-                float(np.maximum(f / self.peak, b / self.bw).sum())
-                + self.efficiency.step_overhead_s
-            )
-        fc, bc = self._coef[decode]
+            f, m, k, r = self._terms(shape)
+            compute, memory, _ = self._calibrated(f / self.peak, m / self.bw, k / self.bw, r)
+            fixed = self.fixed_s + len(new) * self.seq_s
+            return float(np.maximum(compute * self._pad(r), memory).sum()) + fixed
+        fc, bc, gc = self._coef[decode]
         x = np.asarray(self.aggregates(new, prior))
-        return float(np.maximum(fc @ x, bc @ x).sum()) + self.efficiency.step_overhead_s
+        compute = (fc @ x) * self._pad(gc @ x)
+        return float(np.maximum(compute, bc @ x).sum()) + self.fixed_s + x[1] * self.seq_s
 
     def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
         """Times of ``k`` consecutive decode steps of the same sequences (closed form: each
@@ -167,24 +198,46 @@ class StepCostModel:
             return np.array(
                 [self.step_time_s([1] * len(prior), [p + j for p in prior]) for j in range(k)]
             )
-        j = np.arange(k, dtype=float)
         if self._run is not None:
-            return self._linear_run(float(len(prior)), float(sum(prior)), j)
+            return self._linear_run(float(len(prior)), float(sum(prior)), np.arange(k, dtype=float))
+        fc, bc, _ = self._coef[True]
+        x = self.decode_run_aggregates(prior, k)
+        fixed = self.fixed_s + len(prior) * self.seq_s
+        return np.maximum((fc @ x) * self._pad_of(prior, k), bc @ x).sum(axis=0) + fixed
+
+    def decode_run_aggregates(self, prior: Sequence[int], k: int) -> np.ndarray:
+        """The linear model's x of ``k`` consecutive decode steps, one column each: (d, k)."""
+        j = np.arange(k, dtype=float)
         p = np.asarray(prior, dtype=float)
         batch, total = float(len(p)), float(p.sum())
         rows = [np.ones(k), np.full(k, batch), np.full(k, batch), total + batch * (j + 1)]
         ctx = p[:, None] + j[None, :]  # (B, k) cached tokens per sequence per step
         att = [_attended_decode(ctx, w) for w in self.windows]
         cac = [(ctx if w is None else np.minimum(ctx, w)).sum(axis=0) for w in self.windows]
-        x = np.stack(rows + att + cac)  # (d, k)
-        fc, bc = self._coef[True]
-        return np.maximum(fc @ x, bc @ x).sum(axis=0) + self.efficiency.step_overhead_s
+        return np.stack(rows + att + cac)
+
+    def ideal_op_seconds(self, x: np.ndarray, decode: bool) -> tuple[np.ndarray, ...]:
+        """Per-op ideal compute seconds (before tile padding), other-byte seconds and KV-byte
+        seconds of the steps whose aggregates are the columns of ``x`` (d, k): three (ops, k)
+        arrays (affine models)."""
+        f, m, k, _ = self._raw[decode]
+        return f @ x, m @ x, k @ x
+
+    def gemm_rows(self, x: np.ndarray, decode: bool) -> np.ndarray:
+        """Per-op GEMM rows of the steps whose aggregates are the columns of ``x``: (ops, k)."""
+        return self._coef[decode][2] @ x
+
+    def _pad_of(self, prior: Sequence[int], k: int) -> np.ndarray | float:
+        if self.tile_rows == 1:
+            return 1.0
+        x = self.decode_run_aggregates(prior, 1)
+        return np.asarray(self._pad(self.gemm_rows(x, True)))
 
     def _decode_run_coefficients(self) -> tuple[np.ndarray, ...]:
         """Without sliding windows a decode step j of B sequences holding S cached tokens has
         x = [1, B, B, S + B(j+1), S + B(j+1), S + Bj]: each operator's FLOP and byte times are
         c0 + B·cB + (S+B)·cK + S·cS + j·B·cJ. Returns (c0, cB, cK, cS, cJ), each (2, ops)."""
-        fc, bc = self._coef[True]
+        fc, bc, _ = self._coef[True]
         both = np.stack([fc, bc])  # (2, ops, 6): columns 1, seqs, tokens, keys, attended, cached
         c0, cb = both[..., 0], both[..., 1] + both[..., 2]
         ck, cs = both[..., 3] + both[..., 4], both[..., 5]
@@ -195,7 +248,12 @@ class StepCostModel:
         c0, cb, ck, cs, cj = self._run
         base = c0 + batch * cb + (total + batch) * ck + total * cs  # (2, ops) at j = 0
         per_op = base[..., None] + (batch * cj)[..., None] * j  # (2, ops, k)
-        return per_op.max(axis=0).sum(axis=0) + self.efficiency.step_overhead_s
+        if self.tile_rows > 1:
+            # a decode run's GEMMs keep their rows (seqs = tokens = batch) at every step
+            gc = self._coef[True][2]
+            rows = gc[:, 0] + batch * (gc[:, 1] + gc[:, 2])
+            per_op[0] *= np.asarray(self._pad(rows))[:, None]
+        return per_op.max(axis=0).sum(axis=0) + self.fixed_s + batch * self.seq_s
 
 
 def _windowed_sum(x: float, w: int) -> float:

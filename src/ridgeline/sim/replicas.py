@@ -23,22 +23,25 @@ Requests reach replicas through a ``Router``::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
 
 from ridgeline.analytic import Deployment, Dtypes, Efficiency
+from ridgeline.analytic.collectives import LinkTerms
 from ridgeline.analytic.deploy import check_deployment, chip_op_costs, kv_share, pass_links
 from ridgeline.analytic.kv import weights_bytes
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.request import Request
-from ridgeline.sim.engine import Role, SimConfig, Simulation, _Instance
+from ridgeline.sim.early import LateStop
 from ridgeline.sim.executor import StepCostModel
+from ridgeline.sim.loop import Role, SimConfig, Simulation, _Instance
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import ModelSpec
+from ridgeline.specs.calibration import CostMode
 
 
 class Router(StrEnum):
@@ -77,19 +80,32 @@ class DeploymentStepCost(StepCostModel):
         deployment: Deployment,
         dtypes: Dtypes | None = None,
         efficiency: Efficiency | None = None,
+        mode: CostMode = CostMode.IDEAL,
     ) -> None:
         check_deployment(model, deployment)
         self.deployment = deployment  # read by _terms while the base class builds its tables
-        super().__init__(model, deployment.accelerator, dtypes, efficiency)
+        super().__init__(model, deployment.accelerator, dtypes, efficiency, mode)
 
-    def _terms(self, shape: object) -> tuple[np.ndarray, np.ndarray]:
+    def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
         costs = chip_op_costs(self.model, self.deployment.tensor_parallel, shape, self.dtypes)  # type: ignore[arg-type]
-        return np.array([f for f, _ in costs]), np.array([b for _, b in costs])
+        kv = np.array([c.kv_bytes for c in costs])
+        return (
+            np.array([c.flops for c in costs]),
+            np.array([c.bytes for c in costs]) - kv,
+            kv,
+            np.array([c.gemm_rows for c in costs]),
+        )
 
     def link_s(self, num_seqs: float, num_tokens: float) -> float:
         """Link time of one step of ``num_seqs`` sequences adding ``num_tokens`` tokens."""
-        links = pass_links(self.model, self.deployment, num_seqs, num_tokens, self.dtypes)
+        links = pass_links(
+            self.model, self.deployment, num_seqs, num_tokens, self.dtypes, self.calibration
+        )
         return links.time_s
+
+    def link_terms(self, num_seqs: float, num_tokens: float) -> LinkTerms:
+        """``link_s`` split by calibration term (``analytic.collectives.LinkTerms``)."""
+        return pass_links(self.model, self.deployment, num_seqs, num_tokens, self.dtypes).terms
 
     def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float:
         return super().step_time_s(new, prior) + self.link_s(len(new), float(sum(new)))
@@ -136,7 +152,11 @@ class ReplicaSimulation(Simulation):
     """The base event loop over ``replicas.replicas`` mixed instances of one deployment."""
 
     def __init__(
-        self, cfg: SimConfig, workload: Sequence[RequestSpec], replicas: ReplicaSet
+        self,
+        cfg: SimConfig,
+        workload: Sequence[RequestSpec],
+        replicas: ReplicaSet,
+        cost: DeploymentStepCost | None = None,
     ) -> None:
         if cfg.disagg is not None:
             raise ConfigError("field disagg: replicas and disaggregation do not combine yet")
@@ -144,6 +164,7 @@ class ReplicaSimulation(Simulation):
         cfg = replace(cfg, hw=dep.accelerator)
         cfg = replace(cfg, num_blocks=cfg.num_blocks or replica_kv_blocks(cfg, dep))
         self.replica_set = replicas
+        self._given_cost = cost
         self.assignments: dict[str, int] = {}
         self._arrivals = 0
         super().__init__(cfg, workload)
@@ -152,8 +173,8 @@ class ReplicaSimulation(Simulation):
         # NOTE: the base constructor builds a one-chip cost model first; every instance is
         # created here, so swapping it before they are built prices every step by deployment.
         cfg = self.cfg
-        self.cost = DeploymentStepCost(
-            cfg.model, self.replica_set.deployment, cfg.dtypes, cfg.efficiency
+        self.cost = self._given_cost or DeploymentStepCost(
+            cfg.model, self.replica_set.deployment, cfg.dtypes, cfg.efficiency, cfg.mode
         )
         return [self._instance(i, Role.MIXED) for i in range(self.replica_set.replicas)]
 
@@ -170,10 +191,22 @@ class ReplicaSimulation(Simulation):
         self.assignments[req.request_id] = inst.index
         super()._submit(inst, req)
 
+    def run(
+        self, progress: Callable[[int], None] | None = None, stop: LateStop | None = None
+    ) -> SimResult:
+        result = super().run(progress, stop)
+        if len(self.instances) == 1:  # the fast mode routes nothing: one replica serves all
+            self.assignments = {r.request_id: 0 for r in self.workload}
+        return result
+
 
 def simulate_replicas(
-    cfg: SimConfig, workload: Sequence[RequestSpec], replicas: ReplicaSet
+    cfg: SimConfig,
+    workload: Sequence[RequestSpec],
+    replicas: ReplicaSet,
+    cost: DeploymentStepCost | None = None,
 ) -> ReplicaRun:
-    """Run ``workload`` over ``replicas`` (``cfg.hw`` is replaced by the deployment's chip)."""
-    sim = ReplicaSimulation(cfg, workload, replicas)
+    """Run ``workload`` over ``replicas`` (``cfg.hw`` is replaced by the deployment's chip);
+    ``cost`` prices the steps in place of the deployment's own cost model when given."""
+    sim = ReplicaSimulation(cfg, workload, replicas, cost)
     return ReplicaRun(sim.run(), dict(sim.assignments))

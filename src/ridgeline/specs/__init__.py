@@ -4,6 +4,7 @@ Layer rule: ``specs`` imports only the standard library, numpy, pydantic and
 ``ridgeline.errors``; every other layer may import it.
 """
 
+from ridgeline.specs.calibration import Calibration, CostMode, Term, family_names, get_family
 from ridgeline.specs.catalog import accelerator_names, get_accelerator, load_accelerator_file
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import (
@@ -22,6 +23,8 @@ from ridgeline.specs.params import ParamCounts, param_counts
 __all__ = [
     "Accelerator",
     "Attention",
+    "Calibration",
+    "CostMode",
     "DType",
     "Interconnect",
     "LayerSpec",
@@ -33,9 +36,12 @@ __all__ = [
     "ParamCounts",
     "Parallelism",
     "Scope",
+    "Term",
     "Topology",
     "accelerator_names",
+    "family_names",
     "get_accelerator",
+    "get_family",
     "get_model",
     "load_accelerator_file",
     "load_config_file",

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.specs.calibration import CalibrationTable, accelerator_calibration
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import (
     Accelerator,
@@ -100,6 +101,7 @@ class _AcceleratorFile(_Strict):
     interconnect: _InterconnectFile | None = None
     array_dim: _SourcedCount | None = None
     ring_bandwidth_bytes_per_s: _Sourced | None = None
+    calibration: CalibrationTable | None = None
 
     @field_validator("peak_flops_per_s")
     @classmethod
@@ -199,6 +201,7 @@ def _to_accelerator(f: _AcceleratorFile, where: str) -> Accelerator:
         interconnect=link,
         array_dim=int(f.array_dim.value) if f.array_dim else None,
         ring_bandwidth_bytes_per_s=_value(f.ring_bandwidth_bytes_per_s),
+        calibration=accelerator_calibration(f.calibration, where),
     )
 
 

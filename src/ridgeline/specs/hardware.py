@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ridgeline.errors import ConfigError
+from ridgeline.specs.calibration import IDEAL, Calibration
 from ridgeline.specs.dtypes import DType
 
 
@@ -147,6 +148,7 @@ class Accelerator:
     ``array_dim`` is the edge of the matrix unit a matmul tile should be a multiple of (Spyre's
     8x8 systolic arrays, a TPU MXU's 128x128); ``ring_bandwidth_bytes_per_s`` the bandwidth of
     one direction of an on-chip ring between cores (Spyre). Both ``None`` where not given.
+    ``calibration`` holds the terms of the calibrated cost model (``specs.calibration``).
     """
 
     name: str
@@ -164,6 +166,7 @@ class Accelerator:
     interconnect: Interconnect | None = None
     array_dim: int | None = None
     ring_bandwidth_bytes_per_s: float | None = None
+    calibration: Calibration = IDEAL
 
     def level(self, name: str) -> MemoryLevel:
         """The memory level called ``name``."""

@@ -44,7 +44,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ridgeline.errors import ConfigError
-from ridgeline.specs.inputs import parse_toml, read_text, validation_message
+from ridgeline.sim.workload import Arrival, Lengths, WorkloadSpec
+from ridgeline.specs.inputs import check_int, parse_toml, read_text, validation_message
 from ridgeline.specs.limits import (
     MAX_BATCH,
     MAX_BLOCK_SIZE,
@@ -56,7 +57,6 @@ from ridgeline.specs.limits import (
     MAX_SEED,
 )
 from ridgeline.sweep.point import ChipSplit, Configuration, Policy, Slo
-from ridgeline.sweep.workload import Arrival, Lengths, WorkloadSpec
 
 
 class Objective(StrEnum):
@@ -98,6 +98,7 @@ class SearchSettings:
         rate_min_rps: below this a configuration counts as unable to meet the SLOs.
         rate_max_rps: the search does not probe above this.
         early_stop: stop a configuration once it cannot beat the best one on the objective.
+        decide_early: stop a probe's simulation once its TTFT objective is certainly missed.
     """
 
     rate_start_rps: float = 1.0
@@ -106,6 +107,7 @@ class SearchSettings:
     rate_min_rps: float = 1e-3
     rate_max_rps: float = 1e5
     early_stop: bool = True
+    decide_early: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +219,7 @@ class _SearchFile(_Strict):
     rate_min_rps: PosFloat = 1e-3
     rate_max_rps: PosFloat = 1e5
     early_stop: bool = True
+    decide_early: bool = True
 
     @model_validator(mode="after")
     def _ordered(self) -> _SearchFile:
@@ -282,25 +285,32 @@ def _policy_variants(p: _PolicyFile) -> list[Policy]:
     return variants
 
 
-def _lengths(value: int | tuple[int, int] | None) -> Lengths | None:
+def _lengths(value: int | tuple[int, int] | None, field: str, name: str) -> Lengths:
+    """``N`` tokens, or ``[low, high]``: every integer between with equal chances."""
     if value is None:
-        return None
-    return Lengths(value, value) if isinstance(value, int) else Lengths(*value)
+        raise ConfigError(f"workload '{name}': needs prompt_tokens and output_tokens ({field})")
+    return Lengths.between(value, value) if isinstance(value, int) else Lengths.between(*value)
 
 
 def _workload(w: _WorkloadFile, base: Path) -> WorkloadSpec:
     trace = str((base / w.trace).resolve()) if w.trace is not None else None
-    arrival = Arrival.TRACE if trace else (w.arrival or Arrival.POISSON)
+    if trace is None and w.arrival not in (None, Arrival.POISSON, Arrival.UNIFORM):
+        raise ConfigError(f"workload '{w.name}': field arrival: poisson or uniform (or a trace)")
+    if trace is not None and w.arrival not in (None, Arrival.TRACE):
+        raise ConfigError(f"workload '{w.name}': a trace workload needs `trace`, only it")
+    synthetic = {} if trace else {
+        "prompt": _lengths(w.prompt_tokens, "prompt_tokens", w.name),
+        "output": _lengths(w.output_tokens, "output_tokens", w.name),
+    }  # fmt: skip
     return WorkloadSpec(
-        w.name,
-        arrival,
-        w.num_requests,
-        trace,
-        w.skip,
-        _lengths(w.prompt_tokens),
-        _lengths(w.output_tokens),
-        w.duration_s,
-        w.max_requests,
+        name=w.name,
+        arrival=Arrival.TRACE if trace else (w.arrival or Arrival.POISSON),
+        num_requests=w.num_requests,
+        trace_path=trace,
+        skip=w.skip,
+        duration_s=w.duration_s,
+        max_requests=w.max_requests,
+        **synthetic,  # type: ignore[arg-type]
     )
 
 
@@ -377,6 +387,8 @@ def load_spec(path: str | Path) -> SweepSpec:
 def with_overrides(spec: SweepSpec, **axes: Any) -> SweepSpec:
     """The spec with some fields replaced (CLI flags); ``None`` values are ignored."""
     changes = {k: v for k, v in axes.items() if v is not None}
+    if "seed" in changes:
+        check_int("seed", changes["seed"], 0, MAX_SEED)
     new = replace(spec, **changes)
     _check_unique(new)
     _check_prices(new)

@@ -32,6 +32,7 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi import Path as FastApiPath
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -50,7 +51,7 @@ from ridgeline.specs import (
     parse_config,
 )
 from ridgeline.web.cost import ESTIMATE_LIMIT_S, estimate
-from ridgeline.web.guard import BodyLimit
+from ridgeline.web.guard import BodyLimit, on_invalid_body
 from ridgeline.web.jobs import WORKER_MEMORY_BYTES, Jobs, plan
 from ridgeline.web.pool import Outcome, Status, WorkerPool, run_async
 from ridgeline.web.schemas import (
@@ -557,6 +558,7 @@ def create_app(
     app.add_exception_handler(TooBusy, _on_busy)
     app.add_exception_handler(RidgelineError, _on_library_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(RequestValidationError, on_invalid_body)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     _add_catalog(app)
     _add_api(app, compute)

@@ -9,9 +9,14 @@ would cost memory before any bound could look at it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from fastapi import Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 Scope = MutableMapping[str, Any]
@@ -93,3 +98,22 @@ class BodyLimit:
         except BodyTooLarge:
             if not started:
                 await self._refuse(send)
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with the floats JSON cannot carry (NaN, ±Infinity) written as text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+async def on_invalid_body(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422 for a body its schema refuses, with a refused ``NaN`` or ``Infinity``
+    echoed as text: the default handler would fail to encode it and answer 500."""
+    assert isinstance(exc, RequestValidationError)
+    detail = _json_safe(jsonable_encoder(exc.errors()))
+    return JSONResponse(status_code=422, content={"detail": detail})

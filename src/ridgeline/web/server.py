@@ -14,7 +14,7 @@ import webbrowser
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-DRAIN_S = 2.0
+DRAIN_S = 2  # seconds (uvicorn takes whole seconds)
 
 
 def url_of(host: str, port: int) -> str:

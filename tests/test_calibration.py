@@ -1,0 +1,234 @@
+"""The calibrated cost model: each term against a hand computation, family files, and the
+property that a calibrated time is never below the ideal one (issue 17).
+
+Hand computations are plain arithmetic on the numbers written in each test, not second calls
+of the functions under test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ridgeline import analytic as an
+from ridgeline.analytic.calibrated import gemm_padding, op_seconds
+from ridgeline.analytic.collectives import ring_allreduce, send_terms
+from ridgeline.analytic.deploy import tensor_parallel_degrees
+from ridgeline.errors import ConfigError
+from ridgeline.sim.executor import StepCostModel
+from ridgeline.specs import accelerator_names, get_accelerator, get_model
+from ridgeline.specs.calibration import (
+    IDEAL,
+    Calibration,
+    CostMode,
+    Term,
+    family_names,
+    get_family,
+    parse_family,
+)
+from ridgeline.specs.catalog import parse_accelerator
+from ridgeline.specs.hardware import Interconnect, Parallelism, Topology
+
+MYCHIP = tomllib.loads((Path(__file__).parent / "data" / "mychip.toml").read_text())
+
+
+def _chip(calibration: dict[str, object] | None = None) -> an.Deployment:
+    data = dict(MYCHIP)
+    if calibration is not None:
+        data["calibration"] = calibration
+    return an.Deployment(parse_accelerator(data, "test"))
+
+
+# --- each term, by hand ------------------------------------------------------------------------
+
+
+def test_gemm_padding_is_tile_quantisation() -> None:
+    assert gemm_padding(1, 64) == 64.0  # one row costs a whole 64-row MMA
+    assert gemm_padding(64, 64) == 1.0
+    assert gemm_padding(65, 64) == pytest.approx(128 / 65)
+    assert gemm_padding(8, 1) == 1.0  # an ideal machine pads nothing
+    assert gemm_padding(0, 64) == 1.0  # not a GEMM
+
+
+def test_op_seconds_by_hand() -> None:
+    cal = Calibration(
+        bandwidth_efficiency=0.8,
+        kv_bandwidth_efficiency=0.4,
+        compute_efficiency=0.5,
+        gemm_tile_rows=16,
+    )
+    compute_s, memory_s = op_seconds(1e12, 1e9, 2e8, 8, (1e15, 1e12), cal)
+    assert compute_s == pytest.approx(1e12 * (16 / 8) / (1e15 * 0.5))  # 4 ms
+    # 0.8 GB of weights at 80% of 1 TB/s, 0.2 GB of KV at 40%
+    assert memory_s == pytest.approx(8e8 / (1e12 * 0.8) + 2e8 / (1e12 * 0.4))  # 1.5 ms
+
+
+def test_ring_allreduce_calibrated_by_hand() -> None:
+    link = Interconnect(
+        kind="test",
+        topology=Topology.SWITCH,
+        parallelism=Parallelism.TENSOR,
+        links=4,
+        link_bandwidth_bytes_per_s=2.5e10,
+        egress_bandwidth_bytes_per_s=1e11,
+        latency_s=1e-6,
+        domain_chips=8,
+    )
+    cal = Calibration(link_efficiency=0.8, collective_latency_s=5e-6)
+    c = ring_allreduce(4, 1e6, link, cal)
+    # 2(n-1) = 6 hops of 1 us, one collective latency, 2(n-1)/n x 1 MB = 1.5 MB at 80% of 100 GB/s
+    assert c.time_s == pytest.approx(6e-6 + 5e-6 + 1.5e6 / (0.8 * 1e11))
+    assert ring_allreduce(4, 1e6, link).time_s == pytest.approx(6e-6 + 1.5e6 / 1e11)
+    send = send_terms(2e5, link)
+    stage = Calibration(link_efficiency=0.5, stage_latency_s=4e-5)
+    assert send.seconds(stage) == pytest.approx(1e-6 + 4e-5 + 2e5 / (0.5 * 1e11))
+
+
+def test_calibrated_decode_step_by_hand() -> None:
+    """A memory-bound decode step at half the bandwidth takes twice as long, plus the layers'
+    latency and the step latency."""
+    llama = get_model("llama-2-7b")
+    base = {"family": "cpu"}
+    terms = {
+        "bandwidth_efficiency": {"value": 0.5, "source": "test"},
+        "compute_efficiency": {"value": 1.0, "source": "test"},
+        "kv_bandwidth_efficiency": {"value": 0.5, "source": "test"},
+        "layer_latency_s": {"value": 1e-5, "source": "test"},
+        "step_latency_s": {"value": 2e-4, "source": "test"},
+        "sequence_latency_s": {"value": 3e-5, "source": "test"},
+    }
+    acc = _chip({**base, **terms}).accelerator
+    w = an.Workload(an.Phase.DECODE, 2, 512)
+    ideal = an.step_cost(llama, acc, w)
+    cal = an.step_cost(llama, acc, w, mode=CostMode.CALIBRATED)
+    assert all(op.bound is an.Bound.MEMORY for op in ideal.ops)
+    # 32 layers x 10 us, 200 us per step, 2 sequences x 30 us
+    assert cal.step_time_s == pytest.approx(2 * ideal.step_time_s + 32e-5 + 2e-4 + 6e-5)
+    assert ideal.step_time_s == pytest.approx(ideal.bytes / 5e11)  # the roofline itself
+
+
+def test_deployment_layer_latency_by_hand() -> None:
+    """Cerebras' 70B on four wafers: a lone sequence crosses 80 layers and four stages."""
+    acc = get_accelerator("cerebras-wse3")
+    cal = acc.calibration
+    model = get_model("llama-3.1-70b")
+    dep = an.Deployment(acc, 1, 4)
+    cost = an.deployment_cost(
+        model, dep, an.Workload(an.Phase.DECODE, 1, 1024), mode=CostMode.CALIBRATED
+    )
+    assert cost.slot.layer_s == pytest.approx(80 / 4 * cal.layer_latency_s)
+    ideal = an.deployment_cost(model, dep, an.Workload(an.Phase.DECODE, 1, 1024))
+    # four slots of a steady pipeline with one microbatch: 80 layer latencies, 4 stage crossings
+    extra = 80 * cal.layer_latency_s + 4 * cal.stage_latency_s
+    assert cost.step_time_s == pytest.approx(ideal.step_time_s + extra, rel=1e-6)
+
+
+def test_ideal_mode_is_the_roofline() -> None:
+    """Ideal mode is the course's roofline whatever the catalog's calibration says."""
+    acc = get_accelerator("h100-sxm")
+    bare = dataclasses.replace(acc, calibration=IDEAL)
+    w = an.Workload(an.Phase.DECODE, 8, 2048)
+    model = get_model("llama-3.1-8b")
+    assert an.step_cost(model, acc, w).step_time_s == an.step_cost(model, bare, w).step_time_s
+    assert (
+        an.step_cost(model, bare, w, mode=CostMode.CALIBRATED).step_time_s
+        == an.step_cost(model, bare, w).step_time_s
+    )
+
+
+# --- family files --------------------------------------------------------------------------
+
+
+def _family(**over: object) -> dict[str, object]:
+    doc: dict[str, object] = {
+        "family": "f",
+        "fit": ["layer_latency_s"],
+        "terms": {"layer_latency_s": {"value": 1e-5, "source": "fitted on rows: a/b"}},
+        "priors": {"layer_latency_s": {"value": 2e-5, "source": "estimate: x"}},
+    }
+    doc.update(over)
+    return doc
+
+
+def test_family_file_rules() -> None:
+    fam = parse_family(_family(), "f.toml")
+    assert fam.calibration.layer_latency_s == 1e-5
+    assert fam.calibration.fitted_terms == (Term.LAYER_LATENCY_S,)
+    assert fam.priors.layer_latency_s == 2e-5
+    too_many = ["bandwidth_efficiency", "compute_efficiency", "layer_latency_s", "step_latency_s"]
+    with pytest.raises(ConfigError, match="field fit: at most 3"):
+        parse_family(_family(fit=too_many), "f.toml")
+    with pytest.raises(ConfigError, match="priors.compute_efficiency"):
+        parse_family(_family(fit=["compute_efficiency"]), "f.toml")
+    bad = {"bandwidth_efficiency": {"value": 1.5, "source": "x"}}
+    with pytest.raises(ConfigError, match="bandwidth_efficiency"):
+        parse_family(_family(terms=bad, fit=[]), "f.toml")
+
+
+@pytest.mark.parametrize("name", family_names())
+def test_every_family_term_has_a_source(name: str) -> None:
+    fam = get_family(name)
+    assert len(fam.fit) <= 3
+    for term in Term:
+        if term.value in fam.calibration.sources:
+            assert fam.calibration.sources[term.value].strip()
+    for term in fam.fit:
+        assert fam.priors.sources[term.value].startswith(("estimate", "["))
+
+
+def test_every_catalog_accelerator_names_a_family() -> None:
+    for name in accelerator_names():
+        assert get_accelerator(name).calibration.family in family_names()
+
+
+def test_unknown_family_is_one_line() -> None:
+    with pytest.raises(ConfigError, match="field calibration.family: unknown"):
+        _chip({"family": "nope"})
+
+
+# --- calibrated >= ideal ---------------------------------------------------------------------
+
+MODELS = ("llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "deepseek-v3", "distilgpt2")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    acc=st.sampled_from(accelerator_names()),
+    model=st.sampled_from(MODELS),
+    phase=st.sampled_from(list(an.Phase)),
+    batch=st.integers(1, 512),
+    context=st.integers(1, 32768),
+)
+def test_calibrated_time_is_never_below_ideal(
+    acc: str, model: str, phase: an.Phase, batch: int, context: int
+) -> None:
+    a, m = get_accelerator(acc), get_model(model)
+    w = an.Workload(phase, batch, context)
+    ideal = an.step_cost(m, a, w).step_time_s
+    assert an.step_cost(m, a, w, mode=CostMode.CALIBRATED).step_time_s >= ideal
+    for tp in tensor_parallel_degrees(m, a)[:3]:
+        d = an.Deployment(a, tp)
+        lo = an.deployment_cost(m, d, w).step_time_s
+        assert an.deployment_cost(m, d, w, mode=CostMode.CALIBRATED).step_time_s >= lo
+    new, prior = [1] * min(batch, 64), [context] * min(batch, 64)
+    ideal_sim = StepCostModel(m, a).step_time_s(new, prior)
+    cal_sim = StepCostModel(m, a, mode=CostMode.CALIBRATED).step_time_s(new, prior)
+    assert cal_sim >= ideal_sim
+    assert math.isfinite(cal_sim)
+
+
+def test_simulator_step_equals_analytic_step_calibrated() -> None:
+    """The simulator's calibrated step is the analytic calibrated step (one shared formula)."""
+    acc, model = get_accelerator("h100-sxm"), get_model("llama-3.1-8b")
+    w = an.Workload(an.Phase.DECODE, 24, 3000)
+    analytic = an.step_cost(model, acc, w, mode=CostMode.CALIBRATED).step_time_s
+    sim = StepCostModel(model, acc, mode=CostMode.CALIBRATED)
+    assert sim.step_time_s([1] * 24, [3000] * 24) == pytest.approx(analytic, rel=1e-9)
+    run = sim.decode_run_s([3000] * 24, 3)
+    assert run[0] == pytest.approx(analytic, rel=1e-9)
