@@ -13,9 +13,19 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, new_app, print_table
+from ridgeline.cli.common import (
+    JsonOpt,
+    ModelOpt,
+    console,
+    emit_json,
+    new_app,
+    positive,
+    print_table,
+    writable_dir,
+)
 from ridgeline.errors import ConfigError
 from ridgeline.lab.store import DEFAULT_DB
+from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT
 from ridgeline.specs.units import MiB, fmt_bytes, fmt_rate
 
 lab_app = new_app("Measure decode on this machine and hold the analytic model to it.")
@@ -25,8 +35,22 @@ ThreadsOpt = Annotated[int, typer.Option("--threads", help="intra-op threads (1 
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda")]
 BatchesOpt = Annotated[str, typer.Option("--batch", "-b", help="batch sizes, e.g. 1,4,16")]
 ContextsOpt = Annotated[str, typer.Option("--context", "-t", help="contexts, e.g. 128,512,1024")]
+
+
+def _timer(value: str) -> str:
+    """An option callback: the timer is known before any database is opened."""
+    from ridgeline.lab.compare import TIMERS
+
+    if value not in TIMERS:
+        raise typer.BadParameter(f"'{value}' is not one of {', '.join(TIMERS)}")
+    return value
+
+
 TimerOpt = Annotated[
-    str, typer.Option("--timer", help="wall, or cpu (process time: discounts a busy machine)")
+    str,
+    typer.Option(
+        "--timer", help="wall, or cpu (process time: discounts a busy machine)", callback=_timer
+    ),
 ]
 
 
@@ -49,8 +73,8 @@ def calibrate_cmd(
     dtypes: Annotated[
         str, typer.Option(help="matmul dtypes (cuda: add fp16; CPU fp16 is slow)")
     ] = "fp32,bf16",
-    matmul_n: Annotated[int, typer.Option(help="matmul size n ([n,n]x[n,n])")] = 2048,
-    repeats: Annotated[int, typer.Option(help="timings per figure (best kept)")] = 5,
+    matmul_n: Annotated[int, positive(help="matmul size n ([n,n]x[n,n])", most=65_536)] = 2048,
+    repeats: Annotated[int, positive(help="timings per figure (best kept)")] = 5,
     device: DeviceOpt = "cpu",
     name: Annotated[str, typer.Option(help="spec name (--hw NAME thereafter)")] = "measured",
     out_dir: Annotated[
@@ -206,11 +230,11 @@ def sweep_cmd(
 @lab_app.command("profile")
 def profile_cmd(
     model: ModelOpt = "distilgpt2",
-    batch: Annotated[int, typer.Option("--batch", "-b")] = 4,
-    context: Annotated[int, typer.Option("--context", "-t")] = 512,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=MAX_BATCH)] = 4,
+    context: Annotated[int, typer.Option("--context", "-t", min=1, max=MAX_CONTEXT)] = 512,
     cache: Annotated[str, typer.Option(help="dynamic or static")] = "dynamic",
     attn: Annotated[str, typer.Option(help="sdpa or eager")] = "sdpa",
-    steps: Annotated[int, typer.Option(help="profiled decode steps")] = 3,
+    steps: Annotated[int, positive(help="profiled decode steps")] = 3,
     threads: ThreadsOpt = 1,
     device: DeviceOpt = "cpu",
     trace: Annotated[str, typer.Option(help="Chrome trace file to write")] = "out/lab/trace.json",
@@ -276,9 +300,9 @@ def profile_cmd(
 
 @lab_app.command("kv")
 def kv_cmd(
-    batch: Annotated[int, typer.Option("--batch", "-b")] = 4,
-    context: Annotated[int, typer.Option("--context", "-t")] = 1024,
-    decode_steps: Annotated[int, typer.Option(help="decode steps timed per model")] = 5,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=MAX_BATCH)] = 4,
+    context: Annotated[int, typer.Option("--context", "-t", min=1, max=MAX_CONTEXT)] = 1024,
+    decode_steps: Annotated[int, positive(help="decode steps timed per model")] = 5,
     hw: Annotated[str, typer.Option("--hw", help="accelerator of the scratchpad")] = "ibm-spyre",
     kv_dtype: Annotated[str, typer.Option(help="KV dtype for the scratchpad fit")] = "fp16",
     db: DbOpt = DEFAULT_DB,
@@ -458,7 +482,9 @@ def compare_cmd(
 @lab_app.command("report")
 def report_cmd(
     db: DbOpt = DEFAULT_DB,
-    out: Annotated[str, typer.Option("--out", help="output directory")] = "out/lab",
+    out: Annotated[
+        str, typer.Option("--out", help="output directory", callback=writable_dir)
+    ] = "out/lab",
     hw: Annotated[
         str | None, typer.Option("--hw", help="accelerator (default: the DB's calibration)")
     ] = None,
@@ -479,10 +505,12 @@ def export_cmd(
     kind: Annotated[str | None, typer.Option(help="decode, calibrate, profile or kv")] = None,
 ) -> None:
     """Export stored measurements to CSV and/or JSON."""
-    from ridgeline.lab.store import export_csv, export_json, open_existing
+    from ridgeline.lab.store import RECORD_KINDS, export_csv, export_json, open_existing
 
     if csv_path is None and json_path is None:
         raise ConfigError("field --csv/--json-file: give at least one output file")
+    if kind is not None and kind not in RECORD_KINDS:  # it would export nothing, silently
+        raise ConfigError(f"field --kind: '{kind}' is not one of {', '.join(RECORD_KINDS)}")
     with open_existing(db) as store:
         records = store.records(kind)
     for path, write in ((csv_path, export_csv), (json_path, export_json)):

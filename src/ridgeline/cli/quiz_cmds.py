@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, console, emit_json, err_console, new_app
+from ridgeline.cli.common import JsonOpt, console, emit_json, err_console, new_app, writable_dir
 from ridgeline.errors import ConfigError
 from ridgeline.quiz import (
     MAX_ATTEMPTS,
@@ -187,7 +187,9 @@ def status_cmd(user: UserOpt, db: DbOpt = Path(DEFAULT_DB), as_json: JsonOpt = F
 
 def export_cmd(
     seed: Annotated[int, typer.Option("--seed", help="quiz seed")],
-    out: Annotated[Path, typer.Option("--out", help="directory to write into")] = Path("."),
+    out: Annotated[
+        Path, typer.Option("--out", help="directory to write into", callback=writable_dir)
+    ] = Path("."),
     db: DbOpt = Path(DEFAULT_DB),
     instructor_key: Annotated[
         bool,

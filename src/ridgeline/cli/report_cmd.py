@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json
+from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, writable_dir
 from ridgeline.report.build import SECTIONS, build_report
 from ridgeline.report.sweep_section import sweep_section
 
@@ -14,7 +14,9 @@ from ridgeline.report.sweep_section import sweep_section
 def report_cmd(
     model: ModelOpt = "llama-3.1-8b",
     hw: HwOpt = "h100-sxm",
-    out: Annotated[str, typer.Option("--out", help="output directory")] = "out/report",
+    out: Annotated[
+        str, typer.Option("--out", help="output directory", callback=writable_dir)
+    ] = "out/report",
     lab: Annotated[
         str | None, typer.Option("--lab", help="lab results database to add as sections")
     ] = None,

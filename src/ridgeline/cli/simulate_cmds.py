@@ -13,7 +13,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ridgeline.analytic import Efficiency
-from ridgeline.cli.common import HwOpt, JsonOpt, ModelOpt, console, emit_json, err_console
+from ridgeline.cli.common import (
+    HwOpt,
+    JsonOpt,
+    ModelOpt,
+    console,
+    emit_json,
+    err_console,
+    writable_dir,
+)
 from ridgeline.errors import ConfigError
 from ridgeline.report.serving_plots import kv_timeline_plot, latency_cdf_plot
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
@@ -109,6 +117,19 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[int], None] | Non
         yield lambda done: bar.update(task, completed=done)
 
 
+def _variant_names(text: str | None) -> str | None:
+    if text is not None and not any(c.strip() for c in text.split(",")):
+        raise typer.BadParameter(f"no variant named in {text!r}")
+    return text
+
+
+SpecAcceptOpt = Annotated[float, typer.Option(min=0.0, max=1.0, help="draft acceptance rate")]
+ConfigsOpt = Annotated[
+    str | None,
+    typer.Option(help="compare: variants (default: by accelerator)", callback=_variant_names),
+]
+
+
 def _ms(x: float) -> str:
     return f"{x * 1e3:.1f}"
 
@@ -182,7 +203,7 @@ def simulate_cmd(
         PreemptionMode, _opt("--preemption", help="recompute or swap")
     ] = PreemptionMode.RECOMPUTE,
     spec_k: Annotated[int, _opt("--spec-k", help="draft tokens per step (0: off)")] = 0,
-    spec_accept: Annotated[float, _opt("--spec-accept", help="draft acceptance rate")] = 0.7,
+    spec_accept: SpecAcceptOpt = 0.7,
     spec_draft: Annotated[str | None, _opt("--spec-draft", help="draft model (cost)")] = None,
     tiers: Annotated[str | None, _opt("--tiers", help="host | NAME:BYTES:BW[:LAT],...")] = None,
     disagg: Annotated[str | None, _opt("--disagg", help="P:D prefill:decode instances")] = None,
@@ -193,9 +214,7 @@ def simulate_cmd(
     overhead: Annotated[float, _opt("--overhead", help="fixed seconds per step")] = 0.0,
     slo_ttft: Annotated[float, _opt("--slo-ttft", help="TTFT SLO (s) for goodput")] = 2.0,
     slo_tpot: Annotated[float, _opt("--slo-tpot", help="TPOT SLO (s) for goodput")] = 0.1,
-    configs: Annotated[
-        str | None, _opt("--configs", help="compare: variants (default: by accelerator)")
-    ] = None,
+    configs: ConfigsOpt = None,
     prefill_chunk: Annotated[int, _opt("--prefill-chunk", help="compiled prefill tokens")] = 512,
     compile_s: Annotated[float, _opt("--compile-s", help="seconds to compile a program")] = 20.0,
     compile_budget: Annotated[
@@ -207,7 +226,8 @@ def simulate_cmd(
     seed: Annotated[int, _opt("--seed", help="workload and acceptance seed")] = 0,
     json_out: JsonOpt = False,
     plot: Annotated[
-        str | None, _opt("--plot", help="write KV-use and latency-CDF PNGs here")
+        str | None,
+        typer.Option(help="write KV-use and latency-CDF PNGs here", callback=writable_dir),
     ] = None,
 ) -> None:
     """Simulate serving a workload: latency, throughput and KV memory of one configuration,

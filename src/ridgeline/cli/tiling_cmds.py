@@ -23,22 +23,27 @@ from ridgeline.cli.common import (
     console,
     emit_json,
     print_table,
+    writable_file,
 )
 from ridgeline.report import layout_section, tiling_plots
 from ridgeline.specs import DType, get_accelerator, get_model
+from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT, MAX_VOCAB
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
 DEFAULT_FLASH_HW = ["h100-sxm", "tpu-v6e", "ibm-spyre"]
-BuffersOpt = Annotated[int, typer.Option(help="1 = single, 2 = double buffering")]
+BuffersOpt = Annotated[int, typer.Option(min=1, max=4, help="1 = single, 2 = double buffering")]
+DimOpt = {"min": 1, "max": MAX_VOCAB}  # a matmul dimension: hidden, FFN or vocabulary sized
 
 
 def tile_cmd(
     hw: Annotated[
         list[str] | None, typer.Option("--hw", help="accelerator or .toml (repeat to compare)")
     ] = None,
-    m: Annotated[int, typer.Option("--m", help="rows of A and C (tokens)")] = 1,
-    k: Annotated[int, typer.Option("--k", help="inner dimension")] = 4096,
-    n: Annotated[int, typer.Option("--n", help="columns of B and C")] = 4096,
+    m: Annotated[
+        int, typer.Option("--m", min=1, max=MAX_CONTEXT, help="rows of A and C (tokens)")
+    ] = 1,
+    k: Annotated[int, typer.Option("--k", **DimOpt, help="inner dimension")] = 4096,
+    n: Annotated[int, typer.Option("--n", **DimOpt, help="columns of B and C")] = 4096,
     dtype: DtypeOpt = "bf16",
     buffers: BuffersOpt = 2,
     json_out: JsonOpt = False,
@@ -127,10 +132,16 @@ def schedule_cmd(
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
     prompt: PromptOpt = None,
-    bucket_batch: Annotated[int | None, typer.Option(help="compiled batch slots")] = None,
-    bucket_context: Annotated[int | None, typer.Option(help="compiled sequence length")] = None,
+    bucket_batch: Annotated[
+        int | None, typer.Option(min=1, max=MAX_BATCH, help="compiled batch slots")
+    ] = None,
+    bucket_context: Annotated[
+        int | None, typer.Option(min=1, max=MAX_CONTEXT, help="compiled sequence length")
+    ] = None,
     buffers: BuffersOpt = 2,
-    timeline: Annotated[str | None, typer.Option(help="write the timeline PNG here")] = None,
+    timeline: Annotated[
+        str | None, typer.Option(help="write the timeline PNG here", callback=writable_file)
+    ] = None,
     no_ring: Annotated[
         bool, typer.Option("--no-ring", help="cores re-read shared inputs from device memory")
     ] = False,
@@ -147,17 +158,21 @@ def schedule_cmd(
     bucket = None
     if bucket_batch is not None or bucket_context is not None:
         d = dataflow.default_bucket(w)
-        bucket = dataflow.Bucket(bucket_batch or d.batch, bucket_context or d.context)
+        bucket = dataflow.Bucket(
+            d.batch if bucket_batch is None else bucket_batch,
+            d.context if bucket_context is None else bucket_context,
+        )
     opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
     s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
+    listing = dataflow.program_of(s, program) if program else None  # a typo fails before output
     if timeline:
         tiling_plots.timeline_plot(s, timeline)
     if json_out:
         emit_json(s)
         return
     _print_schedule(s)
-    if program:
-        for line in dataflow.listing(dataflow.program_of(s, program), max_steps=4):
+    if listing is not None:
+        for line in dataflow.listing(listing, max_steps=4):
             console.print(line, highlight=False, soft_wrap=True)
 
 

@@ -31,7 +31,10 @@ def explore_cmd(
         raise RidgelineError(
             f"the explorer needs {', '.join(missing)}: pip install 'ridgeline[web]'"
         )
-    from ridgeline.web.server import serve, url_of
+    from ridgeline.web.server import exposure_warning, serve, url_of
 
+    warning = exposure_warning(host)
+    if warning is not None:
+        err_console.print(warning, style="yellow", highlight=False)
     err_console.print(f"ridgeline explorer on {url_of(host, port)} (Ctrl-C stops it)")
     serve(host, port, open_browser)

@@ -108,7 +108,7 @@ class ComparedPoint:
     kv_tensor_bytes: int
     kv_formula_bytes: float
     peak_above_start_bytes: int | None
-    load_avg_1m: float
+    load_avg_1m: float | None
     causes: tuple[Cause, ...]
     weight_gemm_s: float | None = None  # weights ÷ calibrated decode-GEMM rate at this batch
     minor_faults: float = 0.0  # per timed step (getrusage)
@@ -339,6 +339,11 @@ def step_times(timing: dict[str, Any], timer: str) -> tuple[float, float, float]
     return statistics.median(series), q(0.1), q(0.9)
 
 
+def _load_average(value: Any) -> float | None:
+    """A stored load average; older records wrote -1.0 where none was known."""
+    return None if value is None or value < 0 else float(value)
+
+
 def _point(
     rec: Record, acc: Accelerator, other_cache_s: float | None, timer: str = "wall"
 ) -> ComparedPoint:
@@ -371,7 +376,7 @@ def _point(
         ),
         peak_above_start_bytes=memory.get("cuda_peak_above_start_bytes")
         or memory.get("rss_peak_above_start_bytes"),
-        load_avg_1m=rec.env.get("load_avg_1m", -1.0),
+        load_avg_1m=_load_average(rec.env.get("load_avg_1m")),
         minor_faults=float(timing.get("minor_faults_per_step", 0.0)),
         causes=decompose(measured, cost, timing, rec.result.get("profile"), other_cache_s),
     )

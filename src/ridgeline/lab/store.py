@@ -29,6 +29,7 @@ from ridgeline.errors import ConfigError
 
 SCHEMA = "ridgeline.lab/1"
 DEFAULT_DB = "ridgeline-lab.db"
+RECORD_KINDS = ("decode", "calibrate", "profile", "kv")  # what the lab commands store
 
 _CREATE = """
 CREATE TABLE IF NOT EXISTS measurements (

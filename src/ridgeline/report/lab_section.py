@@ -252,7 +252,7 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
             _ms(p.fitted_s),
             _pct(p.fit_error),
             f"{p.prefill_s:.2f}",
-            f"{p.load_avg_1m:.1f}",
+            "—" if p.load_avg_1m is None else f"{p.load_avg_1m:.1f}",
         )
         for p in cmp.points
     )

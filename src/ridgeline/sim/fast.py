@@ -123,7 +123,7 @@ class _FastInstance:
         self.blocked = False
         self.num_steps = self.num_preemptions = self.queried = self.seq = self.done = 0
         self.steps = StepLog()
-        self._verdicts: dict[tuple[int, int], tuple[str, int]] = {}
+        self._verdicts: dict[tuple[int, int], tuple[str | None, int]] = {}
         # the decode group: computed = cbase + D, outputs = obase + D, finished at D = fin
         self.grouped, self.D, self.last_end = True, 0, 0.0
         self.cbase, self.obase = [0] * n, [0] * n
@@ -176,7 +176,7 @@ class _FastInstance:
         reason, reserve = self._verdict(i)
         self.seq += 1
         self.stamp[i] = self.seq
-        if reason:
+        if reason is not None:
             self.log.rejected[i] = reason
             self.done += 1
             return False
@@ -186,7 +186,7 @@ class _FastInstance:
             self.blocked = False
         return True
 
-    def _verdict(self, i: int) -> tuple[str, int]:
+    def _verdict(self, i: int) -> tuple[str | None, int]:
         """(never-fits reason, tokens reserved at admission) of request ``i``, from the real
         scheduler; both depend on its two lengths only."""
         key = (self.P[i], self.maxnew[i])

@@ -61,6 +61,10 @@ from ridgeline.sim.summary import RunStats, summarize
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_BLOCK_SIZE, MAX_SEED
+
+MAX_BLOCKS = 1 << 30  # KV blocks of one pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +115,11 @@ class SimConfig:
     label: str = ""
 
     def __post_init__(self) -> None:
-        if not 0 < self.memory_utilization <= 1:
-            raise ConfigError(
-                f"field memory_utilization: must be in (0, 1], got {self.memory_utilization}"
-            )
+        check_real("memory_utilization", self.memory_utilization, 0, 1, low_open=True)
+        check_int("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
+        if self.num_blocks is not None:
+            check_int("num_blocks", self.num_blocks, 1, MAX_BLOCKS)
+        check_int("seed", self.seed, 0, MAX_SEED)
 
     @property
     def block_bytes(self) -> float:
@@ -374,7 +379,7 @@ class Simulation:
             self._submit(self._least_loaded(Role.MIXED), req)
             return
         reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req)
-        if reason:  # reject before prefilling a request the decode side can never hold
+        if reason is not None:  # reject before prefilling a request the decode side can never hold
             self.log.rejected[self.log.index[req.request_id]] = reason
             self.done += 1
         else:
@@ -505,7 +510,7 @@ class Simulation:
     def _finished(self, inst: _Instance, req: Request, t: float) -> None:
         spec = self.specs[req.request_id]
         i = self.log.index[req.request_id]
-        self.log.finished(i, req.num_preemptions, max(req.num_cached_tokens, 0))
+        self.log.finished(i, req.num_preemptions, req.num_cached_tokens or 0)
         if inst.role is Role.PREFILL and spec.output_len > 1:
             d = self.cfg.disagg
             assert d is not None

@@ -19,6 +19,8 @@ import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
 from ridgeline.sim.compiled import CompiledStats
+from ridgeline.specs.inputs import check_real
+from ridgeline.specs.limits import MAX_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,10 @@ class SLO:
 
     ttft_s: float = 2.0
     tpot_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_real("slo_ttft", self.ttft_s, 0, MAX_SECONDS, low_open=True)
+        check_real("slo_tpot", self.tpot_s, 0, MAX_SECONDS, low_open=True)
 
 
 @dataclass(frozen=True, slots=True)
