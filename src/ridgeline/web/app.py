@@ -11,8 +11,7 @@ result's ``to_dict()``. Errors a user can cause never become a 500:
     GET  /api/accelerators/{name}     GET  /api/models/{name}
     POST /api/roofline   POST /api/kv   POST /api/questions   POST /api/compare
     POST /api/schedule   POST /api/flash                       (analytic.dataflow, .flash)
-    POST /api/simulate   GET  /api/simulate/{id}               (sim, bounded, with progress)
-    POST /api/kv-manage                                        (sim.kv_manage, bounded)
+    POST /api/simulate   GET  /api/simulate/{id}   POST /api/kv-manage   (sim, bounded)
     GET  /  (the page)   /static/...    /vendor/plotly.min.js     /openapi.json
 """
 
@@ -243,18 +242,15 @@ def _workload(body: WorkloadBody) -> tuple[ModelSpec, Accelerator]:
 
 
 def roofline(body: WorkloadBody) -> dict[str, Any]:
-    """A prefill step of ``prompt`` tokens and a decode step at ``context`` (``step_cost``)."""
+    """A prefill step of ``prompt`` tokens and a decode step at ``context`` (``step_cost``),
+    each with its speed quote, ideal and calibrated (``prefill_speed``, ``decode_speed``)."""
     m, acc = _workload(body)
-    dt = body.dtypes()
-    prefill = an.Workload(an.Phase.PREFILL, body.batch, body.prompt, dtypes=dt)
-    decode = an.Workload(an.Phase.DECODE, body.batch, body.context, dtypes=dt)
-    (pre, pre_quote), (dec, dec_quote) = quote_step(m, acc, prefill), quote_step(m, acc, decode)
-    return {
-        "prefill": pre.to_dict(),
-        "decode": dec.to_dict(),
-        "prefill_speed": pre_quote.to_dict(),
-        "decode_speed": dec_quote.to_dict(),
-    }
+    out: dict[str, Any] = {}
+    for phase, ctx_len in ((an.Phase.PREFILL, body.prompt), (an.Phase.DECODE, body.context)):
+        w = an.Workload(phase, body.batch, ctx_len, dtypes=body.dtypes())
+        cost, quote = quote_step(m, acc, w)
+        out |= {phase.value: cost.to_dict(), f"{phase.value}_speed": quote.to_dict()}
+    return out
 
 
 def kv(body: KvBody) -> dict[str, Any]:
@@ -510,14 +506,12 @@ def _add_api(app: FastAPI, compute: Compute) -> None:
         return await compute(request, "flash", body)
 
 
-def _add_kv_manage(app: FastAPI) -> None:
+def _add_simulate(app: FastAPI, jobs: Jobs) -> None:
     @app.post("/api/kv-manage", response_model=KvManageOut, tags=["simulate"])
     def post_kv_manage(body: KvManageBody) -> Any:
         """Who manages the KV cache on each architecture; the seven techniques' effects."""
         return clean(kv_management(body))
 
-
-def _add_simulate(app: FastAPI, jobs: Jobs) -> None:
     @app.post(
         "/api/simulate", response_model=JobOut, status_code=202, tags=["simulate"],
         responses={413: BUSY_RESPONSES[413]},
@@ -599,7 +593,6 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     _add_catalog(app)
     _add_api(app, compute)
-    _add_kv_manage(app)
     _add_simulate(app, jobs)
     _add_page(app)
     return app
