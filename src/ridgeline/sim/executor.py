@@ -111,6 +111,7 @@ class StepCostModel:
         self._run = (
             self._decode_run_coefficients() if self.windows == (None,) and self.affine else None
         )
+        self._steps = self._decode_steps_coefficients() if self._run is not None else None
 
     def _shape(self, x: Sequence[float], decode: bool) -> _Aggregates:
         nw = len(self.windows)
@@ -204,6 +205,60 @@ class StepCostModel:
         x = self.decode_run_aggregates(prior, k)
         fixed = self.fixed_s + len(prior) * self.seq_s
         return np.maximum((fc @ x) * self._pad_of(prior, k), bc @ x).sum(axis=0) + fixed
+
+    def grouped_step_s(
+        self, batch: int, total: int, new: Sequence[int], prior: Sequence[int]
+    ) -> float | None:
+        """``step_time_s`` of a step where ``batch`` decoding sequences holding ``total`` cached
+        tokens take one token each, beside sequences adding ``new`` tokens on ``prior``: the
+        decoders' aggregates are [0, B, B, S+B, S+B, S] without summing them one by one (the
+        same integers, so the same time). None when there is no such closed form (sliding
+        windows, MoE, or a subclass that prices steps its own way)."""
+        if not self.offers_grouped_forms():
+            return None
+        x = self.aggregates(new, prior)
+        x[1] += batch
+        x[2] += batch
+        x[3] += total + batch
+        x[4] += total + batch
+        x[5] += total
+        fc, bc, gc = self._coef[all(n == 1 for n in new)]
+        v = np.asarray(x)
+        compute = (fc @ v) * self._pad(gc @ v)
+        return float(np.maximum(compute, bc @ v).sum()) + self.fixed_s + x[1] * self.seq_s
+
+    def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
+        """Times of consecutive decode steps, step j of ``batch[j]`` sequences holding
+        ``total[j]`` cached tokens (a decode run whose members finish along the way): the
+        columns x = [1, B, B, S+B, S+B, S] of ``step_time_s``. None when there is no such
+        closed form (see ``grouped_step_s``)."""
+        if self._steps is None or not self.offers_grouped_forms():
+            return None
+        both, gc = self._steps
+        y = np.array([[1.0] * len(batch), batch, total], dtype=float)
+        per_op = both @ y  # (2, ops, k): compute and memory seconds
+        if self.tile_rows > 1:
+            per_op[0] *= self._pad(gc @ y)
+        times = per_op.max(axis=0).sum(axis=0) + self.fixed_s + y[1] * self.seq_s
+        return times.tolist()  # type: ignore[no-any-return]
+
+    def _decode_steps_coefficients(self) -> tuple[np.ndarray, np.ndarray]:
+        """The decode columns [1, B, B, S+B, S+B, S] as a map of y = [1, B, S]: the compute
+        and memory coefficients (2, ops, 3) and the GEMM rows' (ops, 3)."""
+        fc, bc, gc = self._coef[True]
+        to_x = np.array([[1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 1, 1], [0, 1, 1], [0, 0, 1]])
+        return np.stack([fc @ to_x, bc @ to_x]), gc @ to_x
+
+    def offers_grouped_forms(self) -> bool:
+        """Whether the grouped closed forms apply: an affine model without sliding windows,
+        priced by this class's own ``step_time_s`` and ``decode_run_s`` (a subclass that
+        changes or records them gets no closed form it did not write)."""
+        cls = type(self)
+        return (
+            self._run is not None
+            and cls.step_time_s is StepCostModel.step_time_s
+            and cls.decode_run_s is StepCostModel.decode_run_s
+        )
 
     def decode_run_aggregates(self, prior: Sequence[int], k: int) -> np.ndarray:
         """The linear model's x of ``k`` consecutive decode steps, one column each: (d, k)."""
