@@ -33,6 +33,7 @@ from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
 from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
+from ridgeline.sim.lines import Pieces, sum_of_maxima
 from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.calibration import CostMode
 
@@ -112,6 +113,9 @@ class StepCostModel:
             self._decode_run_coefficients() if self.windows == (None,) and self.affine else None
         )
         self._steps = self._decode_steps_coefficients() if self._run is not None else None
+        self._pieces: dict[int, Pieces] = {}
+        # compute and memory rows stacked: one product prices both sides of a step
+        self._stacked = {d: (np.vstack(c[:2]), c[2]) for d, c in self._coef.items()}
 
     def _shape(self, x: Sequence[float], decode: bool) -> _Aggregates:
         nw = len(self.windows)
@@ -222,32 +226,50 @@ class StepCostModel:
         x[3] += total + batch
         x[4] += total + batch
         x[5] += total
-        fc, bc, gc = self._coef[all(n == 1 for n in new)]
-        v = np.asarray(x)
-        compute = (fc @ v) * self._pad(gc @ v)
-        return float(np.maximum(compute, bc @ v).sum()) + self.fixed_s + x[1] * self.seq_s
+        stacked, gc = self._stacked[all(n == 1 for n in new)]
+        v = np.array(x)
+        per_op, ops = stacked @ v, len(gc)
+        compute = per_op[:ops] if self.tile_rows == 1 else per_op[:ops] * self._pad(gc @ v)
+        return float(np.maximum(compute, per_op[ops:]).sum()) + self.fixed_s + x[1] * self.seq_s
 
     def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
         """Times of consecutive decode steps, step j of ``batch[j]`` sequences holding
         ``total[j]`` cached tokens (a decode run whose members finish along the way): the
         columns x = [1, B, B, S+B, S+B, S] of ``step_time_s``. None when there is no such
         closed form (see ``grouped_step_s``)."""
-        if self._steps is None or not self.offers_grouped_forms():
+        if not self.offers_grouped_forms():
             return None
-        both, gc = self._steps
-        y = np.array([[1.0] * len(batch), batch, total], dtype=float)
-        per_op = both @ y  # (2, ops, k): compute and memory seconds
-        if self.tile_rows > 1:
-            per_op[0] *= self._pad(gc @ y)
-        times = per_op.max(axis=0).sum(axis=0) + self.fixed_s + y[1] * self.seq_s
-        return times.tolist()  # type: ignore[no-any-return]
+        times: list[float] = []
+        b_now, pieces, base = -1, None, 0.0
+        for b, s in zip(batch, total, strict=True):
+            if b != b_now:
+                b_now, pieces, base = b, self._decode_pieces(b), self.fixed_s + b * self.seq_s
+            times.append(pieces.at(s) + base)  # type: ignore[union-attr]
+        return times
+
+    def _decode_pieces(self, batch: int) -> Pieces:
+        """Σ_op max(compute, memory) of a decode step of ``batch`` sequences as a piecewise
+        linear function of their cached tokens S (``sim.lines``), cached per batch size."""
+        pieces = self._pieces.get(batch)
+        if pieces is None:
+            assert self._steps is not None
+            stacked, gc = self._steps
+            ops = len(gc)
+            a = stacked[:, 0] + stacked[:, 1] * batch  # (2·ops,): at S = 0
+            c = stacked[:, 2].copy()  # per cached token
+            if self.tile_rows > 1:  # a decode GEMM's rows are the batch, whatever S is
+                pad = self._pad(gc[:, 0] + gc[:, 1] * batch)
+                a[:ops], c[:ops] = a[:ops] * pad, c[:ops] * pad
+            pieces = sum_of_maxima(a[:ops], c[:ops], a[ops:], c[ops:])
+            self._pieces[batch] = pieces
+        return pieces
 
     def _decode_steps_coefficients(self) -> tuple[np.ndarray, np.ndarray]:
         """The decode columns [1, B, B, S+B, S+B, S] as a map of y = [1, B, S]: the compute
-        and memory coefficients (2, ops, 3) and the GEMM rows' (ops, 3)."""
+        coefficients over the memory ones (2·ops, 3), and the GEMM rows' (ops, 3)."""
         fc, bc, gc = self._coef[True]
         to_x = np.array([[1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 1, 1], [0, 1, 1], [0, 0, 1]])
-        return np.stack([fc @ to_x, bc @ to_x]), gc @ to_x
+        return np.vstack([fc @ to_x, bc @ to_x]), gc @ to_x
 
     def offers_grouped_forms(self) -> bool:
         """Whether the grouped closed forms apply: an affine model without sliding windows,
@@ -255,7 +277,9 @@ class StepCostModel:
         changes or records them gets no closed form it did not write)."""
         cls = type(self)
         return (
-            self._run is not None
+            self._steps is not None
+            # a decode GEMM's rows must not grow with S: its padding is fixed per batch size
+            and (self.tile_rows == 1 or not np.any(self._steps[1][:, 2]))
             and cls.step_time_s is StepCostModel.step_time_s
             and cls.decode_run_s is StepCostModel.decode_run_s
         )
