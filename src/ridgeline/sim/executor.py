@@ -240,11 +240,14 @@ class StepCostModel:
         if not self.offers_grouped_forms():
             return None
         times: list[float] = []
-        b_now, pieces, base = -1, None, 0.0
+        b_now, base, lo, hi, a, c = -1, 0.0, 0.0, -1.0, 0.0, 0.0
         for b, s in zip(batch, total, strict=True):
             if b != b_now:
                 b_now, pieces, base = b, self._decode_pieces(b), self.fixed_s + b * self.seq_s
-            times.append(pieces.at(s) + base)  # type: ignore[union-attr]
+                hi = -1.0
+            if not lo <= s < hi:  # another piece (S grows with every step)
+                lo, hi, a, c = pieces.piece(s)
+            times.append(a + c * s + base)
         return times
 
     def _decode_pieces(self, batch: int) -> Pieces:

@@ -13,6 +13,7 @@ bounds; the sum of convex piecewise-linear functions is convex piecewise linear)
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
@@ -29,8 +30,16 @@ class Pieces:
     slopes: tuple[float, ...]
 
     def at(self, s: float) -> float:
-        p = bisect_right(self.kinks, s) if self.kinks else 0
-        return self.intercepts[p] + self.slopes[p] * s
+        _, _, a, c = self.piece(s)
+        return a + c * s
+
+    def piece(self, s: float) -> tuple[float, float, float, float]:
+        """(lo, hi, intercept, slope) of the piece holding ``s``: lo ≤ s < hi."""
+        k = self.kinks
+        p = bisect_right(k, s) if k else 0
+        lo = k[p - 1] if p else -math.inf
+        hi = k[p] if p < len(k) else math.inf
+        return lo, hi, self.intercepts[p], self.slopes[p]
 
 
 def sum_of_maxima(a1: np.ndarray, c1: np.ndarray, a2: np.ndarray, c2: np.ndarray) -> Pieces:

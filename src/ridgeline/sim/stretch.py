@@ -81,7 +81,7 @@ def _span(inst: _FastInstance, t: float, horizon: float) -> int:
         return min(_MAX_SPAN, max(f for f, _ in inst.fins) - inst.D)
     if inst.pace <= 0:
         return _MAX_SPAN
-    return min(_MAX_SPAN, int((horizon - t) / inst.pace * 1.25) + 4)
+    return min(_MAX_SPAN, int((horizon - t) / inst.pace * 1.1) + 3)
 
 
 def fundable(inst: _FastInstance, k: int) -> int:
