@@ -9,10 +9,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ridgeline.analytic import Efficiency, MixedShape, Phase, Workload, op_terms, step_cost
+from ridgeline.analytic import (
+    Deployment,
+    Efficiency,
+    MixedShape,
+    Phase,
+    Workload,
+    op_terms,
+    step_cost,
+)
 from ridgeline.analytic.workload import Dtypes
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.lines import sum_of_maxima
+from ridgeline.sim.replicas import DeploymentStepCost
 from ridgeline.specs import get_accelerator, get_model, load_config_file
 from ridgeline.specs.calibration import CostMode
 
@@ -114,3 +123,22 @@ def test_sum_of_maxima_pieces_equal_the_sum(
     for s in points:
         want = float(np.maximum(a1 + c1 * s, a2 + c2 * s).sum())
         assert pieces.at(s) == pytest.approx(want, rel=1e-9, abs=1e-6)
+
+
+def test_a_deployment_prices_grouped_steps_with_its_links() -> None:
+    """Tensor/pipeline splits add link time per step; a recording subclass gets no shortcut."""
+    model = get_model("llama-2-7b")
+    cost = DeploymentStepCost(model, Deployment(get_accelerator("h100-sxm"), 2, 2))
+    prior = [40, 7, 900]
+    mixed = cost.grouped_step_s(3, sum(prior), [300], [0])
+    assert mixed == cost.step_time_s([1, 1, 1, 300], prior + [0])
+    steps = cost.decode_steps_s([3, 3, 2], [947, 950, 50])
+    want = [cost.step_time_s([1] * 3, [p + j for p in prior]) for j in range(2)]
+    want.append(cost.step_time_s([1, 1], [42, 8]))
+    np.testing.assert_allclose(np.array(steps), np.array(want), rtol=1e-12)
+
+    class Recording(DeploymentStepCost):
+        def step_time_s(self, new, prior):  # type: ignore[no-untyped-def]
+            return 1.0
+
+    assert not Recording(model, Deployment(A100, 2, 1)).offers_grouped_forms()

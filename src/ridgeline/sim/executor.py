@@ -276,15 +276,20 @@ class StepCostModel:
 
     def offers_grouped_forms(self) -> bool:
         """Whether the grouped closed forms apply: an affine model without sliding windows,
-        priced by this class's own ``step_time_s`` and ``decode_run_s`` (a subclass that
-        changes or records them gets no closed form it did not write)."""
-        cls = type(self)
+        whose ``grouped_step_s`` and ``decode_steps_s`` were written with (or after) its
+        ``step_time_s`` and ``decode_run_s`` (a subclass that reprices or records steps gets
+        no closed form it did not write)."""
+        mro = type(self).__mro__
+
+        def owner(name: str) -> int:  # how far up the class hierarchy ``name`` is defined
+            return next(k for k, c in enumerate(mro) if name in c.__dict__)
+
+        pricing = min(owner("step_time_s"), owner("decode_run_s"))
         return (
             self._steps is not None
             # a decode GEMM's rows must not grow with S: its padding is fixed per batch size
             and (self.tile_rows == 1 or not np.any(self._steps[1][:, 2]))
-            and cls.step_time_s is StepCostModel.step_time_s
-            and cls.decode_run_s is StepCostModel.decode_run_s
+            and max(owner("grouped_step_s"), owner("decode_steps_s")) <= pricing
         )
 
     def decode_run_aggregates(self, prior: Sequence[int], k: int) -> np.ndarray:
