@@ -7,11 +7,12 @@ applies ``Scheduler.schedule`` and ``update``'s rules (vLLM v1) to per-request l
 
     arrivals     a0                    a1
     steps      |m|d d d d d d d d d d|m|d d d d d|d d d d ...
-                 ^ a group step: the decoding requests take one token each (no loop over them),
-                   a prompt in chunks (the chunker) its chunk, admitted requests theirs
-                   ^ a stretch: all owe one token, none can be admitted: one ``decode_run_s``
-                     per segment of the same requests, up to the step in flight when the next
-                     request arrives, on past completions while nothing waits
+                 ^ a group step: the decoding requests take one token each (no loop over them,
+                   priced from their count and token sum), a prompt in chunks (the chunker) its
+                   chunk, admitted requests theirs
+                   ^ a stretch (``sim.stretch``): all owe one token, none can be admitted: one
+                     vector of step times up to the step in flight when the next request
+                     arrives, through completions while nothing waits
 
 Anything else (a preemption, more decoders than the budget, two prompts in chunks) is a general
 step over explicit per-request values.
