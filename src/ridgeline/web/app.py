@@ -36,6 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ridgeline import analytic as an
 from ridgeline.analytic import dataflow, flash
+from ridgeline.analytic.speed import quote_step
 from ridgeline.errors import CapacityError, RidgelineError, UnknownNameError
 from ridgeline.specs import (
     Accelerator,
@@ -211,9 +212,12 @@ def roofline(body: WorkloadBody) -> dict[str, Any]:
     dt = body.dtypes()
     prefill = an.Workload(an.Phase.PREFILL, body.batch, body.prompt, dtypes=dt)
     decode = an.Workload(an.Phase.DECODE, body.batch, body.context, dtypes=dt)
+    (pre, pre_quote), (dec, dec_quote) = quote_step(m, acc, prefill), quote_step(m, acc, decode)
     return {
-        "prefill": an.step_cost(m, acc, prefill).to_dict(),
-        "decode": an.step_cost(m, acc, decode).to_dict(),
+        "prefill": pre.to_dict(),
+        "decode": dec.to_dict(),
+        "prefill_speed": pre_quote.to_dict(),
+        "decode_speed": dec_quote.to_dict(),
     }
 
 

@@ -150,6 +150,8 @@ class StepOut(_Out):
 class RooflineOut(_Out):
     prefill: StepOut
     decode: StepOut
+    prefill_speed: dict[str, Any]  # ideal and calibrated (``analytic.speed.SpeedQuote``)
+    decode_speed: dict[str, Any]
 
 
 class KvOut(_Out):
@@ -171,6 +173,7 @@ class QuestionsOut(_Out):
     reason: str
     levels: list[dict[str, Any]]
     decode_reads: dict[str, Any]
+    speed: dict[str, Any]
 
 
 class CompareOut(_Out):
