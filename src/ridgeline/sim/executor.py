@@ -112,7 +112,7 @@ class StepCostModel:
         self._run = (
             self._decode_run_coefficients() if self.windows == (None,) and self.affine else None
         )
-        self._steps = self._decode_steps_coefficients() if self._run is not None else None
+        self._steps_coef = self._decode_steps_coefficients() if self._run is not None else None
         self._pieces: dict[int, Pieces] = {}
         # compute and memory rows stacked: one product prices both sides of a step
         self._stacked = {d: (np.vstack(c[:2]), c[2]) for d, c in self._coef.items()}
@@ -255,8 +255,8 @@ class StepCostModel:
         linear function of their cached tokens S (``sim.lines``), cached per batch size."""
         pieces = self._pieces.get(batch)
         if pieces is None:
-            assert self._steps is not None
-            stacked, gc = self._steps
+            assert self._steps_coef is not None
+            stacked, gc = self._steps_coef
             ops = len(gc)
             a = stacked[:, 0] + stacked[:, 1] * batch  # (2·ops,): at S = 0
             c = stacked[:, 2].copy()  # per cached token
@@ -286,9 +286,9 @@ class StepCostModel:
 
         pricing = min(owner("step_time_s"), owner("decode_run_s"))
         return (
-            self._steps is not None
+            self._steps_coef is not None
             # a decode GEMM's rows must not grow with S: its padding is fixed per batch size
-            and (self.tile_rows == 1 or not np.any(self._steps[1][:, 2]))
+            and (self.tile_rows == 1 or not np.any(self._steps_coef[1][:, 2]))
             and max(owner("grouped_step_s"), owner("decode_steps_s")) <= pricing
         )
 
