@@ -46,6 +46,7 @@ import numpy as np
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateCounter
+from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.step_log import StepLog
 from ridgeline.sim.stretch import stretch
@@ -128,7 +129,11 @@ class _FastInstance:
         self.grouped, self.D, self.last_end = True, 0, 0.0
         self.cbase, self.obase = [0] * n, [0] * n
         self.gsum = 0  # Σ cbase over the members: they hold gsum + members·D computed tokens
-        self.grouped_forms = self.cost.offers_grouped_forms()
+        # the grouped closed forms, when the cost model offers them (``StepCostModel``)
+        cost = self.cost
+        self.closed_forms = (
+            cost if isinstance(cost, StepCostModel) and cost.offers_grouped_forms() else None
+        )
         self.pace = 0.0  # the last decode step's time: how many steps reach the next arrival
         self.tight, self.key = [False] * n, [0] * n
         self.hist, self.num_tight = [0] * self.bs, 0
@@ -514,8 +519,8 @@ class _FastInstance:
 
     def _group_step_s(self, members: int, new: list[int], prior: list[int]) -> float:
         """Time of a group step: the members' token each, and ``new`` tokens on ``prior``."""
-        if self.grouped_forms:
-            t = self.cost.grouped_step_s(members, self.gsum + members * self.D, new, prior)
+        if self.closed_forms is not None:
+            t = self.closed_forms.grouped_step_s(members, self.gsum + members * self.D, new, prior)
             if t is not None:
                 return t
         d, cbase = self.D, self.cbase

@@ -37,7 +37,7 @@ def stretch(inst: _FastInstance, now: float, horizon: float) -> float:
     while nothing can be admitted; returns the end of the last step."""
     t = now
     while True:
-        if inst.grouped_forms and not inst.waiting_len:
+        if inst.closed_forms is not None and not inst.waiting_len:
             k = fundable(inst, _span(inst, t, horizon))
             if k > 0:
                 t = _through_completions(inst, t, horizon, k)
@@ -117,7 +117,8 @@ def _through_completions(inst: _FastInstance, t: float, horizon: float, k: int) 
             j0 = r
         if i >= 0:
             b, s = b - 1, s - cbase[i] - d
-    times = inst.cost.decode_steps_s(batch, total)
+    assert inst.closed_forms is not None
+    times = inst.closed_forms.decode_steps_s(batch, total)
     assert times is not None
     inst.pace = times[-1]
     acc = list(accumulate(times, initial=t))  # as stepping adds them: acc[j + 1] ends step j
