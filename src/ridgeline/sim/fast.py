@@ -46,6 +46,7 @@ import numpy as np
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateCounter
+from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.step_log import StepLog
 from ridgeline.sim.stretch import stretch
@@ -99,6 +100,8 @@ class _FastInstance:
 
     def __init__(self, sim: Simulation) -> None:
         cfg, sched = sim.cfg, sim.instances[0].scheduler
+        # ``covers`` keeps compiled-shape runs out, so the cost is a StepCostModel
+        assert isinstance(sim.cost, StepCostModel)
         self.sched, self.cost, self.log = sched, sim.cost, sim.log
         self.label, self.slo = cfg.label, cfg.slo
         order = sorted(sim.workload, key=lambda r: r.arrival_s)  # the log's order
