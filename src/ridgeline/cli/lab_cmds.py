@@ -47,8 +47,11 @@ def calibrate_cmd(
     sizes: Annotated[str, typer.Option(help="array sizes in MiB")] = "1,4,16,64,256,1024",
     threads: Annotated[str, typer.Option(help="thread counts (default: 1 and all)")] = "",
     dtypes: Annotated[
-        str, typer.Option(help="matmul dtypes (cuda: add fp16; CPU fp16 is slow)")
-    ] = "fp32,bf16",
+        str,
+        typer.Option(
+            help="matmul dtypes (default: fp32, and bf16 on CUDA or a CPU with a bf16 path)"
+        ),
+    ] = "",
     matmul_n: Annotated[int, typer.Option(help="matmul size n ([n,n]x[n,n])")] = 2048,
     repeats: Annotated[int, typer.Option(help="timings per figure (best kept)")] = 5,
     device: DeviceOpt = "cpu",
@@ -62,7 +65,13 @@ def calibrate_cmd(
     """Measure bandwidth (read/copy/triad, cache to DRAM, 1 and all threads) and matmul peaks;
     write them as accelerator specs NAME (all threads) and NAME-t1 (one thread)."""
     from ridgeline.lab.calibrate import calibrate
-    from ridgeline.lab.machine import KIND, CalibrationSpec, default_threads, write_specs
+    from ridgeline.lab.machine import (
+        KIND,
+        CalibrationSpec,
+        default_dtypes,
+        default_threads,
+        write_specs,
+    )
     from ridgeline.lab.store import ResultsStore
     from ridgeline.lab.sweep import parse_ints
 
@@ -70,7 +79,7 @@ def calibrate_cmd(
     spec = CalibrationSpec(
         sizes_bytes=tuple(s * MiB for s in parse_ints(sizes, "--sizes")),
         threads=parse_ints(threads, "--threads") if threads else default_threads(),
-        dtypes=tuple(d.strip() for d in dtypes.split(",") if d.strip()),
+        dtypes=tuple(d.strip() for d in dtypes.split(",") if d.strip()) or default_dtypes(device),
         matmul_n=matmul_n,
         repeats=repeats,
         device=device,
@@ -116,10 +125,23 @@ def calibrate_cmd(
             fmt_rate(g.weight_bytes_per_s, "B/s"),
         )
     console.print(gemm)
+    for n in sorted(set(cal.spec.threads)) if cal.spec.device == "cpu" else ():
+        console.print(_peak_table(cal.peak_report(n)))
     for w in written:
         console.print(
             f"wrote {w.path} (--hw {w.name}: {w.threads} thread(s), {fmt_rate(w.accelerator.device_bandwidth_bytes_per_s, 'B/s')})"
         )
+
+
+def _peak_table(rep: Any) -> Table:
+    """Physical peak, measured clock and every kernel's rate side by side (fp32)."""
+    from ridgeline.lab.peak import peak_rows
+
+    table = Table("fp32 compute", "FLOP/s", "how", title=f"Compute peak, {rep.threads} thread(s)")
+    for what, rate, how in peak_rows(rep):
+        shown = fmt_rate(rate, "FLOP/s") if rate is not None else ("" if what == "note" else "?")
+        table.add_row(what, shown, how)
+    return table
 
 
 @lab_app.command("sweep")
@@ -353,13 +375,11 @@ def kv_cmd(
 
 
 def _fit_line(f: Any) -> str:
-    weights = (
-        f" + {f.weight_scale:.2f} x W/BW_gemm(B)"
-        if f.weight_scale is not None
-        else " (weights included)"
-    )
-    kv = fmt_rate(f.kv_bandwidth, "B/s") if f.kv_bandwidth else "inf"
-    flops = fmt_rate(f.flops_per_s, "FLOP/s") if f.flops_per_s else "inf"
+    """One backend's fitted model; a rate at its probe's bound says "(bound)"."""
+
+    def rate(value: float, unit: str, term: str) -> str:
+        return fmt_rate(value, unit) + ("" if term in f.fitted else " (bound)")
+
     loo = (
         f" (leave-one-out {100 * f.loo_median_abs_error:.1f}%)"
         if f.loo_median_abs_error is not None
@@ -367,7 +387,9 @@ def _fit_line(f: Any) -> str:
     )
     faults = f" + faults x {f.fault_s * 1e6:.2f} us" if f.fault_s else ""
     return (
-        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms{weights} + KV/{kv} + FLOPs/{flops}{faults};"
+        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms + t_gemm(B) [{f.gemm_source}]"
+        f" + KV/{rate(f.kv_bytes_per_s, 'B/s', 'BW_kv')}"
+        f" + other FLOPs/{rate(f.flops_per_s, 'FLOP/s', 'F')}{faults};"
         f" median |error| {100 * f.median_abs_error:.1f}%{loo}"
     )
 
@@ -425,6 +447,12 @@ def compare_cmd(
             _pct(p.fit_error),
         )
     console.print(table)
+    if cmp.fits:
+        b = cmp.fits[0].bounds
+        console.print(
+            f"roofline and bounds of the fit: fp32 peak {fmt_rate(b.peak_flops_per_s, 'FLOP/s')}, "
+            f"read bandwidth {fmt_rate(b.read_bytes_per_s, 'B/s')} ({cmp.accelerator})"
+        )
     for f in cmp.fits:
         console.print(_fit_line(f))
     gap = Table(
