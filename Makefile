@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 MODEL ?= llama-3.1-8b
 OUT ?= out/report
 
-.PHONY: run test test-fast lint bench lab clean
+.PHONY: run test test-fast lint bench lab clean kernels
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -16,14 +16,19 @@ $(BIN)/python:
 # torch is pinned first so no other requirement can pull a CUDA build.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[torch,dev,web,web-test,ray,parquet]'
+	$(BIN)/python -m pip install -q -e '.[torch,dev,web,web-test,serve,serve-test,ray,parquet]'
 	touch $(STAMP)
 
-run: $(STAMP)
+# The engine's C++ kernels, built once for this environment (a no-op when built): native for
+# this CPU, portable (no AVX-512) for the tests of the paths every CPU takes.
+kernels: $(STAMP)
+	$(BIN)/ridgeline engine build --target native --target portable
+
+run: $(STAMP) kernels
 	$(BIN)/ridgeline report --model $(MODEL) --out $(OUT)
 	@echo "Explore it live: $(BIN)/ridgeline explore --open   (serves http://127.0.0.1:8765/)"
 
-test: $(STAMP)
+test: $(STAMP) kernels
 	$(BIN)/python -m ruff check src tests benchmarks tools
 	$(BIN)/python -m ruff format --check src tests benchmarks tools
 	$(BIN)/python -m mypy

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 
 import torch
+from torch.utils.cpp_extension import load_inline
 
-from ridgeline.engine.cpp_ext import compile_inline
 from ridgeline.engine.huge_pages import huge_page_copy
 from ridgeline.engine.paged_kernel import load_paged_kernel
 
@@ -56,8 +56,10 @@ def _median_rate(passes: list[float]) -> float:
 
 def plain_reads(gib: torch.Tensor, evict: torch.Tensor) -> list[tuple[str, float, float]]:
     """(label, GB/s, ratio to sum) for runs of each size, alone and four together."""
-    module = compile_inline("ridgeline_bench_read_runs", _READS, ["read_runs"], [])
-    assert module is not None, "needs a C++ compiler"
+    module = load_inline(  # needs a C++ compiler and AVX-512 (a probe of this benchmark only)
+        "ridgeline_bench_read_runs", _READS, functions=["read_runs"],
+        extra_cflags=["-O3", "-march=native"],
+    )  # fmt: skip
     rates: dict[str, list[float]] = {}
     for p in range(PASSES):
         t0 = time.perf_counter()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sqlite3
 import time
 from pathlib import Path
@@ -34,7 +35,7 @@ from ridgeline.sweep import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACE = ROOT / ".." / "shared" / "traces" / "splitwise_conv.csv"
+TRACE = ROOT / "benchmarks" / "data" / "splitwise_conv_6k.csv"  # provenance: data/README.md
 
 # (tensor_parallel, pipeline_parallel): every split of 1-8 chips with tp a power of two, plus
 # 3 and 6 chips — 13 splits x 4 accelerators x 2 models x 2 policies = 208 configurations.
@@ -45,7 +46,7 @@ FULL_SPLITS = [
 QUICK_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1)]
 
 
-def build_spec(quick: bool, trace: Path) -> SweepSpec:
+def build_spec(quick: bool, trace: Path, decide_early: bool = True) -> SweepSpec:
     splits = QUICK_SPLITS if quick else FULL_SPLITS
     data = {
         "sweep": {
@@ -73,7 +74,11 @@ def build_spec(quick: bool, trace: Path) -> SweepSpec:
             }
         ],
         "slo": {"ttft_s": 1.0, "tpot_s": 0.05, "percentile": 90},
-        "search": {"rate_start_rps": 2.0, "rel_tolerance": 0.10 if quick else 0.05},
+        "search": {
+            "rate_start_rps": 2.0,
+            "rel_tolerance": 0.10 if quick else 0.05,
+            "decide_early": decide_early,
+        },
     }
     return spec_from_dict(data)
 
@@ -85,15 +90,28 @@ def _rows(db: Path) -> list[tuple[object, ...]]:
         return [*probes.fetchall(), *results.fetchall()]
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished child processes (the pool's workers)."""
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def run_one(spec: SweepSpec, kind: BackendKind, workers: int, db: Path) -> tuple[float, int]:
     db.unlink(missing_ok=True)
     store = SqliteStore(db)
     start = time.perf_counter()
+    cpu = _cpu_s()
     out = run_sweep(spec, store, make_backend(kind, workers), ServingSimulator())
     wall = time.perf_counter() - start
+    cpu = _cpu_s() - cpu
     store.close()
     print(
-        f"{kind.value:>5}: {wall:8.1f} s wall, {out.num_simulated} simulations, "
+        f"{kind.value:>5}: {wall:8.1f} s wall, {cpu:.1f} s cpu (this process and its workers), "
+        f"{out.num_simulated} simulations "
+        f"({out.num_decided_early} stopped once the SLOs were missed), "
         f"{out.num_rounds} rounds, {len(out.results)} configurations, {workers} workers"
     )
     return wall, out.num_simulated
@@ -106,9 +124,14 @@ def main() -> None:
     parser.add_argument("--backends", default="local,ray")
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "sweep_capacity")
+    parser.add_argument(
+        "--no-decide-early",
+        action="store_true",
+        help="simulate every probe to its end (the baseline for deciding missed probes early)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    spec = build_spec(args.quick, args.trace)
+    spec = build_spec(args.quick, args.trace, not args.no_decide_early)
     print(
         f"{spec.name}: {len(spec.configurations())} configurations, "
         f"{spec.workloads[0].duration_s:g} s of arrivals per probe, load average "

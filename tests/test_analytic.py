@@ -101,6 +101,17 @@ def test_mla_kv_is_the_latent() -> None:
     assert rl.kv_bytes(m, 3, 1000, DType.FP8) == 3 * 1000 * 61 * 576 * 1
 
 
+def test_mha_baseline_of_an_mla_model_caches_its_key_and_value_widths() -> None:
+    """Regression (issue 17): DeepSeek-V3's MHA baseline used head_dim 56 (hidden / heads) and
+    said 1,748,992 B/token; plain attention caches per head a key of 128 + 64 and a value of 128:
+    61 layers x 128 heads x 320 x 2 B = 4,997,120 B/token."""
+    m = rl.get_model("deepseek-v3")
+    rows = {t.name: t for t in rl.techniques(m, 1, 1000)}
+    assert rows["mha"].kv_bytes_per_token == 61 * 128 * (192 + 128) * 2 == 4_997_120
+    assert rows["as configured"].kv_bytes_per_token == 61 * 576 * 2
+    assert rows["mqa"].kv_bytes_per_token == 61 * 1 * 320 * 2
+
+
 def test_attended_keys_causal_and_windowed() -> None:
     # 4 new tokens after 3 cached: each sees 4, 5, 6, 7 keys
     assert attended_keys(4, 3, None) == 4 + 5 + 6 + 7
@@ -195,3 +206,22 @@ def test_kv_techniques_reject_an_empty_context() -> None:
     # regression: `ridgeline kv -t 0` divided by the zero KV of MHA
     with pytest.raises(ConfigError, match="field context"):
         rl.techniques(rl.get_model("llama-3.1-8b"), 1, 0)
+
+
+def test_decode_batching_limit_and_crossing() -> None:
+    """The report's claim about batching decode (issue 17): at 4k context llama-3.1-8b's
+    intensity levels off near 31 FLOP/B on an H100, far below the 295 FLOP/B ridge; at 128
+    tokens it crosses the ridge at the first batch whose intensity reaches it."""
+    m, a = rl.get_model("llama-3.1-8b"), rl.get_accelerator("h100-sxm")
+    long = rl.decode_batching(m, a, 4096)
+    assert 30 < long.limit_flops_per_byte < 33
+    assert long.batch_at_ridge is None
+    assert "bandwidth-bound at any batch" in long.sentence()
+    short = rl.decode_batching(m, a, 128)
+    assert short.batch_at_ridge is not None
+    b = short.batch_at_ridge
+
+    def ai(batch: int) -> float:
+        return rl.step_cost(m, a, Workload(Phase.DECODE, batch, 128)).arithmetic_intensity
+
+    assert ai(b - 1) < short.ridge_point <= ai(b)

@@ -57,10 +57,16 @@ def test_gemm_padding_is_tile_quantisation() -> None:
 
 
 def test_op_seconds_by_hand() -> None:
-    cal = Calibration(bandwidth_efficiency=0.8, compute_efficiency=0.5, gemm_tile_rows=16)
-    compute_s, memory_s = op_seconds(1e12, 1e9, 8, 1e15, 1e12, cal)
+    cal = Calibration(
+        bandwidth_efficiency=0.8,
+        kv_bandwidth_efficiency=0.4,
+        compute_efficiency=0.5,
+        gemm_tile_rows=16,
+    )
+    compute_s, memory_s = op_seconds(1e12, 1e9, 2e8, 8, (1e15, 1e12), cal)
     assert compute_s == pytest.approx(1e12 * (16 / 8) / (1e15 * 0.5))  # 4 ms
-    assert memory_s == pytest.approx(1e9 / (1e12 * 0.8))  # 1.25 ms
+    # 0.8 GB of weights at 80% of 1 TB/s, 0.2 GB of KV at 40%
+    assert memory_s == pytest.approx(8e8 / (1e12 * 0.8) + 2e8 / (1e12 * 0.4))  # 1.5 ms
 
 
 def test_ring_allreduce_calibrated_by_hand() -> None:
@@ -92,15 +98,18 @@ def test_calibrated_decode_step_by_hand() -> None:
     terms = {
         "bandwidth_efficiency": {"value": 0.5, "source": "test"},
         "compute_efficiency": {"value": 1.0, "source": "test"},
+        "kv_bandwidth_efficiency": {"value": 0.5, "source": "test"},
         "layer_latency_s": {"value": 1e-5, "source": "test"},
         "step_latency_s": {"value": 2e-4, "source": "test"},
+        "sequence_latency_s": {"value": 3e-5, "source": "test"},
     }
     acc = _chip({**base, **terms}).accelerator
-    w = an.Workload(an.Phase.DECODE, 1, 512)
+    w = an.Workload(an.Phase.DECODE, 2, 512)
     ideal = an.step_cost(llama, acc, w)
     cal = an.step_cost(llama, acc, w, mode=CostMode.CALIBRATED)
     assert all(op.bound is an.Bound.MEMORY for op in ideal.ops)
-    assert cal.step_time_s == pytest.approx(2 * ideal.step_time_s + 32 * 1e-5 + 2e-4)
+    # 32 layers x 10 us, 200 us per step, 2 sequences x 30 us
+    assert cal.step_time_s == pytest.approx(2 * ideal.step_time_s + 32e-5 + 2e-4 + 6e-5)
     assert ideal.step_time_s == pytest.approx(ideal.bytes / 5e11)  # the roofline itself
 
 

@@ -257,10 +257,13 @@ def test_compare_cli_names_each_deployment() -> None:
     out = runner.invoke(app, ["compare", "--model", "llama-3.1-70b", "--json"])
     assert out.exit_code == 0, out.output
     d = json.loads(out.stdout)
-    assert d["schema"] == "ridgeline.compare/2"
+    assert d["schema"] == "ridgeline.compare/3"
     for row in d["rows"]:
         assert row["deployment"]["chips"] >= 1
         assert row["decode"]["tokens_per_s"] == pytest.approx(row["decode"]["tokens_per_s_per_seq"])
+        assert row["decode"]["mode"] == "ideal"
+        assert row["decode_calibrated"]["mode"] == "calibrated"
+        assert row["decode_calibrated"]["step_time_s"] >= row["decode"]["step_time_s"]
         assert row["accelerator"] in row["binds"] and "binds" in row["binds"]
 
 

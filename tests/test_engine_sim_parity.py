@@ -15,7 +15,7 @@ from engine_support import VOCAB, llama_config, spec_of  # noqa: E402
 from ridgeline.engine.llm import LLM  # noqa: E402
 from ridgeline.engine.sampling import SamplingParams  # noqa: E402
 from ridgeline.serving.executor import ScheduledBatch, StepResult  # noqa: E402
-from ridgeline.sim.engine import SimConfig, Simulation  # noqa: E402
+from ridgeline.sim.loop import SimConfig, Simulation  # noqa: E402
 from ridgeline.sim.workload import RequestSpec  # noqa: E402
 from ridgeline.specs import get_accelerator  # noqa: E402
 

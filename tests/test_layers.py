@@ -9,7 +9,18 @@ from pathlib import Path
 import ridgeline
 
 ROOT = Path(ridgeline.__file__).parent
-LIBRARY = {"errors", "specs", "analytic", "serving", "sim", "engine", "lab", "quiz", "sweep"}
+LIBRARY = {
+    "errors",
+    "specs",
+    "analytic",
+    "serving",
+    "sim",
+    "fidelity",
+    "engine",
+    "lab",
+    "quiz",
+    "sweep",
+}
 
 # layer -> the ridgeline packages it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
@@ -19,13 +30,15 @@ ALLOWED: dict[str, set[str]] = {
     "analytic": {"errors", "specs"},
     "serving": {"errors", "specs", "analytic"},
     "sim": {"errors", "specs", "analytic", "serving"},
+    "fidelity": {"errors", "specs", "analytic", "serving", "sim"},
     "engine": {"errors", "specs", "analytic", "serving"},
     "lab": {"errors", "specs", "analytic", "serving", "sim", "engine"},
     "quiz": {"errors", "specs", "analytic", "serving", "sim"},
     "sweep": {"errors", "specs", "analytic", "serving", "sim"},
     "report": LIBRARY,
-    "cli": LIBRARY | {"report", "web", "cli"},
+    "cli": LIBRARY | {"report", "web", "serve", "cli"},
     "web": LIBRARY | {"report"},
+    "serve": {"errors", "specs", "serving", "engine"},
 }
 TORCH_OK = {"engine", "lab"}
 HEAVY = {"torch", "transformers", "safetensors"}

@@ -102,6 +102,34 @@ def test_phase_bound_prefill_is_compute_bound() -> None:
     assert correct_text(q).startswith("compute-bound")
 
 
+def test_phase_bound_key_does_not_hang_on_activation_bytes() -> None:
+    """Regression (issue 17): some draws had a key that flipped when activation bytes, which
+    the question does not state, were left out. Every draw is now robust both ways."""
+    from ridgeline.analytic import step_cost
+
+    for seed in range(400):
+        q = m2_roofline.phase_bound(random.Random(seed))
+        p = q.params
+        m, acc = get_model(p["model"]), get_accelerator(p["accelerator"])
+        cost = step_cost(m, acc, Workload(Phase(p["phase"]), p["batch"], p["tokens"]))
+        lean = cost.flops / (cost.weight_bytes + cost.kv_read_bytes + cost.kv_write_bytes)
+        compute_with, compute_without = (
+            cost.arithmetic_intensity > cost.ridge_point,
+            lean > cost.ridge_point,
+        )
+        assert compute_with == compute_without, (seed, p)
+        assert correct_text(q).startswith("compute" if compute_with else "bandwidth")
+
+
+def test_kv_per_token_mha_trap_of_deepseek_uses_its_key_and_value_widths() -> None:
+    """Regression (issue 17): DeepSeek-V3's all-query-heads trap used head_dim 56 (hidden ÷
+    heads); plain attention caches a 192-wide key (128 nope + 64 rope) and a 128-wide value
+    per head: 61 layers x 128 heads x (192 + 128) x 2 B = 4,997,120 B per token."""
+    q = m6_kv_sizing.kv_per_token_q(RNG, "deepseek-v3")
+    wrong = {c.mistake: c.value for c in q.choices if c.mistake}
+    assert wrong[Mistake.KV_ALL_QUERY_HEADS] == pytest.approx(61 * 128 * 320 * 2 / 1024)
+
+
 def test_rank_ridge_points_of_the_five() -> None:
     names = ("h100-sxm", "tpu-v5e", "groq-lpu", "ibm-spyre", "cerebras-wse3")
     q = m2_roofline.rank_ridge_q(RNG, names)

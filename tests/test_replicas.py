@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ridgeline.analytic import Deployment, Phase, Workload, deployment_cost
 from ridgeline.errors import ConfigError
-from ridgeline.sim.engine import Disagg, SimConfig
+from ridgeline.sim.loop import Disagg, SimConfig
 from ridgeline.sim.replicas import (
     DeploymentStepCost,
     ReplicaSet,
@@ -80,3 +82,14 @@ def test_replica_errors_name_the_field() -> None:
     cfg = SimConfig(get_model("llama-3.1-8b"), dep.accelerator, disagg=Disagg())
     with pytest.raises(ConfigError, match="field disagg"):
         simulate_replicas(cfg, ROUTING, ReplicaSet(dep, 2))
+
+
+def test_one_replica_routes_every_request_to_it_in_both_modes() -> None:
+    dep = Deployment(get_accelerator("h100-sxm"), 2)
+    cfg = SimConfig(get_model("llama-3.1-8b"), dep.accelerator)
+    fast = simulate_replicas(cfg, ROUTING, ReplicaSet(dep, 1))
+    slow = simulate_replicas(replace(cfg, fast_forward=False), ROUTING, ReplicaSet(dep, 1))
+    assert dict(fast.assignments) == dict(slow.assignments) == {"r0": 0, "r1": 0, "r2": 0}
+    assert [r.ttft_s for r in fast.result.requests] == pytest.approx(
+        [r.ttft_s for r in slow.result.requests], rel=1e-9
+    )

@@ -134,7 +134,7 @@ def test_spec_errors_name_the_field(tmp_path: Path, edit: tuple[str, str], messa
 def test_trace_errors_name_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "t.csv"
     bad.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,2\n0.5,x,3\n")
-    with pytest.raises(ConfigError, match="line 3"):
+    with pytest.raises(ConfigError, match=r"t\.csv:3: field num_prefill_tokens: not a number"):
         read_trace(bad)
     with pytest.raises(ConfigError, match="no such file|No such file"):
         read_trace(tmp_path / "missing.csv")
@@ -152,7 +152,7 @@ def test_trace_is_retimed_to_the_asked_rate(tmp_path: Path) -> None:
 
 def test_poisson_arrivals_depend_only_on_the_seed() -> None:
     w = WorkloadSpec(
-        "w", Arrival.POISSON, 1000, prompt_tokens=Lengths(5, 5), output_tokens=Lengths(1, 9)
+        name="w", num_requests=1000, prompt=Lengths.between(5, 5), output=Lengths.between(1, 9)
     )
     table = load_table(w, seed=3)
     assert table.prompt_tokens.tolist() == [5] * 1000 and set(table.output_tokens) <= set(
@@ -172,8 +172,8 @@ def _toml_dict(text: str) -> dict[str, object]:
 
 def test_duration_mode_takes_rate_times_duration_requests(tmp_path: Path) -> None:
     w = WorkloadSpec(
-        "w", Arrival.UNIFORM, None, prompt_tokens=Lengths(10, 10), output_tokens=Lengths(2, 2),
-        duration_s=5.0, max_requests=40,
+        name="w", arrival=Arrival.UNIFORM, num_requests=None, prompt=Lengths.between(10, 10),
+        output=Lengths.between(2, 2), duration_s=5.0, max_requests=40,
     )  # fmt: skip
     assert [w.requests_at(r, 40) for r in (0.1, 2.0, 7.9, 100.0)] == [2, 10, 40, 40]
     text = SPEC.replace("num_requests = 30", "duration_s = 5.0\nmax_requests = 40")
@@ -499,17 +499,21 @@ def test_a_probe_task_carries_no_requests(tmp_path: Path) -> None:
     """Tasks carry a configuration, a rate and a seed; the trace travels once, in the context."""
     import pickle
 
-    trace = TESTS.parent.parent / "shared" / "traces" / "splitwise_conv.csv"  # ../shared
-    w = WorkloadSpec("conv", Arrival.TRACE, None, str(trace), duration_s=60.0)
-    if not trace.exists():
-        pytest.skip("shared traces not present")
+    trace = TESTS.parent / "benchmarks" / "data" / "splitwise_conv_6k.csv"
+    w = WorkloadSpec(
+        name="conv",
+        arrival=Arrival.TRACE,
+        num_requests=None,
+        trace_path=str(trace),
+        duration_s=60.0,
+    )
     spec = load_spec(_spec(tmp_path))
     config = spec.configurations()[0]
     from dataclasses import replace
 
     task = ProbeTask("k", replace(config, workload=w), 4.0, 0)
     ctx = SharedContext(FifoDouble(), {"conv": load_table(w, 0)}, spec.slo)
-    assert len(pickle.dumps(task)) < 2_000 < 200_000 < len(pickle.dumps(ctx))
+    assert len(pickle.dumps(task)) < 2_000 < 100_000 < len(pickle.dumps(ctx))  # 6,000 rows
 
 
 def test_a_store_reused_with_another_spec_reports_only_that_spec(tmp_path: Path) -> None:

@@ -74,3 +74,38 @@ def test_serving_simulator_knows_what_does_not_fit() -> None:
     assert not sim.fits(big_on_one)  # 141 GB of weights on an 80 GB chip
     assert sim.fits(big_on_four)
     assert not sim.fits(odd_split)  # 3 does not divide 32 heads
+
+
+def test_deciding_probes_early_changes_no_decision_and_no_probe_that_met(tmp_path: Path) -> None:
+    """A probe stopped once its TTFT objective is certainly missed counts as missed, as the
+    whole simulation would: the same brackets, statuses and probes within the SLOs."""
+    data = {
+        "sweep": {"models": ["llama-3.1-8b"], "accelerators": ["h100-sxm"]},
+        "policies": [{"name": "p", "max_num_batched_tokens": [512, 4096]}],
+        "workloads": [
+            {
+                "name": "w",
+                "arrival": "poisson",
+                "prompt_tokens": [200, 2000],
+                "output_tokens": [20, 200],
+                "duration_s": 10,
+                "max_requests": 800,
+            }
+        ],
+        "slo": {"ttft_s": 0.5, "tpot_s": 0.05, "percentile": 90},
+        "search": {"rate_start_rps": 4.0, "rel_tolerance": 0.2},
+    }
+    outcomes, stores = {}, {}
+    for decide in (True, False):
+        spec = spec_from_dict({**data, "search": {**data["search"], "decide_early": decide}})
+        store = SqliteStore(tmp_path / f"{decide}.db")
+        outcomes[decide] = run_sweep(spec, store, LocalBackend(1), ServingSimulator())
+        stores[decide] = store.read()
+    fast, full = outcomes[True], outcomes[False]
+    assert fast.results == full.results and fast.num_simulated == full.num_simulated
+    assert fast.num_decided_early > 0 and full.num_decided_early == 0
+    met = {s: {(p.key, p.result.rate_rps): p.result for p in stores[s].probes if p.result.meets_slo}
+           for s in stores}  # fmt: skip
+    assert met[True] == met[False] and met[True]
+    decided = [p.result for p in stores[True].probes if p.result.decided_early]
+    assert decided and not any(r.meets_slo for r in decided)

@@ -8,7 +8,7 @@ those as submodules.
 Layer rule: imports ``specs`` (and ``errors``) only; never torch, never a lower layer.
 """
 
-from ridgeline.analytic.compare import (
+from ridgeline.analytic.architectures import (
     DEFAULT_ACCELERATORS,
     ArchRow,
     Comparison,
@@ -56,11 +56,13 @@ from ridgeline.analytic.questions import (
 )
 from ridgeline.analytic.roofline import (
     Bound,
+    DecodeBatching,
     DecodeIntensity,
     Efficiency,
     OpCost,
     StepCost,
     Sweep,
+    decode_batching,
     decode_intensity,
     ridge_points,
     step_cost,
@@ -87,6 +89,7 @@ __all__ = [
     "Bound",
     "Capacity",
     "Comparison",
+    "DecodeBatching",
     "DecodeIntensity",
     "Dtypes",
     "Efficiency",
@@ -106,6 +109,7 @@ __all__ = [
     "capacity",
     "compare",
     "crossover_context",
+    "decode_batching",
     "decode_intensity",
     "decode_reads",
     "expected_distinct_experts",

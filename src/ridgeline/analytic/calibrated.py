@@ -4,9 +4,10 @@ Ideal and calibrated times come from the same FLOPs and bytes (``analytic.ops``)
 only changes the rates and adds fixed latencies::
 
     compute_s = FLOPs · pad(rows) / (peak · compute_efficiency)
-    memory_s  = bytes / (bandwidth · bandwidth_efficiency)
+    memory_s  = other bytes / (bandwidth · bandwidth_efficiency)
+              + KV bytes / (bandwidth · kv_bandwidth_efficiency)
     op_s      = max(compute_s, memory_s)                         (roofline, Williams et al. 2009)
-    step_s    = Σ op_s + layers · layer_latency_s + step_latency_s
+    step_s    = Σ op_s + layers · layer_latency_s + step_latency_s + seqs · sequence_latency_s
 
     pad(rows) = ceil(rows / t) · t / rows                        (t = gemm_tile_rows)
 
@@ -49,6 +50,7 @@ def calibration_for(
     return Calibration(
         family="user",
         bandwidth_efficiency=bandwidth,
+        kv_bandwidth_efficiency=bandwidth,
         compute_efficiency=compute,
         step_latency_s=step_s,
         sources={"bandwidth_efficiency": "user", "compute_efficiency": "user"},
@@ -67,14 +69,23 @@ def gemm_padding(rows: Array, tile_rows: int) -> Array:
 
 
 def op_seconds(
-    flops: Array, nbytes: Array, rows: Array, peak: float, bandwidth: float, cal: Calibration
+    flops: Array,
+    nbytes: Array,
+    kv_bytes: Array,
+    rows: Array,
+    rates: tuple[float, float],
+    cal: Calibration,
 ) -> tuple[Array, Array]:
-    """(compute_s, memory_s) of an operator at the calibrated rates (module docstring)."""
+    """(compute_s, memory_s) of an operator moving ``nbytes``, ``kv_bytes`` of them KV, at the
+    calibrated rates; ``rates`` = (peak FLOP/s, bandwidth B/s) (module docstring)."""
+    peak, bandwidth = rates
     compute_s = flops * gemm_padding(rows, cal.gemm_tile_rows) / (peak * cal.compute_efficiency)
-    memory_s = nbytes / (bandwidth * cal.bandwidth_efficiency)
+    memory_s = (nbytes - kv_bytes) / (bandwidth * cal.bandwidth_efficiency) + kv_bytes / (
+        bandwidth * cal.kv_bandwidth_efficiency
+    )
     return compute_s, memory_s
 
 
-def fixed_step_seconds(layers: float, cal: Calibration) -> float:
-    """layers · layer_latency_s + step_latency_s."""
-    return layers * cal.layer_latency_s + cal.step_latency_s
+def fixed_step_seconds(layers: Array, cal: Calibration, seqs: Array = 0.0) -> Array:
+    """layers · layer_latency_s + step_latency_s + seqs · sequence_latency_s."""
+    return layers * cal.layer_latency_s + cal.step_latency_s + seqs * cal.sequence_latency_s

@@ -174,6 +174,7 @@ class ChipOp:
     flops: float
     bytes: float
     gemm_rows: float
+    kv_bytes: float = 0.0  # of ``bytes``, the KV cache's
 
 
 def _split(t: OpTerms, model: ModelSpec, tp: int) -> ChipOp:
@@ -182,9 +183,9 @@ def _split(t: OpTerms, model: ModelSpec, tp: int) -> ChipOp:
     rows = float(t.gemm_rows)
     if t.name in _REPLICATED_OPS:
         return ChipOp(float(t.flops), float(t.bytes_read + t.bytes_written), rows)
-    kv = t.kv_read_bytes + t.kv_write_bytes
+    kv = float(t.kv_read_bytes + t.kv_write_bytes) * kv_share(model, tp)
     other = t.weight_bytes + t.act_read_bytes + t.act_write_bytes
-    return ChipOp(float(t.flops) / tp, float(kv * kv_share(model, tp) + other / tp), rows)
+    return ChipOp(float(t.flops) / tp, float(kv + other / tp), rows, kv)
 
 
 def microbatch_shape(workload: Workload, microbatches: int) -> UniformShape:
@@ -227,7 +228,7 @@ def _chip_work(
     for op in chip_op_costs(model, tp, shape, dt):
         f, b = op.flops / pp, op.bytes / pp
         flops, nbytes = flops + f, nbytes + b
-        c_s, m_s = op_seconds(f, b, op.gemm_rows, peak, bw, cal)
+        c_s, m_s = op_seconds(f, b, op.kv_bytes / pp, op.gemm_rows, (peak, bw), cal)
         if c_s > m_s:
             compute_s += float(c_s)
         else:
@@ -354,7 +355,9 @@ class DeploymentCost:
     @property
     def step_time_s(self) -> float:
         """``slots`` slots of one stage's time plus the fixed per-step overhead."""
-        return self.slots * self.slot.time_s + self.calibration.step_latency_s
+        cal = self.calibration
+        host = cal.step_latency_s + self.workload.batch * cal.sequence_latency_s
+        return self.slots * self.slot.time_s + host
 
     @property
     def bubble_fraction(self) -> float:

@@ -196,7 +196,10 @@ def check_deployment(model: ModelSpec, deployment: Deployment) -> None:
             f"field tensor_parallel: {tp} exceeds the {link.domain_chips} chips that {acc.name}'s "
             f"{link.kind} joins into one tensor-parallel domain; add pipeline stages instead"
         )
-    if pp > model.num_layers:
+    # NOTE: a whole-graph compiler (Groq, Cerebras) may cut a layer across stages (a 32-layer
+    # Mixtral on 576 Groq chips); a runtime pipelines whole layers.
+    splits_layers = acc.device.managed_by is ManagedBy.COMPILER
+    if pp > model.num_layers and not splits_layers:
         raise ConfigError(
             f"field pipeline_parallel: {pp} stages for {model.num_layers} layers; "
             f"at most one stage per layer"

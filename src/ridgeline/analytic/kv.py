@@ -144,10 +144,23 @@ class Technique:
         return asdict(self)
 
 
+def mha_head_dim(m: ModelSpec) -> float:
+    """The per-head width that gives a model's MHA equivalent its KV bytes: ``head_dim``, or
+    for MLA the mean of the key width (qk_nope + qk_rope) and the value width, since plain
+    attention would cache a 192-wide key and a 128-wide value per head on DeepSeek-V3
+    (DeepSeek-V2 §2.1.1: k_t = [k_C; k_R], v_t of width d_h)."""
+    if m.mla is None:
+        return float(m.head_dim)
+    return (m.mla.qk_head_dim + m.mla.v_head_dim) / 2
+
+
 def _mha(m: ModelSpec) -> ModelSpec:
+    width = mha_head_dim(m)
+    # NOTE: an odd key + value width cannot be an integer head_dim; the bytes then round down.
     return replace(
         m.with_kv_heads(m.num_heads),
         mla=None,
+        head_dim=int(width),
         layers=tuple(LayerSpec(None, layer.moe) for layer in m.layers),
     )
 

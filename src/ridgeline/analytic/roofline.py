@@ -118,7 +118,7 @@ class StepCost:
     bandwidth_bytes_per_s: float
     efficiency: Efficiency = field(default_factory=Efficiency)
     mode: CostMode = CostMode.IDEAL
-    fixed_s: float = 0.0  # layers x layer latency + step latency (calibrated), or the overhead
+    fixed_s: float = 0.0  # latencies per layer, step and sequence (calibrated), or the overhead
 
     @property
     def flops(self) -> float:
@@ -235,8 +235,9 @@ def step_cost(
     peak, bw = acc.peak(workload.dtypes.compute), acc.device_bandwidth_bytes_per_s
     ops = []
     for t in op_terms(model, shape_of(workload), workload.dtypes):
+        kv = t.kv_read_bytes + t.kv_write_bytes
         compute_s, memory_s = op_seconds(
-            t.flops, t.bytes_read + t.bytes_written, t.gemm_rows, peak, bw, cal
+            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, (peak, bw), cal
         )
         ops.append(
             OpCost(
@@ -263,7 +264,7 @@ def step_cost(
         bandwidth_bytes_per_s=acc.device_bandwidth_bytes_per_s,
         efficiency=eff,
         mode=mode,
-        fixed_s=fixed_step_seconds(model.num_layers, cal),
+        fixed_s=float(fixed_step_seconds(model.num_layers, cal, workload.batch)),
     )
 
 
@@ -347,8 +348,9 @@ def sweep(
         zeros.copy(),
     )
     for t in op_terms(model, shape, dt):
+        kv = t.kv_read_bytes + t.kv_write_bytes
         compute_s, memory_s = op_seconds(
-            t.flops, t.bytes_read + t.bytes_written, t.gemm_rows, peak, bw, cal
+            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, (peak, bw), cal
         )
         flops += t.flops
         nbytes += t.bytes_read + t.bytes_written
@@ -363,7 +365,7 @@ def sweep(
         bytes=nbytes,
         weight_bytes=wbytes,
         kv_bytes=kvbytes,
-        step_time_s=time_s + fixed_step_seconds(model.num_layers, cal),
+        step_time_s=time_s + fixed_step_seconds(model.num_layers, cal, b),
         ridge_point=acc.peak(dt.compute) / acc.device_bandwidth_bytes_per_s,
     )
 
@@ -417,3 +419,48 @@ def ridge_points(acc: Accelerator, dtype: DType = DType.BF16) -> list[LevelRidge
         LevelRidge(lvl.name, lvl.bandwidth_bytes_per_s, acc.ridge_point(dtype, lvl.name))
         for lvl in acc.levels
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeBatching:
+    """How decode intensity grows with the batch at one context: its limit as the batch grows
+    (weights amortised away, each sequence's KV read for its own token only) and the smallest
+    batch that reaches the ridge point (``None`` when the limit stays below it)."""
+
+    context: int
+    limit_flops_per_byte: float
+    ridge_point: float
+    batch_at_ridge: int | None
+
+    def sentence(self) -> str:
+        """What the numbers say, in one sentence."""
+        head = (
+            f"at {self.context:,} tokens of context, decode intensity rises with the batch but "
+            f"levels off near {self.limit_flops_per_byte:.3g} FLOP/B (the KV read per sequence "
+            f"grows with the batch and is never reused)"
+        )
+        if self.batch_at_ridge is None:
+            return f"{head}, below the ridge point of {self.ridge_point:.3g} FLOP/B: decode stays bandwidth-bound at any batch"
+        return f"{head}; it crosses the ridge point of {self.ridge_point:.3g} FLOP/B from batch {self.batch_at_ridge:,}"
+
+
+LIMIT_BATCH = 1_000_000  # a batch large enough that the weights no longer count
+MAX_SEARCH_BATCH = 65_536
+
+
+def decode_batching(
+    model: ModelSpec, acc: Accelerator, context: int, dtypes: Dtypes | None = None
+) -> DecodeBatching:
+    """Decode intensity's limit over the batch at ``context``, and the batch that reaches the
+    ridge point (both from the same per-operator FLOPs and bytes as ``step_cost``)."""
+    dt = dtypes or Dtypes()
+    limit = sweep(model, acc, Phase.DECODE, LIMIT_BATCH, context, dt)
+    batches = np.arange(1, MAX_SEARCH_BATCH + 1)
+    s = sweep(model, acc, Phase.DECODE, batches, context, dt)
+    reached = np.nonzero(s.arithmetic_intensity >= s.ridge_point)[0]
+    return DecodeBatching(
+        context=context,
+        limit_flops_per_byte=float(limit.arithmetic_intensity),
+        ridge_point=s.ridge_point,
+        batch_at_ridge=int(batches[reached[0]]) if len(reached) else None,
+    )

@@ -17,9 +17,13 @@ from ridgeline.cli.analytic_cmds import (
 from ridgeline.cli.common import new_app
 from ridgeline.cli.deploy_cmds import deploy_cmd
 from ridgeline.cli.engine_cmds import bench_app, generate_cmd
+from ridgeline.cli.fidelity_cmds import predict_cmd, validate_cmd
+from ridgeline.cli.kernel_cmds import engine_app
 from ridgeline.cli.lab_cmds import lab_app
 from ridgeline.cli.quiz_cmds import quiz_app
 from ridgeline.cli.report_cmd import report_cmd
+from ridgeline.cli.serve_check_cmd import serve_check_cmd
+from ridgeline.cli.serve_cmds import serve_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
 from ridgeline.cli.sweep_cmds import sweep_app
 from ridgeline.cli.tiling_cmds import flash_cmd, orchestrate_cmd, schedule_cmd, tile_cmd
@@ -33,6 +37,8 @@ app.command("kv")(kv_cmd)
 app.command("questions")(questions_cmd)
 app.command("compare")(compare_cmd)
 app.command("deploy")(deploy_cmd)
+app.command("predict")(predict_cmd)
+app.command("validate")(validate_cmd)
 app.command("report")(report_cmd)
 app.command("simulate")(simulate_cmd)
 app.command("tile")(tile_cmd)
@@ -42,6 +48,9 @@ app.command("orchestrate")(orchestrate_cmd)
 app.add_typer(quiz_app, name="quiz")
 app.command("generate")(generate_cmd)
 app.add_typer(bench_app, name="bench")
+app.add_typer(engine_app, name="engine")
+app.command("serve")(serve_cmd)
+lab_app.command("serve-check")(serve_check_cmd)
 app.add_typer(lab_app, name="lab")
 app.command("explore")(explore_cmd)
 app.add_typer(sweep_app, name="sweep")

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from ridgeline import analytic as an
+from ridgeline.analytic.speed import quote_step
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
@@ -295,7 +296,7 @@ def roofline_cmd(
     """One step on the roofline: per-operator FLOPs and bytes, intensity, bound, time."""
     m, acc = get_model(model), get_accelerator(hw)
     w = an.Workload(phase, batch, context, prompt, dtypes(weight_dtype, act_dtype, kv_dtype))
-    cost = an.step_cost(m, acc, w, an.Efficiency(bw_eff, compute_eff))
+    cost, quote = quote_step(m, acc, w, an.Efficiency(bw_eff, compute_eff))
     if plot:
         other = an.Workload(
             an.Phase.PREFILL if phase is an.Phase.DECODE else an.Phase.DECODE,
@@ -307,7 +308,7 @@ def roofline_cmd(
             [cost, an.step_cost(m, acc, other)], [acc], plot, f"{m.name} on {acc.name}"
         )
     if json_out:
-        emit_json(cost)
+        emit_json({**cost.to_dict(), "speed": quote.to_dict()})
         return
     table = Table("op", "×", "GFLOP", "weights", "KV r/w", "activations", "AI", "bound", "time")
     for op in cost.ops:
@@ -326,9 +327,9 @@ def roofline_cmd(
     console.print(
         f"{phase.value} B={batch} T={context} on {acc.name}: {cost.flops / 1e9:.4g} GFLOP, "
         f"{fmt_bytes(cost.bytes)} moved → intensity {cost.arithmetic_intensity:.3g} FLOP/B vs "
-        f"ridge {cost.ridge_point:.3g} → [bold]{cost.bound.value}-bound[/bold], "
-        f"{fmt_seconds(cost.step_time_s)} per step, {cost.tokens_per_s:,.0f} tokens/s"
+        f"ridge {cost.ridge_point:.3g} → [bold]{cost.bound.value}-bound[/bold]"
     )
+    console.print(quote.sentence(), highlight=False, soft_wrap=True)
 
 
 def kv_cmd(
@@ -468,7 +469,8 @@ def compare_cmd(
 
 
 def compare_table(cmp: an.Comparison) -> Table:
-    """The comparison as a Rich table (one row per accelerator)."""
+    """The comparison as a Rich table (one row per accelerator): expected (calibrated) figures
+    with the ideal roofline's in brackets."""
     table = Table(
         "accelerator",
         "chips",
@@ -477,15 +479,18 @@ def compare_table(cmp: an.Comparison) -> Table:
         "decode step",
         "tok/s per user",
         "tok/s per system",
-        "bubble",
         "binds",
         "prefill step",
-        title=f"{cmp.model}: batch {cmp.batch}, context {cmp.context}, prompt {cmp.prompt}",
+        title=(
+            f"{cmp.model}: batch {cmp.batch}, context {cmp.context}, prompt {cmp.prompt} — "
+            "expected (calibrated) with the ideal roofline in brackets"
+        ),
     )
     for row in cmp.rows:
-        d, p = row.decode, row.prefill
-        if d is None or p is None:
-            table.add_row(row.accelerator.name, "does not fit", *[""] * 8)
+        d, p = row.decode_calibrated, row.prefill_calibrated
+        di, pi = row.decode, row.prefill
+        if d is None or p is None or di is None or pi is None:
+            table.add_row(row.accelerator.name, "does not fit", *[""] * 7)
             continue
         mem = d.memory
         table.add_row(
@@ -493,11 +498,10 @@ def compare_table(cmp: an.Comparison) -> Table:
             str(d.deployment.chips),
             f"{d.deployment.tensor_parallel} x {d.deployment.pipeline_parallel}",
             f"{fmt_bytes(mem.needed_bytes)} / {fmt_bytes(mem.available_bytes)}",
-            fmt_seconds(d.step_time_s),
-            f"{d.tokens_per_s_per_seq:,.0f}",
-            f"{d.tokens_per_s:,.0f}",
-            f"{d.bubble_fraction:.0%}",
+            f"{fmt_seconds(d.step_time_s)} ({fmt_seconds(di.step_time_s)})",
+            f"{d.tokens_per_s_per_seq:,.0f} ({di.tokens_per_s_per_seq:,.0f})",
+            f"{d.tokens_per_s:,.0f} ({di.tokens_per_s:,.0f})",
             d.binding.value,
-            fmt_seconds(p.step_time_s),
+            f"{fmt_seconds(p.step_time_s)} ({fmt_seconds(pi.step_time_s)})",
         )
     return table

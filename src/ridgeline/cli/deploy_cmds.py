@@ -3,6 +3,7 @@ parallelism), given or chosen automatically."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -22,6 +23,7 @@ from ridgeline.cli.common import (
     emit_json,
 )
 from ridgeline.specs import get_accelerator, get_model
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
 
@@ -43,15 +45,17 @@ def deploy_cmd(
     m, acc = get_model(model), get_accelerator(hw)
     w = an.Workload(phase, batch, context, dtypes=dtypes(weight=weight_dtype, kv=kv_dtype))
     cost = an.deploy_step(m, acc, w, tp, pp)
+    expected = an.deploy_step(m, acc, w, tp, pp, mode=CostMode.CALIBRATED)
     if json_out:
-        emit_json(cost)
+        emit_json({**cost.to_dict(), "calibrated": expected.to_dict()})
         return
-    console.print(deploy_table(cost))
-    console.print(an.binding_sentence(cost), highlight=False, soft_wrap=True)
+    console.print(deploy_table(expected, cost))
+    console.print(an.binding_sentence(expected), highlight=False, soft_wrap=True)
 
 
-def deploy_table(cost: an.DeploymentCost) -> Table:
-    """One deployment's step as a two-column Rich table."""
+def deploy_table(cost: an.DeploymentCost, ideal: an.DeploymentCost | None = None) -> Table:
+    """One deployment's step as a Rich table: the expected (calibrated) figures, and the ideal
+    roofline's beside the times and speeds when ``ideal`` is given."""
     s, mem, dep = cost.slot, cost.memory, cost.deployment
     rows = [
         ("deployment", dep.label),
@@ -67,18 +71,36 @@ def deploy_table(cost: an.DeploymentCost) -> Table:
         (
             "slot",
             f"compute {fmt_seconds(s.compute_s)}, memory {fmt_seconds(s.memory_s)}, "
-            f"tensor parallel {fmt_seconds(s.tensor_parallel_s)}, send {fmt_seconds(s.send_s)}",
+            f"tensor parallel {fmt_seconds(s.tensor_parallel_s)}, send {fmt_seconds(s.send_s)}, "
+            f"fixed latency {fmt_seconds(s.layer_s)}",
         ),
         ("bubble", f"{cost.bubble_fraction:.1%} ({fmt_seconds(cost.bubble_s)})"),
-        ("step", fmt_seconds(cost.step_time_s)),
-        ("tokens/s per user", f"{cost.tokens_per_s_per_seq:,.1f}"),
-        ("tokens/s per system", f"{cost.tokens_per_s:,.1f}"),
         ("binds", cost.binding.value),
     ]
     table = Table("field", "value", title=f"{cost.model}, {cost.workload.phase.value}")
     for key, value in rows:
         table.add_row(key, value)
+    for key, value in _speeds(cost, ideal):
+        table.add_row(key, value)
     return table
+
+
+def _speeds(cost: an.DeploymentCost, ideal: an.DeploymentCost | None) -> list[tuple[str, str]]:
+    """Step and tokens/s, ``expected (ideal roofline ...)`` when both are at hand."""
+
+    def pair(mine: str, other: str | None) -> str:
+        return mine if other is None else f"{mine} (ideal roofline {other})"
+
+    def alt(fmt: Callable[[an.DeploymentCost], str]) -> str | None:
+        return None if ideal is None else fmt(ideal)
+
+    cells: list[tuple[str, Callable[[an.DeploymentCost], str]]] = [
+        ("step", lambda c: fmt_seconds(c.step_time_s)),
+        ("tokens/s per user", lambda c: f"{c.tokens_per_s_per_seq:,.1f}"),
+        ("tokens/s per system", lambda c: f"{c.tokens_per_s:,.1f}"),
+    ]
+    label = "" if cost.mode is CostMode.IDEAL else " (expected)"
+    return [(name + label, pair(fmt(cost), alt(fmt))) for name, fmt in cells]
 
 
 def _allreduce_text(cost: an.DeploymentCost) -> str:

@@ -24,6 +24,9 @@ def report_cmd(
     sweep_db: Annotated[
         str | None, typer.Option("--sweep", help="add a section on this stored sweep")
     ] = None,
+    validate: Annotated[
+        bool, typer.Option("--validate", help="add predictions against published measurements")
+    ] = False,
 ) -> None:
     """Write the full report (report.html, report.md, report.json and figures) for one model."""
     sections = list(SECTIONS)
@@ -33,6 +36,11 @@ def report_cmd(
         sections += lab_builders(lab)
     if sweep_db is not None:
         sections.append(sweep_section(sweep_db))
+    if validate:
+        from ridgeline.fidelity.validate import validate as run_validation
+        from ridgeline.report.fidelity_section import fidelity_section
+
+        sections.append(fidelity_section(run_validation()))
     files = build_report(model, out, hw, sections)
     if json_out:
         emit_json(

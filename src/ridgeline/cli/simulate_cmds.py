@@ -30,8 +30,8 @@ from ridgeline.sim import (
     parse_lengths,
     simulate,
 )
-from ridgeline.sim.compare import DEFAULT_VARIANTS, compare
 from ridgeline.sim.options import parse_disagg, parse_tiers
+from ridgeline.sim.variants import DEFAULT_VARIANTS, compare
 from ridgeline.specs import get_accelerator, get_model
 
 PROGRESS_MIN_REQUESTS = 2000

@@ -131,6 +131,7 @@ def run_cmd(
                 "num_configs": n,
                 "num_simulated": outcome.num_simulated,
                 "num_reused": outcome.num_reused,
+                "num_decided_early": outcome.num_decided_early,
                 "wall_s": outcome.wall_s,
                 "report": rep.to_dict(),
             }
@@ -138,7 +139,8 @@ def run_cmd(
         return
     console.print(_rich(ranked_table(rep, 10)))
     console.print(
-        f"{n} configurations, {outcome.num_simulated} simulations run, "
+        f"{n} configurations, {outcome.num_simulated} simulations run "
+        f"({outcome.num_decided_early} stopped once the SLOs were missed), "
         f"{outcome.num_reused} reused from the store, {outcome.wall_s:.1f} s"
     )
 

@@ -1,42 +1,45 @@
-"""Compiling the engine's C++ kernels: one place for ``load_inline`` and its failure mode.
+"""Loading the engine's compiled kernels: one place for the build and its failure mode.
 
-Each kernel module (``paged_kernel``, ``panel_gemm``, ``fused_ops``) holds its source and
-compiles it on first use; the build is cached under ``TORCH_EXTENSIONS_DIR`` (default
-``~/.cache/torch_extensions``), keyed by the module name, so a changed source takes a new name.
-Without a compiler or headers the engine keeps its torch path, and says so once.
+``kernel_build`` compiles ``engine/csrc`` into one module per target, once per environment.
+The kernel wrappers (``paged_kernel``, ``panel_gemm``, ``fused_ops``, ``fused_layer``) take
+their functions from it. Without a compiler or headers the engine keeps its torch paths and
+says so once per process; a live build lock held past its bound is an error, never a hang.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
-from typing import Any
+from functools import cache
+from pathlib import Path
+from types import ModuleType
 
-OPENMP = ("-fopenmp",)  # at::parallel_for follows torch.set_num_threads through OpenMP
+from ridgeline.engine.kernel_build import (
+    KernelBuildError,
+    KernelTarget,
+    ensure_built,
+    import_built,
+    plan,
+)
 
 
-def compile_inline(
-    name: str,
-    source: str,
-    functions: Sequence[str],
-    cflags: Sequence[str],
-    ldflags: Sequence[str] = (),
-    fallback: str = "",
-    verbose: bool = False,
-) -> Any | None:
-    """The compiled module ``name``, or None, with a warning naming ``fallback``, if it fails."""
+@cache
+def _load(target: KernelTarget, root: Path | None) -> ModuleType | KernelBuildError:
     try:
-        from torch.utils.cpp_extension import load_inline
+        p = plan(target, root)
+        ensure_built(p)
+        return import_built(p)
+    except KernelBuildError as e:  # BuildLockTimeout is no KernelBuildError: it propagates
+        return e
 
-        return load_inline(
-            name=name,
-            cpp_sources=source,
-            functions=list(functions),
-            extra_cflags=["-O3", "-march=native", *cflags],
-            extra_ldflags=list(ldflags),
-            verbose=verbose,
-        )
-    except Exception as e:  # compiler missing, headers missing, build error
+
+def load_kernels(
+    target: KernelTarget | str = KernelTarget.NATIVE, fallback: str = "", root: Path | None = None
+) -> ModuleType | None:
+    """The compiled kernels of ``target`` (built on first use), or None, with a warning naming
+    ``fallback``, where they cannot be built. One attempt per process and target."""
+    loaded = _load(KernelTarget.parse(target), root)
+    if isinstance(loaded, KernelBuildError):
         instead = f"; {fallback}" if fallback else ""
-        warnings.warn(f"{name} unavailable ({type(e).__name__}: {e}){instead}", stacklevel=3)
+        warnings.warn(f"the engine's C++ kernels are unavailable ({loaded}){instead}", stacklevel=3)
         return None
+    return loaded

@@ -4,9 +4,9 @@ A decode step at small batch spends 1.5–2 ms of distilgpt2's 13 ms outside its
 module calls, views and ~10 extension calls per layer between them). Half of that is the weight
 stream itself: it evicts the interpreter's working set from L2 and L3 between every two calls,
 and a tiny GPT-2's step with nothing else to do takes 0.9 ms warm, 1.8 ms after a 64 MiB read
-(docs/engine.md). This module runs ``DecoderLayer.forward_fused`` in C++ on the same kernels —
-the panel GEMM, the fused norms and activations, the paged attention and its K/V write —
-compiled into one extension from their sources, so the same arithmetic runs in the same order:
+(docs/engine.md). This module runs ``DecoderLayer.forward_fused`` in C++ (``csrc/fused_layer.cpp``)
+on the same kernels — the panel GEMM, the fused norms and activations, the paged attention and
+its K/V write — from the same module, so the same arithmetic runs in the same order:
 
     qkv = h · W_qkv (+ b);  rope(q, k) in place            (Llama family)
     write k, v at the step's slots;  a = paged_attention(q)
@@ -25,58 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ridgeline.engine import fused_ops, paged_kernel, panel_gemm
-from ridgeline.engine.cpp_ext import OPENMP, compile_inline
+from ridgeline.engine.cpp_ext import load_kernels
+from ridgeline.engine.kernel_build import KernelTarget
 from ridgeline.engine.packing import PanelLinear
 
 if TYPE_CHECKING:
     from ridgeline.engine.model import DecoderLayer
-
-_LAYER = r"""
-// One layer on the residual stream (model.DecoderLayer.forward_fused). w: qkv, o, up, down
-// panels and biases, the layer's MLP norm and the next norm (weight, bias); a missing bias is an
-// empty tensor, and a norm with a bias is a LayerNorm, without one an RMSNorm.
-// dims: heads, kv_heads, head_dim, gated (SwiGLU: 1, tanh GELU: 0), the up projection's width;
-// scalars: the two norms' eps, the attention scale.
-static c10::optional<torch::Tensor> present(const torch::Tensor& t) {
-  return t.numel() ? c10::optional<torch::Tensor>(t) : c10::nullopt;
-}
-
-static torch::Tensor add_norm_of(torch::Tensor residual, torch::Tensor x, const torch::Tensor& w,
-                                 const torch::Tensor& b, double eps) {
-  return b.numel() ? add_layer_norm(residual, x, w, b, eps) : add_rms_norm(residual, x, w, eps);
-}
-
-torch::Tensor decode_layer(torch::Tensor h, torch::Tensor residual, std::vector<torch::Tensor> w,
-                           std::vector<int64_t> dims, std::vector<double> scalars,
-                           c10::optional<torch::Tensor> cos, c10::optional<torch::Tensor> sin,
-                           torch::Tensor k_cache, torch::Tensor v_cache, torch::Tensor slots,
-                           torch::Tensor tables, torch::Tensor lens) {
-  TORCH_CHECK(w.size() == 12 && dims.size() == 5 && scalars.size() == 3);
-  const int64_t heads = dims[0], kv_heads = dims[1], d = dims[2], t = h.size(0);
-  const int64_t q_width = heads * d, kv_width = kv_heads * d;
-  auto qkv = linear(h, w[0], present(w[1]), q_width + 2 * kv_width);       // [T, q + 2 kv]
-  if (cos.has_value() && sin.has_value())                                 // q and k together
-    rope_(qkv.narrow(1, 0, q_width + kv_width).view({t, heads + kv_heads, d}), *cos, *sin);
-  auto q = qkv.narrow(1, 0, q_width).view({t, heads, d}).contiguous();     // [T, H, d]
-  auto k = qkv.narrow(1, q_width, kv_width).view({t, kv_heads, d});        // [T, kv, d]
-  auto v = qkv.narrow(1, q_width + kv_width, kv_width).view({t, kv_heads, d});
-  write_kv(k_cache, v_cache, slots, k, v);
-  auto a = paged_attention_rows(q, k_cache, v_cache, tables, lens, scalars[2]);  // [T, H, d]
-  auto o = linear(a.view({t, q_width}), w[2], present(w[3]), residual.size(1));
-  auto h2 = add_norm_of(residual, o, w[8], w[9], scalars[0]);
-  auto up = linear(h2, w[4], present(w[5]), dims[4]);                     // [T, 2·ffn] or [T, ffn]
-  auto act = dims[3] ? silu_mul(up) : gelu_tanh(up);
-  auto m = linear(act, w[6], present(w[7]), residual.size(1));
-  return add_norm_of(residual, m, w[10], w[11], scalars[1]);
-}
-"""
-
-# The kernels' own sources, then the layer: one translation unit, no name in common, built with
-# -ffast-math like the fused ops and the paged kernel. The panel GEMM was built without it, but
-# its arithmetic is FMA intrinsics only, which -ffast-math leaves alone (the tests check that the
-# hidden states are identical).
-_SOURCE = panel_gemm._SOURCE + fused_ops._SOURCE + paged_kernel._SOURCE + _LAYER
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +101,8 @@ class FusedLayer:
         )  # fmt: skip
 
 
-def load_fused_layer(verbose: bool = False) -> FusedLayer | None:
-    """Compile (or load the cached build of) the layer; None, with a warning, if that fails or
-    the panel GEMM does not apply (no AVX-512)."""
-    module = compile_inline(
-        "ridgeline_fused_layer_v6",
-        _SOURCE,
-        ["decode_layer", "available"],
-        ["-std=c++17", "-ffast-math", *OPENMP],
-        OPENMP,
-        fallback="running the layers in Python",
-        verbose=verbose,
-    )
-    return FusedLayer(module) if module is not None and module.available() else None
+def load_fused_layer(target: KernelTarget | str = KernelTarget.NATIVE) -> FusedLayer | None:
+    """The layer of the ``target`` build; None, with a warning, if the kernels cannot be built,
+    and None where the panel GEMM does not apply (no AVX-512)."""
+    module = load_kernels(target, fallback="running the layers in Python")
+    return FusedLayer(module) if module is not None and module.has_avx512() else None

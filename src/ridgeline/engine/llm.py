@@ -1,7 +1,8 @@
 """``LLM``: the serving scheduler and block pool driving a real model.
 
 ``step()`` is nano-vllm's loop — schedule → execute → update — with ``serving.Scheduler``
-choosing every batch and ``TorchExecutor`` running it::
+choosing every batch and ``TorchExecutor`` running it; the loop itself is ``serving.ServingLoop``,
+the one the tests and the HTTP server (``ridgeline.serve``) drive too::
 
     Scheduler.schedule() ──ScheduledBatch──▶ TorchExecutor.execute() ──StepResult──▶ update()
          ▲  block tables, chunks, preemption          forward pass over paged KV        │
@@ -24,6 +25,7 @@ from ridgeline.analytic import weights_bytes
 from ridgeline.engine.executor import TorchExecutor
 from ridgeline.engine.fused_layer import load_fused_layer
 from ridgeline.engine.fused_ops import load_fused_ops
+from ridgeline.engine.kernel_build import KernelTarget
 from ridgeline.engine.kv_cache import CacheShape, KVCache, cache_shape
 from ridgeline.engine.model import CausalLM, early_exit
 from ridgeline.engine.packing import Layout, can_pack, pack_linears, resolve
@@ -34,6 +36,7 @@ from ridgeline.engine.spec_decode import Drafter
 from ridgeline.engine.weights import init_random, load_safetensors_dir
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.block_pool import BlockPool
+from ridgeline.serving.driver import ServingLoop, StepOutcome
 from ridgeline.serving.eviction import make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
@@ -76,6 +79,8 @@ class EngineConfig:
         fused_ops: fused RMSNorm(+residual), RoPE and SwiGLU on the CPU at fp32 (``fused_ops``),
             and each decode-step layer in one C++ call where the weights are in panels
             (``fused_layer``).
+        kernels: which build of the C++ kernels: "native" (-march=native, AVX-512 where the
+            CPU has it) or "portable" (no AVX-512; ``kernel_build``).
         device: torch device.
         seed: random weights and unseeded requests.
         init_std: standard deviation of random weights.
@@ -99,6 +104,7 @@ class EngineConfig:
     paged_kernel: bool = True
     pack_weights: str | bool = "auto"
     fused_ops: bool = True
+    kernels: str = "native"
     device: str = "cpu"
     seed: int = 0
     init_std: float = 0.02
@@ -109,6 +115,7 @@ class EngineConfig:
         if self.preemption not in ("recompute", "swap"):
             raise ConfigError(f"field preemption: recompute or swap, got '{self.preemption}'")
         Layout.parse(self.pack_weights)
+        KernelTarget.parse(self.kernels)
         if self.num_speculative_tokens and not (self.draft_model or self.draft_layers):
             raise ConfigError("field num_speculative_tokens: needs draft_model or draft_layers")
 
@@ -187,12 +194,12 @@ def build_model(
     layout = Layout.parse(cfg.pack_weights)
     if can_pack(torch.device(cfg.device)) and layout is not Layout.OFF:
         wants_panel = layout in (Layout.AUTO, Layout.PANEL) and cfg.dtype == "fp32"
-        panel = load_panel_gemm() if wants_panel else None
+        panel = load_panel_gemm(cfg.kernels) if wants_panel else None
         pack_linears(model, resolve(layout, _dtype(cfg.dtype), panel), panel)
     if cfg.fused_ops and cfg.device == "cpu" and cfg.dtype == "fp32":
-        model.fused_ops = load_fused_ops()
+        model.fused_ops = load_fused_ops(cfg.kernels)
         if model.fused_ops is not None:
-            model.use_fused_layer(load_fused_layer())
+            model.use_fused_layer(load_fused_layer(cfg.kernels))
     return model
 
 
@@ -233,12 +240,14 @@ class LLM:
         self.model = build_model(self.spec, self.config, weights, positions)
         self.tokenizer = _load_tokenizer(tokenizer) if tokenizer is not None else None
         cpu = torch.device(self.config.device).type == "cpu"  # the kernel reads host pointers
-        self.kernel = load_paged_kernel() if self.config.paged_kernel and cpu else None
+        wants_kernel = self.config.paged_kernel and cpu
+        self.kernel = load_paged_kernel(self.config.kernels) if wants_kernel else None
         self.num_blocks, self.cache, drafter = self._build_cache(positions)
         self.executor = TorchExecutor(
             self.model, self.cache, self.kernel, drafter, self.config.seed
         )
         self.scheduler = self._build_scheduler()
+        self.loop = ServingLoop(self.scheduler, self.executor)
         self.clock_s = 0.0
         self.stats = EngineStats()
         self._timing: dict[str, _Timing] = {}
@@ -347,18 +356,32 @@ class LLM:
 
     # ---- the loop ----------------------------------------------------------------------------
 
-    def step(self) -> list[Request]:
-        """One schedule → execute → update round; returns the requests that finished."""
-        batch = self.scheduler.schedule()
-        if not batch.requests:
-            return []
-        result = self.executor.execute(batch)
-        self.clock_s += result.time_s
-        self._account(batch, result)
-        finished = self.scheduler.update(batch, result)
-        for req in finished:
+    def step(self) -> StepOutcome | None:
+        """One schedule → execute → update round of the serving loop; None when no request
+        could run (nothing unfinished, or nothing fits now)."""
+        outcome = self.loop.step()
+        if outcome is None:
+            return None
+        self.clock_s += outcome.result.time_s
+        self._account(outcome.batch, outcome.result)
+        for req in outcome.finished:
             self.executor.remove_request(req.request_id)
-        return finished
+        return outcome
+
+    def abort(self, request_id: str) -> bool:
+        """Stop an unfinished request and free its KV blocks (its client went away); False
+        when it is not running or waiting. Its output keeps the tokens sampled so far."""
+        req = self.scheduler.abort(request_id)
+        self.executor.remove_request(request_id)
+        return req is not None
+
+    def request(self, request_id: str) -> Request:
+        """The live state of a request added and not yet collected (``take_output``)."""
+        return self._requests[request_id]
+
+    def take_output(self, request_id: str) -> RequestOutput:
+        """The output of a finished (or aborted, or rejected) request; forgets it."""
+        return self._output(request_id)
 
     def _account(self, batch: ScheduledBatch, result: StepResult) -> None:
         st = self.stats
@@ -406,9 +429,7 @@ class LLM:
             if not self.scheduler.has_unfinished and pending:
                 self.clock_s = arrivals[pending[0]]  # idle: jump to the next arrival
                 continue
-            before = self.stats.steps
-            self.step()
-            if self.stats.steps == before:  # nothing schedulable
+            if self.step() is None:  # nothing schedulable
                 if not pending:
                     raise CapacityError("the scheduler can make no progress: KV pool too small?")
                 self.clock_s = max(self.clock_s, arrivals[pending[0]])

@@ -94,12 +94,12 @@ def _roofline_section(ctx: ReportContext) -> Section:
     sweep_fig = plots.decode_sweep_plot(
         m, acc, (1, 8, 64, 256), np.logspace(7, 17, 60, base=2), ctx.figure("decode_sweep.png")
     )
+    batching = an.decode_batching(m, acc, ctx.context)
     text = (
         f"Decode intensity at batch {ctx.batch}, context {ctx.context}: "
         f"{di.weights_only:.3g} FLOP/B counting weights alone, {di.with_kv:.3g} FLOP/B with the "
-        f"KV cache, against a ridge point of {di.ridge_point:.3g} FLOP/B — decode is "
-        f"bandwidth-bound until the batch is a few hundred sequences, and long contexts push "
-        f"intensity down again because KV bytes grow with the batch while giving no reuse."
+        f"KV cache, against a ridge point of {di.ridge_point:.3g} FLOP/B. "
+        f"{batching.sentence()[0].upper()}{batching.sentence()[1:]}."
     )
     return Section(
         "roofline",

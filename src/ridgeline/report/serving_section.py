@@ -19,7 +19,7 @@ from ridgeline.sim import (
     WorkloadSpec,
     generate,
 )
-from ridgeline.sim.compare import compare
+from ridgeline.sim.variants import compare
 
 if TYPE_CHECKING:
     from ridgeline.report.build import ReportContext

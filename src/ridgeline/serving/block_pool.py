@@ -67,8 +67,11 @@ class BlockPool:
             raise ConfigError(f"field block_size: must be >= 1, got {block_size}")
         self.num_blocks = num_blocks
         self.block_size = block_size
-        self.blocks = [KVBlock(i) for i in range(num_blocks)]
-        self._uncached: deque[KVBlock] = deque(self.blocks)
+        # NOTE: blocks are made on first use, in id order (a pool of 10^5 blocks a simulation
+        # never fills costs nothing); never-used ones come after every freed one, as if the
+        # free queue started with all of them in id order
+        self.blocks: list[KVBlock] = []
+        self._uncached: deque[KVBlock] = deque()
         self._cached_free = eviction if eviction is not None else LRUEviction()
         self._hash_to_block: dict[int, KVBlock] = {}
         self._on_evict = on_evict
@@ -77,7 +80,7 @@ class BlockPool:
     @property
     def num_free(self) -> int:
         """Blocks an allocation can take (uncached free plus evictable cached)."""
-        return len(self._uncached) + len(self._cached_free)
+        return len(self._uncached) + self.num_blocks - len(self.blocks) + len(self._cached_free)
 
     @property
     def num_used(self) -> int:
@@ -94,6 +97,10 @@ class BlockPool:
         uncached = self._uncached
         # NOTE: uncached free blocks have ref count 0 and no hash by construction (``free``)
         out = [uncached.popleft() for _ in range(min(n, len(uncached)))]
+        made = len(self.blocks)
+        fresh = [KVBlock(i) for i in range(made, min(made + n - len(out), self.num_blocks))]
+        self.blocks += fresh
+        out += fresh
         out += [self._evict() for _ in range(n - len(out))]
         for block in out:
             block.ref_cnt = 1

@@ -1,13 +1,14 @@
-"""A serving loop an executor plugs into: schedule → execute → update, until no work is left.
+"""The step loop an executor plugs into: schedule → execute → update, until no work is left.
 
-This is the whole contract between the runtime and a machine (nano-vllm's ``step()``):
+This is the whole contract between the runtime and a machine (nano-vllm's ``step()``), and the
+one loop of the real engine (``engine.LLM.step`` runs it), its HTTP server and the tests:
 
     loop = ServingLoop(scheduler, executor)
     loop.add(Request("a", prompt_ids, SamplingParams(32)))
     finished = loop.run()          # requests in the order they finished
 
 The simulator uses its own event loop (arrivals in simulated time, closed-form decode runs) over
-the same ``Scheduler``; the engine can use this one with a real executor.
+the same ``Scheduler``.
 """
 
 from __future__ import annotations
@@ -47,12 +48,12 @@ class ServingLoop:
         return self.scheduler.add_request(request)
 
     def step(self) -> StepOutcome | None:
-        """Run one step; None when there is nothing to run."""
+        """Run one step; None when none could run (nothing unfinished, or nothing fits now)."""
         if not self.scheduler.has_unfinished:
             return None
         batch = self.scheduler.schedule()
         if not batch.requests:
-            raise RidgelineError("scheduler has waiting requests but cannot run any of them")
+            return None
         result = self.executor.execute(batch)
         self.elapsed_s += result.time_s
         finished = self.scheduler.update(batch, result)
@@ -64,6 +65,10 @@ class ServingLoop:
         for _ in range(max_steps):
             outcome = self.step()
             if outcome is None:
+                if self.scheduler.has_unfinished:
+                    raise RidgelineError(
+                        "scheduler has waiting requests but cannot run any of them"
+                    )
                 return done
             done.extend(outcome.finished)
         raise RidgelineError(f"requests still running after {max_steps} steps")

@@ -47,6 +47,10 @@ class RequestQueue(Protocol):
 
     def pop(self) -> Request: ...
 
+    def remove(self, request: Request) -> None:
+        """Take ``request`` out wherever it is (an aborted request)."""
+        ...
+
     def __len__(self) -> int: ...
 
     def __iter__(self) -> Iterator[Request]: ...
@@ -71,6 +75,9 @@ class FCFSQueue:
 
     def pop(self) -> Request:
         return self._q.popleft()
+
+    def remove(self, request: Request) -> None:
+        self._q.remove(request)
 
     def __len__(self) -> int:
         return len(self._q)
@@ -101,6 +108,10 @@ class PriorityQueue:
 
     def pop(self) -> Request:
         return heapq.heappop(self._heap)[1]
+
+    def remove(self, request: Request) -> None:
+        self._heap = [e for e in self._heap if e[1] is not request]
+        heapq.heapify(self._heap)
 
     def __len__(self) -> int:
         return len(self._heap)

@@ -35,6 +35,7 @@ class FinishReason(StrEnum):
     LENGTH = "length"  # reached max_new_tokens
     STOP = "stop"  # sampled the end-of-sequence token
     REJECTED = "rejected"  # can never fit (reason in ``Request.reject_reason``)
+    ABORTED = "abort"  # its client went away (``Scheduler.abort``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,6 +146,8 @@ class Scheduler:
         self.requests[request.request_id] = request
         request.status = RequestStatus.WAITING
         self.waiting.push(request)
+        if self.waiting.peek() is request:  # a new head (priority order) may fit: try it
+            self._blocked_on_memory = False
         return True
 
     def never_fits(self, request: Request) -> str:
@@ -169,6 +171,25 @@ class Scheduler:
                 f"{request.num_prompt_tokens} > {budget} tokens"
             )
         return ""
+
+    def abort(self, request_id: str) -> Request | None:
+        """Stop an unfinished request now (its client left) and free its blocks; the request,
+        or None when it is not here (finished, rejected or unknown)."""
+        req = self.requests.pop(request_id, None)
+        if req is None:
+            return None
+        if req in self.running:
+            self.running.remove(req)
+        else:
+            self.waiting.remove(req)
+        slots = self._swapped_slots.pop(request_id, None)
+        if slots and self.kv.tiers is not None:
+            self.kv.tiers.release_swap(len(slots))
+        self.kv.free(req)
+        req.status = RequestStatus.FINISHED
+        req.finish_reason = FinishReason.ABORTED
+        self._blocked_on_memory = False
+        return req
 
     @property
     def has_unfinished(self) -> bool:

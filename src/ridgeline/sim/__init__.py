@@ -5,9 +5,10 @@ Layer rule: imports ``serving``, ``analytic``, ``specs`` and ``errors`` only; ne
 """
 
 from ridgeline.serving.disagg import Disagg
-from ridgeline.sim.engine import SimConfig, Simulation, kv_pool_blocks, simulate
 from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCostModel
+from ridgeline.sim.loop import SimConfig, Simulation, kv_pool_blocks, simulate
 from ridgeline.sim.metrics import SLO, Percentiles, RequestMetrics, SimResult
+from ridgeline.sim.traces import load_trace, trace_columns, trace_rows
 from ridgeline.sim.workload import (
     Arrival,
     LengthDist,
@@ -16,7 +17,6 @@ from ridgeline.sim.workload import (
     Tokens,
     WorkloadSpec,
     generate,
-    load_trace,
     parse_lengths,
 )
 
@@ -42,4 +42,6 @@ __all__ = [
     "load_trace",
     "parse_lengths",
     "simulate",
+    "trace_columns",
+    "trace_rows",
 ]

@@ -97,15 +97,17 @@ class StepCostModel:
         self.mode = mode
         self.calibration = self.efficiency.calibration(acc, mode)
         cal = self.calibration
-        self.peak = acc.peak(self.dtypes.compute) * cal.compute_efficiency
-        self.bw = acc.device_bandwidth_bytes_per_s * cal.bandwidth_efficiency
+        self.peak = acc.peak(self.dtypes.compute)  # the datasheet's; efficiencies scale below
+        self.bw = acc.device_bandwidth_bytes_per_s
         self.tile_rows = cal.gemm_tile_rows
-        self.fixed_s = fixed_step_seconds(model.num_layers, cal)
+        self.fixed_s = float(fixed_step_seconds(model.num_layers, cal))
+        self.seq_s = cal.sequence_latency_s
         self.windows: tuple[int | None, ...] = tuple(
             sorted({layer.window for layer in model.layers}, key=lambda w: -1 if w is None else w)
         )
         self.affine = model.moe is None
-        self._coef = {d: self._read_coefficients(d) for d in (True, False)} if self.affine else {}
+        self._raw = {d: self._read_coefficients(d) for d in (True, False)} if self.affine else {}
+        self._coef = {d: self._calibrated(*raw) for d, raw in self._raw.items()}
         self._run = (
             self._decode_run_coefficients() if self.windows == (None,) and self.affine else None
         )
@@ -121,30 +123,37 @@ class StepCostModel:
             num_keys=x[3],
         )
 
-    def _terms(self, shape: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-op FLOPs, bytes and GEMM rows of ``shape``."""
+    def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
+        """Per-op FLOPs, bytes other than KV, KV bytes and GEMM rows of ``shape``."""
         ops = op_terms(self.model, shape, self.dtypes)  # type: ignore[arg-type]
         flops = np.array([float(o.flops) for o in ops])
-        nbytes = np.array([float(o.bytes_read + o.bytes_written) for o in ops])
+        kv = np.array([float(o.kv_read_bytes + o.kv_write_bytes) for o in ops])
+        nbytes = np.array([float(o.bytes_read + o.bytes_written) for o in ops]) - kv
         rows = np.array([float(o.gemm_rows) for o in ops])
-        return flops, nbytes, rows
+        return flops, nbytes, kv, rows
 
-    def _read_coefficients(self, decode: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ops × d) matrices of FLOP and byte times and of GEMM rows per unit of each
-        aggregate, column 0 constant."""
+    def _read_coefficients(self, decode: bool) -> tuple[np.ndarray, ...]:
+        """(ops × d) matrices, per unit of each aggregate (column 0 constant), of the ideal
+        FLOP seconds, other-byte seconds, KV-byte seconds, and of GEMM rows."""
         d = 4 + 2 * len(self.windows)
         base = [1.0] + [0.0] * (d - 1)
-        f0, b0, r0 = self._terms(self._shape(base, decode))
-        fcols, bcols, rcols = [f0], [b0], [r0]
+        zero = self._terms(self._shape(base, decode))
+        cols: list[list[np.ndarray]] = [[t] for t in zero]
         for j in range(1, d):
             x = list(base)
             x[j] = 1.0
-            f, b, r = self._terms(self._shape(x, decode))
-            fcols.append(f - f0)
-            bcols.append(b - b0)
-            rcols.append(r - r0)
-        fc, bc = np.stack(fcols, axis=1) / self.peak, np.stack(bcols, axis=1) / self.bw
-        return fc, bc, np.stack(rcols, axis=1)
+            for col, t, t0 in zip(cols, self._terms(self._shape(x, decode)), zero, strict=True):
+                col.append(t - t0)
+        f, m, k, g = (np.stack(c, axis=1) for c in cols)
+        return f / self.peak, m / self.bw, k / self.bw, g
+
+    def _calibrated(
+        self, f: np.ndarray, m: np.ndarray, k: np.ndarray, g: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Compute and memory seconds at the calibrated rates (``analytic.calibrated``)."""
+        cal = self.calibration
+        mem = m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency
+        return f / cal.compute_efficiency, mem, g
 
     def _pad(self, rows: np.ndarray) -> np.ndarray | float:
         """Tile padding of each op's GEMM (1 everywhere on an ideal machine)."""
@@ -173,13 +182,14 @@ class StepCostModel:
         decode = all(n == 1 for n in new)
         if not self.affine:
             shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
-            f, b, r = self._terms(shape)
-            compute = f * self._pad(r) / self.peak
-            return float(np.maximum(compute, b / self.bw).sum()) + self.fixed_s
+            f, m, k, r = self._terms(shape)
+            compute, memory, _ = self._calibrated(f / self.peak, m / self.bw, k / self.bw, r)
+            fixed = self.fixed_s + len(new) * self.seq_s
+            return float(np.maximum(compute * self._pad(r), memory).sum()) + fixed
         fc, bc, gc = self._coef[decode]
         x = np.asarray(self.aggregates(new, prior))
         compute = (fc @ x) * self._pad(gc @ x)
-        return float(np.maximum(compute, bc @ x).sum()) + self.fixed_s
+        return float(np.maximum(compute, bc @ x).sum()) + self.fixed_s + x[1] * self.seq_s
 
     def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
         """Times of ``k`` consecutive decode steps of the same sequences (closed form: each
@@ -190,8 +200,10 @@ class StepCostModel:
             )
         if self._run is not None:
             return self._linear_run(float(len(prior)), float(sum(prior)), np.arange(k, dtype=float))
-        compute, memory = self.op_seconds(self.decode_run_aggregates(prior, k), decode=True)
-        return np.maximum(compute * self._pad_of(prior, k), memory).sum(axis=0) + self.fixed_s
+        fc, bc, _ = self._coef[True]
+        x = self.decode_run_aggregates(prior, k)
+        fixed = self.fixed_s + len(prior) * self.seq_s
+        return np.maximum((fc @ x) * self._pad_of(prior, k), bc @ x).sum(axis=0) + fixed
 
     def decode_run_aggregates(self, prior: Sequence[int], k: int) -> np.ndarray:
         """The linear model's x of ``k`` consecutive decode steps, one column each: (d, k)."""
@@ -204,11 +216,12 @@ class StepCostModel:
         cac = [(ctx if w is None else np.minimum(ctx, w)).sum(axis=0) for w in self.windows]
         return np.stack(rows + att + cac)
 
-    def op_seconds(self, x: np.ndarray, decode: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Per-op compute seconds (before tile padding) and memory seconds of the steps whose
-        aggregates are the columns of ``x`` (d, k): two (ops, k) arrays (affine models)."""
-        fc, bc, _ = self._coef[decode]
-        return fc @ x, bc @ x
+    def ideal_op_seconds(self, x: np.ndarray, decode: bool) -> tuple[np.ndarray, ...]:
+        """Per-op ideal compute seconds (before tile padding), other-byte seconds and KV-byte
+        seconds of the steps whose aggregates are the columns of ``x`` (d, k): three (ops, k)
+        arrays (affine models)."""
+        f, m, k, _ = self._raw[decode]
+        return f @ x, m @ x, k @ x
 
     def gemm_rows(self, x: np.ndarray, decode: bool) -> np.ndarray:
         """Per-op GEMM rows of the steps whose aggregates are the columns of ``x``: (ops, k)."""
@@ -240,7 +253,7 @@ class StepCostModel:
             gc = self._coef[True][2]
             rows = gc[:, 0] + batch * (gc[:, 1] + gc[:, 2])
             per_op[0] *= np.asarray(self._pad(rows))[:, None]
-        return per_op.max(axis=0).sum(axis=0) + self.fixed_s
+        return per_op.max(axis=0).sum(axis=0) + self.fixed_s + batch * self.seq_s
 
 
 def _windowed_sum(x: float, w: int) -> float:

@@ -11,7 +11,7 @@ interpolation, numpy's default; ITL percentiles weighted by how many tokens shar
 
 from __future__ import annotations
 
-from array import array
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ class Percentiles:
             p50, p90, p99 = np.percentile(x, (50, 90, 99))
             return Percentiles(float(x.mean()), float(p50), float(p90), float(p99))
         w = np.asarray(weights, dtype=float)
-        order = np.argsort(x, kind="stable")
+        order = np.argsort(x)  # equal values are interchangeable: any order gives the same q
         x, w = x[order], w[order]
         cum = np.cumsum(w)
         q = [float(x[min(np.searchsorted(cum, f * cum[-1]), x.size - 1)]) for f in (0.5, 0.9, 0.99)]
@@ -125,111 +125,168 @@ class SimResult:
         return d
 
 
-class Collector:
-    """Accumulates per-request events and per-step samples during a run."""
+@dataclass(frozen=True, slots=True)
+class StepSamples:
+    """Device KV use after every step, as arrays (one entry per step, in time order).
 
-    def __init__(self) -> None:
-        self.arrival: dict[str, float] = {}
-        self.prompt_len: dict[str, int] = {}
-        self.first_sched: dict[str, float] = {}
-        self.first_tok: dict[str, float] = {}
-        self.last_tok: dict[str, float] = {}
-        self.num_out: dict[str, int] = {}
-        self.finish: dict[str, float] = {}
-        self.preempt: dict[str, int] = {}
-        self.cached: dict[str, int] = {}
-        self.rejected: dict[str, str] = {}
-        self.itl = array("d")
-        self.itl_w = array("d")
-        self.t = array("d")
-        self.used = array("d")
-        self.unused = array("d")
-        self.dur = array("d")
-        self.running = array("d")
+    Attributes:
+        start_s: when each step started.
+        dur_s: how long it ran (end − start).
+        used_frac: blocks in use after the step, as a fraction of the pool.
+        unused_frac: allocated-but-unused slots of running requests, as a fraction of all slots.
+        running: requests running after the step.
+    """
+
+    start_s: np.ndarray
+    dur_s: np.ndarray
+    used_frac: np.ndarray
+    unused_frac: np.ndarray
+    running: np.ndarray
+
+
+class RequestLog:
+    """Per-request events of a run, in lists indexed by arrival order (``None`` until known).
+
+    Both simulation modes write here: the step-by-step loop through request ids (``index``),
+    the fast mode through indices directly. ITL gaps seen by one request go to ``itl1``; a gap
+    shared by every request of a decode run is stored once in ``itl`` with the number of
+    requests that saw it in ``itl_w`` (or in ``itl_chunks``, arrays of gaps and weights).
+
+    Args:
+        request_ids: ids in arrival order.
+        arrival_s: arrival times, in the same order.
+        prompt_len: prompt lengths, in the same order.
+    """
+
+    __slots__ = (
+        "ids",
+        "index",
+        "arrival",
+        "prompt_len",
+        "first_sched",
+        "first_tok",
+        "last_tok",
+        "num_out",
+        "finish",
+        "preempt",
+        "cached",
+        "rejected",
+        "itl1",
+        "itl",
+        "itl_w",
+        "itl_chunks",
+        "decode_tokens",
+        "decode_seq_steps",
+    )
+
+    def __init__(
+        self, request_ids: Sequence[str], arrival_s: Sequence[float], prompt_len: Sequence[int]
+    ) -> None:
+        n = len(request_ids)
+        self.ids = list(request_ids)
+        self.index = {rid: i for i, rid in enumerate(self.ids)}
+        self.arrival = list(arrival_s)
+        self.prompt_len = list(prompt_len)
+        self.first_sched: list[float | None] = [None] * n
+        self.first_tok: list[float | None] = [None] * n
+        self.last_tok: list[float | None] = [None] * n
+        self.num_out = [0] * n
+        self.finish: list[float | None] = [None] * n
+        self.preempt = [0] * n
+        self.cached = [0] * n
+        self.rejected: dict[int, str] = {}
+        self.itl1: list[float] = []
+        self.itl: list[float] = []
+        self.itl_w: list[float] = []
+        self.itl_chunks: list[tuple[np.ndarray, np.ndarray]] = []
         self.decode_tokens = 0
         self.decode_seq_steps = 0
 
-    def arrive(self, rid: str, t: float, prompt_len: int) -> None:
-        """``rid`` arrived at ``t``."""
-        self.arrival[rid] = t
-        self.prompt_len[rid] = prompt_len
-        self.num_out[rid] = 0
-
-    def scheduled(self, rid: str, t: float) -> None:
-        self.first_sched.setdefault(rid, t)
-
-    def tokens(self, rid: str, t: float, n: int) -> None:
-        """``n`` tokens of ``rid`` became available at ``t``."""
-        last = self.last_tok.get(rid)
+    def tokens(self, i: int, t: float, n: int) -> None:
+        """``n`` tokens of request ``i`` became available at ``t``."""
+        last = self.last_tok[i]
         if last is None:
-            self.first_tok[rid] = t
+            self.first_tok[i] = t
         else:
-            self.itl.append(t - last)
-            self.itl_w.append(1.0)
-            for _ in range(n - 1):  # tokens accepted together arrive with no gap
-                self.itl.append(0.0)
-                self.itl_w.append(1.0)
-        self.last_tok[rid] = t
-        self.num_out[rid] += n
+            self.itl1.append(t - last)
+            if n > 1:  # tokens accepted together arrive with no gap
+                self.itl1 += [0.0] * (n - 1)
+        self.last_tok[i] = t
+        self.num_out[i] += n
 
-    def decode_run(self, rids: list[str], t0: float, step_s: np.ndarray) -> None:
-        """``len(step_s)`` decode steps from ``t0``: every request in ``rids`` got one token per step."""
-        ends = t0 + np.cumsum(step_s)
-        k = len(step_s)
-        for rid in rids:
-            last = self.last_tok.get(rid)
-            if last is None:  # a prefix hit left only the last prompt token: first token now
-                self.first_tok[rid] = float(ends[0])
+    def decode_run(self, idx: Sequence[int], ends: Sequence[float]) -> None:
+        """Decode steps ending at ``ends`` in which every request of ``idx`` got one token.
+
+        Every request sees the same gaps between consecutive ends (stored once, weighted);
+        its first gap is from its own last token to ``ends[0]``.
+        """
+        first, last, k = ends[0], ends[-1], len(ends)
+        last_tok, itl1, num_out = self.last_tok, self.itl1, self.num_out
+        for i in idx:
+            prev = last_tok[i]
+            if prev is None:  # a prefix hit left only the last prompt token: first token now
+                self.first_tok[i] = first
             else:
-                self.itl.append(float(ends[0]) - last)
-                self.itl_w.append(1.0)
-            self.last_tok[rid] = float(ends[-1])
-            self.num_out[rid] += k
-        self.decode_tokens += k * len(rids)
-        self.decode_seq_steps += k * len(rids)
-        if k > 1:
-            self.itl.extend(step_s[1:].tolist())
-            self.itl_w.extend([float(len(rids))] * (k - 1))
+                itl1.append(first - prev)
+            last_tok[i] = last
+            num_out[i] += k
+        self.shared_gaps(ends, len(idx))
+        self.decode_tokens += k * len(idx)
+        self.decode_seq_steps += k * len(idx)
 
-    def step(self, t: float, dur: float, used: float, unused: float, running: int) -> None:
-        """A KV sample for a step (or decode run) from ``t`` lasting ``dur``."""
-        self.t.append(t)
-        self.dur.append(dur)
-        self.used.append(used)
-        self.unused.append(unused)
-        self.running.append(running)
+    def shared_gaps(self, ends: Sequence[float], count: int) -> None:
+        """The gaps between consecutive ``ends``, each seen by ``count`` requests."""
+        if len(ends) > 1:
+            self.itl += [b - a for a, b in zip(ends, ends[1:], strict=False)]
+            self.itl_w += [float(count)] * (len(ends) - 1)
 
-    def finished(self, rid: str, t: float, preemptions: int, cached: int) -> None:
-        """One instance is done with ``rid`` (a prefill instance hands it on; see ``completed``)."""
-        self.preempt[rid] = self.preempt.get(rid, 0) + preemptions
-        self.cached[rid] = max(self.cached.get(rid, 0), cached)
+    def itl_percentiles(self) -> Percentiles:
+        """ITL over every gap (weighted by how many requests saw it)."""
+        xs = [np.asarray(self.itl1), np.asarray(self.itl)] + [x for x, _ in self.itl_chunks]
+        ws = [np.ones(len(self.itl1)), np.asarray(self.itl_w)] + [w for _, w in self.itl_chunks]
+        x = np.concatenate(xs)
+        return Percentiles.of(x, np.concatenate(ws)) if x.size else Percentiles.of([])
 
-    def completed(self, rid: str, t: float) -> None:
-        self.finish[rid] = t
-
-    def reject(self, rid: str, reason: str) -> None:
-        self.rejected[rid] = reason
+    def finished(self, i: int, preemptions: int, cached: int) -> None:
+        """One instance is done with request ``i`` (a prefill instance hands it on)."""
+        self.preempt[i] += preemptions
+        self.cached[i] = max(self.cached[i], cached)
 
     def request_metrics(self) -> list[RequestMetrics]:
         """Per-request latencies, in arrival order."""
-        out = []
-        nan = float("nan")
-        for rid, t0 in self.arrival.items():
-            n = self.num_out.get(rid, 0)
-            first, last = self.first_tok.get(rid, nan), self.last_tok.get(rid, nan)
-            out.append(
-                RequestMetrics(
-                    rid,
-                    t0,
-                    self.prompt_len[rid],
-                    n,
-                    first - t0,
-                    (last - first) / (n - 1) if n > 1 else nan,
-                    self.finish.get(rid, nan) - t0,
-                    self.first_sched.get(rid, nan) - t0,
-                    self.preempt.get(rid, 0),
-                    self.cached.get(rid, 0),
-                    self.rejected.get(rid, ""),
+        a = np.asarray(self.arrival, dtype=float)
+        cols = self.columns()
+        n = np.asarray(self.num_out)
+        rej = self.rejected
+        return [
+            RequestMetrics(rid, t0, p, o, ttft, tpot, e2e, q, pre, cac, rej.get(i, ""))
+            for i, (rid, t0, p, o, ttft, tpot, e2e, q, pre, cac) in enumerate(
+                zip(
+                    self.ids,
+                    self.arrival,
+                    self.prompt_len,
+                    n.tolist(),
+                    (cols["first"] - a).tolist(),
+                    cols["tpot"].tolist(),
+                    (cols["finish"] - a).tolist(),
+                    (cols["sched"] - a).tolist(),
+                    self.preempt,
+                    self.cached,
+                    strict=True,
                 )
             )
-        return out
+        ]
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """First scheduled, first token, finish (absolute seconds, NaN if never) and TPOT."""
+        first = np.array(self.first_tok, dtype=float)
+        last = np.array(self.last_tok, dtype=float)
+        n = np.asarray(self.num_out, dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot = np.where(n > 1, (last - first) / (n - 1), np.nan)
+        return {
+            "first": first,
+            "tpot": tpot,
+            "finish": np.array(self.finish, dtype=float),
+            "sched": np.array(self.first_sched, dtype=float),
+        }

@@ -23,7 +23,7 @@ Requests reach replicas through a ``Router``::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -35,8 +35,9 @@ from ridgeline.analytic.deploy import check_deployment, chip_op_costs, kv_share,
 from ridgeline.analytic.kv import weights_bytes
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.request import Request
-from ridgeline.sim.engine import Role, SimConfig, Simulation, _Instance
+from ridgeline.sim.early import LateStop
 from ridgeline.sim.executor import StepCostModel
+from ridgeline.sim.loop import Role, SimConfig, Simulation, _Instance
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import ModelSpec
@@ -85,11 +86,13 @@ class DeploymentStepCost(StepCostModel):
         self.deployment = deployment  # read by _terms while the base class builds its tables
         super().__init__(model, deployment.accelerator, dtypes, efficiency, mode)
 
-    def _terms(self, shape: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
         costs = chip_op_costs(self.model, self.deployment.tensor_parallel, shape, self.dtypes)  # type: ignore[arg-type]
+        kv = np.array([c.kv_bytes for c in costs])
         return (
             np.array([c.flops for c in costs]),
-            np.array([c.bytes for c in costs]),
+            np.array([c.bytes for c in costs]) - kv,
+            kv,
             np.array([c.gemm_rows for c in costs]),
         )
 
@@ -187,6 +190,14 @@ class ReplicaSimulation(Simulation):
     def _submit(self, inst: _Instance, req: Request) -> None:
         self.assignments[req.request_id] = inst.index
         super()._submit(inst, req)
+
+    def run(
+        self, progress: Callable[[int], None] | None = None, stop: LateStop | None = None
+    ) -> SimResult:
+        result = super().run(progress, stop)
+        if len(self.instances) == 1:  # the fast mode routes nothing: one replica serves all
+            self.assignments = {r.request_id: 0 for r in self.workload}
+        return result
 
 
 def simulate_replicas(

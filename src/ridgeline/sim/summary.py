@@ -1,134 +1,144 @@
-"""Turn a finished simulation's events into a ``SimResult`` (percentiles, rates, memory)."""
+"""Turn a finished simulation's events into a ``SimResult`` (percentiles, rates, memory).
+
+Both simulation modes hand over the same three things: the ``RequestLog`` (per-request arrays),
+the ``StepSamples`` (KV use after every step) and the run's counters (``RunStats``); everything
+here is vectorised over them.
+"""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
-from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.tiers import TierTraffic
-from ridgeline.sim.metrics import KVTimeline, Percentiles, RequestMetrics, SimResult
-
-if TYPE_CHECKING:
-    from ridgeline.sim.engine import Simulation
+from ridgeline.sim.metrics import SLO, KVTimeline, Percentiles, RequestLog, SimResult, StepSamples
 
 _TIMELINE_POINTS = 400
 
 
-def _finite(values: list[float]) -> list[float]:
-    return [v for v in values if not math.isnan(v)]
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    """Counters of a finished run that are not per request or per step.
+
+    Attributes:
+        label: the configuration's name in tables.
+        slo: latency objectives for goodput.
+        num_preemptions: preemptions over all instances.
+        num_steps: scheduler steps over all instances.
+        prompt_tokens_queried: prompt tokens looked up in the prefix cache.
+        kv_blocks: blocks of one instance's KV pool.
+        block_size: tokens per block.
+        static_slots: compiled batch slots of the static policy (None for the others).
+        prefix_hit_tokens: of the prompt tokens looked up, those found.
+        tier_traffic: bytes moved per KV tier.
+    """
+
+    label: str
+    slo: SLO
+    num_preemptions: int
+    num_steps: int
+    prompt_tokens_queried: int
+    kv_blocks: int
+    block_size: int
+    static_slots: int | None
+    prefix_hit_tokens: int = 0
+    tier_traffic: tuple[TierTraffic, ...] = ()
 
 
-def _timeline(t: np.ndarray, used: np.ndarray, unused: np.ndarray) -> KVTimeline:
+def _finite(x: np.ndarray) -> np.ndarray:
+    return x[~np.isnan(x)]
+
+
+def _timeline(steps: StepSamples) -> KVTimeline:
     """At most ``_TIMELINE_POINTS`` samples, evenly picked, for plots and JSON."""
+    t = steps.start_s
     n = min(len(t), _TIMELINE_POINTS)
     idx = np.unique(np.linspace(0, len(t) - 1, n).astype(int)) if n else np.zeros(0, dtype=int)
     return KVTimeline(
-        tuple(float(x) for x in t[idx]),
-        tuple(float(x) for x in used[idx]),
-        tuple(float(x) for x in unused[idx]),
+        tuple(t[idx].tolist()),
+        tuple(steps.used_frac[idx].tolist()),
+        tuple(steps.unused_frac[idx].tolist()),
     )
 
 
-def _goodput(reqs: list[RequestMetrics], sim: Simulation, makespan: float) -> float:
-    slo = sim.cfg.slo
-    ok = sum(
-        1
-        for r in reqs
-        if not r.rejected
-        and r.ttft_s <= slo.ttft_s
-        and (r.output_len < 2 or r.tpot_s <= slo.tpot_s)
-    )
-    return ok / makespan if makespan > 0 else 0.0
+def _memory(steps: StepSamples, static_slots: int | None) -> dict[str, float]:
+    """KV peak and time-weighted means of use, unused allocation and running requests."""
+    dur, used, unused, running = steps.dur_s, steps.used_frac, steps.unused_frac, steps.running
+    out: dict[str, float] = {
+        "kv_peak_frac": 0.0,
+        "kv_mean_frac": 0.0,
+        "unused_allocated_frac": 0.0,
+        "max_running": 0,
+        "mean_running": 0.0,
+    }
+    if len(dur):
+        wsum = float(dur.sum()) or 1.0
+        used_time = float(np.dot(used, dur))
+        out["kv_peak_frac"] = float(used.max())
+        out["kv_mean_frac"] = used_time / wsum
+        out["unused_allocated_frac"] = float(np.dot(unused, dur) / max(used_time, 1e-30))
+        out["max_running"] = int(running.max())
+        out["mean_running"] = float(np.dot(running, dur) / wsum)
+    # static policy: the fraction of its compiled batch slots that ran empty (padding a
+    # compiled schedule computes anyway)
+    slots = static_slots
+    out["idle_slot_frac"] = 0.0 if slots is None else 1.0 - out["mean_running"] / slots
+    return out
 
 
-def _tier_traffic(sim: Simulation) -> tuple[TierTraffic, ...]:
-    totals: dict[str, list[float]] = {}
-    for tiers in sim.tiers:
-        for t in tiers.traffic():
-            acc = totals.setdefault(t.name, [0.0, 0.0, 0.0])
-            acc[0] += t.bytes_in
-            acc[1] += t.bytes_out
-            acc[2] += t.hit_blocks
-    return tuple(TierTraffic(n, v[0], v[1], int(v[2])) for n, v in totals.items())
+def _reasons(log: RequestLog) -> tuple[str, ...]:
+    counts = Counter(r.split(":")[0] for r in log.rejected.values())
+    return tuple(f"{n}× {reason}" for reason, n in counts.most_common())
 
 
-def summarize(sim: Simulation, label: str) -> SimResult:
+def summarize(log: RequestLog, steps: StepSamples, stats: RunStats) -> SimResult:
     """Percentiles, throughput, goodput, KV use and prefix-cache hits of a finished run."""
-    m = sim.metrics
-    reqs = m.request_metrics()
-    done = [r for r in reqs if not r.rejected and not math.isnan(r.e2e_s)]
-    t0 = min((r.arrival_s for r in reqs), default=0.0)
-    end = max((r.arrival_s + r.e2e_s for r in done), default=t0)
+    reqs = log.request_metrics()
+    arrival = np.asarray(log.arrival, dtype=float)
+    cols = log.columns()
+    ttft, tpot = cols["first"] - arrival, cols["tpot"]
+    e2e, queue = cols["finish"] - arrival, cols["sched"] - arrival
+    rejected = np.zeros(len(reqs), dtype=bool)
+    rejected[list(log.rejected)] = True
+    done = ~rejected & ~np.isnan(e2e)
+    n_out, n_in = np.asarray(log.num_out), np.asarray(log.prompt_len)
+    t0 = float(arrival.min()) if len(arrival) else 0.0
+    end = float((arrival + e2e)[done].max()) if done.any() else t0
     makespan = end - t0
-    out_tokens = sum(r.output_len for r in done)
-    in_tokens = sum(r.prompt_len for r in done)
-    dur = np.frombuffer(m.dur, dtype=float) if len(m.dur) else np.zeros(0)
-    used = np.frombuffer(m.used, dtype=float) if len(m.used) else np.zeros(0)
-    unused = np.frombuffer(m.unused, dtype=float) if len(m.unused) else np.zeros(0)
-    running = np.frombuffer(m.running, dtype=float) if len(m.running) else np.zeros(0)
-    wsum = float(dur.sum()) or 1.0
-    stats = [i.scheduler.stats for i in sim.instances]
-    queried = sum(s.prompt_tokens_queried for s in stats)
-    steps = sum(s.num_steps for s in stats)
-    seq_steps = float(np.dot(running, dur) / wsum) if len(dur) else 0.0
+    num_done = int(done.sum())
+    out_tokens, in_tokens = int(n_out[done].sum()), int(n_in[done].sum())
+    slo = stats.slo
+    good = (ttft <= slo.ttft_s) & ((n_out < 2) | (tpot <= slo.tpot_s))
+    queried = stats.prompt_tokens_queried
     return SimResult(
-        label=label,
+        label=stats.label,
         num_requests=len(reqs),
-        num_completed=len(done),
-        num_rejected=len(m.rejected),
-        reject_reasons=tuple(
-            f"{n}× {reason}"
-            for reason, n in Counter(r.split(":")[0] for r in m.rejected.values()).most_common()
-        ),
+        num_completed=num_done,
+        num_rejected=len(log.rejected),
+        reject_reasons=_reasons(log),
         makespan_s=makespan,
-        requests_per_s=len(done) / makespan if makespan > 0 else 0.0,
+        requests_per_s=num_done / makespan if makespan > 0 else 0.0,
         output_tokens_per_s=out_tokens / makespan if makespan > 0 else 0.0,
         total_tokens_per_s=(in_tokens + out_tokens) / makespan if makespan > 0 else 0.0,
-        goodput_per_s=_goodput(done, sim, makespan),
-        slo=sim.cfg.slo,
-        ttft_s=Percentiles.of(_finite([r.ttft_s for r in done])),
-        tpot_s=Percentiles.of(_finite([r.tpot_s for r in done])),
-        itl_s=Percentiles.of(np.frombuffer(m.itl, dtype=float), np.frombuffer(m.itl_w, dtype=float))
-        if len(m.itl)
-        else Percentiles.of([]),
-        e2e_s=Percentiles.of([r.e2e_s for r in done]),
-        queue_s=Percentiles.of(_finite([r.queue_s for r in done])),
-        num_preemptions=sum(s.num_preemptions for s in stats),
-        num_steps=steps,
-        prefix_hit_rate=sum(s.prefix_hit_tokens for s in stats) / queried if queried else 0.0,
-        kv_peak_frac=float(used.max()) if len(used) else 0.0,
-        kv_mean_frac=float(np.dot(used, dur) / wsum) if len(used) else 0.0,
-        unused_allocated_frac=float(np.dot(unused, dur) / max(float(np.dot(used, dur)), 1e-30))
-        if len(used)
-        else 0.0,
-        max_running=int(running.max()) if len(running) else 0,
-        mean_running=seq_steps,
-        idle_slot_frac=_idle_slots(sim, seq_steps),
-        tokens_per_step_per_seq=_tokens_per_seq_step(sim),
-        tier_traffic=_tier_traffic(sim),
-        kv_blocks=sim.num_blocks,
-        block_size=sim.cfg.block_size,
-        timeline=_timeline(
-            np.frombuffer(m.t, dtype=float) if len(m.t) else np.zeros(0), used, unused
-        ),
+        goodput_per_s=int((good & done).sum()) / makespan if makespan > 0 else 0.0,
+        slo=slo,
+        ttft_s=Percentiles.of(_finite(ttft[done])),
+        tpot_s=Percentiles.of(_finite(tpot[done])),
+        itl_s=log.itl_percentiles(),
+        e2e_s=Percentiles.of(e2e[done]),
+        queue_s=Percentiles.of(_finite(queue[done])),
+        num_preemptions=stats.num_preemptions,
+        num_steps=stats.num_steps,
+        prefix_hit_rate=stats.prefix_hit_tokens / queried if queried else 0.0,
+        **_memory(steps, stats.static_slots),  # type: ignore[arg-type]
+        tokens_per_step_per_seq=log.decode_tokens / log.decode_seq_steps
+        if log.decode_seq_steps
+        else 1.0,
+        tier_traffic=stats.tier_traffic,
+        kv_blocks=stats.kv_blocks,
+        block_size=stats.block_size,
+        timeline=_timeline(steps),
         requests=tuple(reqs),
     )
-
-
-def _tokens_per_seq_step(sim: Simulation) -> float:
-    """Output tokens per decode step per sequence (1 without speculative decoding)."""
-    m = sim.metrics
-    return m.decode_tokens / m.decode_seq_steps if m.decode_seq_steps else 1.0
-
-
-def _idle_slots(sim: Simulation, mean_running: float) -> float:
-    """Static policy: the fraction of its compiled batch slots that ran empty (padding a
-    compiled schedule computes anyway); 0 for the other policies."""
-    sched = sim.instances[0].scheduler
-    if sched.policy.kind is not PolicyKind.STATIC:
-        return 0.0
-    return 1.0 - mean_running / sched.max_running

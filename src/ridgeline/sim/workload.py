@@ -1,11 +1,12 @@
 """Workloads: who arrives when, with which prompt and how many output tokens.
 
-Synthetic: Poisson or gamma arrivals at a rate; prompt and output lengths fixed, uniform,
-lognormal or zipf; optionally N shared system prompts, or multi-turn conversations whose next
-prompt is the previous prompt + answer + a new user turn. Traces: JSONL (``arrival_s``,
-``prompt_tokens`` or ``prompt_len``, ``output_len``, optional ``prefix_id`` / ``prefix_len``,
-``priority``, ``spec_acceptance``) or
-CSV (``arrived_at,num_prefill_tokens,num_decode_tokens``, the Splitwise trace format).
+One ``WorkloadSpec`` describes the traffic for ``ridgeline simulate`` and for a sweep's capacity
+search: Poisson, gamma or evenly spaced arrivals at a rate, or a trace (``sim.traces``); prompt
+and output lengths fixed, uniform, lognormal, zipf or uniform over a range of integers;
+optionally N shared system prompts, or multi-turn conversations whose next prompt is the
+previous prompt + answer + a new user turn; a fixed number of requests or ``duration_s`` seconds
+of arrivals. ``generate`` lays it out for one simulation; a sweep draws the lengths once
+(``sweep.workload.load_table``) and re-times them to every probe's rate.
 
 Token ids are labels for prefix hashing, not vocabulary entries. They are kept as ``range``
 segments (``Tokens``) so ten thousand 1,000-token prompts cost no memory:
@@ -17,14 +18,11 @@ segments (``Tokens``) so ten thousand 1,000-token prompts cost no memory:
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
-from typing import Any, overload
+from typing import overload
 
 import numpy as np
 
@@ -108,8 +106,10 @@ class RequestSpec:
 class Arrival(StrEnum):
     """Arrival processes."""
 
-    POISSON = "poisson"
-    GAMMA = "gamma"
+    POISSON = "poisson"  # exponential gaps
+    GAMMA = "gamma"  # gamma gaps with coefficient of variation ``cv``
+    UNIFORM = "uniform"  # one request every 1/rate seconds exactly
+    TRACE = "trace"  # the trace's own gaps (scaled to a sweep probe's rate)
 
 
 class LengthDist(StrEnum):
@@ -119,6 +119,7 @@ class LengthDist(StrEnum):
     UNIFORM = "uniform"
     LOGNORMAL = "lognormal"
     ZIPF = "zipf"
+    INTEGERS = "integers"  # every integer of [lo, hi] equally likely
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +127,8 @@ class Lengths:
     """A length distribution with the given mean (clipped to [lo, hi]).
 
     ``uniform`` spans [lo, 2·mean − lo]; ``lognormal`` has shape ``sigma``; ``zipf`` draws
-    ranks with exponent ``zipf_a`` and scales them so the mean is about ``mean``.
+    ranks with exponent ``zipf_a`` and scales them so the mean is about ``mean``; ``integers``
+    draws the integers of [lo, hi] with equal chances (``Lengths.between``).
     """
 
     dist: LengthDist = LengthDist.FIXED
@@ -136,8 +138,18 @@ class Lengths:
     lo: int = 1
     hi: int = 32768
 
+    @staticmethod
+    def between(lo: int, hi: int) -> Lengths:
+        """``lo`` tokens (when ``hi == lo``), or any integer of [lo, hi] with equal chances."""
+        if not 1 <= lo <= hi:
+            raise ConfigError(f"lengths [{lo}, {hi}]: need 1 <= low <= high")
+        dist = LengthDist.FIXED if lo == hi else LengthDist.INTEGERS
+        return Lengths(dist, (lo + hi) / 2, lo=lo, hi=hi)
+
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` integer lengths drawn with ``rng``."""
+        if self.dist is LengthDist.INTEGERS:
+            return rng.integers(self.lo, self.hi + 1, n, dtype=np.int64)
         if self.dist is LengthDist.FIXED:
             x = np.full(n, self.mean)
         elif self.dist is LengthDist.UNIFORM:
@@ -153,22 +165,31 @@ class Lengths:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadSpec:
-    """A synthetic workload.
+    """Traffic: arrivals, lengths, shared prefixes and conversations, or a trace.
 
     Attributes:
-        num_requests: requests (conversations × turns for multi-turn).
-        rate_per_s: mean arrival rate.
-        arrival: poisson, or gamma with coefficient of variation ``cv`` (burstier when > 1).
+        num_requests: requests (conversations × turns for multi-turn), or None when
+            ``duration_s`` sets them.
+        rate_per_s: mean arrival rate (a sweep's probe sets its own).
+        arrival: poisson, gamma with coefficient of variation ``cv`` (burstier when > 1),
+            uniform (evenly spaced), or trace.
         prompt: prompt lengths (the unique part when prefixes are shared).
         output: output lengths.
         num_prefixes: distinct shared system prompts (0: none).
         prefix_len: tokens of each shared system prompt.
         turns: turns per conversation (1: independent requests).
         think_s: mean user think time between a turn's arrival and the next turn's.
-        seed: the generator's seed.
+        seed: the generator's seed (a sweep uses its own).
+        name: a label for reports.
+        trace_path: the trace of a ``trace`` workload (``sim.traces``).
+        skip: trace rows skipped first.
+        duration_s: seconds of arrivals instead of a count: ceil(rate × duration_s) requests,
+            at most ``max_requests`` (an overload then leaves a backlog a TTFT SLO sees, where
+            a fixed count would drain).
+        max_requests: most requests in ``duration_s`` mode.
     """
 
-    num_requests: int = 100
+    num_requests: int | None = 100
     rate_per_s: float = 1.0
     arrival: Arrival = Arrival.POISSON
     cv: float = 1.0
@@ -179,25 +200,52 @@ class WorkloadSpec:
     turns: int = 1
     think_s: float = 5.0
     seed: int = 0
+    name: str = "workload"
+    trace_path: str | None = None
+    skip: int = 0
+    duration_s: float | None = None
+    max_requests: int = 20_000
 
     def __post_init__(self) -> None:
-        if self.num_requests < 1:
-            raise ConfigError(f"field requests: must be >= 1, got {self.num_requests}")
+        if (self.num_requests is None) == (self.duration_s is None):
+            raise ConfigError(f"workload '{self.name}': give num_requests or duration_s, one")
+        if (self.num_requests or 1) < 1 or self.max_requests < 1 or (self.duration_s or 1) <= 0:
+            raise ConfigError(
+                f"workload '{self.name}': fields requests and max_requests must be >= 1 and "
+                f"duration_s > 0, got {self.num_requests}, {self.max_requests}, {self.duration_s}"
+            )
         if self.rate_per_s <= 0:
             raise ConfigError(f"field rate: must be > 0, got {self.rate_per_s}")
         if self.cv <= 0 or self.turns < 1 or self.num_prefixes < 0 or self.prefix_len < 0:
             raise ConfigError("fields cv > 0, turns >= 1, prefixes >= 0, prefix_len >= 0")
+        if (self.arrival is Arrival.TRACE) != (self.trace_path is not None):
+            raise ConfigError(f"workload '{self.name}': a trace workload needs `trace`, only it")
+
+    @property
+    def table_size(self) -> int:
+        """Requests a sweep materialises once: the fixed count, or the most a probe may take."""
+        return self.num_requests if self.num_requests is not None else self.max_requests
+
+    def requests_at(self, rate_rps: float, available: int) -> int:
+        """How many requests a run at ``rate_rps`` takes, of ``available``."""
+        if self.duration_s is None:
+            return available
+        return max(2, min(available, math.ceil(rate_rps * self.duration_s)))
 
 
 def _gaps(spec: WorkloadSpec, rng: np.random.Generator, n: int) -> np.ndarray:
-    """Inter-arrival gaps: exponential (Poisson) or gamma with shape 1/cv² (same mean)."""
+    """Inter-arrival gaps: exponential (Poisson), even, or gamma with shape 1/cv² (same mean)."""
     if spec.arrival is Arrival.POISSON:
         return rng.exponential(1.0 / spec.rate_per_s, n)
+    if spec.arrival is Arrival.UNIFORM:
+        return np.full(n, 1.0 / spec.rate_per_s)
     shape = 1.0 / spec.cv**2
     return rng.gamma(shape, 1.0 / (spec.rate_per_s * shape), n)
 
 
-def _prompt(i: int, n: int, prefix: int | None, prefix_len: int) -> Tokens:
+def prompt_tokens(i: int, n: int, prefix: int | None = None, prefix_len: int = 0) -> Tokens:
+    """Request ``i``'s prompt of ``n`` unique tokens after ``prefix_len`` tokens of shared
+    prefix ``prefix`` (see the module docstring)."""
     parts = []
     if prefix is not None and prefix_len:
         parts.append(
@@ -207,16 +255,23 @@ def _prompt(i: int, n: int, prefix: int | None, prefix_len: int) -> Tokens:
     return Tokens(parts)
 
 
-def _output(i: int, n: int) -> range:
+def output_tokens(i: int, n: int) -> range:
+    """Request ``i``'s ``n`` output tokens (what the simulated machine samples for it)."""
     return range(_OUTPUT_BASE + i * _SPAN, _OUTPUT_BASE + i * _SPAN + n)
 
 
 def generate(spec: WorkloadSpec) -> list[RequestSpec]:
-    """The requests of ``spec``, sorted by arrival (deterministic for ``spec.seed``)."""
+    """The requests of ``spec``, sorted by arrival (deterministic for ``spec.seed``); a trace
+    keeps its own arrival times."""
+    n = spec.requests_at(spec.rate_per_s, spec.table_size)
+    if spec.arrival is Arrival.TRACE:
+        from ridgeline.sim.traces import load_trace  # the trace reader builds on this module
+
+        assert spec.trace_path is not None
+        return load_trace(spec.trace_path, limit=n, skip=spec.skip)
     if spec.turns > 1:
-        return _multi_turn(spec)
+        return _multi_turn(spec, n)
     rng = np.random.default_rng(spec.seed)
-    n = spec.num_requests
     arrivals = np.cumsum(_gaps(spec, rng, n))
     prompts, outputs = spec.prompt.sample(rng, n), spec.output.sample(rng, n)
     prefixes = rng.integers(0, spec.num_prefixes, n) if spec.num_prefixes else None
@@ -224,19 +279,19 @@ def generate(spec: WorkloadSpec) -> list[RequestSpec]:
         RequestSpec(
             f"r{i}",
             float(arrivals[i]),
-            _prompt(
+            prompt_tokens(
                 i, int(prompts[i]), None if prefixes is None else int(prefixes[i]), spec.prefix_len
             ),
-            _output(i, int(outputs[i])),
+            output_tokens(i, int(outputs[i])),
         )
         for i in range(n)
     ]
 
 
-def _multi_turn(spec: WorkloadSpec) -> list[RequestSpec]:
+def _multi_turn(spec: WorkloadSpec, n: int) -> list[RequestSpec]:
     """Conversations: turn t+1's prompt = turn t's prompt + its output + a new user message."""
     rng = np.random.default_rng(spec.seed)
-    convs = -(-spec.num_requests // spec.turns)
+    convs = -(-n // spec.turns)
     starts = np.cumsum(_gaps(spec, rng, convs))
     out: list[RequestSpec] = []
     for c in range(convs):
@@ -245,104 +300,17 @@ def _multi_turn(spec: WorkloadSpec) -> list[RequestSpec]:
         prefix = int(rng.integers(0, spec.num_prefixes)) if spec.num_prefixes else None
         for t in range(spec.turns):
             i = c * spec.turns + t
-            if i >= spec.num_requests:
+            if i >= n:
                 break
-            user = _prompt(
+            user = prompt_tokens(
                 i, int(spec.prompt.sample(rng, 1)[0]), prefix if t == 0 else None, spec.prefix_len
             )
             prompt = prompt + user
-            output = _output(i, int(spec.output.sample(rng, 1)[0]))
+            output = output_tokens(i, int(spec.output.sample(rng, 1)[0]))
             out.append(RequestSpec(f"c{c}t{t}", t_s, prompt, output))
             prompt = prompt + Tokens([output])
             t_s += float(rng.exponential(spec.think_s))
     return sorted(out, key=lambda r: (r.arrival_s, r.request_id))
-
-
-# ---- traces ----------------------------------------------------------------------------------
-
-
-def _field(row: dict[str, Any], names: tuple[str, ...], where: str, kind: type = int) -> Any:
-    for name in names:
-        if name in row and row[name] not in (None, ""):
-            try:
-                value = kind(float(row[name])) if kind is int else kind(row[name])
-            except (TypeError, ValueError):
-                raise ConfigError(f"{where}: field {name}: not a number: {row[name]!r}") from None
-            if value < 0:
-                raise ConfigError(f"{where}: field {name}: must be >= 0, got {value}")
-            return value
-    raise ConfigError(f"{where}: missing field {' or '.join(names)}")
-
-
-def _trace_request(
-    row: dict[str, Any], i: int, where: str, prefixes: dict[str, int]
-) -> RequestSpec:
-    arrival = _field(row, ("arrival_s", "arrived_at"), where, float)
-    out_len = _field(row, ("output_len", "num_decode_tokens"), where)
-    if out_len < 1:
-        raise ConfigError(f"{where}: field output_len: must be >= 1, got {out_len}")
-    if isinstance(row.get("prompt_tokens"), list):
-        ids = row["prompt_tokens"]
-        if not ids or not all(isinstance(t, int) for t in ids):
-            raise ConfigError(f"{where}: field prompt_tokens: must be a non-empty list of ints")
-        prompt: Sequence[int] = tuple(ids)
-    else:
-        n = _field(row, ("prompt_len", "prompt_tokens", "num_prefill_tokens"), where)
-        if n < 1:
-            raise ConfigError(f"{where}: field prompt_len: must be >= 1, got {n}")
-        prefix = row.get("prefix_id")
-        plen = min(int(row.get("prefix_len") or n), n) if prefix is not None else 0
-        if prefix is None:
-            prompt = _prompt(i, n, None, 0)
-        else:
-            pid = prefixes.setdefault(str(prefix), len(prefixes))  # first-seen order
-            prompt = _prompt(i, n - plen, pid, plen)
-    priority = int(_field(row, ("priority",), where)) if "priority" in row else 0
-    alpha = _field(row, ("spec_acceptance",), where, float) if "spec_acceptance" in row else None
-    if alpha is not None and alpha > 1:
-        raise ConfigError(f"{where}: field spec_acceptance: must be in [0, 1], got {alpha}")
-    return RequestSpec(f"t{i}", arrival, prompt, _output(i, out_len), priority, alpha)
-
-
-def load_trace(path: str | Path, limit: int | None = None) -> list[RequestSpec]:
-    """Requests of a JSONL or CSV trace; errors name the file, line and field."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"trace {p}: no such file")
-    rows = _csv_rows(p) if p.suffix.lower() == ".csv" else _jsonl_rows(p)
-    out: list[RequestSpec] = []
-    prefixes: dict[str, int] = {}
-    for i, (line, row) in enumerate(rows):
-        if limit is not None and i >= limit:
-            break
-        out.append(_trace_request(row, i, f"{p}:{line}", prefixes))
-    if not out:
-        raise ConfigError(f"trace {p}: no requests")
-    t0 = min(r.arrival_s for r in out)
-    return sorted(
-        (replace(r, arrival_s=r.arrival_s - t0) for r in out),
-        key=lambda r: r.arrival_s,
-    )
-
-
-def _jsonl_rows(p: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with p.open() as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"{p}:{line_no}: not JSON: {e.msg}") from e
-            if not isinstance(row, dict):
-                raise ConfigError(f"{p}:{line_no}: expected a JSON object")
-            yield line_no, row
-
-
-def _csv_rows(p: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with p.open(newline="") as f:
-        for line_no, row in enumerate(csv.DictReader(f), 2):
-            yield line_no, dict(row)
 
 
 def parse_lengths(text: str, default_mean: float) -> Lengths:

@@ -9,13 +9,18 @@ another: same kernels, same launch path):
 ============================  ===============================================================
 term                          what it models
 ============================  ===============================================================
-``bandwidth_efficiency``      achievable fraction of the device level's bandwidth (MBU)
+``bandwidth_efficiency``      achievable fraction of the device level's bandwidth (MBU) when
+                              streaming weights and activations
+``kv_bandwidth_efficiency``   the same for the KV cache, read by the attention kernel in scattered
+                              blocks (paged attention), often well below streaming
 ``compute_efficiency``        achievable fraction of the dense peak on large GEMMs (MFU)
 ``gemm_tile_rows``            rows of the matrix unit: a GEMM of M rows costs ceil(M/t)·t rows
 ``layer_latency_s``           fixed time each layer adds to a step: kernel launches and syncs on
                               a GPU, the per-layer latency of a pipeline laid across a fabric on a
                               spatial machine
 ``step_latency_s``            fixed time per step (host scheduling, sampling)
+``sequence_latency_s``        host time per running sequence per step (its scheduling, input
+                              preparation, sampling and output handling on the CPU)
 ``link_efficiency``           achievable fraction of the chip-to-chip link bandwidth
 ``collective_latency_s``      fixed time per collective beyond the per-hop latency
 ``stage_latency_s``           fixed time per pipeline-stage crossing (wafer to wafer, chip hop)
@@ -54,16 +59,23 @@ class Term(StrEnum):
     """The calibration terms (see the module docstring)."""
 
     BANDWIDTH_EFFICIENCY = "bandwidth_efficiency"
+    KV_BANDWIDTH_EFFICIENCY = "kv_bandwidth_efficiency"
     COMPUTE_EFFICIENCY = "compute_efficiency"
     GEMM_TILE_ROWS = "gemm_tile_rows"
     LAYER_LATENCY_S = "layer_latency_s"
     STEP_LATENCY_S = "step_latency_s"
+    SEQUENCE_LATENCY_S = "sequence_latency_s"
     LINK_EFFICIENCY = "link_efficiency"
     COLLECTIVE_LATENCY_S = "collective_latency_s"
     STAGE_LATENCY_S = "stage_latency_s"
 
 
-EFFICIENCY_TERMS = (Term.BANDWIDTH_EFFICIENCY, Term.COMPUTE_EFFICIENCY, Term.LINK_EFFICIENCY)
+EFFICIENCY_TERMS = (
+    Term.BANDWIDTH_EFFICIENCY,
+    Term.KV_BANDWIDTH_EFFICIENCY,
+    Term.COMPUTE_EFFICIENCY,
+    Term.LINK_EFFICIENCY,
+)
 FITTED_PREFIX = "fitted"
 MAX_FITTED_TERMS = 3  # per family: few physical numbers, never one per data point
 
@@ -79,10 +91,12 @@ class Calibration:
 
     family: str = "ideal"
     bandwidth_efficiency: float = 1.0
+    kv_bandwidth_efficiency: float = 1.0
     compute_efficiency: float = 1.0
     gemm_tile_rows: int = 1
     layer_latency_s: float = 0.0
     step_latency_s: float = 0.0
+    sequence_latency_s: float = 0.0
     link_efficiency: float = 1.0
     collective_latency_s: float = 0.0
     stage_latency_s: float = 0.0
@@ -93,7 +107,13 @@ class Calibration:
             value = getattr(self, term.value)
             if not 0.0 < value <= 1.0:
                 raise ConfigError(f"calibration {self.family}: field {term}: must be in (0, 1]")
-        for term in (Term.LAYER_LATENCY_S, Term.STEP_LATENCY_S, Term.COLLECTIVE_LATENCY_S):
+        latencies = (
+            Term.LAYER_LATENCY_S,
+            Term.STEP_LATENCY_S,
+            Term.SEQUENCE_LATENCY_S,
+            Term.COLLECTIVE_LATENCY_S,
+        )
+        for term in latencies:
             if getattr(self, term.value) < 0:
                 raise ConfigError(f"calibration {self.family}: field {term}: must be >= 0")
         if self.stage_latency_s < 0:
@@ -140,10 +160,12 @@ class _Term(_Strict):
 
 class _TermsFile(_Strict):
     bandwidth_efficiency: _Term | None = None
+    kv_bandwidth_efficiency: _Term | None = None
     compute_efficiency: _Term | None = None
     gemm_tile_rows: _Term | None = None
     layer_latency_s: _Term | None = None
     step_latency_s: _Term | None = None
+    sequence_latency_s: _Term | None = None
     link_efficiency: _Term | None = None
     collective_latency_s: _Term | None = None
     stage_latency_s: _Term | None = None

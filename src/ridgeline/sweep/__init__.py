@@ -63,7 +63,7 @@ from ridgeline.sweep.workload import (
     at_rate,
     load_table,
     read_trace,
-)
+)  # Arrival, Lengths and WorkloadSpec are the simulator's (ridgeline.sim)
 
 __all__ = [
     "Arrival",

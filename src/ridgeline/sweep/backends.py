@@ -37,6 +37,7 @@ class SharedContext:
     simulator: PointSimulator
     tables: Mapping[str, RequestTable]  # workload name -> its requests before timing
     slo: Slo
+    decide_early: bool = True  # stop a probe once its TTFT objective is certainly missed
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,9 @@ def run_probe(ctx: SharedContext, task: ProbeTask) -> PointResult:
     table = ctx.tables[workload.name]
     n = workload.requests_at(task.rate_rps, len(table.prompt_tokens))
     requests = at_rate(table, workload.arrival, task.rate_rps, task.seed, n)
-    return simulate_point(ctx.simulator, task.config, requests, ctx.slo, task.seed)
+    return simulate_point(
+        ctx.simulator, task.config, requests, ctx.slo, task.seed, ctx.decide_early
+    )
 
 
 class Backend(Protocol):

@@ -143,6 +143,8 @@ class RequestLatencies:
         output_tokens: tokens produced per request.
         makespan_s: first arrival to last completion.
         num_steps: scheduler steps the simulation ran (for cost accounting).
+        decided_early: the simulation stopped once the TTFT objective was certainly missed
+            (requests it did not finish have ``inf`` latencies).
     """
 
     ttft_s: np.ndarray
@@ -150,6 +152,7 @@ class RequestLatencies:
     output_tokens: np.ndarray
     makespan_s: float
     num_steps: int = 0
+    decided_early: bool = False
 
 
 class PointSimulator(Protocol):
@@ -166,12 +169,26 @@ class PointSimulator(Protocol):
         ...
 
 
+class DecidingSimulator(PointSimulator, Protocol):
+    """A ``PointSimulator`` that may stop a probe once its TTFT objective is certainly missed
+    (``RequestLatencies.decided_early``); the search then knows the answer it needs sooner."""
+
+    def simulate_until_decided(
+        self, config: Configuration, requests: Requests, seed: int, slo: Slo
+    ) -> RequestLatencies:
+        """``simulate``, stopped early when the ``slo.percentile``-th TTFT is certainly over
+        ``slo.ttft_s``."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class PointResult:
     """Summary of one probe: a configuration at one request rate.
 
     Percentile fields are at the SLO's percentile (``_p``) and at the median (``_p50``).
     ``goodput_rps`` counts only requests that met both SLOs; ``throughput_rps`` counts all.
+    A probe ``decided_early`` missed the SLOs before its simulation ended: its figures cover
+    the part simulated (requests not finished count as never served).
     """
 
     rate_rps: float
@@ -187,6 +204,7 @@ class PointResult:
     output_tokens_per_s: float
     meets_slo: bool
     num_steps: int
+    decided_early: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,8 +220,9 @@ def _pct(values: np.ndarray, q: float) -> float:
     known = values[~np.isnan(values)]
     if known.size == 0:
         return 0.0
-    value = float(np.percentile(known, q))
-    return math.inf if math.isnan(value) else value  # inf - inf inside the interpolation
+    with np.errstate(invalid="ignore"):  # inf - inf inside the interpolation: NaN, read as inf
+        value = float(np.percentile(known, q))
+    return math.inf if math.isnan(value) else value
 
 
 def summarize(lat: RequestLatencies, requests: Requests, rate_rps: float, slo: Slo) -> PointResult:
@@ -213,7 +232,8 @@ def summarize(lat: RequestLatencies, requests: Requests, rate_rps: float, slo: S
     good = ttft_ok & tpot_ok
     finished = np.isfinite(lat.ttft_s) & ~np.isposinf(lat.tpot_s)
     span = lat.makespan_s if lat.makespan_s > 0 else math.inf
-    e2e = lat.ttft_s + np.nan_to_num(lat.tpot_s) * np.maximum(lat.output_tokens - 1, 0)
+    with np.errstate(over="ignore"):  # never-served requests: inf TTFT and TPOT
+        e2e = lat.ttft_s + np.nan_to_num(lat.tpot_s) * np.maximum(lat.output_tokens - 1, 0)
     ttft_p, tpot_p = _pct(lat.ttft_s, slo.percentile), _pct(lat.tpot_s, slo.percentile)
     return PointResult(
         rate_rps=rate_rps,
@@ -229,6 +249,7 @@ def summarize(lat: RequestLatencies, requests: Requests, rate_rps: float, slo: S
         output_tokens_per_s=float(np.sum(lat.output_tokens[finished])) / span,
         meets_slo=bool(ttft_p <= slo.ttft_s and tpot_p <= slo.tpot_s),
         num_steps=lat.num_steps,
+        decided_early=lat.decided_early,
     )
 
 
@@ -238,8 +259,15 @@ def simulate_point(
     requests: Requests,
     slo: Slo,
     seed: int,
+    decide_early: bool = True,
 ) -> PointResult:
-    """Simulate one probe and summarize it against the SLOs."""
-    lat = simulator.simulate(config, requests, seed)
+    """Simulate one probe and summarize it against the SLOs; with ``decide_early`` a simulator
+    that can (``DecidingSimulator``) stops once the TTFT objective is certainly missed."""
+    until = getattr(simulator, "simulate_until_decided", None) if decide_early else None
+    lat = (
+        until(config, requests, seed, slo)
+        if until is not None
+        else simulator.simulate(config, requests, seed)
+    )
     assert lat.ttft_s.shape == (requests.num_requests,), "one latency per request"
     return summarize(lat, requests, requests.rate_rps, slo)

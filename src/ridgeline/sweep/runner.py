@@ -47,6 +47,7 @@ class SweepOutcome:
     results: tuple[ConfigResult, ...]
     num_simulated: int  # simulations run by this call
     num_reused: int  # probes taken from the store instead
+    num_decided_early: int  # of the simulations run, those stopped once the SLOs were missed
     num_rounds: int
     wall_s: float
 
@@ -115,7 +116,7 @@ class _Sweep:
             for i, (k, c) in enumerate(zip(keys, configs, strict=True))
         ]
         self.num_configs = len(configs)
-        self.num_simulated = self.num_reused = self.num_rounds = 0
+        self.num_simulated = self.num_reused = self.num_rounds = self.num_decided_early = 0
 
     def best(self) -> tuple[str | None, float | None]:
         """Label and objective of the best configuration proven so far."""
@@ -184,6 +185,7 @@ class _Sweep:
             self.store.add_probe(task.key, result)
             found[(task.key, task.rate_rps)] = result
             self.num_simulated += 1
+            self.num_decided_early += result.decided_early
             if on_progress is not None:
                 on_progress(self.progress())
         for s, rate in planned:  # grid order: the finishing order never matters
@@ -227,7 +229,7 @@ def run_sweep(
     tables = {w.name: load_table(w, spec.seed) for w in spec.workloads}
     sizes = {name: len(t.prompt_tokens) for name, t in tables.items()}
     sweep = _Sweep(spec, store, backend, simulator, sizes)
-    backend.start(SharedContext(simulator, tables, spec.slo))
+    backend.start(SharedContext(simulator, tables, spec.slo, spec.search.decide_early))
     try:
         while sweep.round(on_progress):
             if on_progress is not None:
@@ -238,6 +240,7 @@ def run_sweep(
         tuple(sweep.results[s.key] for s in sweep.searches),
         sweep.num_simulated,
         sweep.num_reused,
+        sweep.num_decided_early,
         sweep.num_rounds,
         time.perf_counter() - start,
     )

@@ -22,10 +22,11 @@ from ridgeline.analytic.deploy import check_deployment
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
-from ridgeline.sim import RequestSpec, SimConfig, SimResult, Tokens, kv_pool_blocks, simulate
-from ridgeline.sim.replicas import ReplicaSet, replica_kv_blocks, simulate_replicas
+from ridgeline.sim import RequestSpec, SimConfig, SimResult, Simulation, Tokens, kv_pool_blocks
+from ridgeline.sim.early import LateStop, late_limit
+from ridgeline.sim.replicas import ReplicaSet, ReplicaSimulation, replica_kv_blocks
 from ridgeline.specs import get_accelerator, get_model
-from ridgeline.sweep.point import Configuration, PointSimulator, RequestLatencies
+from ridgeline.sweep.point import Configuration, PointSimulator, RequestLatencies, Slo
 from ridgeline.sweep.workload import Requests
 
 # Token-id labels: request i's prompt is range(i·2^32, ...), its output the same shifted by
@@ -91,14 +92,31 @@ class ServingSimulator:
 
     def simulate(self, config: Configuration, requests: Requests, seed: int) -> RequestLatencies:
         """Simulate ``requests`` on one replica of ``config``."""
+        return self._run(config, requests, seed, None)
+
+    def simulate_until_decided(
+        self, config: Configuration, requests: Requests, seed: int, slo: Slo
+    ) -> RequestLatencies:
+        """``simulate``, stopped once the ``slo.percentile``-th TTFT is certainly over
+        ``slo.ttft_s`` (``sim.early``)."""
+        n = requests.num_requests
+        return self._run(
+            config, requests, seed, LateStop(slo.ttft_s, late_limit(n, slo.percentile))
+        )
+
+    def _run(
+        self, config: Configuration, requests: Requests, seed: int, stop: LateStop | None
+    ) -> RequestLatencies:
         longest = int(np.max(requests.prompt_tokens + requests.output_tokens))
         cfg = self.sim_config(config, longest, seed)
         workload = _request_specs(requests)
-        if config.chips == 1:
-            result = simulate(cfg, workload)
-        else:
-            result = simulate_replicas(cfg, workload, ReplicaSet(self.deployment(config))).result
-        return _latencies(result, requests.num_requests)
+        sim = (
+            Simulation(cfg, workload)
+            if config.chips == 1
+            else ReplicaSimulation(cfg, workload, ReplicaSet(self.deployment(config)))
+        )
+        result = sim.run(stop=stop)
+        return _latencies(result, requests.num_requests, sim.stopped)
 
 
 def _request_specs(requests: Requests) -> list[RequestSpec]:
@@ -118,16 +136,19 @@ def _request_specs(requests: Requests) -> list[RequestSpec]:
     return specs
 
 
-def _latencies(result: SimResult, n: int) -> RequestLatencies:
-    """Per-request arrays in arrival order; a rejected request never gets a token (inf)."""
+def _latencies(result: SimResult, n: int, stopped: bool) -> RequestLatencies:
+    """Per-request arrays in arrival order; a rejected request never gets a token (inf), nor,
+    when the run ``stopped`` early, does one it had not finished."""
     ttft, tpot = np.full(n, math.inf), np.full(n, math.inf)
     out = np.zeros(n, dtype=np.int64)
     for m in result.requests:
         i = int(m.request_id[1:])
         out[i] = m.output_len
-        if not m.rejected:
+        if not m.rejected and not (stopped and math.isnan(m.e2e_s)):
             ttft[i], tpot[i] = m.ttft_s, m.tpot_s
-    return RequestLatencies(ttft, tpot, out, result.makespan_s, result.num_steps)
+        elif not m.rejected and not math.isnan(m.ttft_s):
+            ttft[i] = m.ttft_s  # it got its first token, not its last
+    return RequestLatencies(ttft, tpot, out, result.makespan_s, result.num_steps, stopped)
 
 
 def default_simulator() -> PointSimulator:

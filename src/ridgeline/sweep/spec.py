@@ -45,8 +45,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ridgeline.errors import ConfigError
+from ridgeline.sim.workload import Arrival, Lengths, WorkloadSpec
 from ridgeline.sweep.point import ChipSplit, Configuration, Policy, Slo
-from ridgeline.sweep.workload import Arrival, Lengths, WorkloadSpec
 
 
 class Objective(StrEnum):
@@ -88,6 +88,7 @@ class SearchSettings:
         rate_min_rps: below this a configuration counts as unable to meet the SLOs.
         rate_max_rps: the search does not probe above this.
         early_stop: stop a configuration once it cannot beat the best one on the objective.
+        decide_early: stop a probe's simulation once its TTFT objective is certainly missed.
     """
 
     rate_start_rps: float = 1.0
@@ -96,6 +97,7 @@ class SearchSettings:
     rate_min_rps: float = 1e-3
     rate_max_rps: float = 1e5
     early_stop: bool = True
+    decide_early: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +202,7 @@ class _SearchFile(_Strict):
     rate_min_rps: PosFloat = 1e-3
     rate_max_rps: PosFloat = 1e5
     early_stop: bool = True
+    decide_early: bool = True
 
 
 class _PriceFile(_Strict):
@@ -256,25 +259,32 @@ def _policy_variants(p: _PolicyFile) -> list[Policy]:
     return variants
 
 
-def _lengths(value: int | tuple[int, int] | None) -> Lengths | None:
+def _lengths(value: int | tuple[int, int] | None, field: str, name: str) -> Lengths:
+    """``N`` tokens, or ``[low, high]``: every integer between with equal chances."""
     if value is None:
-        return None
-    return Lengths(value, value) if isinstance(value, int) else Lengths(*value)
+        raise ConfigError(f"workload '{name}': needs prompt_tokens and output_tokens ({field})")
+    return Lengths.between(value, value) if isinstance(value, int) else Lengths.between(*value)
 
 
 def _workload(w: _WorkloadFile, base: Path) -> WorkloadSpec:
     trace = str((base / w.trace).resolve()) if w.trace is not None else None
-    arrival = Arrival.TRACE if trace else (w.arrival or Arrival.POISSON)
+    if trace is None and w.arrival not in (None, Arrival.POISSON, Arrival.UNIFORM):
+        raise ConfigError(f"workload '{w.name}': field arrival: poisson or uniform (or a trace)")
+    if trace is not None and w.arrival not in (None, Arrival.TRACE):
+        raise ConfigError(f"workload '{w.name}': a trace workload needs `trace`, only it")
+    synthetic = {} if trace else {
+        "prompt": _lengths(w.prompt_tokens, "prompt_tokens", w.name),
+        "output": _lengths(w.output_tokens, "output_tokens", w.name),
+    }  # fmt: skip
     return WorkloadSpec(
-        w.name,
-        arrival,
-        w.num_requests,
-        trace,
-        w.skip,
-        _lengths(w.prompt_tokens),
-        _lengths(w.output_tokens),
-        w.duration_s,
-        w.max_requests,
+        name=w.name,
+        arrival=Arrival.TRACE if trace else (w.arrival or Arrival.POISSON),
+        num_requests=w.num_requests,
+        trace_path=trace,
+        skip=w.skip,
+        duration_s=w.duration_s,
+        max_requests=w.max_requests,
+        **synthetic,  # type: ignore[arg-type]
     )
 
 

@@ -16,95 +16,25 @@ where the native rate is (n − 1) / (t_last − t_first) over the window used.
 
 from __future__ import annotations
 
-import csv
-import math
-from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
 
 from ridgeline.errors import ConfigError
+from ridgeline.sim.traces import trace_columns
+from ridgeline.sim.workload import Arrival, Lengths, WorkloadSpec
 
-TRACE_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
-
-
-class Arrival(StrEnum):
-    """How arrivals are laid out at a given rate."""
-
-    POISSON = "poisson"  # exponential gaps, seeded
-    UNIFORM = "uniform"  # one request every 1/rate seconds exactly
-    TRACE = "trace"  # the trace's own gaps, scaled to the rate
-
-
-@dataclass(frozen=True, slots=True)
-class Lengths:
-    """A token-length distribution: fixed (``low == high``) or uniform on [low, high]."""
-
-    low: int
-    high: int
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.low <= self.high:
-            raise ConfigError(f"lengths [{self.low}, {self.high}]: need 1 <= low <= high")
-
-    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` lengths drawn with ``rng``."""
-        if self.low == self.high:
-            return np.full(n, self.low, dtype=np.int64)
-        return rng.integers(self.low, self.high + 1, n, dtype=np.int64)
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadSpec:
-    """A workload axis value.
-
-    Attributes:
-        name: label used in reports.
-        arrival: how arrivals are laid out (a trace workload uses ``TRACE``).
-        num_requests: requests per probe (the first ones of the trace after ``skip``), or
-            ``None`` when ``duration_s`` sets it.
-        trace_path: CSV with ``arrived_at,num_prefill_tokens,num_decode_tokens`` (or ``None``).
-        skip: trace rows skipped before the window.
-        prompt_tokens: prompt lengths of a synthetic workload.
-        output_tokens: output lengths of a synthetic workload.
-        duration_s: seconds of arrivals per probe (instead of ``num_requests``).
-        max_requests: most requests per probe in ``duration_s`` mode (trace rows read, lengths
-            drawn).
-    """
-
-    name: str
-    arrival: Arrival
-    num_requests: int | None
-    trace_path: str | None = None
-    skip: int = 0
-    prompt_tokens: Lengths | None = None
-    output_tokens: Lengths | None = None
-    duration_s: float | None = None
-    max_requests: int = 20_000
-
-    def __post_init__(self) -> None:
-        if (self.num_requests is None) == (self.duration_s is None):
-            raise ConfigError(f"workload '{self.name}': give num_requests or duration_s, one")
-        if min(self.num_requests or 2, self.max_requests) < 2 or (self.duration_s or 1) <= 0:
-            raise ConfigError(f"workload '{self.name}': needs >= 2 requests and duration_s > 0")
-        is_trace = self.arrival is Arrival.TRACE
-        if is_trace != (self.trace_path is not None):
-            raise ConfigError(f"workload '{self.name}': a trace workload needs `trace`, only it")
-        if not is_trace and (self.prompt_tokens is None or self.output_tokens is None):
-            raise ConfigError(f"workload '{self.name}': needs prompt_tokens and output_tokens")
-
-    @property
-    def table_size(self) -> int:
-        """Requests materialized once: the fixed count, or the most a probe may take."""
-        return self.num_requests if self.num_requests is not None else self.max_requests
-
-    def requests_at(self, rate_rps: float, available: int) -> int:
-        """How many requests the probe at ``rate_rps`` takes from a table of ``available``."""
-        if self.duration_s is None:
-            return available
-        return max(2, min(available, math.ceil(rate_rps * self.duration_s)))
+__all__ = [
+    "Arrival",
+    "Lengths",
+    "RequestTable",
+    "Requests",
+    "WorkloadSpec",
+    "at_rate",
+    "load_table",
+    "read_trace",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,49 +61,16 @@ class Requests:
 
 
 def read_trace(path: str | Path, skip: int = 0, limit: int | None = None) -> RequestTable:
-    """Read a trace CSV (``arrived_at,num_prefill_tokens,num_decode_tokens``).
+    """The lengths and arrival times of a trace (``sim.traces``, the simulator's reader).
 
     Raises:
-        ConfigError: the file is missing, a column is missing, or a line is malformed (the
-            message names the file and line).
+        ConfigError: the file is missing, a line is malformed (the message names the file,
+            line and field), or fewer than 2 requests are left after ``skip``.
     """
-    path = Path(path)
-    try:
-        with path.open(newline="") as f:
-            rows = _parse_rows(path, csv.reader(f), skip, limit)
-    except OSError as e:
-        raise ConfigError(f"trace {path}: {e.strerror}") from e
-    if len(rows) < 2:
+    arrival, prompt, output = trace_columns(path, skip, limit)
+    if len(arrival) < 2:
         raise ConfigError(f"trace {path}: fewer than 2 requests after skipping {skip}")
-    arr = np.array(rows, dtype=np.float64)
-    return RequestTable(arr[:, 1].astype(np.int64), arr[:, 2].astype(np.int64), arr[:, 0])
-
-
-def _parse_rows(
-    path: Path, reader: Iterator[list[str]], skip: int, limit: int | None
-) -> list[tuple[float, int, int]]:
-    header = next(reader, None)
-    if header is None or tuple(h.strip() for h in header) != TRACE_COLUMNS:
-        raise ConfigError(f"trace {path} line 1: header must be {','.join(TRACE_COLUMNS)}")
-    rows: list[tuple[float, int, int]] = []
-    for line_no, row in enumerate(reader, start=2):
-        if line_no - 2 < skip:
-            continue
-        if limit is not None and len(rows) >= limit:
-            break
-        rows.append(_parse_row(path, line_no, row))
-    return rows
-
-
-def _parse_row(path: Path, line_no: int, row: list[str]) -> tuple[float, int, int]:
-    try:
-        t, p, d = row
-        parsed = (float(t), int(p), int(d))
-    except ValueError:
-        raise ConfigError(f"trace {path} line {line_no}: malformed row {','.join(row)!r}") from None
-    if parsed[0] < 0 or parsed[1] < 1 or parsed[2] < 1:
-        raise ConfigError(f"trace {path} line {line_no}: negative time or a length below 1")
-    return parsed
+    return RequestTable(prompt, output, arrival)
 
 
 def load_table(spec: WorkloadSpec, seed: int) -> RequestTable:
@@ -187,10 +84,9 @@ def load_table(spec: WorkloadSpec, seed: int) -> RequestTable:
                 f"{len(table.prompt_tokens)} requests after skip={spec.skip}, num_requests={n}"
             )
         return table
-    assert spec.prompt_tokens is not None and spec.output_tokens is not None
     rng = np.random.default_rng(seed)
-    prompts = spec.prompt_tokens.draw(n, rng)
-    return RequestTable(prompts, spec.output_tokens.draw(n, rng))
+    prompts = spec.prompt.sample(rng, n)
+    return RequestTable(prompts, spec.output.sample(rng, n))
 
 
 def at_rate(

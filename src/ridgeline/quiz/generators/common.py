@@ -30,7 +30,7 @@ DENSE_MODELS = ("llama-3.1-8b", "llama-2-7b", "mistral-7b", "qwen2.5-7b")
 # dense (shared/reference/hardware.md, "Conventions").
 SPARSE_SPEEDUP = 2.0
 
-# One per architecture of the course (analytic.compare.DEFAULT_ACCELERATORS).
+# One per architecture of the course (analytic.architectures.DEFAULT_ACCELERATORS).
 FIVE = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
 
 

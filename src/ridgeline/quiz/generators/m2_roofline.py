@@ -94,8 +94,26 @@ def phase_bound(rng: random.Random) -> Question:
             batch, tokens = pick(rng, (1, 8, 64, 256, 512, 1024)), pick(rng, (128, 256, 1024, 4096))
         acc = pick(rng, ("h100-sxm", "a100-80gb", "tpu-v5e", "ibm-spyre", "mi300x"))
         model = pick(rng, DENSE_MODELS)
-        if fits(model, acc, phase, batch, tokens):
+        if fits(model, acc, phase, batch, tokens) and robust_bound(
+            acc, model, phase, batch, tokens
+        ):
             return phase_bound_q(rng, acc, model, phase, batch, tokens)
+
+
+ROBUST_MARGIN = 1.25  # intensity at least this factor away from the ridge point
+
+
+def robust_bound(accelerator: str, model: str, phase: Phase, batch: int, tokens: int) -> bool:
+    """True when the bound does not hang on bookkeeping the question does not state: the
+    intensity with activations and with weights + KV alone are both more than ``ROBUST_MARGIN``
+    from the ridge point, on the same side."""
+    cost = step_cost(get_model(model), get_accelerator(accelerator), Workload(phase, batch, tokens))
+    lean = cost.flops / (cost.weight_bytes + cost.kv_read_bytes + cost.kv_write_bytes)
+    ridge = cost.ridge_point
+    both = (cost.arithmetic_intensity, lean)
+    return all(ai > ridge * ROBUST_MARGIN for ai in both) or all(
+        ai < ridge / ROBUST_MARGIN for ai in both
+    )
 
 
 def rank_ridge_q(rng: random.Random, accelerators: tuple[str, ...]) -> Question:

@@ -9,6 +9,7 @@ from ridgeline.analytic.kv import (
     crossover_context,
     kv_bytes,
     kv_bytes_per_token,
+    mha_head_dim,
     techniques,
     weights_bytes,
 )
@@ -199,7 +200,7 @@ def kv_per_token_q(rng: random.Random, model: str) -> Question:
     del rng
     m = get_model(model)
     per = kv_bytes_per_token(m)
-    naive = 2 * m.num_layers * m.num_heads * m.head_dim * DType.BF16.bytes
+    naive = 2 * m.num_layers * m.num_heads * mha_head_dim(m) * DType.BF16.bytes
     tol = 0.01
     latent = (
         f"MLA caches kv_lora_rank + rope dim = {m.kv_elements_per_token_per_layer} elements per "

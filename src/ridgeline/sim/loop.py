@@ -12,6 +12,14 @@ steps up to the next event in closed form and applies it at once::
     step-by-step:  |d0|d1|d2|d3|d4|   (five schedule/execute/update rounds)
     closed form:   |d0 d1 d2 d3 d4|    (one vector of five step times; same tokens and blocks)
 
+Step ends are accumulated from ``now`` one step at a time, as stepping does, and the KV use after
+every step of a run is recorded, so both give the same times, samples and KV peak.
+
+NOTE: with ``fast_forward`` on, a configuration the fast mode covers (one mixed instance, no
+prefix caching, tiers, speculative decoding or disaggregation: ``sim.fast.covers``) is run by
+``sim.fast`` instead, which keeps the scheduler's state in arrays; a differential test holds the
+two to the same results.
+
 Disaggregation: prefill instances run each prompt and its first token; the KV then crosses a
 link (latency + bytes ÷ bandwidth) and a decode instance continues (DistServe, OSDI 2024;
 Splitwise, ISCA 2024).
@@ -35,12 +43,15 @@ from ridgeline.serving.disagg import Disagg, decode_request, prefill_request
 from ridgeline.serving.eviction import make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
+from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
-from ridgeline.serving.tiers import KVTiers, TierSpec
+from ridgeline.serving.tiers import KVTiers, TierSpec, TierTraffic
+from ridgeline.sim import fast
+from ridgeline.sim.early import LateCounter, LateStop
 from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCostModel
-from ridgeline.sim.metrics import SLO, Collector, SimResult
-from ridgeline.sim.summary import summarize
+from ridgeline.sim.metrics import SLO, RequestLog, SimResult, StepSamples
+from ridgeline.sim.summary import RunStats, summarize
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.calibration import CostMode
@@ -146,6 +157,47 @@ class _Instance:
     batch: ScheduledBatch | None = None
     result: StepResult | None = None
     batch_start_s: float = 0.0
+    finishing: int = 0  # requests a decode run finished at its end, still running until then
+
+
+class _StepRecorder:
+    """KV samples after every step, in lists until the run ends."""
+
+    __slots__ = ("start", "dur", "used", "unused", "running")
+
+    def __init__(self) -> None:
+        self.start: list[float] = []
+        self.dur: list[float] = []
+        self.used: list[float] = []
+        self.unused: list[float] = []
+        self.running: list[float] = []
+
+    def add(self, t: float, dur: float, used: float, unused: float, running: int) -> None:
+        self.start.append(t)
+        self.dur.append(dur)
+        self.used.append(used)
+        self.unused.append(unused)
+        self.running.append(running)
+
+    def extend(
+        self, t: np.ndarray, dur: np.ndarray, used: np.ndarray, unused: np.ndarray, running: int
+    ) -> None:
+        """Samples of several steps with the same number of running requests."""
+        self.start += t.tolist()
+        self.dur += dur.tolist()
+        self.used += used.tolist()
+        self.unused += unused.tolist()
+        self.running += [running] * len(t)
+
+    def samples(self, interleaved: bool) -> StepSamples:
+        """The samples; ``interleaved`` (several instances): in the order their steps ended,
+        as stepping records them (a decode run records its steps when it starts)."""
+        cols = [np.array(x, dtype=float) for x in (
+            self.start, self.dur, self.used, self.unused, self.running)]  # fmt: skip
+        if interleaved:
+            order = np.argsort(cols[0] + cols[1], kind="stable")
+            cols = [c[order] for c in cols]
+        return StepSamples(*cols)
 
 
 # An event is a tuple (time_s, priority, seq, kind, payload): the key is its first three fields,
@@ -163,7 +215,13 @@ class Simulation:
         if len(self.specs) != len(workload):
             raise ConfigError("workload: request ids must be unique")
         self.plans: dict[str, RequestPlan] = {}
-        self.metrics = Collector()
+        order = sorted(workload, key=lambda r: r.arrival_s)  # the order arrivals are handled
+        self.log = RequestLog(
+            [r.request_id for r in order],
+            [r.arrival_s for r in order],
+            [r.prompt_len for r in order],
+        )
+        self.steps = _StepRecorder()
         self.now = 0.0
         self._heap: list[_Event] = []
         self._seq = 0
@@ -180,6 +238,7 @@ class Simulation:
             i.scheduler.kv.tiers for i in self.instances if i.scheduler.kv.tiers is not None
         ]
         self.done = 0
+        self.stopped = False  # run() ended early: the TTFT objective was certainly missed
         self.originals: dict[str, Request] = {}  # disaggregation: requests in their prefill
 
     def _make_instances(self) -> list[_Instance]:
@@ -213,8 +272,44 @@ class Simulation:
 
     # ---- the loop ----------------------------------------------------------------------------
 
-    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
-        """Run to completion; ``progress`` is called with the number of requests done."""
+    def run(
+        self, progress: Callable[[int], None] | None = None, stop: LateStop | None = None
+    ) -> SimResult:
+        """Run to completion, or until ``stop`` says the TTFT objective is missed (then
+        ``stopped`` is True and the requests not finished have no latencies); ``progress`` is
+        called with the number of requests done."""
+        late = LateCounter(stop, self.log) if stop is not None else None
+        if self.cfg.fast_forward and fast.covers(self):
+            result, self.stopped = fast.run(self, progress, late)
+            return result
+        self._loop(progress, late)
+        return summarize(self.log, self.steps.samples(len(self.instances) > 1), self.stats())
+
+    def stats(self) -> RunStats:
+        """The run's counters (after ``run``)."""
+        sched = [i.scheduler for i in self.instances]
+        tiers: dict[str, list[float]] = {}
+        for kv_tiers in self.tiers:
+            for t in kv_tiers.traffic():
+                acc = tiers.setdefault(t.name, [0.0, 0.0, 0.0])
+                acc[0] += t.bytes_in
+                acc[1] += t.bytes_out
+                acc[2] += t.hit_blocks
+        first = sched[0]
+        return RunStats(
+            label=self.cfg.label,
+            slo=self.cfg.slo,
+            num_preemptions=sum(s.stats.num_preemptions for s in sched),
+            num_steps=sum(s.stats.num_steps for s in sched),
+            prompt_tokens_queried=sum(s.stats.prompt_tokens_queried for s in sched),
+            prefix_hit_tokens=sum(s.stats.prefix_hit_tokens for s in sched),
+            tier_traffic=tuple(TierTraffic(n, v[0], v[1], int(v[2])) for n, v in tiers.items()),
+            kv_blocks=self.num_blocks,
+            block_size=self.cfg.block_size,
+            static_slots=first.max_running if first.policy.kind is PolicyKind.STATIC else None,
+        )
+
+    def _loop(self, progress: Callable[[int], None] | None, late: LateCounter | None) -> None:
         for spec in self.workload:
             self._push(spec.arrival_s, _Kind.ARRIVAL, spec)
         handlers = {
@@ -226,12 +321,14 @@ class Simulation:
         while self._heap:
             self.now, _, _, kind, payload = heapq.heappop(self._heap)
             handlers[kind](payload)
+            if late is not None and late.reached(self.now):
+                self.stopped = True
+                break
             if progress is not None and self.done - last_report >= 100:
                 last_report = self.done
                 progress(self.done)
         if progress is not None:
             progress(self.done)
-        return summarize(self, self.cfg.label)
 
     def _on_arrival(self, payload: object) -> None:
         assert isinstance(payload, RequestSpec)
@@ -239,7 +336,6 @@ class Simulation:
         self.plans[spec.request_id] = RequestPlan(
             spec.prompt_len, spec.output, spec.spec_acceptance
         )
-        self.metrics.arrive(spec.request_id, self.now, spec.prompt_len)
         req = Request(
             spec.request_id,
             spec.prompt,
@@ -253,7 +349,7 @@ class Simulation:
             return
         reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req)
         if reason:  # reject before prefilling a request the decode side can never hold
-            self.metrics.reject(req.request_id, reason)
+            self.log.rejected[self.log.index[req.request_id]] = reason
             self.done += 1
         else:
             self.originals[spec.request_id] = req
@@ -267,12 +363,16 @@ class Simulation:
     def _least_loaded(self, role: Role) -> _Instance:
         pool = [i for i in self.instances if i.role is role]
         return min(
-            pool, key=lambda i: (len(i.scheduler.running) + len(i.scheduler.waiting), i.index)
+            pool,
+            key=lambda i: (
+                len(i.scheduler.running) + len(i.scheduler.waiting) + i.finishing,
+                i.index,
+            ),
         )
 
     def _submit(self, inst: _Instance, req: Request) -> None:
         if not inst.scheduler.add_request(req):
-            self.metrics.reject(req.request_id, req.reject_reason)
+            self.log.rejected[self.log.index[req.request_id]] = req.reject_reason
             self.done += 1
             return
         if not inst.busy:
@@ -291,8 +391,11 @@ class Simulation:
         if not batch.requests:
             return
         result = inst.executor.execute(batch)
+        index, first_sched = self.log.index, self.log.first_sched
         for sr in batch.requests:
-            self.metrics.scheduled(sr.request_id, self.now)
+            i = index[sr.request_id]
+            if first_sched[i] is None:
+                first_sched[i] = self.now
         inst.busy, inst.batch, inst.result, inst.batch_start_s = True, batch, result, self.now
         self._push(self.now + result.time_s, _Kind.STEP_DONE, inst)
 
@@ -300,17 +403,19 @@ class Simulation:
         assert isinstance(payload, _Instance)
         inst = payload
         inst.busy = False
+        inst.finishing = 0
         batch, result = inst.batch, inst.result
         if batch is not None and result is not None:
             inst.batch = inst.result = None
             finished = inst.scheduler.update(batch, result)
+            log = self.log
             for sr in batch.requests:
                 toks = result.sampled.get(sr.request_id, ())
                 if sr.sample and toks:
-                    self.metrics.tokens(sr.request_id, self.now, len(toks))
+                    log.tokens(log.index[sr.request_id], self.now, len(toks))
                     if sr.num_new_tokens == 1 + sr.num_draft_tokens:
-                        self.metrics.decode_tokens += len(toks)
-                        self.metrics.decode_seq_steps += 1
+                        log.decode_tokens += len(toks)
+                        log.decode_seq_steps += 1
             self._sample_kv(inst, inst.batch_start_s, self.now - inst.batch_start_s)
             for req in finished:
                 self._finished(inst, req, self.now)
@@ -321,20 +426,44 @@ class Simulation:
         sched = inst.scheduler
         running = list(sched.running)
         times = self.cost.decode_run_s([r.num_computed_tokens for r in running], k)
-        cum = np.cumsum(times)
-        horizon = self._heap[0][0] - self.now if self._heap else float("inf")
-        m = min(k, int(np.searchsorted(cum, horizon, side="left")) + 1)
-        t0, end = self.now, self.now + float(cum[m - 1])
-        self._sample_kv(inst, t0, end - t0)
+        acc = np.cumsum(np.concatenate(([self.now], times)))  # acc[j + 1]: end of step j
+        horizon = self._heap[0][0] if self._heap else float("inf")
+        m = min(k, int(np.searchsorted(acc[1:], horizon, side="left")) + 1)
+        self._sample_run(inst, acc[: m + 1])
         ex = inst.executor
         finished = sched.advance_decode(
             m, lambda r, n: ex.sample_run(r.request_id, r.num_tokens, n)
         )
-        self.metrics.decode_run([r.request_id for r in running], t0, times[:m])
+        ends = acc[1 : m + 1].tolist()
+        self.log.decode_run([self.log.index[r.request_id] for r in running], ends)
+        self._sample_kv(inst, float(acc[m - 1]), ends[-1] - float(acc[m - 1]))
         for req in finished:
-            self._finished(inst, req, end)
+            self._finished(inst, req, ends[-1])
+        inst.finishing = len(finished)  # the router sees them running until the run ends
         inst.busy = True
-        self._push(end, _Kind.STEP_DONE, inst)
+        self._push(ends[-1], _Kind.STEP_DONE, inst)
+
+    def _sample_run(self, inst: _Instance, acc: np.ndarray) -> None:
+        """KV samples after each step of a decode run but the last (taken after it is applied):
+        step j adds one token per running request and the blocks of those crossing a block
+        boundary, as stepping would."""
+        m = len(acc) - 1
+        if m < 2:
+            return
+        kv = inst.scheduler.kv
+        bs, running = kv.block_size, inst.scheduler.running
+        crossings: list[int] = []
+        for r in running:
+            first = len(kv.tables[r.request_id]) * bs - r.num_computed_tokens
+            crossings += range(max(first, 0), m - 1, bs)
+        grown = np.cumsum(np.bincount(crossings, minlength=m - 1))  # blocks added by step j
+        used = (kv.pool.num_used + grown) / kv.pool.num_blocks
+        held = sum(map(len, kv.tables.values())) * bs + bs * grown
+        computed = sum(map(_COMPUTED, running)) + len(running) * np.arange(1, m)
+        slots = kv.pool.num_blocks * bs
+        ends = acc[1:m]
+        self.steps.extend(acc[: m - 1], ends - acc[: m - 1], used, (held - computed) / slots,
+                          len(running))  # fmt: skip
 
     def _sample_kv(self, inst: _Instance, t: float, dur: float) -> None:
         kv = inst.scheduler.kv
@@ -343,11 +472,12 @@ class Simulation:
         held = sum(map(len, kv.tables.values())) * bs  # only running requests hold tables
         unused = held - sum(map(_COMPUTED, running))
         slots = pool.num_blocks * bs
-        self.metrics.step(t, dur, pool.num_used / pool.num_blocks, unused / slots, len(running))
+        self.steps.add(t, dur, pool.num_used / pool.num_blocks, unused / slots, len(running))
 
     def _finished(self, inst: _Instance, req: Request, t: float) -> None:
         spec = self.specs[req.request_id]
-        self.metrics.finished(req.request_id, t, req.num_preemptions, max(req.num_cached_tokens, 0))
+        i = self.log.index[req.request_id]
+        self.log.finished(i, req.num_preemptions, max(req.num_cached_tokens, 0))
         if inst.role is Role.PREFILL and spec.output_len > 1:
             d = self.cfg.disagg
             assert d is not None
@@ -356,7 +486,7 @@ class Simulation:
             )
             self._push(t + delay, _Kind.KV_READY, req)
             return
-        self.metrics.completed(req.request_id, t)
+        self.log.finish[i] = t
         self.done += 1
 
 

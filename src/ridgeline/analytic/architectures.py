@@ -9,8 +9,10 @@ from typing import Any
 
 from ridgeline.analytic.deploy import DeploymentCost, auto_deployment, deployment_cost
 from ridgeline.analytic.questions import FiveAnswers, five_questions
+from ridgeline.analytic.speed import SpeedQuote, quote_deployment
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.catalog import get_accelerator
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.model import ModelSpec
@@ -23,21 +25,30 @@ DEFAULT_ACCELERATORS = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm
 @dataclass(frozen=True, slots=True)
 class ArchRow:
     """One accelerator: the five questions for one chip, and prefill and decode steps on the
-    smallest deployment that holds the model (``None`` with ``unfit`` saying why, when none
-    does)."""
+    smallest deployment that holds the model, ideal and calibrated (``None`` with ``unfit``
+    saying why, when none does)."""
 
     accelerator: Accelerator
     answers: FiveAnswers
     prefill: DeploymentCost | None
     decode: DeploymentCost | None
     unfit: str = ""
+    prefill_calibrated: DeploymentCost | None = None
+    decode_calibrated: DeploymentCost | None = None
+
+    @property
+    def decode_quote(self) -> SpeedQuote | None:
+        """The decode step, ideal and calibrated side by side."""
+        if self.decode is None or self.decode_calibrated is None:
+            return None
+        return quote_deployment(self.decode, self.decode_calibrated)
 
     @property
     def binds(self) -> str:
         """One sentence on what the decode step waits on."""
         if self.decode is None:
             return f"{self.accelerator.name}: does not fit ({self.unfit})"
-        return binding_sentence(self.decode)
+        return binding_sentence(self.decode_calibrated or self.decode)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,9 +58,15 @@ class ArchRow:
             "deployment": None if self.decode is None else self.decode.deployment.to_dict(),
             "prefill": None if self.prefill is None else _point(self.prefill),
             "decode": None if self.decode is None else _point(self.decode),
+            "prefill_calibrated": _point_or_none(self.prefill_calibrated),
+            "decode_calibrated": _point_or_none(self.decode_calibrated),
             "binds": self.binds,
             "unfit": self.unfit or None,
         }
+
+
+def _point_or_none(cost: DeploymentCost | None) -> dict[str, Any] | None:
+    return None if cost is None else _point(cost)
 
 
 def _point(cost: DeploymentCost) -> dict[str, Any]:
@@ -61,10 +78,12 @@ def _point(cost: DeploymentCost) -> dict[str, Any]:
         "bubble_fraction": cost.bubble_fraction,
         "interconnect_bytes": cost.interconnect_bytes,
         "binding": cost.binding.value,
+        "mode": cost.mode.value,
         "slot": {
             "compute_s": cost.slot.compute_s,
             "memory_s": cost.slot.memory_s,
             "interconnect_s": cost.slot.interconnect_s,
+            "layer_s": cost.slot.layer_s,
         },
     }
 
@@ -77,6 +96,8 @@ def binding_sentence(cost: DeploymentCost) -> str:
         f"compute {_share(s.compute_s, s.time_s)}, {dep.accelerator.device_level} "
         f"{_share(s.memory_s, s.time_s)}, links {_share(s.interconnect_s, s.time_s)}"
     )
+    if s.layer_s:
+        shares += f", fixed latency {_share(s.layer_s, s.time_s)}"
     bubble = (
         f"; each chip idles {cost.bubble_fraction:.0%} of the step in the pipeline bubble "
         f"({dep.pipeline_parallel} stages, {_count(cost.microbatches, 'microbatch')})"
@@ -107,7 +128,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": "ridgeline.compare/2",
+            "schema": "ridgeline.compare/3",
             "model": self.model,
             "batch": self.batch,
             "context": self.context,
@@ -122,8 +143,14 @@ def _row(model: ModelSpec, acc: Accelerator, prefill: Workload, decode: Workload
         dep = auto_deployment(model, acc, decode)
     except CapacityError as e:
         return ArchRow(acc, answers, None, None, str(e))
+    cal = CostMode.CALIBRATED
     return ArchRow(
-        acc, answers, deployment_cost(model, dep, prefill), deployment_cost(model, dep, decode)
+        acc,
+        answers,
+        deployment_cost(model, dep, prefill),
+        deployment_cost(model, dep, decode),
+        prefill_calibrated=deployment_cost(model, dep, prefill, mode=cal),
+        decode_calibrated=deployment_cost(model, dep, decode, mode=cal),
     )
 
 

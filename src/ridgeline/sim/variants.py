@@ -24,7 +24,7 @@ from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.scheduler import PreemptionMode
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.serving.tiers import TierSpec
-from ridgeline.sim.engine import SimConfig, simulate
+from ridgeline.sim.loop import SimConfig, simulate
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, get_model

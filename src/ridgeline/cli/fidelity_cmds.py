@@ -1,0 +1,158 @@
+"""``ridgeline predict`` and ``ridgeline validate``: expected throughput and latency of a
+deployment, and every prediction held against published measurements."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+import ridgeline.fidelity.prediction as pr
+from ridgeline.cli.common import HwOpt, JsonOpt, ModelOpt, PlotOpt, console, emit_json, err_console
+from ridgeline.fidelity.validate import FIT_HEADERS, SUMMARY_HEADERS, Validation, validate
+from ridgeline.specs import DType
+from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.units import fmt_seconds
+
+TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel chips per stage")]
+PpOpt = Annotated[int, typer.Option("--pp", help="pipeline stages")]
+
+
+def predict_cmd(
+    hw: HwOpt = "h100-sxm",
+    model: ModelOpt = "llama-3.1-8b",
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    dp: Annotated[int, typer.Option("--dp", help="data-parallel instances")] = 1,
+    weight_dtype: Annotated[str, typer.Option(help="bf16, fp16, fp8, int8, int4, fp4")] = "bf16",
+    kv_dtype: Annotated[
+        str | None, typer.Option(help="KV format (default: fp8 with fp8/fp4 weights, else bf16)")
+    ] = None,
+    isl: Annotated[int, typer.Option("--isl", help="prompt tokens per request")] = 1024,
+    osl: Annotated[int, typer.Option("--osl", help="output tokens per request")] = 128,
+    requests: Annotated[
+        int | None, typer.Option(help="offline: requests queued at t = 0 (default 1000)")
+    ] = None,
+    batch: Annotated[
+        int | None,
+        typer.Option("--batch", "-b", help="a fixed batch of concurrent requests instead"),
+    ] = None,
+    max_seqs: Annotated[
+        int, typer.Option(help="most requests running at once")
+    ] = pr.DEFAULT_MAX_SEQS,
+    max_tokens: Annotated[int, typer.Option(help="token budget per step")] = pr.DEFAULT_MAX_TOKENS,
+    memory_fraction: Annotated[
+        float, typer.Option(help="share of what the weights leave for KV")
+    ] = pr.DEFAULT_MEMORY_FRACTION,
+    rate: Annotated[
+        float | None, typer.Option(help="Poisson arrivals per second instead of a queue")
+    ] = None,
+    ideal: Annotated[
+        bool, typer.Option("--ideal", help="the ideal roofline instead of the calibrated model")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Expected throughput (system and per user), TTFT and TPOT of a deployment, through the
+    serving simulator: calibrated by default (the catalog's fitted terms), ideal with --ideal."""
+    req = pr.PredictRequest(
+        hardware=hw,
+        model=model,
+        isl=isl,
+        osl=osl,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        data_parallel=dp,
+        weight_dtype=DType.parse(weight_dtype),
+        kv_dtype=DType.parse(kv_dtype) if kv_dtype else None,
+        requests=requests,
+        batch=batch,
+        max_seqs=max_seqs,
+        max_tokens=max_tokens,
+        memory_fraction=memory_fraction,
+        rate_rps=rate,
+        mode=CostMode.IDEAL if ideal else CostMode.CALIBRATED,
+    )
+    main = pr.predict(req)
+    if json_out:
+        emit_json(main)
+        return
+    other = None if ideal else pr.predict(pr.with_mode(req, CostMode.IDEAL))
+    console.print(prediction_table([p for p in (main, other) if p is not None]))
+
+
+def prediction_table(preds: list[pr.Prediction]) -> Table:
+    """Predictions side by side, one column per mode."""
+    first = preds[0]
+    t = Table(title=f"{first.model} on {first.deployment}, {first.num_requests} requests")
+    t.add_column("")
+    for p in preds:
+        t.add_column(p.mode.value, justify="right")
+    rows = [
+        ("output tokens/s (system)", lambda p: f"{p.output_tokens_per_s:,.0f}"),
+        ("tokens/s per user", lambda p: f"{p.per_user_tokens_per_s:,.1f}"),
+        ("TTFT (mean)", lambda p: fmt_seconds(p.ttft_s)),
+        ("TPOT (mean)", lambda p: fmt_seconds(p.tpot_s)),
+        ("mean running batch", lambda p: f"{p.batch:,.1f}"),
+        ("bound by", lambda p: p.bound),
+    ]
+    for label, cell in rows:
+        t.add_row(label, *(cell(p) for p in preds))
+    return t
+
+
+def validate_cmd(
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+    loso: Annotated[
+        bool, typer.Option("--loso/--no-loso", help="also leave each source out")
+    ] = True,
+    rows: Annotated[bool, typer.Option("--rows", help="also list every row")] = False,
+) -> None:
+    """Predict every published measurement of the dataset, calibrated and ideal, and say how
+    far each is from what was measured: per accelerator, overall, and leave-one-source-out."""
+    with err_console.status("predicting the published measurements...") as status:
+        v = validate(loso=loso, progress=lambda key: status.update(f"recording {key}"))
+    if plot:
+        from ridgeline.report.fidelity_plots import validation_figure
+
+        validation_figure(v).savefig(plot, dpi=120)
+    if json_out:
+        emit_json(v)
+        return
+    if rows:
+        console.print(rows_table(v))
+    console.print(summary_table(v))
+    console.print(fits_table(v))
+
+
+def summary_table(v: Validation) -> Table:
+    """Per accelerator and overall: median absolute error ideal, calibrated, left out."""
+    t = Table(*SUMMARY_HEADERS, title="median |predicted / published - 1|")
+    for row in v.summary_rows():
+        t.add_row(*row)
+    return t
+
+
+def fits_table(v: Validation) -> Table:
+    """The fitted numbers of each family and how many rows they rest on."""
+    t = Table(*FIT_HEADERS, title="fitted terms (one set per family: every model, dtype, workload)")
+    for row in v.fit_rows():
+        t.add_row(*row)
+    return t
+
+
+def rows_table(v: Validation) -> Table:
+    t = Table(title="every row")
+    for col in ("row", "metric", "published", "ideal", "calibrated", "left out"):
+        t.add_column(col, justify="left" if col in ("row", "metric") else "right")
+    for r in v.results:
+        t.add_row(
+            r.row.key,
+            r.row.metric.value,
+            f"{r.row.value:.4g}",
+            f"{r.ratio('ideal'):.2f}x",
+            f"{r.ratio():.2f}x",
+            f"{r.ratio('loso'):.2f}x",
+        )
+    return t

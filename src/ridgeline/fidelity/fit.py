@@ -1,0 +1,117 @@
+"""Fitting a family's few calibration terms on the published rows of its accelerators.
+
+Each family names at most three terms it may fit (``Family.fit``); everything else stays sourced.
+The fit minimises the mean absolute log error, mean |ln(predicted / published)|, over the
+family's re-timeable rows (per-user decode at a fixed batch and offline throughput, see
+``fidelity.trace``): one set of numbers for every model, dtype and workload of the family, never
+one per row. Efficiencies stay in (0, 1] and latencies non-negative (the search runs on
+logit(e) and ln(t)), so a calibrated time is never below the ideal one.
+
+Optimiser: Nelder-Mead (scipy.optimize.minimize) from the family's priors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+
+from ridgeline.fidelity.dataset import Row
+from ridgeline.fidelity.trace import Trace, TraceSet
+from ridgeline.specs import get_accelerator
+from ridgeline.specs.calibration import (
+    EFFICIENCY_TERMS,
+    FITTED_PREFIX,
+    Calibration,
+    Family,
+    Term,
+    get_family,
+)
+
+MAX_EFFICIENCY = 1.0 - 1e-9
+MIN_LATENCY_S = 1e-9
+RESTARTS = 3
+NELDER_MEAD = {"xatol": 1e-5, "fatol": 1e-8, "maxiter": 2000}
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyFit:
+    """A family's fitted terms, the rows they were fitted on, and the error they reach."""
+
+    family: str
+    values: Mapping[Term, float]
+    rows: tuple[str, ...]
+    mean_abs_log_error: float
+
+    @property
+    def source(self) -> str:
+        """The source tag the fitted terms carry: ``fitted on rows: <keys>``."""
+        return f"{FITTED_PREFIX} on rows: " + ", ".join(self.rows)
+
+    def calibration(self, base: Calibration) -> Calibration:
+        """``base`` with the fitted values (and their source) set; with no rows, the priors'
+        values and sources."""
+        if not self.rows:
+            prior = get_family(self.family).priors
+            out = base
+            for t, v in self.values.items():
+                out = out.with_values({t: v}, prior.sources.get(t.value, "prior"))
+            return out
+        return base.with_values(self.values, self.source)
+
+
+def _to_free(term: Term, value: float) -> float:
+    if term in EFFICIENCY_TERMS:
+        v = min(max(value, 1e-6), MAX_EFFICIENCY)
+        return math.log(v / (1.0 - v))
+    return math.log(max(value, MIN_LATENCY_S))
+
+
+def _from_free(term: Term, u: float) -> float:
+    if term in EFFICIENCY_TERMS:
+        return 1.0 / (1.0 + math.exp(-u))
+    return math.exp(min(u, 50.0))
+
+
+def _groups(items: Sequence[tuple[Row, Trace]]) -> list[tuple[Calibration, TraceSet, np.ndarray]]:
+    """Rows grouped by accelerator (each its own base calibration), stacked for re-timing."""
+    out = []
+    for name in sorted({row.hardware for row, _ in items}):
+        mine = [(row, trace) for row, trace in items if row.hardware == name]
+        stacked = TraceSet.of([t for _, t in mine], [row.metric for row, _ in mine])
+        published = np.array([row.value for row, _ in mine])
+        out.append((get_accelerator(name).calibration, stacked, published))
+    return out
+
+
+def fit_family(family: Family, items: Sequence[tuple[Row, Trace]]) -> FamilyFit:
+    """Fit ``family.fit`` on ``items`` (rows of the family's accelerators with their traces).
+
+    With no rows the fitted terms take their priors; with no terms to fit nothing changes.
+    """
+    terms = family.fit
+    if not items:
+        return FamilyFit(family.name, {t: family.priors.value(t) for t in terms}, (), math.nan)
+    groups = _groups(items)
+
+    def errors(values: Mapping[Term, float]) -> np.ndarray:
+        parts = [
+            np.abs(np.log(stacked.values(base.with_values(values)) / published))
+            for base, stacked, published in groups
+        ]
+        return np.concatenate(parts)
+
+    def objective(u: np.ndarray) -> float:
+        return float(errors({t: _from_free(t, x) for t, x in zip(terms, u, strict=True)}).mean())
+
+    keys = tuple(sorted(row.key for row, _ in items))
+    if not terms:
+        return FamilyFit(family.name, {}, keys, float(errors({}).mean()))
+    best = np.array([_to_free(t, family.priors.value(t)) for t in terms])
+    for _ in range(RESTARTS):  # a restart from the last optimum escapes a collapsed simplex
+        best = minimize(objective, best, method="Nelder-Mead", options=NELDER_MEAD).x
+    values = {t: _from_free(t, x) for t, x in zip(terms, best, strict=True)}
+    return FamilyFit(family.name, values, keys, objective(best))

@@ -1,0 +1,407 @@
+"""Re-timing a simulated run under any calibration, without simulating it again.
+
+When every request is queued at t = 0 (offline throughput, a fixed batch), the scheduler's
+decisions depend on token counts and KV blocks, never on time: the sequence of steps is the same
+whatever each step costs. So one simulation, with every step priced at one second, records each
+step's per-operator FLOP and byte seconds at the ideal rates, its GEMM padding and its link terms,
+and each request's first and last token step. A calibration then re-times the run in a few numpy
+operations (``Trace.metrics``): the fit (``fidelity.fit``) evaluates thousands of calibrations
+this way. For such runs ``Trace.metrics(cal)`` equals ``predict`` in that calibration (a test
+checks it); runs with arrivals over time must be simulated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
+from ridgeline.analytic.ops import MixedShape
+from ridgeline.fidelity.dataset import Metric
+from ridgeline.sim.replicas import DeploymentStepCost
+from ridgeline.specs.calibration import Calibration
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """A recorded run: per step (columns) and per op (rows) the ideal compute seconds, the
+    ideal memory seconds of KV and of everything else, the GEMM padding of the accelerator's
+    matrix unit; per step the sequences and the link terms (hop_s, collectives, transfer_s,
+    crossings); per request its first and last token step.
+
+    ``scale`` multiplies system throughput (data-parallel instances recorded as one).
+    """
+
+    compute_s: np.ndarray  # (ops, steps)
+    memory_s: np.ndarray  # (ops, steps), weights and activations
+    kv_s: np.ndarray  # (ops, steps), the KV cache
+    pad: np.ndarray  # (ops, steps)
+    seqs: np.ndarray  # (steps,) sequences in the step
+    links: np.ndarray  # (4, steps)
+    layers: int
+    first: np.ndarray  # (requests,) 0-based step index of the first token
+    last: np.ndarray  # (requests,) 0-based step index of the last token
+    outputs: np.ndarray  # (requests,) output tokens
+    admitted: np.ndarray  # (requests,) steps before admission; -1: TTFT counts from t = 0
+    scale: float = 1.0
+    runs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=int))  # (first, k)
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.compute_s.shape[1])
+
+    def step_seconds(self, cal: Calibration) -> np.ndarray:
+        """Every step's time under ``cal`` (``analytic.calibrated``'s formulas)."""
+        compute = self.compute_s * self.pad if cal.gemm_tile_rows > 1 else self.compute_s
+        memory = self.memory_s / cal.bandwidth_efficiency + self.kv_s / cal.kv_bandwidth_efficiency
+        ops = np.maximum(compute / cal.compute_efficiency, memory)
+        hop, coll, transfer, cross = self.links
+        link = hop + coll * cal.collective_latency_s + transfer / cal.link_efficiency
+        link = link + cross * cal.stage_latency_s
+        fixed = fixed_step_seconds(self.layers, cal, self.seqs)
+        return ops.sum(axis=0) + link + fixed
+
+    def metrics(self, cal: Calibration) -> dict[Metric, float]:
+        """Throughput, per-user speed, mean TTFT and mean TPOT of the run under ``cal``."""
+        ends = np.cumsum(self.step_seconds(cal))
+        first, last = ends[self.first], ends[self.last]
+        starts = np.concatenate(([0.0], ends))[np.maximum(self.admitted, 0)]
+        ttft = first - np.where(self.admitted >= 0, starts, 0.0)
+        multi = self.outputs > 1
+        tpot = (
+            float(np.mean((last - first)[multi] / (self.outputs[multi] - 1)))
+            if multi.any()
+            else 0.0
+        )
+        makespan = float(last.max())
+        return {
+            Metric.OUTPUT_TOKENS_PER_S: self.scale * float(self.outputs.sum()) / makespan,
+            Metric.PER_USER_TOKENS_PER_S: 1.0 / tpot if tpot > 0 else float("inf"),
+            Metric.TTFT_S: float(np.mean(ttft)),
+            Metric.TPOT_S: tpot,
+        }
+
+
+class Recorder(DeploymentStepCost):
+    """A deployment's ideal cost model that prices every step at one second and records it."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.tile = self.deployment.accelerator.calibration.gemm_tile_rows
+        self._parts: list[tuple[np.ndarray, ...]] = []
+        self._steps = 0
+        self._runs: list[tuple[int, int]] = []  # (first step, steps) of each decode run
+
+    def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float:
+        decode = all(n == 1 for n in new)
+        if self.affine:
+            x = np.asarray(self.aggregates(new, prior))[:, None]
+            compute, memory, kv = self.ideal_op_seconds(x, decode)
+            rows = self.gemm_rows(x, decode)
+        else:
+            shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
+            f, m, k, r = self._terms(shape)
+            compute, memory, kv = f[:, None] / self.peak, m[:, None] / self.bw, k[:, None] / self.bw
+            rows = r[:, None]
+        self._add((compute, memory, kv), rows, len(new), float(sum(new)))
+        return 1.0
+
+    def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
+        self._runs.append((self._steps, k))
+        if not self.affine:
+            for j in range(k):
+                self.step_time_s([1] * len(prior), [p + j for p in prior])
+            return np.ones(k)
+        x = self.decode_run_aggregates(prior, k)
+        rows = self.gemm_rows(x, True)
+        self._add(self.ideal_op_seconds(x, decode=True), rows, len(prior), float(len(prior)))
+        return np.ones(k)
+
+    def _add(
+        self, seconds: tuple[np.ndarray, ...], rows: np.ndarray, seqs: int, tokens: float
+    ) -> None:
+        k = rows.shape[1]
+        self._steps += k
+        t = self.link_terms(seqs, tokens)
+        pad = np.asarray(gemm_padding(rows, self.tile)) * np.ones_like(rows)
+        link = np.repeat(
+            np.array([[t.hop_s], [t.collectives], [t.transfer_s], [t.crossings]]), k, 1
+        )
+        self._parts.append((*seconds, pad, np.full(k, float(seqs)), link))
+
+    def trace(
+        self,
+        first: np.ndarray,
+        last: np.ndarray,
+        outputs: np.ndarray,
+        admitted: np.ndarray,
+        scale: float,
+    ) -> Trace:
+        """The recorded steps and the requests' token steps, as a ``Trace``."""
+        compute, memory, kv, pad, seqs, links = (
+            np.concatenate(parts, axis=-1) for parts in zip(*self._parts, strict=True)
+        )
+        return Trace(
+            compute_s=compute,
+            memory_s=memory,
+            kv_s=kv,
+            pad=pad,
+            seqs=seqs,
+            links=links,
+            layers=self.model.num_layers,
+            first=first,
+            last=last,
+            outputs=outputs,
+            admitted=admitted,
+            scale=scale,
+            runs=np.array(self._runs, dtype=int).reshape(-1, 2),
+        )
+
+
+_Three = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True, slots=True)
+class _Steps:
+    """Traces asked for per-request metrics, stacked step by step (``Trace.metrics`` at once)."""
+
+    compute_s: np.ndarray  # (ops, steps), padded GEMMs
+    memory_s: np.ndarray  # (ops, steps)
+    kv_s: np.ndarray  # (ops, steps)
+    seqs: np.ndarray  # (steps,)
+    links: np.ndarray  # (4, steps)
+    layers: np.ndarray  # (steps,)
+    starts: np.ndarray  # (traces,) first global step of each trace
+    req_trace: np.ndarray  # (requests,)
+    first: np.ndarray  # (requests,) global step of the first token
+    last: np.ndarray  # (requests,) global step of the last token
+    admit: np.ndarray  # (requests,) global step of admission; -1: from the trace's start
+    outputs: np.ndarray  # (requests,)
+    scale: np.ndarray  # (traces,)
+    metrics: tuple[Metric, ...]
+
+    @staticmethod
+    def of(traces: Sequence[Trace], metrics: Sequence[Metric]) -> _Steps:
+        ops = max(t.compute_s.shape[0] for t in traces)
+        steps = np.cumsum([0] + [t.num_steps for t in traces])
+
+        def stack(get: Callable[[Trace], np.ndarray]) -> np.ndarray:
+            return np.concatenate([_rows(get(t), ops) for t in traces], axis=1)
+
+        def requests(get: Callable[[Trace], np.ndarray], offset: bool) -> np.ndarray:
+            return np.concatenate(
+                [get(t) + (steps[i] if offset else 0) for i, t in enumerate(traces)]
+            )
+
+        admit = [np.where(t.admitted >= 0, t.admitted + steps[i], -1) for i, t in enumerate(traces)]
+        return _Steps(
+            compute_s=stack(lambda t: t.compute_s * t.pad),
+            memory_s=stack(lambda t: t.memory_s),
+            kv_s=stack(lambda t: t.kv_s),
+            seqs=np.concatenate([t.seqs for t in traces]),
+            links=np.concatenate([t.links for t in traces], axis=1),
+            layers=np.concatenate([np.full(t.num_steps, t.layers) for t in traces]),
+            starts=steps[:-1],
+            req_trace=np.concatenate([np.full(len(t.first), i) for i, t in enumerate(traces)]),
+            first=requests(lambda t: t.first, True),
+            last=requests(lambda t: t.last, True),
+            admit=np.concatenate(admit),
+            outputs=requests(lambda t: t.outputs, False),
+            scale=np.array([t.scale for t in traces]),
+            metrics=tuple(metrics),
+        )
+
+    def values(self, cal: Calibration) -> np.ndarray:
+        step = _op_seconds(self.compute_s, self.memory_s, self.kv_s, cal).sum(axis=0)
+        step += _link_and_fixed(self.links, self.layers, self.seqs, cal)
+        ends = np.concatenate(([0.0], np.cumsum(step)))
+        base = ends[self.starts][self.req_trace]
+        first, last = ends[self.first + 1] - base, ends[self.last + 1] - base
+        admitted = ends[np.maximum(self.admit, 0)] - base
+        ttft = first - np.where(self.admit >= 0, admitted, 0.0)
+        n = len(self.scale)
+        multi = self.outputs > 1
+        tpot_each = np.where(multi, (last - first) / np.maximum(self.outputs - 1, 1), 0.0)
+        tpot = np.bincount(self.req_trace, tpot_each, n) / np.maximum(
+            np.bincount(self.req_trace, multi, n), 1
+        )
+        makespan = np.zeros(n)
+        np.maximum.at(makespan, self.req_trace, last)
+        table = {
+            Metric.OUTPUT_TOKENS_PER_S: self.scale
+            * np.bincount(self.req_trace, self.outputs, n)
+            / makespan,
+            Metric.PER_USER_TOKENS_PER_S: np.where(
+                tpot > 0, 1.0 / np.maximum(tpot, 1e-300), np.inf
+            ),
+            Metric.TTFT_S: np.bincount(self.req_trace, ttft, n) / np.bincount(self.req_trace),
+            Metric.TPOT_S: tpot,
+        }
+        return np.array([table[m][i] for i, m in enumerate(self.metrics)])
+
+
+@dataclass(frozen=True, slots=True)
+class _Totals:
+    """Traces asked for throughput only: the steps outside decode runs as they are, and each
+    decode run as its first step and its per-step slope, summed in closed form.
+
+    Within a decode run every op's compute and memory seconds are affine in the step j
+    (``sim.executor``'s linear model), so Σ_j max(f(j), g(j)) = Σ g + Σ max(f - g, 0), the
+    second an arithmetic series over the steps where f > g.
+    """
+
+    trace: np.ndarray  # (steps,) trace of each explicit step
+    parts: _Three  # compute, memory, KV seconds (ops, steps)
+    step_extra: _Three  # links (4, steps), layers, seqs
+    run_trace: np.ndarray  # (runs,)
+    run_first: _Three  # compute, memory, KV seconds at j = 0 (ops, runs)
+    run_slope: _Three  # their change per step (ops, runs)
+    run_len: np.ndarray  # (runs,)
+    run_extra: _Three  # links (4, runs), layers, seqs
+    outputs: np.ndarray  # (traces,)
+    scale: np.ndarray  # (traces,)
+
+    @staticmethod
+    def of(traces: Sequence[Trace]) -> _Totals:
+        ops = max(t.compute_s.shape[0] for t in traces)
+        pieces = [_compress(t, i, ops) for i, t in enumerate(traces)]
+
+        def cat(j: int, axis: int = -1) -> np.ndarray:
+            return np.concatenate([p[j] for p in pieces], axis=axis)
+
+        return _Totals(
+            trace=cat(0),
+            parts=(cat(1), cat(2), cat(3)),
+            step_extra=(cat(4), cat(5), cat(6)),
+            run_trace=cat(7),
+            run_first=(cat(8), cat(9), cat(10)),
+            run_slope=(cat(11), cat(12), cat(13)),
+            run_len=cat(14),
+            run_extra=(cat(15), cat(16), cat(17)),
+            outputs=np.array([float(t.outputs.sum()) for t in traces]),
+            scale=np.array([t.scale for t in traces]),
+        )
+
+    def values(self, cal: Calibration) -> np.ndarray:
+        n = len(self.scale)
+        step = _op_seconds(*self.parts, cal).sum(axis=0) + _link_and_fixed(*self.step_extra, cal)
+        total = np.bincount(self.trace, step, n)
+        k = self.run_len
+        f0, f1 = _scaled(self.run_first, cal), _scaled(self.run_slope, cal)
+        runs = _sum_max(f0[0], f1[0], f0[1], f1[1], k).sum(axis=0)
+        runs += k * _link_and_fixed(*self.run_extra, cal)
+        total += np.bincount(self.run_trace, runs, n)
+        return self.scale * self.outputs / total
+
+
+def _rows(a: np.ndarray, ops: int) -> np.ndarray:
+    return np.pad(a, ((0, ops - a.shape[0]), (0, 0)))
+
+
+def _op_seconds(c: np.ndarray, m: np.ndarray, k: np.ndarray, cal: Calibration) -> np.ndarray:
+    memory = m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency
+    return np.maximum(c / cal.compute_efficiency, memory)
+
+
+def _scaled(parts: _Three, cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
+    """(compute, memory) at the calibrated rates."""
+    c, m, k = parts
+    return (
+        c / cal.compute_efficiency,
+        m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency,
+    )
+
+
+def _link_and_fixed(
+    links: np.ndarray, layers: np.ndarray, seqs: np.ndarray, cal: Calibration
+) -> np.ndarray:
+    hop, coll, transfer, cross = links
+    out = hop + coll * cal.collective_latency_s + transfer / cal.link_efficiency
+    return out + cross * cal.stage_latency_s + fixed_step_seconds(layers, cal, seqs)
+
+
+def _sum_max(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray, k: np.ndarray
+) -> np.ndarray:
+    """Σ_{j=0..k-1} max(a + b·j, c + d·j), elementwise (closed form)."""
+    sum_g = k * c + d * k * (k - 1) / 2
+    p, q = a - c, b - d  # h(j) = p + q·j; add Σ max(h, 0)
+    with np.errstate(all="ignore"):
+        root = np.where(q != 0, -p / np.where(q != 0, q, 1.0), 0.0)
+    lo = np.where(q > 0, np.floor(root) + 1, 0.0)
+    hi = np.where(q < 0, np.ceil(root) - 1, k - 1.0)
+    flat = q == 0
+    lo = np.where(flat, np.where(p > 0, 0.0, k), np.clip(lo, 0, k))
+    hi = np.where(flat, k - 1.0, np.clip(hi, -1, k - 1))
+    count = np.maximum(hi - lo + 1, 0)
+    return sum_g + count * p + q * count * (lo + hi) / 2
+
+
+def _compress(t: Trace, index: int, ops: int) -> tuple[np.ndarray, ...]:
+    """One trace's explicit steps and affine decode runs (a run that is not affine, e.g. with
+    a sliding window, stays explicit)."""
+    c, m, kv = t.compute_s * t.pad, t.memory_s, t.kv_s
+    affine = [(s, k) for s, k in t.runs if k >= 3 and _is_affine(t, c, s, k)]
+    explicit = np.ones(t.num_steps, dtype=bool)
+    for s, k in affine:
+        explicit[s : s + k] = False
+    first = np.array([s for s, _ in affine], dtype=int)
+    length = np.array([k for _, k in affine], dtype=float)
+    slope = [
+        (a[:, first + length.astype(int) - 1] - a[:, first]) / np.maximum(length - 1, 1)
+        for a in (c, m, kv)
+    ]
+    layers = np.full(t.num_steps, float(t.layers))
+    return (
+        np.full(int(explicit.sum()), index),
+        *(_rows(a[:, explicit], ops) for a in (c, m, kv)),
+        t.links[:, explicit],
+        layers[explicit],
+        t.seqs[explicit],
+        np.full(len(first), index),
+        *(_rows(a[:, first], ops) for a in (c, m, kv)),
+        *(_rows(s_, ops) for s_ in slope),
+        length,
+        t.links[:, first],
+        layers[first],
+        t.seqs[first],
+    )
+
+
+def _is_affine(t: Trace, c: np.ndarray, s: int, k: int) -> bool:
+    mid = s + k // 2
+    for a in (c, t.memory_s, t.kv_s):
+        guess = a[:, s] + (a[:, s + k - 1] - a[:, s]) * (k // 2) / (k - 1)
+        if not np.allclose(a[:, mid], guess, rtol=1e-9, atol=1e-15):
+            return False
+    return bool(np.all(t.seqs[s : s + k] == t.seqs[s]))
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSet:
+    """Many traces re-timed together under one calibration (the fit's inner loop): those asked
+    for throughput in closed form per decode run (``_Totals``), the others step by step."""
+
+    order: np.ndarray  # (traces,) position of each trace's value in the concatenated results
+    totals: _Totals | None
+    steps: _Steps | None
+
+    @staticmethod
+    def of(traces: Sequence[Trace], metrics: Sequence[Metric]) -> TraceSet:
+        total = [i for i, m in enumerate(metrics) if m is Metric.OUTPUT_TOKENS_PER_S]
+        step = [i for i, m in enumerate(metrics) if m is not Metric.OUTPUT_TOKENS_PER_S]
+        order = np.argsort(np.array(total + step))
+        return TraceSet(
+            order=order,
+            totals=_Totals.of([traces[i] for i in total]) if total else None,
+            steps=_Steps.of([traces[i] for i in step], [metrics[i] for i in step])
+            if step
+            else None,
+        )
+
+    def values(self, cal: Calibration) -> np.ndarray:
+        """Each trace's asked-for metric under ``cal`` (equal to ``Trace.metrics``)."""
+        parts = [p.values(cal) for p in (self.totals, self.steps) if p is not None]
+        return np.concatenate(parts)[self.order]

@@ -1,0 +1,270 @@
+"""``ridgeline validate``: every published row predicted ideal and calibrated, and
+leave-one-source-out.
+
+- ideal: the roofline at datasheet peaks, no latencies;
+- calibrated: the catalog's calibration (the fitted numbers stored in ``data/calibration``);
+- leave-one-source-out (LOSO): for each source, the families are fitted again on every other
+  source's rows and that source's rows predicted with the result; a family left with no rows
+  falls back to its priors. This shows whether the few terms generalise or memorise.
+
+Error of a row: |predicted / published - 1|; a row is "within 2x" when 0.5 <= ratio <= 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ridgeline.fidelity.dataset import Row, Scenario, load_dataset
+from ridgeline.fidelity.fit import FamilyFit, fit_family
+from ridgeline.fidelity.prediction import DEFAULT_MAX_SEQS, PredictRequest, predict, record
+from ridgeline.fidelity.trace import Trace
+from ridgeline.specs import Accelerator, get_accelerator
+from ridgeline.specs.calibration import IDEAL, Calibration, CostMode, family_names, get_family
+
+Progress = Callable[[str], None]
+
+SUMMARY_HEADERS = (
+    "accelerator",
+    "rows",
+    "ideal",
+    "calibrated",
+    "left out",
+    "within 2x",
+    "worst row (ratio)",
+)
+FIT_HEADERS = ("family", "fitted terms", "rows", "mean |ln ratio|")
+
+
+def request_for(row: Row, mode: CostMode = CostMode.CALIBRATED) -> PredictRequest:
+    """The prediction that answers ``row``: its deployment, dtypes, lengths and load.
+
+    decode: a fixed batch (1 when unstated); offline: the stated requests, a static batch when
+    ``batch`` is set; server: Poisson arrivals at ``rate_rps`` or closed-loop ``concurrency``.
+    """
+    batch = concurrency = None
+    requests, max_seqs = row.requests, row.max_seqs or DEFAULT_MAX_SEQS
+    if row.scenario is Scenario.DECODE:
+        batch, requests = row.batch or 1, None
+    elif row.scenario is Scenario.OFFLINE and row.batch is not None:
+        requests, max_seqs = row.requests or row.batch, row.batch
+    elif row.scenario is Scenario.SERVER and row.rate_rps is None:
+        concurrency = row.concurrency or row.batch or 1
+    return PredictRequest(
+        hardware=row.hardware,
+        model=row.model,
+        isl=row.isl,
+        osl=row.osl,
+        tensor_parallel=row.tensor_parallel,
+        pipeline_parallel=row.pipeline_parallel,
+        data_parallel=row.data_parallel,
+        weight_dtype=row.weight_dtype,
+        kv_dtype=row.kv_dtype,
+        requests=requests,
+        batch=batch,
+        concurrency=concurrency,
+        max_seqs=max_seqs,
+        rate_rps=row.rate_rps if row.scenario is Scenario.SERVER else None,
+        mode=mode,
+    )
+
+
+def retimeable(row: Row) -> bool:
+    """Rows whose requests are all queued at t = 0, so a recorded run can be re-timed."""
+    return row.scenario is not Scenario.SERVER or row.rate_rps is None
+
+
+@dataclass(frozen=True, slots=True)
+class RowResult:
+    """One row: published, ideal, calibrated and leave-one-source-out predictions."""
+
+    row: Row
+    ideal: float
+    calibrated: float
+    loso: float
+
+    def ratio(self, which: str = "calibrated") -> float:
+        return float(getattr(self, which)) / self.row.value
+
+    def error(self, which: str = "calibrated") -> float:
+        return abs(self.ratio(which) - 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.row
+        return {
+            "key": r.key,
+            "hardware": r.hardware,
+            "model": r.model,
+            "scenario": r.scenario.value,
+            "metric": r.metric.value,
+            "published": r.value,
+            "ideal": self.ideal,
+            "calibrated": self.calibrated,
+            "loso": self.loso,
+            "ratio_ideal": self.ratio("ideal"),
+            "ratio_calibrated": self.ratio("calibrated"),
+            "ratio_loso": self.ratio("loso"),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Median absolute errors and the worst row of a group of rows."""
+
+    name: str
+    rows: int
+    ideal_median_error: float
+    calibrated_median_error: float
+    loso_median_error: float
+    within_2x: int
+    worst_key: str
+    worst_ratio: float
+
+    @staticmethod
+    def of(name: str, results: Sequence[RowResult]) -> Summary:
+        worst = max(results, key=lambda r: abs(math.log(r.ratio())))
+        return Summary(
+            name=name,
+            rows=len(results),
+            ideal_median_error=float(np.median([r.error("ideal") for r in results])),
+            calibrated_median_error=float(np.median([r.error() for r in results])),
+            loso_median_error=float(np.median([r.error("loso") for r in results])),
+            within_2x=sum(1 for r in results if 0.5 <= r.ratio() <= 2.0),
+            worst_key=worst.row.key,
+            worst_ratio=worst.ratio(),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Validation:
+    """Every row's predictions, the summaries, and the families' fits on the whole dataset."""
+
+    results: tuple[RowResult, ...]
+    fits: tuple[FamilyFit, ...]
+
+    @property
+    def overall(self) -> Summary:
+        return Summary.of("all", self.results)
+
+    def by_accelerator(self) -> list[Summary]:
+        names = sorted({r.row.hardware for r in self.results})
+        return [Summary.of(n, [r for r in self.results if r.row.hardware == n]) for n in names]
+
+    def summary_rows(self) -> list[tuple[str, ...]]:
+        """``SUMMARY_HEADERS`` rows, per accelerator then overall, as text for tables."""
+        return [
+            (
+                s.name,
+                str(s.rows),
+                f"{s.ideal_median_error:.0%}",
+                f"{s.calibrated_median_error:.0%}",
+                f"{s.loso_median_error:.0%}",
+                f"{s.within_2x}/{s.rows}",
+                f"{s.worst_key} ({s.worst_ratio:.2f}x)",
+            )
+            for s in [*self.by_accelerator(), self.overall]
+        ]
+
+    def fit_rows(self) -> list[tuple[str, ...]]:
+        """``FIT_HEADERS`` rows: each family's fitted numbers and the rows behind them."""
+        return [
+            (
+                f.family,
+                ", ".join(f"{t.value} = {v:.4g}" for t, v in f.values.items()),
+                str(len(f.rows)),
+                f"{f.mean_abs_log_error:.3f}",
+            )
+            for f in self.fits
+            if f.values and f.rows
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "ridgeline.validate/1",
+            "overall": self.overall.to_dict(),
+            "by_accelerator": [s.to_dict() for s in self.by_accelerator()],
+            "fits": [
+                {
+                    "family": f.family,
+                    "values": {t.value: v for t, v in f.values.items()},
+                    "rows": list(f.rows),
+                    "mean_abs_log_error": f.mean_abs_log_error,
+                }
+                for f in self.fits
+            ],
+            "rows": [r.to_dict() for r in self.results],
+        }
+
+
+def family_of(row: Row) -> str:
+    return get_accelerator(row.hardware).calibration.family
+
+
+def fit_all(rows: Iterable[Row], traces: Mapping[str, Trace]) -> dict[str, FamilyFit]:
+    """Every family fitted on its re-timeable rows among ``rows`` (priors where it has none)."""
+    rows = [r for r in rows if r.key in traces]
+    fits = {}
+    for name in family_names():
+        items = [(r, traces[r.key]) for r in rows if family_of(r) == name]
+        fits[name] = fit_family(get_family(name), items)
+    return fits
+
+
+def _predicted(row: Row, cal: Calibration, traces: Mapping[str, Trace]) -> float:
+    if row.key in traces:
+        return traces[row.key].metrics(cal)[row.metric]
+    acc: Accelerator = dataclasses.replace(get_accelerator(row.hardware), calibration=cal)
+    req = dataclasses.replace(request_for(row), hardware=acc, mode=CostMode.CALIBRATED)
+    p = predict(req).to_dict()
+    return float(p[row.metric.value])
+
+
+def record_all(rows: Sequence[Row], progress: Progress | None = None) -> dict[str, Trace]:
+    """One recorded run per re-timeable row."""
+    traces = {}
+    for row in rows:
+        if retimeable(row):
+            if progress is not None:
+                progress(row.key)
+            traces[row.key] = record(request_for(row))
+    return traces
+
+
+def validate(
+    rows: Sequence[Row] | None = None, loso: bool = True, progress: Progress | None = None
+) -> Validation:
+    """Predict every row ideal, calibrated (catalog terms) and leave-one-source-out."""
+    rows = list(load_dataset() if rows is None else rows)
+    traces = record_all(rows, progress)
+    held_out = _loso(rows, traces) if loso else {}
+    results = []
+    for row in rows:
+        cal = get_accelerator(row.hardware).calibration
+        results.append(
+            RowResult(
+                row,
+                ideal=_predicted(row, IDEAL, traces),
+                calibrated=_predicted(row, cal, traces),
+                loso=held_out.get(row.key, float("nan")),
+            )
+        )
+    return Validation(tuple(results), tuple(fit_all(rows, traces).values()))
+
+
+def _loso(rows: Sequence[Row], traces: Mapping[str, Trace]) -> dict[str, float]:
+    out = {}
+    for source in sorted({r.source.id for r in rows}):
+        fits = fit_all([r for r in rows if r.source.id != source], traces)
+        for row in (r for r in rows if r.source.id == source):
+            base = get_accelerator(row.hardware).calibration
+            cal = fits[base.family].calibration(base) if base.family in fits else base
+            out[row.key] = _predicted(row, cal, traces)
+    return out

@@ -1,0 +1,598 @@
+"""The simulator's fast mode: one instance's scheduler state in lists, decoding requests advanced
+by a shared counter, and every predictable stretch of decode steps in closed form.
+
+For one mixed instance with the fcfs, priority, contiguous or static policy, preemption by
+recompute, and no prefix caching, KV tiers, speculative decoding or disaggregation, this module
+applies ``Scheduler.schedule`` and ``update``'s rules (vLLM v1) to per-request lists::
+
+    arrivals     a0                    a1
+    steps      |m|d d d d d d d d d d|m|d d d d d|d d d d ...
+                 ^ a group step: the decoding requests take one token each (no loop over them),
+                   a prompt in chunks (the chunker) its chunk, admitted requests theirs
+                   ^ a stretch: all owe one token, none can be admitted: one ``decode_run_s``
+                     per segment of the same requests, up to the step in flight when the next
+                     request arrives, on past completions while nothing waits
+
+Anything else (a preemption, more decoders than the budget, two prompts in chunks) is a general
+step over explicit per-request values.
+
+**The decode group.** A member takes one token every step, so its computed and output counts are
+``base + D`` for a shared step counter D; it finishes when D reaches its ``fin`` (a heap gives the
+next). Without prefix caching no block's identity is observed, so the pool is a count; a paged
+member holds ``ceil(computed / block_size)`` blocks and takes one more when its computed count is
+a multiple of the block size, at D ≡ −base (mod block size): a histogram of residues gives every
+step's new blocks. A stretch stops before the first step the free blocks cannot fund, which then
+preempts as stepping would. Reserving policies hold their reservation and never cross.
+
+**Metrics.** Every member got its last token at the end of the previous step, so a step's
+inter-token gap is shared by all (stored once with their count); members that waited in an
+earlier step (``stale``) add their own gap once. A member's last token is its completion.
+
+``tests/test_sim_fast.py`` (Hypothesis) holds this module to the step-by-step loop: the same
+finished and rejected requests, TTFT and TPOT to 1e-9, KV peak, steps and preemptions.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+
+from ridgeline.serving.policies import PolicyKind
+from ridgeline.serving.request import Request
+from ridgeline.sim.early import LateCounter
+from ridgeline.sim.metrics import SimResult
+from ridgeline.sim.step_log import StepLog
+from ridgeline.sim.summary import RunStats, summarize
+
+if TYPE_CHECKING:
+    from ridgeline.sim.loop import Simulation
+
+_INF = float("inf")
+
+
+def covers(sim: Simulation) -> bool:
+    """Whether the fast mode reproduces ``sim``'s step-by-step run (see the module docstring)."""
+    cfg = sim.cfg
+    return (
+        len(sim.instances) == 1
+        and sim.instances[0].role == "mixed"
+        and not cfg.prefix_caching
+        and not cfg.tiers
+        and cfg.scheduler.spec is None
+        and cfg.disagg is None
+    )
+
+
+def run(
+    sim: Simulation,
+    progress: Callable[[int], None] | None = None,
+    late: LateCounter | None = None,
+) -> tuple[SimResult, bool]:
+    """Run ``sim`` in the fast mode (``covers(sim)`` must hold); the result, and whether
+    ``late`` stopped it early."""
+    state = _FastInstance(sim)
+    stopped = state.loop(progress, late)
+    end = np.array(state.steps.end)
+    sim.log.itl_chunks.append(state.steps.shared_gaps(end))
+    samples = state.steps.samples(state.num_blocks, state.bs, end)
+    return summarize(sim.log, samples, state.stats()), stopped
+
+
+@dataclass(frozen=True, slots=True)
+class _Lengths:
+    """What ``Scheduler.never_fits`` and ``Policy.reserve_tokens`` read of a request."""
+
+    num_prompt_tokens: int
+    max_tokens: int
+
+
+class _FastInstance:
+    """One mixed instance's scheduler, block pool and executor, over per-request lists."""
+
+    def __init__(self, sim: Simulation) -> None:
+        cfg, sched = sim.cfg, sim.instances[0].scheduler
+        self.sched, self.cost, self.log = sched, sim.cost, sim.log
+        self.label, self.slo = cfg.label, cfg.slo
+        order = sorted(sim.workload, key=lambda r: r.arrival_s)  # the log's order
+        self.arrival = self.log.arrival
+        self.P = [r.prompt_len for r in order]
+        self.maxnew = [r.output_len for r in order]
+        self.prio = [r.priority for r in order]
+        n = len(order)
+        # explicit values (outside the decode group); the log counts the outputs
+        self.comp, self.held, self.nout = [0] * n, [0] * n, self.log.num_out
+        self.stamp, self.npre, self.reserve = [0] * n, [0] * n, [0] * n
+        self.is_running, self.admitted = [False] * n, [False] * n
+        self.bs, self.num_blocks, self.free = cfg.block_size, sim.num_blocks, sim.num_blocks
+        c = cfg.scheduler
+        self.limit, self.cap = c.max_num_batched_tokens, c.long_prefill_token_threshold
+        self.max_running = sched.max_running
+        self.chunked = sched.policy.chunked and c.enable_chunked_prefill
+        self.priority = sched.policy.kind is PolicyKind.PRIORITY
+        self.fifo: deque[int] = deque()
+        self.heap: list[tuple[tuple[int, float, int], int]] = []
+        self.running: list[int] = []
+        self.blocked = False
+        self.num_steps = self.num_preemptions = self.queried = self.seq = self.done = 0
+        self.steps = StepLog()
+        self._verdicts: dict[tuple[int, int], tuple[str, int]] = {}
+        # the decode group: computed = cbase + D, outputs = obase + D, finished at D = fin
+        self.grouped, self.D, self.last_end = True, 0, 0.0
+        self.cbase, self.obase = [0] * n, [0] * n
+        self.tight, self.key = [False] * n, [0] * n
+        self.hist, self.num_tight = [0] * self.bs, 0
+        self.fins: list[tuple[int, int]] = []
+        self.stale: list[int] = []
+        self.chunker: int | None = None  # last running request, its prompt in chunks
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    def loop(self, progress: Callable[[int], None] | None, late: LateCounter | None) -> bool:
+        """Arrivals and steps until every request is done (``sim.loop``'s event order: an
+        arrival at a step's end is seen by the next step; an idle instance starts a step at an
+        arrival with that request alone), or until ``late`` is reached (returns True)."""
+        arr, n = self.arrival, len(self.arrival)
+        nxt, now, busy, reported = 0, 0.0, False, 0
+        while True:
+            if not busy:
+                if nxt == n:
+                    break
+                now = arr[nxt]
+                nxt += 1
+                if not self.submit(nxt - 1):
+                    continue
+            else:
+                while nxt < n and arr[nxt] <= now:
+                    self.submit(nxt)
+                    nxt += 1
+            work = self.running or self.fifo or self.heap
+            end = self.advance(now, arr[nxt] if nxt < n else _INF) if work else None
+            busy = end is not None
+            if busy:
+                now = end  # type: ignore[assignment]
+                if late is not None and late.reached(now):
+                    return True
+            if progress is not None and self.done - reported >= 100:
+                reported = self.done
+                progress(self.done)
+        if progress is not None:
+            progress(self.done)
+        return False
+
+    @property
+    def waiting_len(self) -> int:
+        return len(self.heap) if self.priority else len(self.fifo)
+
+    def submit(self, i: int) -> bool:
+        """``Scheduler.add_request``: queue request ``i``, or reject it with the reason."""
+        reason, reserve = self._verdict(i)
+        self.seq += 1
+        self.stamp[i] = self.seq
+        if reason:
+            self.log.rejected[i] = reason
+            self.done += 1
+            return False
+        self.reserve[i] = reserve
+        self._push(i)
+        if self.priority and self.heap[0][1] == i:  # a new head may fit: admission tries it
+            self.blocked = False
+        return True
+
+    def _verdict(self, i: int) -> tuple[str, int]:
+        """(never-fits reason, tokens reserved at admission) of request ``i``, from the real
+        scheduler; both depend on its two lengths only."""
+        key = (self.P[i], self.maxnew[i])
+        out = self._verdicts.get(key)
+        if out is None:
+            # NOTE: both read only the two lengths; a stand-in saves building a Request
+            req = cast(Request, _Lengths(key[0], key[0] + key[1]))
+            out = (self.sched.never_fits(req), self.sched.policy.reserve_tokens(req) or 0)
+            self._verdicts[key] = out
+        return out
+
+    def advance(self, now: float, horizon: float) -> float | None:
+        """Run the next step, or a stretch up to ``horizon``; the time it ends (None: idle)."""
+        run = self.running
+        if self.grouped and len(run) <= self.limit:
+            waiting = self.heap or self.fifo
+            admits = waiting and len(run) < self.max_running and not self.blocked
+            if run and self.chunker is None and not admits:
+                return self.stretch(now, horizon)
+            if self._group_need() <= self.free:
+                return self.group_step(now)
+        return self.general_step(now)
+
+    def _chunk_tokens(self) -> int:
+        """Tokens the chunker gets in the next group step: what the members leave of the
+        budget, its chunk cap and what it owes (0 when nothing is left)."""
+        c = self.chunker
+        if c is None:
+            return 0
+        budget = self.limit - len(self.running) + 1
+        owed = self.P[c] + self.nout[c] - self.comp[c]
+        return max(0, min(owed, self.cap or owed, budget))
+
+    def _group_need(self) -> int:
+        """Blocks the next group step takes: the members' crossings and the chunker's chunk."""
+        c, n = self.chunker, self._chunk_tokens()
+        if c is None or n == 0:
+            return self._crossings()
+        need = -(-(self.comp[c] + n) // self.bs) - self.held[c]
+        return self._crossings() + max(need, 0)
+
+    def _crossings(self) -> int:
+        """Blocks the group's members take in the next step."""
+        return self.hist[self.D % self.bs] if self.num_tight else 0
+
+    # ---- waiting queue and preemption (policies.py) -------------------------------------------
+
+    def _push(self, i: int, front: bool = False) -> None:
+        if self.priority:
+            heapq.heappush(self.heap, ((self.prio[i], self.arrival[i], self.stamp[i]), i))
+        elif front:
+            self.fifo.appendleft(i)
+        else:
+            self.fifo.append(i)
+
+    def _peek(self) -> int:
+        return self.heap[0][1] if self.priority else self.fifo[0]
+
+    def _pop(self) -> None:
+        if self.priority:
+            heapq.heappop(self.heap)
+        else:
+            self.fifo.popleft()
+
+    def _victim(self) -> int:
+        if self.priority:
+            prio, arr, stamp = self.prio, self.arrival, self.stamp
+            return max(self.running, key=lambda i: (prio[i], arr[i], stamp[i]))
+        return self.running[-1]
+
+    def _preempt(self, v: int, at: int) -> None:
+        """Recompute: free the victim's blocks, forget its KV, requeue it at the front."""
+        self.running.remove(v)
+        self.is_running[v] = False
+        self.blocked = False
+        self.num_preemptions += 1
+        self.npre[v] += 1
+        self.steps.event(at, -self.held[v], self.comp[v])
+        self.free += self.held[v]
+        self.held[v] = self.comp[v] = 0
+        self._push(v, front=True)
+
+    def _finish(self, i: int, t: float, at: int) -> None:
+        """``i`` produced its last token at ``t`` (its explicit values are current)."""
+        self.running.remove(i)
+        self.is_running[i] = False
+        self.blocked = False
+        self.steps.event(at, -self.held[i], self.comp[i])
+        self.free += self.held[i]
+        self.held[i] = 0
+        self.log.preempt[i] += self.npre[i]
+        self.log.finish[i] = t
+        self.done += 1
+
+    def _admit(self, budget: int, at: int) -> list[tuple[int, int]]:
+        """Admit waiting requests in queue order while budget, slots and blocks last."""
+        self.blocked = False
+        P, nout, comp, bs = self.P, self.nout, self.comp, self.bs
+        admitted: list[tuple[int, int]] = []
+        while self.waiting_len and budget > 0 and len(self.running) < self.max_running:
+            i = self._peek()
+            owed = P[i] + nout[i] - comp[i]
+            if not self.chunked and owed > budget:
+                break
+            n = min(owed, self.cap or owed, budget)
+            need = -(-max(comp[i] + n, self.reserve[i]) // bs) - self.held[i]
+            if need > self.free:
+                self.blocked = True
+                break
+            self._pop()
+            self.held[i] += need
+            self.free -= need
+            self.steps.event(at, need)
+            if not self.admitted[i]:
+                self.admitted[i] = True
+                self.queried += P[i]
+            self.running.append(i)
+            self.is_running[i] = True
+            admitted.append((i, n))
+            budget -= n
+        return admitted
+
+    # ---- the general step: explicit values, Scheduler.schedule / update ----------------------
+
+    def general_step(self, now: float) -> float | None:
+        """Schedule, price and apply one step over explicit values; its end (None when
+        nothing could be scheduled)."""
+        self._materialize(frozenset(() if self.chunker is None else (self.chunker,)))
+        self.chunker = None
+        at = len(self.steps.start)
+        picked = self._schedule(at)
+        self.num_steps += 1
+        if not picked:
+            return None
+        comp, first = self.comp, self.log.first_sched
+        new = list(picked.values())
+        end = now + self.cost.step_time_s(new, [comp[i] for i in picked])
+        for i in picked:
+            if first[i] is None:
+                first[i] = now
+        self.steps.add(now, end, sum(new), 0, 0)
+        self._update(picked, end, at)
+        self.steps.running.append(len(self.running))
+        P, nout, run = self.P, self.nout, self.running
+        if all(P[i] + nout[i] - comp[i] == 1 for i in run[:-1]):
+            last_owes_more = bool(run) and P[run[-1]] + nout[run[-1]] - comp[run[-1]] > 1
+            self._lazify(end, run[-1] if last_owes_more else None)
+        return end
+
+    def _schedule(self, at: int) -> dict[int, int]:
+        """Running requests first (preempting when blocks run out), then admissions."""
+        limit, cap, run = self.limit, self.cap, self.running
+        P, nout, comp = self.P, self.nout, self.comp
+        picked: dict[int, int] = {}
+        budget, preempted, idx = limit, False, 0
+        while idx < len(run) and budget > 0:
+            i = run[idx]
+            owed = P[i] + nout[i] - comp[i]
+            n = min(owed, cap or owed, budget)
+            victims = self._grow(i, n, picked, at)
+            preempted = preempted or victims > 0
+            if not self.is_running[i]:
+                continue  # i itself was preempted; run[idx] is now the next one
+            picked[i] = n
+            budget = limit - sum(picked.values()) if victims else budget - n
+            idx = run.index(i) + 1 if victims else idx + 1
+        if not preempted:
+            picked.update(self._admit(budget, at))
+        return picked
+
+    def _grow(self, i: int, n: int, picked: dict[int, int], at: int) -> int:
+        """Give ``i`` the blocks for ``n`` more tokens, preempting victims until they fit (or
+        ``i`` is the victim). Returns how many requests were preempted."""
+        count, bs = 0, self.bs
+        while True:
+            need = -(-(self.comp[i] + n) // bs) - self.held[i]
+            if need <= self.free:
+                break
+            victim = self._victim()
+            self._preempt(victim, at)
+            picked.pop(victim, None)
+            count += 1
+            if victim == i:
+                return count
+        if need > 0:
+            self.held[i] += need
+            self.free -= need
+            self.steps.event(at, need)
+        return count
+
+    def _update(self, picked: dict[int, int], end: float, at: int) -> None:
+        """Apply the step: computed tokens, sampled tokens, completions."""
+        P, nout, comp, log, maxnew = self.P, self.nout, self.comp, self.log, self.maxnew
+        decoded = 0
+        for i, n in picked.items():
+            comp[i] += n
+            if comp[i] < P[i] + nout[i]:
+                continue  # a prefill chunk short of the prompt's end samples nothing
+            log.tokens(i, end, 1)
+            decoded += n == 1
+            if nout[i] >= maxnew[i]:
+                self._finish(i, end, at)
+        log.decode_tokens += decoded
+        log.decode_seq_steps += decoded
+
+    # ---- the decode group ------------------------------------------------------------------------
+
+    def _join(self, i: int) -> None:
+        """Request ``i`` (explicit values, owes one token) joins the decode group."""
+        D, bs = self.D, self.bs
+        self.cbase[i] = self.comp[i] - D
+        self.obase[i] = self.nout[i] - D
+        heapq.heappush(self.fins, (D + self.maxnew[i] - self.nout[i], i))
+        tight = self.held[i] * bs - self.comp[i] < bs  # paged: it grows a block at a time
+        self.tight[i] = tight
+        if tight:
+            self.key[i] = -self.cbase[i] % bs
+            self.hist[self.key[i]] += 1
+            self.num_tight += 1
+
+    def _lazify(self, end: float, chunker: int | None) -> None:
+        """Every running request but ``chunker`` (the last one, its prompt in chunks) owes one
+        token: they become the decode group."""
+        last_tok = self.log.last_tok
+        for i in self.running:
+            if i == chunker:
+                continue
+            self._join(i)
+            if last_tok[i] != end:
+                self.stale.append(i)  # it waited in an earlier step: its own gap next step
+        self.grouped, self.last_end, self.chunker = True, end, chunker
+
+    def _materialize(self, outside: frozenset[int] = frozenset()) -> None:
+        """Back to explicit values for every member (the general step needs them); requests
+        in ``outside`` are running but not members."""
+        if not self.grouped:
+            return
+        D, bs, stale = self.D, self.bs, set(self.stale)
+        last_tok = self.log.last_tok
+        for i in self.running:
+            if i in outside:
+                continue
+            c = self.cbase[i] + D
+            self.comp[i] = c
+            self.nout[i] = self.obase[i] + D
+            if self.tight[i]:
+                self.held[i] = -(-c // bs)
+            if i not in stale:
+                last_tok[i] = self.last_end
+        self.hist, self.num_tight = [0] * bs, 0
+        self.fins, self.stale, self.grouped, self.chunker = [], [], False, None
+
+    def _finish_members(self, end: float, at: int) -> None:
+        """Members whose output is complete after the step ending at ``end``."""
+        D, bs, fins, log = self.D, self.bs, self.fins, self.log
+        while fins and fins[0][0] <= D:
+            i = heapq.heappop(fins)[1]
+            c = self.cbase[i] + D
+            self.comp[i] = c
+            if self.tight[i]:
+                self.held[i] = -(-c // bs)
+                self.hist[self.key[i]] -= 1
+                self.num_tight -= 1
+            self.nout[i] = self.obase[i] + D
+            log.last_tok[i] = end
+            self._finish(i, end, at)
+
+    def _stale_gaps(self, end: float) -> None:
+        """Members that waited before joining get their own gap to the step ending at ``end``."""
+        log = self.log
+        for i in self.stale:
+            prev = log.last_tok[i]
+            if prev is None:
+                log.first_tok[i] = end
+            else:
+                log.itl1.append(end - prev)
+        self.stale = []
+
+    def group_step(self, now: float) -> float | None:
+        """One step: every member takes one token, the chunker its chunk, then admissions (the
+        blocks of the first two are known to fit); its end (None when nothing ran)."""
+        run, at, d, comp, c = self.running, len(self.steps.start), self.D, self.comp, self.chunker
+        members = len(run) - (c is not None)
+        prior = [self.cbase[i] + d for i in run[:members]]
+        cross = self._crossings()
+        self.free -= cross
+        chunk = self._chunk_tokens()
+        if chunk:
+            self._grow(c, chunk, {}, at)  # type: ignore[arg-type]  # fits: _group_need
+        admitted = self._admit(self.limit - members - chunk, at)
+        self.num_steps += 1
+        if not run:
+            return None
+        explicit = ([(c, chunk)] if chunk else []) + admitted  # type: ignore[list-item]
+        first = self.log.first_sched
+        for i, _ in explicit:
+            prior.append(comp[i])
+            if first[i] is None:
+                first[i] = now
+        new = [1] * members + [n for _, n in explicit]
+        end = now + self.cost.step_time_s(new, prior)
+        self.steps.add(now, end, sum(new), cross, members - len(self.stale))
+        self._stale_gaps(end)
+        self.D, self.last_end = d + 1, end
+        self.log.decode_tokens += members
+        self.log.decode_seq_steps += members
+        self._finish_members(end, at)
+        self.chunker = None
+        chunking = [i for i, n in explicit if not self._admitted_step(i, n, end, at)]
+        if c is not None and not chunk:
+            chunking.insert(0, c)  # the members took the whole budget: it waits
+        if len(chunking) == 1 and chunking[0] == run[-1]:
+            self.chunker = chunking[0]  # a prompt in chunks, last in line: the group goes on
+        elif chunking:
+            self._materialize(frozenset(chunking))
+        self.steps.running.append(len(run))
+        return end
+
+    def _admitted_step(self, i: int, n: int, end: float, at: int) -> bool:
+        """Apply a group step to request ``i`` admitted in it with ``n`` tokens; False when its
+        prompt is not done yet (it owes more than one token)."""
+        comp, nout, log = self.comp, self.nout, self.log
+        comp[i] += n
+        if comp[i] < self.P[i] + nout[i]:
+            return False
+        log.tokens(i, end, 1)
+        if n == 1:
+            log.decode_tokens += 1
+            log.decode_seq_steps += 1
+        if nout[i] >= self.maxnew[i]:
+            self._finish(i, end, at)
+        else:
+            self._join(i)
+        return True
+
+    # ---- stretches of plain decode -----------------------------------------------------------
+
+    def stretch(self, now: float, horizon: float) -> float:
+        """Group steps from ``now`` until the step in flight at ``horizon``, through
+        completions while nothing can be admitted; returns the end of the last step."""
+        t, cbase = now, self.cbase
+        while True:
+            run = self.running
+            k_done = self.fins[0][0] - self.D  # steps until the next completion
+            k = self._fundable(k_done)
+            if k == 0:  # the next step needs a block the pool does not have: preempt
+                end = self.general_step(t)
+                assert end is not None
+                return end
+            d = self.D
+            times = self.cost.decode_run_s([cbase[i] + d for i in run], k).tolist()
+            # step ends added one at a time from t, as stepping adds them: acc[j + 1] ends step j
+            acc = list(accumulate(times, initial=t))
+            m = min(k, bisect_left(acc, horizon, 1))
+            t = self._apply_stretch(len(run), acc[: m + 1])
+            if t >= horizon or m < k_done or not self.running:
+                return t
+            if self.waiting_len and len(self.running) < self.max_running:
+                return t  # a completion made room: the next step admits
+
+    def _fundable(self, k: int) -> int:
+        """How many of the next ``k`` group steps the free blocks fund entirely."""
+        tight, bs, free = self.num_tight, self.bs, self.free
+        if not tight or free >= tight * ((k - 1) // bs + 1):  # one block per bs steps at most
+            return k
+        s = self.D % bs
+        rot = self.hist[s:] + self.hist[:s]  # blocks taken at steps 0, 1, ..., bs - 1
+        cycles, left = divmod(free, tight)  # whole cycles of bs steps, then part of one
+        within = bisect_left(list(accumulate(rot)), left + 1)  # the step that runs short
+        return min(k, cycles * bs + within)
+
+    def _apply_stretch(self, members: int, acc: list[float]) -> float:
+        """Apply ``len(acc) − 1`` group steps (step j from acc[j] to acc[j + 1])."""
+        m, steps, bs = len(acc) - 1, self.steps, self.bs
+        at, ends = len(steps.start), acc[1:]
+        if self.num_tight:
+            s = self.D % bs
+            rot = self.hist[s:] + self.hist[:s]
+            blocks = (rot * (m // bs + 1))[:m]
+            self.free -= sum(blocks)
+        else:
+            blocks = [0] * m
+        steps.start += acc[:-1]
+        steps.end += ends
+        steps.tokens += [members] * m
+        steps.blocks += blocks
+        steps.running += [members] * m
+        steps.gap_w += [members - len(self.stale)] + [members] * (m - 1)
+        self._stale_gaps(ends[0])
+        self.log.decode_tokens += m * members
+        self.log.decode_seq_steps += m * members
+        self.D += m
+        self.num_steps += m
+        self.last_end = ends[-1]
+        self._finish_members(ends[-1], at + m - 1)
+        steps.running[-1] = len(self.running)
+        return ends[-1]
+
+    def stats(self) -> RunStats:
+        static = self.sched.policy.kind is PolicyKind.STATIC
+        return RunStats(
+            label=self.label,
+            slo=self.slo,
+            num_preemptions=self.num_preemptions,
+            num_steps=self.num_steps,
+            prompt_tokens_queried=self.queried,
+            kv_blocks=self.num_blocks,
+            block_size=self.bs,
+            static_slots=self.max_running if static else None,
+        )

@@ -1,0 +1,236 @@
+"""Predictions held against published measurements (issue 17): the dataset loader, predict
+through the simulator, re-timing a recorded run, the closed forms of the fit's inner loop, the
+fit itself, and the predict command."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from ridgeline.cli import app
+from ridgeline.errors import CapacityError, ConfigError
+from ridgeline.fidelity.dataset import Metric, load_source_file, parse_source
+from ridgeline.fidelity.fit import fit_family
+from ridgeline.fidelity.prediction import PredictRequest, kv_blocks, predict, record
+from ridgeline.fidelity.trace import TraceSet, _sum_max
+from ridgeline.specs import DType, get_accelerator, get_family, get_model
+from ridgeline.specs.calibration import IDEAL, CostMode, Term
+
+runner = CliRunner()
+
+SOURCE = {
+    "title": "t",
+    "url": "https://example.org/x",
+    "date": "2024-08",
+    "kind": "vendor",
+    "publisher": "p",
+}
+ROW = {
+    "id": "r1",
+    "hardware": "h100-sxm",
+    "chips": 2,
+    "tensor_parallel": 2,
+    "model": "llama-3.1-8b",
+    "weight_dtype": "fp8",
+    "kv_dtype": "fp8",
+    "scenario": "offline",
+    "metric": "output_tokens_per_s",
+    "value": 1000.0,
+    "isl": 128,
+    "osl": 128,
+    "quote": "q",
+}
+
+
+# --- the dataset -----------------------------------------------------------------------------
+
+
+def test_dataset_rows_parse_and_check_their_split() -> None:
+    (row,) = parse_source({"source": SOURCE, "rows": [ROW]}, "src")
+    assert row.key == "src/r1"
+    assert row.weight_dtype is DType.FP8
+    with pytest.raises(ConfigError, match=r"row r1: field chips: 2 != .* = 1"):
+        parse_source({"source": SOURCE, "rows": [{**ROW, "tensor_parallel": 1}]}, "src")
+    with pytest.raises(ConfigError, match="field rows.id: duplicate"):
+        parse_source({"source": SOURCE, "rows": [ROW, ROW]}, "src")
+    with pytest.raises(ConfigError, match=r"field rows.0.value"):
+        parse_source({"source": SOURCE, "rows": [{**ROW, "value": -1}]}, "src")
+
+
+def test_a_binary_measurement_file_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match="cannot read a TOML measurement file") as e:
+        load_source_file(bad)
+    assert "\n" not in str(e.value)
+
+
+# --- predict ---------------------------------------------------------------------------------
+
+
+def _small(**over: object) -> PredictRequest:
+    kw: dict[str, object] = dict(
+        hardware="h100-sxm",
+        model="llama-3.1-8b",
+        isl=256,
+        osl=64,
+        weight_dtype=DType.FP8,
+        requests=40,
+        max_seqs=16,
+    )
+    kw.update(over)
+    return PredictRequest(**kw)  # type: ignore[arg-type]
+
+
+def test_kv_blocks_are_the_memory_fraction_of_what_weights_leave() -> None:
+    """70B in bf16 on 4 H100s: each chip keeps 80 GB - 141.1 GB / 4 = 44.7 GB; 90% of it holds
+    KV heads 8 / 4 = 2 per chip: 80 layers x 2 x 2 heads x 128 x 2 B = 81,920 B per token."""
+    from ridgeline.analytic import Deployment, Dtypes
+
+    model = get_model("llama-3.1-70b")
+    dep = Deployment(get_accelerator("h100-sxm"), 4)
+    weights = 70_553_706_496 * 2
+    free = 80e9 - weights / 4
+    per_token = 80 * 2 * 2 * 128 * 2
+    assert kv_blocks(model, dep, Dtypes(), 0.9) == int(0.9 * free / (per_token * 16))
+    with pytest.raises(CapacityError, match="does not fit 1 x h100-sxm"):
+        kv_blocks(model, Deployment(get_accelerator("h100-sxm")), Dtypes(), 0.9)
+
+
+def test_calibrated_prediction_is_slower_than_ideal_and_reports_its_mode() -> None:
+    ideal = predict(_small(mode=CostMode.IDEAL))
+    cal = predict(_small())
+    assert cal.mode is CostMode.CALIBRATED and ideal.mode is CostMode.IDEAL
+    assert cal.output_tokens_per_s < ideal.output_tokens_per_s
+    assert cal.tpot_s > ideal.tpot_s
+    assert 1 <= cal.batch <= 16
+    assert cal.num_requests == 40
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        {},  # offline queue
+        {"requests": None, "batch": 3},  # a fixed batch
+        {"requests": 6, "concurrency": 2, "osl": 1},  # closed loop: TTFT from admission
+        {"model": "mixtral-8x7b", "requests": 12, "isl": 64, "osl": 16},  # MoE: stepped runs
+        {"tensor_parallel": 2, "requests": 20},
+    ],
+)
+def test_a_recorded_run_retimes_to_the_simulation(over: dict[str, object]) -> None:
+    """Re-timing one recorded run equals simulating again, ideal and calibrated."""
+    req = _small(**over)
+    trace = record(req)
+    for mode, cal in ((CostMode.IDEAL, IDEAL), (CostMode.CALIBRATED, None)):
+        cal = cal or get_accelerator("h100-sxm").calibration
+        p = predict(_small(mode=mode, **over))
+        m = trace.metrics(cal)
+        assert m[Metric.OUTPUT_TOKENS_PER_S] == pytest.approx(p.output_tokens_per_s, rel=1e-9)
+        assert m[Metric.TTFT_S] == pytest.approx(p.ttft_s, rel=1e-9)
+        if req.osl > 1:
+            assert m[Metric.TPOT_S] == pytest.approx(p.tpot_s, rel=1e-9)
+    stacked = TraceSet.of([trace] * 4, list(Metric))
+    values = stacked.values(cal)
+    expected = trace.metrics(cal)
+    for v, metric in zip(values, Metric, strict=True):
+        assert v == pytest.approx(expected[metric], rel=1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    a=st.floats(-5, 5),
+    b=st.floats(-2, 2),
+    c=st.floats(-5, 5),
+    d=st.floats(-2, 2),
+    k=st.integers(1, 60),
+)
+def test_sum_of_max_of_two_lines_is_closed_form(
+    a: float, b: float, c: float, d: float, k: int
+) -> None:
+    j = np.arange(k)
+    brute = np.maximum(a + b * j, c + d * j).sum()
+    got = _sum_max(np.array([a]), np.array([b]), np.array([c]), np.array([d]), np.array([k]))
+    assert got[0] == pytest.approx(brute, rel=1e-9, abs=1e-9)
+
+
+def test_the_fit_recovers_known_terms() -> None:
+    """Rows made from a known calibration give that calibration back."""
+    truth = {
+        Term.BANDWIDTH_EFFICIENCY: 0.7,
+        Term.COMPUTE_EFFICIENCY: 0.45,
+        Term.LAYER_LATENCY_S: 2e-5,
+    }
+    family = get_family("nvidia-gpu")
+    base = get_accelerator("h100-sxm").calibration
+    items = []
+    shapes: list[dict[str, object]] = [
+        {},
+        {"requests": None, "batch": 1},
+        {"isl": 2048, "osl": 16},
+        {"requests": None, "batch": 1, "model": "distilgpt2", "weight_dtype": DType.BF16},
+    ]
+    for i, over in enumerate(shapes):
+        req = _small(**over)
+        trace = record(req)
+        metric = Metric.OUTPUT_TOKENS_PER_S if i % 2 == 0 else Metric.PER_USER_TOKENS_PER_S
+        value = trace.metrics(base.with_values(truth))[metric]
+        (row,) = parse_source(
+            {
+                "source": SOURCE,
+                "rows": [
+                    {
+                        **ROW,
+                        "id": f"r{i}",
+                        "chips": 1,
+                        "tensor_parallel": 1,
+                        "metric": metric.value,
+                        "value": value,
+                    }
+                ],
+            },
+            "synthetic",
+        )
+        items.append((row, trace))
+    fit = fit_family(family, items)
+    assert fit.mean_abs_log_error < 1e-4
+    for term, value in truth.items():
+        assert fit.values[term] == pytest.approx(value, rel=0.02)
+    assert fit.source.startswith("fitted on rows: synthetic/r0")
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+def test_predict_json_carries_the_issue_fields() -> None:
+    args = ["predict", "--hw", "h100-sxm", "-m", "llama-3.1-8b", "--weight-dtype", "fp8"]
+    out = runner.invoke(app, [*args, "--isl", "128", "--osl", "32", "--requests", "50", "--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.stdout)
+    for key in (
+        "output_tokens_per_s",
+        "per_user_tokens_per_s",
+        "ttft_s",
+        "tpot_s",
+        "batch",
+        "bound",
+    ):
+        assert math.isfinite(d[key]) if key != "bound" else d[key]
+    assert d["mode"] == "calibrated"
+    ideal = runner.invoke(
+        app, [*args, "--isl", "128", "--osl", "32", "--requests", "50", "--ideal", "--json"]
+    )
+    assert json.loads(ideal.stdout)["mode"] == "ideal"
+    assert json.loads(ideal.stdout)["output_tokens_per_s"] > d["output_tokens_per_s"]
+
+
+def test_predict_refuses_what_does_not_fit_in_one_line() -> None:
+    out = runner.invoke(app, ["predict", "--hw", "tpu-v5e", "-m", "llama-3.1-70b", "--json"])
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "does not fit" in out.stderr

@@ -1,0 +1,57 @@
+"""Fit every calibration family on the published-measurements dataset and (with --write) store
+the fitted numbers, with the rows they were fitted on, in src/ridgeline/data/calibration/.
+
+    python tools/fit_calibration.py            # print the fit
+    python tools/fit_calibration.py --write    # and rewrite the families' [terms] lines
+
+tests/test_fidelity.py checks that the stored numbers equal a fresh fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from ridgeline.fidelity.dataset import load_dataset
+from ridgeline.fidelity.fit import FamilyFit
+from ridgeline.fidelity.validate import fit_all, record_all
+
+FOLDER = Path(__file__).parents[1] / "src" / "ridgeline" / "data" / "calibration"
+
+
+def _line(term: str, value: float, source: str) -> str:
+    return f'{term} = {{ value = {value:.6g}, source = "{source}" }}'
+
+
+def rewrite(path: Path, fit: FamilyFit) -> None:
+    """Replace each fitted term's line in the file's [terms] table."""
+    text = path.read_text()
+    head, _, rest = text.partition("[terms]\n")
+    body, sep, tail = rest.partition("\n[")
+    for term, value in fit.values.items():
+        pattern = re.compile(rf"^{term.value} = .*$", re.MULTILINE)
+        new = _line(term.value, value, fit.source)
+        body = pattern.sub(new, body) if pattern.search(body) else f"{body}\n{new}"
+    path.write_text(f"{head}[terms]\n{body}{sep}{tail}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="store the fit in the family files")
+    args = parser.parse_args()
+    rows = load_dataset()
+    fits = fit_all(rows, record_all(rows))
+    for name, fit in fits.items():
+        if not fit.rows:
+            continue
+        values = ", ".join(f"{t.value} = {v:.4g}" for t, v in fit.values.items())
+        print(
+            f"{name}: {values} ({len(fit.rows)} rows, mean |ln ratio| {fit.mean_abs_log_error:.3f})"
+        )
+        if args.write:
+            rewrite(FOLDER / f"{name}.toml", fit)
+
+
+if __name__ == "__main__":
+    main()
