@@ -64,3 +64,19 @@ def test_the_calibrated_peak_is_the_fastest_kernel_and_within_the_physical_peak(
     physical = rep.physical_at_measured_clock
     if physical is not None:
         assert best.flops_per_s <= 1.05 * physical
+
+
+def test_compare_prints_where_the_gemm_time_came_from(tmp_path: Path) -> None:
+    # regression: "t_gemm(B) [probe]" was read by rich as a markup tag and printed as "t_gemm(B) "
+    from typer.testing import CliRunner
+
+    from ridgeline.cli import app
+    from ridgeline.lab.store import ResultsStore
+
+    db = tmp_path / "lab.db"
+    with ResultsStore(db) as store:
+        for r in load_json(LAB / "measurements.json"):
+            store.put(r.kind, r.config, r.env, r.result)
+    res = CliRunner().invoke(app, ["lab", "compare", "--db", str(db), "--timer", "cpu"])
+    assert res.exit_code == 0, res.output
+    assert f"{ENGINE}: t = " in res.output and "t_gemm(B) (probe)" in res.output

@@ -15,8 +15,8 @@ from ridgeline.lab.loadgen import ServedRequest, read_report, summarize
 from ridgeline.lab.serve_check import FP32, fit_efficiency, simulate
 from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest
 from ridgeline.serving.scheduler import SchedulerConfig
-from ridgeline.sim.loop import SimConfig
 from ridgeline.sim.executor import StepCostModel
+from ridgeline.sim.loop import SimConfig
 from ridgeline.specs import get_accelerator, get_model
 
 

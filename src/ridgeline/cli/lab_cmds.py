@@ -47,10 +47,7 @@ def calibrate_cmd(
     sizes: Annotated[str, typer.Option(help="array sizes in MiB")] = "1,4,16,64,256,1024",
     threads: Annotated[str, typer.Option(help="thread counts (default: 1 and all)")] = "",
     dtypes: Annotated[
-        str,
-        typer.Option(
-            help="matmul dtypes (default: fp32, and bf16 on CUDA or a CPU with a bf16 path)"
-        ),
+        str, typer.Option(help="matmul dtypes (default fp32; bf16 too on CUDA or a bf16 CPU)")
     ] = "",
     matmul_n: Annotated[int, typer.Option(help="matmul size n ([n,n]x[n,n])")] = 2048,
     repeats: Annotated[int, typer.Option(help="timings per figure (best kept)")] = 5,
@@ -65,13 +62,7 @@ def calibrate_cmd(
     """Measure bandwidth (read/copy/triad, cache to DRAM, 1 and all threads) and matmul peaks;
     write them as accelerator specs NAME (all threads) and NAME-t1 (one thread)."""
     from ridgeline.lab.calibrate import calibrate
-    from ridgeline.lab.machine import (
-        KIND,
-        CalibrationSpec,
-        default_dtypes,
-        default_threads,
-        write_specs,
-    )
+    from ridgeline.lab.machine import KIND, CalibrationSpec, default_threads, write_specs
     from ridgeline.lab.store import ResultsStore
     from ridgeline.lab.sweep import parse_ints
 
@@ -79,7 +70,7 @@ def calibrate_cmd(
     spec = CalibrationSpec(
         sizes_bytes=tuple(s * MiB for s in parse_ints(sizes, "--sizes")),
         threads=parse_ints(threads, "--threads") if threads else default_threads(),
-        dtypes=tuple(d.strip() for d in dtypes.split(",") if d.strip()) or default_dtypes(device),
+        dtypes=_dtypes(dtypes, device),
         matmul_n=matmul_n,
         repeats=repeats,
         device=device,
@@ -125,23 +116,30 @@ def calibrate_cmd(
             fmt_rate(g.weight_bytes_per_s, "B/s"),
         )
     console.print(gemm)
-    for n in sorted(set(cal.spec.threads)) if cal.spec.device == "cpu" else ():
-        console.print(_peak_table(cal.peak_report(n)))
+    _print_peaks(cal)
     for w in written:
         console.print(
             f"wrote {w.path} (--hw {w.name}: {w.threads} thread(s), {fmt_rate(w.accelerator.device_bandwidth_bytes_per_s, 'B/s')})"
         )
 
 
-def _peak_table(rep: Any) -> Table:
-    """Physical peak, measured clock and every kernel's rate side by side (fp32)."""
+def _dtypes(text: str, device: str) -> tuple[str, ...]:
+    """The --dtypes list, else fp32 (and bf16 where it has a fast path)."""
+    from ridgeline.lab.machine import default_dtypes
+
+    return tuple(d.strip() for d in text.split(",") if d.strip()) or default_dtypes(device)
+
+
+def _print_peaks(cal: Any) -> None:
+    """Per thread count: physical peak, measured clock and every kernel's rate (CPU, fp32)."""
     from ridgeline.lab.peak import peak_rows
 
-    table = Table("fp32 compute", "FLOP/s", "how", title=f"Compute peak, {rep.threads} thread(s)")
-    for what, rate, how in peak_rows(rep):
-        shown = fmt_rate(rate, "FLOP/s") if rate is not None else ("" if what == "note" else "?")
-        table.add_row(what, shown, how)
-    return table
+    for n in sorted(set(cal.spec.threads)) if cal.spec.device == "cpu" else ():
+        table = Table("fp32 compute", "FLOP/s", "how", title=f"Compute peak, {n} thread(s)")
+        for what, rate, how in peak_rows(cal.peak_report(n)):
+            shown = fmt_rate(rate, "FLOP/s") if rate is not None else ("" if what == "note" else "?")
+            table.add_row(what, shown, how)
+        console.print(table)
 
 
 @lab_app.command("sweep")
@@ -374,6 +372,18 @@ def kv_cmd(
     console.print(sp)
 
 
+def _fit_lines(cmp: Any) -> list[str]:
+    """The bounds the fits share (the roofline's peak and bandwidth), then one line per fit."""
+    if not cmp.fits:
+        return []
+    b = cmp.fits[0].bounds
+    head = (
+        f"roofline and bounds of the fit: fp32 peak {fmt_rate(b.peak_flops_per_s, 'FLOP/s')}, "
+        f"read bandwidth {fmt_rate(b.read_bytes_per_s, 'B/s')} ({cmp.accelerator})"
+    )
+    return [head, *(_fit_line(f) for f in cmp.fits)]
+
+
 def _fit_line(f: Any) -> str:
     """One backend's fitted model; a rate at its probe's bound says "(bound)"."""
 
@@ -387,7 +397,7 @@ def _fit_line(f: Any) -> str:
     )
     faults = f" + faults x {f.fault_s * 1e6:.2f} us" if f.fault_s else ""
     return (
-        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms + t_gemm(B) [{f.gemm_source}]"
+        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms + t_gemm(B) ({f.gemm_source})"
         f" + KV/{rate(f.kv_bytes_per_s, 'B/s', 'BW_kv')}"
         f" + other FLOPs/{rate(f.flops_per_s, 'FLOP/s', 'F')}{faults};"
         f" median |error| {100 * f.median_abs_error:.1f}%{loo}"
@@ -447,14 +457,8 @@ def compare_cmd(
             _pct(p.fit_error),
         )
     console.print(table)
-    if cmp.fits:
-        b = cmp.fits[0].bounds
-        console.print(
-            f"roofline and bounds of the fit: fp32 peak {fmt_rate(b.peak_flops_per_s, 'FLOP/s')}, "
-            f"read bandwidth {fmt_rate(b.read_bytes_per_s, 'B/s')} ({cmp.accelerator})"
-        )
-    for f in cmp.fits:
-        console.print(_fit_line(f))
+    for line in _fit_lines(cmp):
+        console.print(line)
     gap = Table(
         "backend",
         "B",

@@ -254,13 +254,7 @@ def accelerator_toml(cal: Calibration, name: str, threads: int) -> str:
         "",
         "[peak_flops_per_s]",
     ]
-    best = cal.peak_report(threads).calibrated if not cuda else None
-    for dtype, value in sorted(peaks.items()):
-        what = f"best {dtype} mm n={cal.spec.matmul_n}"
-        if dtype == "fp32" and best is not None:
-            what = f"calibrated peak: fastest kernel, {best.kernel}"
-        src = _source(what, when)
-        lines.append(f'{dtype} = {{ value = {value:.6g}, source = "{src}" }}')
+    lines += _peak_lines(cal, peaks, threads, when)
     cache_bw = cal.bandwidth_at(threads, largest=False)
     dram_bw = cal.bandwidth_at(threads, largest=True)
     lines += [
@@ -281,6 +275,18 @@ def accelerator_toml(cal: Calibration, name: str, threads: int) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _peak_lines(cal: Calibration, peaks: dict[str, float], threads: int, when: str) -> list[str]:
+    """``dtype = { value, source }`` per peak; a CPU's fp32 names the kernel it came from."""
+    best = cal.peak_report(threads).calibrated if cal.spec.device == "cpu" else None
+    lines = []
+    for dtype, value in sorted(peaks.items()):
+        what = f"best {dtype} mm n={cal.spec.matmul_n}"
+        if dtype == "fp32" and best is not None:
+            what = f"calibrated peak: fastest kernel, {best.kernel}"
+        lines.append(f'{dtype} = {{ value = {value:.6g}, source = "{_source(what, when)}" }}')
+    return lines
 
 
 def accelerator(cal: Calibration, name: str, threads: int) -> Accelerator:
