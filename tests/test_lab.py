@@ -129,6 +129,13 @@ def test_calibrate_gives_plausible_figures_and_a_loadable_spec(
         m.best_flops_per_s for m in cal.matmul if m.dtype == "fp32"
     )
     assert cal.cpu is not None and Calibration.from_dict(cal.to_dict()) == cal
+    # the FMA loop (lab/csrc, built by engine.kernel_build) runs the table's FLOP per cycle at
+    # the clock its add chain measured, where the table knows this CPU
+    (core,) = cal.core
+    table = rep.physical.flops_per_cycle
+    if table is not None and rep.measured_flops_per_cycle is not None:
+        assert rep.measured_flops_per_cycle == pytest.approx(table, rel=0.15)
+    assert core.lanes in (8, 16) and rep.calibrated.flops_per_s >= core.fma_flops_per_s
     monkeypatch.setenv("RIDGELINE_HW_DIR", str(tmp_path))
     (written,) = write_specs(cal)
     acc = get_accelerator("measured")
