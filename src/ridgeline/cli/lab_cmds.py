@@ -137,7 +137,9 @@ def _print_peaks(cal: Any) -> None:
     for n in sorted(set(cal.spec.threads)) if cal.spec.device == "cpu" else ():
         table = Table("fp32 compute", "FLOP/s", "how", title=f"Compute peak, {n} thread(s)")
         for what, rate, how in peak_rows(cal.peak_report(n)):
-            shown = fmt_rate(rate, "FLOP/s") if rate is not None else ("" if what == "note" else "?")
+            shown = (
+                fmt_rate(rate, "FLOP/s") if rate is not None else ("" if what == "note" else "?")
+            )
             table.add_row(what, shown, how)
         console.print(table)
 
