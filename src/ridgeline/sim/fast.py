@@ -479,7 +479,7 @@ class _FastInstance:
         self.num_steps += 1
         if not run:
             return None
-        explicit = ([(c, chunk)] if chunk else []) + admitted  # type: ignore[list-item]
+        explicit = ([(c, chunk)] if c is not None and chunk else []) + admitted  # chunk > 0: c set
         first = self.log.first_sched
         for i, _ in explicit:
             prior.append(comp[i])
