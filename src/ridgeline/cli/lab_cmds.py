@@ -132,7 +132,7 @@ def _dtypes(text: str, device: str) -> tuple[str, ...]:
 
 def _print_peaks(cal: Any) -> None:
     """Per thread count: physical peak, measured clock and every kernel's rate (CPU, fp32)."""
-    from ridgeline.lab.peak import peak_rows
+    from ridgeline.lab.compute_peak import peak_rows
 
     for n in sorted(set(cal.spec.threads)) if cal.spec.device == "cpu" else ():
         table = Table("fp32 compute", "FLOP/s", "how", title=f"Compute peak, {n} thread(s)")

@@ -2,7 +2,7 @@
 beyond the last-level cache at one and all threads, matmul peak per dtype, and on CUDA the
 device's HBM bandwidth and tensor-core peak.
 
-On the CPU it also measures the compute peak three ways (``peak``): an FMA loop with the clock
+On the CPU it also measures the compute peak three ways (``compute_peak``): an FMA loop with the clock
 the core runs at (``fma_probe``), the engine's own GEMM (``gemm_probe``) and torch.mm; the
 fastest is the calibrated peak, shown beside the physical one (FMA pipes × lanes × clock).
 
@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ridgeline.lab import env as lab_env
+from ridgeline.lab.compute_peak import CoreProbe, read_cpu_info
 from ridgeline.lab.decode import torch_threads
 from ridgeline.lab.fma_probe import probe_core
 from ridgeline.lab.gemm_probe import engine_gemm
@@ -34,7 +35,6 @@ from ridgeline.lab.machine import (
     MatmulPoint,
     llc_bytes,
 )
-from ridgeline.lab.peak import CoreProbe, read_cpu_info
 from ridgeline.specs.units import MiB
 
 KERNEL_ARRAYS = {"read": 1, "copy": 2, "triad": 3}  # arrays touched; bytes = arrays × size

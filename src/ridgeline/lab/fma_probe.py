@@ -32,7 +32,7 @@ from ridgeline.engine.kernel_build import (
     import_built,
     plan,
 )
-from ridgeline.lab.peak import CoreProbe
+from ridgeline.lab.compute_peak import CoreProbe
 
 CSRC = Path(__file__).with_name("csrc")
 FMA_ITERS = 20_000_000  # 12 × 20 M FMAs: ~0.1-0.3 s per timing on a 2-4 GHz core

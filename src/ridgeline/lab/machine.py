@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ridgeline.lab.peak import (
+from ridgeline.lab.compute_peak import (
     CoreProbe,
     CpuInfo,
     KernelRate,

@@ -21,9 +21,9 @@ import numpy as np  # noqa: E402
 
 from ridgeline.analytic import kv_bytes  # noqa: E402
 from ridgeline.lab.compare import CAUSES, LabComparison, compare_records, latest_calibration  # noqa: E402
+from ridgeline.lab.compute_peak import peak_rows  # noqa: E402
 from ridgeline.lab.configs import model_spec, raw_config  # noqa: E402
 from ridgeline.lab.machine import Calibration  # noqa: E402
-from ridgeline.lab.peak import peak_rows  # noqa: E402
 from ridgeline.lab.store import Record, open_existing  # noqa: E402
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown  # noqa: E402
 from ridgeline.specs import DType  # noqa: E402

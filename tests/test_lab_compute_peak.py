@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ridgeline.lab.peak import (
+from ridgeline.lab.compute_peak import (
     CoreProbe,
     KernelRate,
     PeakReport,
