@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -234,3 +235,13 @@ def test_predict_refuses_what_does_not_fit_in_one_line() -> None:
     out = runner.invoke(app, ["predict", "--hw", "tpu-v5e", "-m", "llama-3.1-70b", "--json"])
     assert out.exit_code == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and "does not fit" in out.stderr
+
+
+def test_one_offline_prediction_takes_well_under_a_second_of_cpu() -> None:
+    """Fast enough for a sweep (issue 17): the default offline run of 1,000 requests."""
+    req = PredictRequest("h100-sxm", "llama-3.1-8b", isl=1024, osl=128)
+    predict(req)  # the first call loads the catalog and model files
+    start = time.process_time()
+    out = predict(req)
+    assert time.process_time() - start < 1.0
+    assert out.to_dict()["output_tokens_per_s"] > 0

@@ -324,3 +324,15 @@ def test_shutdown_stops_a_running_simulation() -> None:
     while job.status == "running" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert job.status == "failed" and job.error == "the explorer is shutting down"
+
+
+def test_kv_manage_view_equals_the_library(client: TestClient) -> None:
+    body = {"model": "gpt2", "accelerators": ["h100-sxm"], "num_requests": 4, "prefixes": 1,
+            "prefix_len": 128, "prompt_len": 100, "output_len": 16, "max_model_len": 1024}  # fmt: skip
+    r = client.post("/api/kv-manage", json=body)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert d["schema"] == "ridgeline.kv-manage/1" and d["rows"][0]["allocator"] == "runtime"
+    assert len(d["rows"][0]["techniques"]) == 7
+    too_many = client.post("/api/kv-manage", json={**body, "num_requests": 500})
+    assert field_of(too_many) == ["body", "num_requests"]

@@ -8,12 +8,13 @@ workload — capacity, bandwidth or compute — and why?
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
 from ridgeline.analytic.kv import kv_bytes, weights_bytes
 from ridgeline.analytic.roofline import Bound, StepCost, step_cost
+from ridgeline.analytic.speed import SpeedQuote, quote_step
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.specs.hardware import Accelerator, MemoryLevel
 from ridgeline.specs.model import ModelSpec
@@ -56,12 +57,15 @@ class FiveAnswers:
     device_capacity_bytes: float
     scarce: Resource
     reason: str
-    step_time_s: float
+    step_time_s: float  # the ideal roofline's
+    speed: SpeedQuote = field(repr=False)  # ideal and calibrated, or none when it does not fit
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "speed"}
+        d["levels"] = [asdict(lvl) for lvl in self.levels]
         d["bound"] = self.bound.value
         d["scarce"] = self.scarce.value
+        d["speed"] = self.speed.to_dict()
         d["schema"] = "ridgeline.questions/1"
         return d
 
@@ -111,7 +115,7 @@ def _scarce(acc: Accelerator, cost: StepCost, needed: float) -> tuple[Resource, 
 
 def five_questions(model: ModelSpec, acc: Accelerator, workload: Workload) -> FiveAnswers:
     """Answer the five questions for ``workload`` of ``model`` on ``acc``."""
-    cost = step_cost(model, acc, workload)
+    cost, quote = quote_step(model, acc, workload)
     needed = memory_needed_bytes(model, workload)
     scarce, reason = _scarce(acc, cost, needed)
     return FiveAnswers(
@@ -127,6 +131,7 @@ def five_questions(model: ModelSpec, acc: Accelerator, workload: Workload) -> Fi
         scarce=scarce,
         reason=reason,
         step_time_s=cost.step_time_s,
+        speed=quote,
     )
 
 

@@ -19,6 +19,7 @@ from ridgeline.cli.deploy_cmds import deploy_cmd
 from ridgeline.cli.engine_cmds import bench_app, generate_cmd
 from ridgeline.cli.fidelity_cmds import predict_cmd, validate_cmd
 from ridgeline.cli.kernel_cmds import engine_app
+from ridgeline.cli.kv_cmds import kv_manage_cmd
 from ridgeline.cli.lab_cmds import lab_app
 from ridgeline.cli.quiz_cmds import quiz_app
 from ridgeline.cli.report_cmd import report_cmd
@@ -26,7 +27,13 @@ from ridgeline.cli.serve_check_cmd import serve_check_cmd
 from ridgeline.cli.serve_cmds import serve_cmd
 from ridgeline.cli.simulate_cmds import simulate_cmd
 from ridgeline.cli.sweep_cmds import sweep_app
-from ridgeline.cli.tiling_cmds import flash_cmd, orchestrate_cmd, schedule_cmd, tile_cmd
+from ridgeline.cli.tiling_cmds import (
+    flash_cmd,
+    layout_cmd,
+    orchestrate_cmd,
+    schedule_cmd,
+    tile_cmd,
+)
 from ridgeline.cli.web_cmds import explore_cmd
 
 app = new_app("ridgeline: where the time and memory of LLM inference go, and why.")
@@ -45,6 +52,8 @@ app.command("tile")(tile_cmd)
 app.command("flash")(flash_cmd)
 app.command("schedule")(schedule_cmd)
 app.command("orchestrate")(orchestrate_cmd)
+app.command("kv-manage")(kv_manage_cmd)
+app.command("layout")(layout_cmd)
 app.add_typer(quiz_app, name="quiz")
 app.command("generate")(generate_cmd)
 app.add_typer(bench_app, name="bench")

@@ -434,6 +434,7 @@ def render_questions(ans: an.FiveAnswers, reads: an.StepReads) -> None:
         )
     console.print(table)
     console.print(f"5. scarce: [bold]{ans.scarce.value}[/bold] — {ans.reason}")
+    console.print(f"one step: {ans.speed.sentence()}")
     console.print(
         f"one decode step (B={reads.batch}, T={reads.context}) reads weights "
         f"{fmt_bytes(reads.weight_bytes)}, KV {fmt_bytes(reads.kv_bytes)}, activations "

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 from rich.console import Console
+from rich.table import Table
 from typer.core import TyperGroup
 
 from ridgeline.analytic import Dtypes, Phase
@@ -107,3 +108,11 @@ def emit_json(payload: Any) -> None:
     if hasattr(payload, "to_dict"):
         payload = payload.to_dict()
     typer.echo(json.dumps(_clean(payload), indent=2, allow_nan=False))
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> None:
+    """A report table (headers, rows of text, caption) as a Rich table on stdout."""
+    table = Table(*headers, title=title or None)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)

@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, new_app
+from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, new_app, print_table
 from ridgeline.errors import ConfigError
 from ridgeline.lab.store import DEFAULT_DB
 from ridgeline.specs.units import MiB, fmt_bytes, fmt_rate
@@ -372,6 +372,15 @@ def kv_cmd(
             f"{f.tokens_all_layers:,}",
         )
     console.print(sp)
+    _print_growth(rep.to_dict()["checks"])
+
+
+def _print_growth(checks: list[dict[str, Any]]) -> None:
+    from ridgeline.report.lab_growth import growth_table
+
+    t = growth_table(checks)
+    if t is not None:
+        print_table(t.headers, t.rows, t.caption)
 
 
 def _fit_lines(cmp: Any) -> list[str]:

@@ -30,7 +30,15 @@ from ridgeline.sim import (
     parse_lengths,
     simulate,
 )
+from ridgeline.sim.buckets import CompileBudget
+from ridgeline.sim.compiled import is_compiled_schedule
 from ridgeline.sim.options import parse_disagg, parse_tiers
+from ridgeline.sim.static_variants import (
+    COMPILED_DEFAULT,
+    ShapeOptions,
+    compiled_note,
+    static_variant,
+)
 from ridgeline.sim.variants import DEFAULT_VARIANTS, compare
 from ridgeline.specs import get_accelerator, get_model
 
@@ -112,7 +120,7 @@ def _table(results: list[SimResult], title: str) -> Table:
         "TPOT p50/p99 ms", "ITL p99 ms", "preempt", "max run", "KV peak", "unused alloc", "prefix hit",
     )  # fmt: skip
     for h in heads:
-        t.add_column(h, justify="left" if h == "config" else "right")
+        t.add_column(h, justify="left" if h == "config" else "right", no_wrap=h == "config")
     for r in results:
         t.add_row(
             r.label or "run",
@@ -185,9 +193,17 @@ def simulate_cmd(
     overhead: Annotated[float, _opt("--overhead", help="fixed seconds per step")] = 0.0,
     slo_ttft: Annotated[float, _opt("--slo-ttft", help="TTFT SLO (s) for goodput")] = 2.0,
     slo_tpot: Annotated[float, _opt("--slo-tpot", help="TPOT SLO (s) for goodput")] = 0.1,
-    configs: Annotated[str, _opt("--configs", help="compare: variants")] = ",".join(
-        DEFAULT_VARIANTS
-    ),
+    configs: Annotated[
+        str | None, _opt("--configs", help="compare: variants (default: by accelerator)")
+    ] = None,
+    prefill_chunk: Annotated[int, _opt("--prefill-chunk", help="compiled prefill tokens")] = 512,
+    compile_s: Annotated[float, _opt("--compile-s", help="seconds to compile a program")] = 20.0,
+    compile_budget: Annotated[
+        float, _opt("--compile-budget", help="compile seconds the deployment affords")
+    ] = 1200.0,
+    recompile: Annotated[
+        bool, _opt("--recompile", help="compile a missing bucket instead of refusing")
+    ] = False,
     seed: Annotated[int, _opt("--seed", help="workload and acceptance seed")] = 0,
     json_out: JsonOpt = False,
     plot: Annotated[
@@ -199,6 +215,9 @@ def simulate_cmd(
     m, acc = get_model(model), get_accelerator(hw)
     max_model_len = max_model_len or m.max_position_embeddings
     whole = policy in ("contiguous", "static")
+    configs = configs or ",".join(
+        COMPILED_DEFAULT if is_compiled_schedule(acc) else DEFAULT_VARIANTS
+    )
     if spec_k and mode is Mode.COMPARE and "spec" in configs:
         raise ConfigError("--spec-k with compare: use the 'spec' variant or drop --spec-k")
     sched = SchedulerConfig(
@@ -224,6 +243,11 @@ def simulate_cmd(
         workload, trace, requests, rate, (prompt, output), (cv, prefixes, prefix_len, turns), seed
     )
     show = not json_out and len(wl) >= PROGRESS_MIN_REQUESTS
+    shape_opts = ShapeOptions(
+        CompileBudget(compile_s, compile_budget), prefill_chunk, recompile=recompile
+    )
+    if policy == "static" and is_compiled_schedule(acc):
+        cfg = static_variant(cfg, "static", wl, shape_opts)
     if mode is Mode.COMPARE:
         names = [c.strip() for c in configs.split(",") if c.strip()]
         with _progress(len(names), show) as tick:
@@ -234,7 +258,7 @@ def simulate_cmd(
                     tick(len(started))
                 started.append(label)
 
-            results = list(compare(cfg, wl, names, on_variant).results)
+            results = list(compare(cfg, wl, names, on_variant, shape_opts).results)
     else:
         with _progress(len(wl), show) as tick:
             results = [simulate(cfg, wl, tick)]
@@ -256,5 +280,8 @@ def _render(
     for r in results:
         if r.reject_reasons:
             console.print(f"[yellow]{r.label}: rejected {'; '.join(r.reject_reasons)}[/]")
+    for r in results:
+        if r.compiled is not None:
+            console.print(compiled_note(r), highlight=False)
     for f in figs:
         console.print(f"wrote {f}")

@@ -9,7 +9,7 @@ import typer
 from rich.table import Column, Table
 
 from ridgeline import analytic as an
-from ridgeline.analytic import dataflow, flash, orchestrate, tiling
+from ridgeline.analytic import dataflow, flash, layout, orchestrate, tiling
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
@@ -22,8 +22,9 @@ from ridgeline.cli.common import (
     PromptOpt,
     console,
     emit_json,
+    print_table,
 )
-from ridgeline.report import tiling_plots
+from ridgeline.report import layout_section, tiling_plots
 from ridgeline.specs import DType, get_accelerator, get_model
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
@@ -217,3 +218,47 @@ def orchestrate_cmd(
         f"{rep.model}, batch {rep.batch}, context {rep.context}: attention reads "
         f"{fmt_bytes(tr.kv_read_bytes)} of KV per decode step; * = binding level; {times}"
     )
+    for r in rep.rows:
+        if r.detail:
+            console.print(f"{r.accelerator}: {r.detail}; KV in {r.kv_home}", highlight=False)
+
+
+def layout_cmd(
+    hw: Annotated[str, typer.Option(help="accelerator whose banked level to use")] = "h100-sxm",
+    level: Annotated[str, typer.Option(help="the banked level")] = "smem",
+    stride: Annotated[
+        list[int] | None, typer.Option("--stride", help="stride in words (repeat)")
+    ] = None,
+    granule: Annotated[
+        float | None, typer.Option(help="transfer granule B (default: ibm-spyre's 128-B stick)")
+    ] = None,
+    size: Annotated[float, typer.Option(help="bytes of the aligned/misaligned access")] = 256.0,
+    offset: Annotated[list[float] | None, typer.Option("--offset", help="B (repeat)")] = None,
+    rows: Annotated[int, typer.Option(help="rows of the walked array")] = 1024,
+    cols: Annotated[int, typer.Option(help="columns of the walked array")] = 1024,
+    elem: Annotated[float, typer.Option(help="bytes per element")] = 4.0,
+    cache: Annotated[float, typer.Option(help="cache bytes that keep lines between columns")] = 0.0,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """Layout and access: bank conflicts by stride, alignment to the transfer granule, and the
+    bytes fetched per useful byte of a row-major against a column-major walk."""
+    d = layout.LayoutQuery()
+    q = layout.LayoutQuery(
+        tuple(stride) if stride else d.strides,
+        size,
+        tuple(offset) if offset else d.offsets,
+        rows,
+        cols,
+        elem,
+        cache,
+    )
+    g = granule if granule is not None else layout_section.granule_of("ibm-spyre")
+    rep = layout.layout_report(get_accelerator(hw).level(level), g, q)
+    if plot:
+        layout_section.layout_plot(rep, plot)
+    if json_out:
+        emit_json(rep)
+        return
+    for t in layout_section.layout_tables(rep):
+        print_table(t.headers, t.rows, t.caption)

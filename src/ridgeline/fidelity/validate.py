@@ -208,11 +208,14 @@ def family_of(row: Row) -> str:
     return get_accelerator(row.hardware).calibration.family
 
 
-def fit_all(rows: Iterable[Row], traces: Mapping[str, Trace]) -> dict[str, FamilyFit]:
-    """Every family fitted on its re-timeable rows among ``rows`` (priors where it has none)."""
+def fit_all(
+    rows: Iterable[Row], traces: Mapping[str, Trace], families: Iterable[str] | None = None
+) -> dict[str, FamilyFit]:
+    """Every family (or those of ``families``) fitted on its re-timeable rows among ``rows``
+    (priors where it has none)."""
     rows = [r for r in rows if r.key in traces]
     fits = {}
-    for name in family_names():
+    for name in family_names() if families is None else families:
         items = [(r, traces[r.key]) for r in rows if family_of(r) == name]
         fits[name] = fit_family(get_family(name), items)
     return fits
@@ -239,11 +242,15 @@ def record_all(rows: Sequence[Row], progress: Progress | None = None) -> dict[st
 
 
 def validate(
-    rows: Sequence[Row] | None = None, loso: bool = True, progress: Progress | None = None
+    rows: Sequence[Row] | None = None,
+    loso: bool = True,
+    progress: Progress | None = None,
+    traces: Mapping[str, Trace] | None = None,
 ) -> Validation:
-    """Predict every row ideal, calibrated (catalog terms) and leave-one-source-out."""
+    """Predict every row ideal, calibrated (catalog terms) and leave-one-source-out
+    (``traces``: the rows' recorded runs, when already recorded)."""
     rows = list(load_dataset() if rows is None else rows)
-    traces = record_all(rows, progress)
+    traces = record_all(rows, progress) if traces is None else traces
     held_out = _loso(rows, traces) if loso else {}
     results = []
     for row in rows:
@@ -262,8 +269,11 @@ def validate(
 def _loso(rows: Sequence[Row], traces: Mapping[str, Trace]) -> dict[str, float]:
     out = {}
     for source in sorted({r.source.id for r in rows}):
-        fits = fit_all([r for r in rows if r.source.id != source], traces)
-        for row in (r for r in rows if r.source.id == source):
+        held = [r for r in rows if r.source.id == source]
+        # only the families of the held-out rows change when they leave the fit
+        families = sorted({family_of(r) for r in held})
+        fits = fit_all([r for r in rows if r.source.id != source], traces, families)
+        for row in held:
             base = get_accelerator(row.hardware).calibration
             cal = fits[base.family].calibration(base) if base.family in fits else base
             out[row.key] = _predicted(row, cal, traces)

@@ -10,12 +10,16 @@ from pathlib import Path
 import numpy as np
 
 from ridgeline import analytic as an
+from ridgeline.analytic.speed import SpeedQuote, quote_step
 from ridgeline.errors import CapacityError
 from ridgeline.report import plots
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
+from ridgeline.report.kv_manage_section import kv_manage_section
+from ridgeline.report.layout_section import layout_section
 from ridgeline.report.serving_section import serving_section
 from ridgeline.report.tiling_section import tiling_section
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model, param_counts
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
 
 
@@ -73,10 +77,12 @@ def _roofline_section(ctx: ReportContext) -> Section:
         )
         for r in ridges
     )
-    points = []
+    points, quotes = [], []
     for phase, batch in ((an.Phase.PREFILL, 1), (an.Phase.DECODE, 1), (an.Phase.DECODE, 64)):
         ctx_len = ctx.prompt if phase is an.Phase.PREFILL else ctx.context
-        points.append(an.step_cost(m, acc, an.Workload(phase, batch, ctx_len)))
+        point, quote = quote_step(m, acc, an.Workload(phase, batch, ctx_len))
+        points.append(point)
+        quotes.append(quote)
     step_rows = tuple(
         (
             p.workload.phase.value,
@@ -84,10 +90,10 @@ def _roofline_section(ctx: ReportContext) -> Section:
             str(p.workload.context_len),
             f"{p.arithmetic_intensity:.3g}",
             p.bound.value,
-            fmt_seconds(p.step_time_s),
-            f"{p.tokens_per_s:,.0f}",
+            f"{fmt_seconds(q.calibrated_step_s)} ({fmt_seconds(p.step_time_s)})",
+            _tokens_per_s(q),
         )
-        for p in points
+        for p, q in zip(points, quotes, strict=True)
     )
     di = an.decode_intensity(m, acc, ctx.batch, ctx.context)
     fig = plots.roofline_plot(points, [acc], ctx.figure("roofline.png"), f"{m.name} on {acc.name}")
@@ -114,7 +120,8 @@ def _roofline_section(ctx: ReportContext) -> Section:
             Table(
                 ("phase", "batch", "context", "AI (FLOP/B)", "bound", "step", "tokens/s"),
                 step_rows,
-                "Prefill and decode on one roofline",
+                "Prefill and decode on one roofline: expected (calibrated) with the ideal roofline "
+                f"in brackets; {quotes[1].basis}",
             ),
         ),
         figures=(fig, sweep_fig),
@@ -123,6 +130,7 @@ def _roofline_section(ctx: ReportContext) -> Section:
                 {"level": r.level, "ridge": r.ridge_point_flops_per_byte} for r in ridges
             ],
             "steps": [p.to_dict() for p in points],
+            "speeds": [q.to_dict() for q in quotes],
             "decode_intensity": di.to_dict(),
         },
     )
@@ -226,20 +234,27 @@ def _questions_section(ctx: ReportContext) -> Section:
     )
 
 
+def _tokens_per_s(q: SpeedQuote) -> str:
+    """``expected (ideal)`` tokens/s of a quote, or why none is quoted."""
+    cal, ideal = q.tokens_per_s(CostMode.CALIBRATED), q.tokens_per_s(CostMode.IDEAL)
+    return "does not fit" if cal is None or ideal is None else f"{cal:,.0f} ({ideal:,.0f})"
+
+
 def _compare_row(r: an.ArchRow) -> tuple[str, ...]:
     d, p = r.decode, r.prefill
-    if d is None or p is None:
+    dc, pc = r.decode_calibrated, r.prefill_calibrated
+    if d is None or p is None or dc is None or pc is None:
         return (r.accelerator.name, r.accelerator.kind, "does not fit", "", "", "", "", "")
     return (
         r.accelerator.name,
         r.accelerator.kind,
         f"{d.deployment.chips} chips (TP {d.deployment.tensor_parallel} x PP "
         f"{d.deployment.pipeline_parallel})",
-        fmt_seconds(d.step_time_s),
-        f"{d.tokens_per_s_per_seq:,.0f}",
-        f"{d.tokens_per_s:,.0f}",
-        d.binding.value,
-        fmt_seconds(p.step_time_s),
+        f"{fmt_seconds(dc.step_time_s)} ({fmt_seconds(d.step_time_s)})",
+        f"{dc.tokens_per_s_per_seq:,.0f} ({d.tokens_per_s_per_seq:,.0f})",
+        f"{dc.tokens_per_s:,.0f} ({d.tokens_per_s:,.0f})",
+        dc.binding.value,
+        f"{fmt_seconds(pc.step_time_s)} ({fmt_seconds(p.step_time_s)})",
     )
 
 
@@ -251,7 +266,8 @@ def _compare_section(ctx: ReportContext) -> Section:
         f"holds the weights plus the KV of batch {ctx.batch} at context {ctx.context}: tensor "
         f"parallel within a node for GPUs, TPUs and Spyre cards, a layer pipeline across Groq "
         f"chips and Cerebras wafers. Decode tokens/s are per user (one sequence) and per "
-        f"system (the whole batch)."
+        f"system (the whole batch): expected (calibrated, docs/fidelity.md) with the ideal "
+        f"roofline in brackets."
     )
     return Section(
         "compare",
@@ -286,6 +302,8 @@ SECTIONS: list[SectionBuilder] = [
     _compare_section,
     serving_section,
     tiling_section,
+    layout_section,
+    kv_manage_section,
 ]
 
 

@@ -26,6 +26,7 @@ from ridgeline.lab.configs import model_spec, raw_config  # noqa: E402
 from ridgeline.lab.machine import Calibration  # noqa: E402
 from ridgeline.lab.store import Record, open_existing  # noqa: E402
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown  # noqa: E402
+from ridgeline.report.lab_growth import growth_table
 from ridgeline.specs import DType  # noqa: E402
 from ridgeline.specs.units import fmt_bytes, fmt_rate  # noqa: E402
 
@@ -534,10 +535,12 @@ def memory_section(data: LabData, figure: FigurePath) -> Section | None:
             "KV bytes read from the cache object (Σ numel × element size of cache.layers[i].keys "
             "and .values) against 2 × layers × batch × tokens × kv_heads × head_dim × bytes. A "
             "StaticCache allocates its full length up front, so it holds more than the formula at "
-            "the current length. Peak rise: the resident high-water mark (VmHWM, reset through "
-            "/proc/self/clear_refs) above the resident size at the start of the memory phase, "
-            "or CUDA max_memory_allocated above the allocated bytes then; malloc: glibc "
-            "mallinfo2 in-use bytes sampled after each step.",
+            "the current length. Decode peak rise: the resident high-water mark (VmHWM, reset "
+            "through /proc/self/clear_refs) above the resident size at the start of the memory "
+            "phase, or CUDA max_memory_allocated above the allocated bytes then: the cache "
+            "already exists, so it is the decode step's temporaries and near 0 — how the peak "
+            "grows with the context is measured by the KV lab (its table 'KV growth seen in the "
+            "resident peak'); malloc: glibc mallinfo2 in-use bytes sampled after each step.",
         ),
         tables=(
             Table(
@@ -550,7 +553,7 @@ def memory_section(data: LabData, figure: FigurePath) -> Section | None:
                     "formula",
                     "match",
                     "parameters",
-                    "peak rise",
+                    "decode peak rise",
                     "malloc rise",
                 ),
                 tuple(rows),
@@ -623,6 +626,12 @@ def kv_section(data: LabData, figure: FigurePath) -> Section | None:
             "2023). Checked exactly against the cache tensors, and against the memory given back "
             "when the cache is freed (glibc mallinfo2 and RSS, with the mmap threshold at 64 KiB "
             "so freed blocks return to the OS; each block costs up to a page more).",
+            "Independently of the cache tensors, the resident peak is read while a fresh "
+            "DynamicCache is filled in fixed chunks: its slope against the tokens held is the "
+            "formula's bytes per token times 1 + max(1/(2·layers), copies/layers) — the old copy "
+            "of one layer's K or V alive during torch.cat, or, with grouped-query attention, "
+            "repeat_kv's copies of a layer's K and V for every query head (none for MHA; a view "
+            "for MQA).",
         ),
         tables=(
             Table(
@@ -653,6 +662,7 @@ def kv_section(data: LabData, figure: FigurePath) -> Section | None:
                 fits,
                 "Tokens of KV one scratchpad holds",
             ),
+            *((growth,) if (growth := growth_table(checks)) is not None else ()),
         ),
         figures=(_save(fig, figure("lab_kv_variants.png")),),
     )

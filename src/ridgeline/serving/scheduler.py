@@ -26,7 +26,7 @@ from ridgeline.errors import ConfigError
 from ridgeline.serving.block_pool import KVBlock
 from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager, PrefixHit
-from ridgeline.serving.policies import Policy, PolicyKind, make_policy
+from ridgeline.serving.policies import Policy, PolicyKind, StaticOptions, make_policy
 from ridgeline.serving.request import FinishReason, Request, RequestStatus
 from ridgeline.serving.spec_decode import DraftProposer, SpecDecodeConfig, repeat_last_proposer
 
@@ -53,6 +53,7 @@ class SchedulerConfig:
         preemption: recompute or swap.
         static_buckets: sequence-length buckets of the static policy.
         static_slots: batch slots of the static policy (None: max_num_seqs).
+        static: the static policy's compiled prefill chunk, recompilation and prefix mode.
         spec: speculative decoding (None: off).
     """
 
@@ -65,6 +66,7 @@ class SchedulerConfig:
     preemption: PreemptionMode = PreemptionMode.RECOMPUTE
     static_buckets: tuple[int, ...] = ()
     static_slots: int | None = None
+    static: StaticOptions | None = None
     spec: SpecDecodeConfig | None = None
 
     def __post_init__(self) -> None:
@@ -102,7 +104,11 @@ class Scheduler:
         self.config = config
         self.kv = kv
         self.policy: Policy = make_policy(
-            config.policy, config.max_model_len, config.static_buckets, config.static_slots
+            config.policy,
+            config.max_model_len,
+            config.static_buckets,
+            config.static_slots,
+            config.static,
         )
         self.waiting = self.policy.new_queue()
         self.running: list[Request] = []
@@ -303,7 +309,7 @@ class Scheduler:
 
     def _admit_one(self, req: Request, n: int, hit: PrefixHit, external: int) -> bool:
         """Allocate ``req``'s table (reservation, hit, external and new tokens) and run it."""
-        reserve = self.policy.reserve_tokens(req) or 0
+        reserve = self.policy.reserve_tokens(req, hit.num_tokens) or 0
         req.num_computed_tokens += external
         if self.kv.allocate_slots(req, n, hit, reserve_tokens=reserve) is None:
             req.num_computed_tokens -= external

@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -267,6 +268,15 @@ def _attended_decode(ctx: np.ndarray, w: int | None) -> np.ndarray:
     return (keys if w is None else np.minimum(keys, w)).sum(axis=0)
 
 
+class StepCost(Protocol):
+    """What the simulator asks of a cost model: ``StepCostModel``, or a compiled-shape one
+    (``sim.compiled``)."""
+
+    def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float: ...
+
+    def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray: ...
+
+
 class CostModelExecutor:
     """An ``Executor`` that prices each step with a ``StepCostModel`` and plays planned outputs.
 
@@ -281,7 +291,7 @@ class CostModelExecutor:
 
     def __init__(
         self,
-        cost: StepCostModel,
+        cost: StepCost,
         plans: Mapping[str, RequestPlan],
         rng: random.Random | None = None,
         spec_acceptance: float = 0.7,
@@ -295,9 +305,7 @@ class CostModelExecutor:
 
     def execute(self, batch: ScheduledBatch) -> StepResult:
         """Price the step (plus drafts and tier transfers) and play each sampler's outputs."""
-        new = [len(r.token_ids) for r in batch.requests]
-        prior = [r.start_position for r in batch.requests]
-        time_s = self.cost.step_time_s(new, prior) if batch.requests else 0.0
+        time_s = self.step_time_s(batch) if batch.requests else 0.0
         sampled = {}
         drafted = [r for r in batch.requests if r.num_draft_tokens]
         for r in batch.requests:
@@ -310,6 +318,12 @@ class CostModelExecutor:
             ctx = [r.start_position for r in drafted]
             time_s += float(self.draft.decode_run_s(ctx, k).sum())
         return StepResult(sampled=sampled, time_s=time_s + batch.transfer_s)
+
+    def step_time_s(self, batch: ScheduledBatch) -> float:
+        """The target model's time for the batch (a hook: compiled shapes price it otherwise)."""
+        new = [len(r.token_ids) for r in batch.requests]
+        prior = [r.start_position for r in batch.requests]
+        return self.cost.step_time_s(new, prior)
 
     def _sample(self, request_id: str, num_tokens: int, num_drafts: int) -> tuple[int, ...]:
         plan = self.plans[request_id]

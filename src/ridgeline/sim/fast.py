@@ -1,8 +1,8 @@
 """The simulator's fast mode: one instance's scheduler state in lists, decoding requests advanced
 by a shared counter, and every predictable stretch of decode steps in closed form.
 
-For one mixed instance with the fcfs, priority, contiguous or static policy, preemption by
-recompute, and no prefix caching, KV tiers, speculative decoding or disaggregation, this module
+For one mixed instance (fcfs, priority, contiguous or static policy, preemption by recompute; no
+prefix caching, KV tiers, speculative decoding, disaggregation or compiled shapes), this module
 applies ``Scheduler.schedule`` and ``update``'s rules (vLLM v1) to per-request lists::
 
     arrivals     a0                    a1
@@ -67,6 +67,7 @@ def covers(sim: Simulation) -> bool:
         and not cfg.tiers
         and cfg.scheduler.spec is None
         and cfg.disagg is None
+        and cfg.compiled is None  # compiled shapes price steps through their executor
     )
 
 
@@ -479,7 +480,7 @@ class _FastInstance:
         self.num_steps += 1
         if not run:
             return None
-        explicit = ([(c, chunk)] if c is not None and chunk else []) + admitted  # chunk > 0: c set
+        explicit = ([(c, chunk)] if c is not None and chunk else []) + admitted
         first = self.log.first_sched
         for i, _ in explicit:
             prior.append(comp[i])

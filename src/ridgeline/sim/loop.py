@@ -16,9 +16,9 @@ Step ends are accumulated from ``now`` one step at a time, as stepping does, and
 every step of a run is recorded, so both give the same times, samples and KV peak.
 
 NOTE: with ``fast_forward`` on, a configuration the fast mode covers (one mixed instance, no
-prefix caching, tiers, speculative decoding or disaggregation: ``sim.fast.covers``) is run by
-``sim.fast`` instead, which keeps the scheduler's state in arrays; a differential test holds the
-two to the same results.
+prefix caching, tiers, speculative decoding, disaggregation or compiled shapes:
+``sim.fast.covers``) is run by ``sim.fast`` instead, which keeps the scheduler's state in
+arrays; a differential test holds the two to the same results.
 
 Disaggregation: prefill instances run each prompt and its first token; the KV then crosses a
 link (latency + bytes ÷ bandwidth) and a decode instance continues (DistServe, OSDI 2024;
@@ -48,8 +48,14 @@ from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec, TierTraffic
 from ridgeline.sim import fast
+from ridgeline.sim.compiled import (
+    CompiledExecutor,
+    CompiledShapes,
+    CompiledStepCost,
+    PrefixCopies,
+)
 from ridgeline.sim.early import LateCounter, LateStop
-from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCostModel
+from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCost, StepCostModel
 from ridgeline.sim.metrics import SLO, RequestLog, SimResult, StepSamples
 from ridgeline.sim.summary import RunStats, summarize
 from ridgeline.sim.workload import RequestSpec
@@ -76,6 +82,8 @@ class SimConfig:
         dtypes: storage formats.
         draft_model: speculative decoding's draft model (None: drafts are free).
         disagg: prefill/decode disaggregation (None: one mixed instance).
+        compiled: compiled shapes: steps are priced at them (``sim.compiled``; None: the
+            roofline of the tokens scheduled).
         slo: latency objectives for goodput.
         seed: seeds draft acceptance.
         fast_forward: advance plain decode runs in closed form.
@@ -96,6 +104,7 @@ class SimConfig:
     dtypes: Dtypes = Dtypes()
     draft_model: ModelSpec | None = None
     disagg: Disagg | None = None
+    compiled: CompiledShapes | None = None
     slo: SLO = SLO()
     seed: int = 0
     fast_forward: bool = True
@@ -226,7 +235,11 @@ class Simulation:
         self._heap: list[_Event] = []
         self._seq = 0
         self.num_blocks = kv_pool_blocks(cfg)
-        self.cost = StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
+        self.cost: StepCost = (
+            CompiledStepCost(cfg.model, cfg.hw, cfg.compiled, cfg.dtypes, cfg.efficiency)
+            if cfg.compiled is not None
+            else StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
+        )
         self.draft = (
             StepCostModel(cfg.draft_model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
             if cfg.draft_model
@@ -261,8 +274,20 @@ class Simulation:
         )
         kv = KVCacheManager(pool, cfg.prefix_caching, tiers)
         spec = cfg.scheduler.spec
-        executor = CostModelExecutor(
-            self.cost, self.plans, self.rng, spec.acceptance_rate if spec else 0.0, self.draft
+        args = {
+            "plans": self.plans,
+            "rng": self.rng,
+            "spec_acceptance": spec.acceptance_rate if spec else 0.0,
+            "draft": self.draft,
+        }
+        executor = (
+            CompiledExecutor(
+                self.cost,
+                PrefixCopies(cfg.compiled.prefix_copy and role is not Role.DECODE),
+                **args,
+            )
+            if isinstance(self.cost, CompiledStepCost) and cfg.compiled is not None
+            else CostModelExecutor(self.cost, **args)  # type: ignore[arg-type]
         )
         return _Instance(index, role, Scheduler(cfg.scheduler, kv), executor)
 
@@ -307,6 +332,7 @@ class Simulation:
             kv_blocks=self.num_blocks,
             block_size=self.cfg.block_size,
             static_slots=first.max_running if first.policy.kind is PolicyKind.STATIC else None,
+            compiled=self.cost.stats() if isinstance(self.cost, CompiledStepCost) else None,
         )
 
     def _loop(self, progress: Callable[[int], None] | None, late: LateCounter | None) -> None:
@@ -429,6 +455,8 @@ class Simulation:
         acc = np.cumsum(np.concatenate(([self.now], times)))  # acc[j + 1]: end of step j
         horizon = self._heap[0][0] if self._heap else float("inf")
         m = min(k, int(np.searchsorted(acc[1:], horizon, side="left")) + 1)
+        if isinstance(self.cost, CompiledStepCost):
+            self.cost.keep_run(m)  # tally only the steps that run
         self._sample_run(inst, acc[: m + 1])
         ex = inst.executor
         finished = sched.advance_decode(

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
+from ridgeline.sim.compiled import CompiledStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +116,15 @@ class SimResult:
     block_size: int
     timeline: KVTimeline
     requests: tuple[RequestMetrics, ...] = field(repr=False)
+    compiled: CompiledStats | None = None  # compiled shapes: what padding cost
 
     def to_dict(self, with_requests: bool = False) -> dict[str, Any]:
         d = asdict(self)
         d["schema"] = "ridgeline.simulate/1"
+        if self.compiled is None:
+            d.pop("compiled")  # only compiled-shape runs carry it
+        else:
+            d["compiled"] = self.compiled.to_dict()
         if not with_requests:
             d.pop("requests")
             d.pop("timeline")

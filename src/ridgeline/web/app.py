@@ -12,6 +12,7 @@ result's ``to_dict()``. Errors a user can cause never become a 500:
     POST /api/roofline   POST /api/kv   POST /api/questions   POST /api/compare
     POST /api/schedule   POST /api/flash                       (analytic.dataflow, .flash)
     POST /api/simulate   GET  /api/simulate/{id}               (sim, bounded, with progress)
+    POST /api/kv-manage                                        (sim.kv_manage, bounded)
     GET  /  (the page)   /static/...    /vendor/plotly.min.js     /openapi.json
 """
 
@@ -36,7 +37,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ridgeline import analytic as an
 from ridgeline.analytic import dataflow, flash
+from ridgeline.analytic.speed import quote_step
 from ridgeline.errors import CapacityError, RidgelineError, UnknownNameError
+from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.sim import LengthDist, Lengths, WorkloadSpec, generate
+from ridgeline.sim.kv_manage import KVManageOptions, kv_manage
 from ridgeline.specs import (
     Accelerator,
     ModelSpec,
@@ -58,6 +63,8 @@ from ridgeline.web.schemas import (
     FlashOut,
     JobOut,
     KvBody,
+    KvManageBody,
+    KvManageOut,
     KvOut,
     ModelBody,
     ModelList,
@@ -100,7 +107,10 @@ def clean(obj: Any) -> Any:
 
 
 BODY_FIELDS = frozenset().union(
-    *(b.model_fields for b in (KvBody, CompareBody, ScheduleBody, FlashBody, SimulateBody))
+    *(
+        b.model_fields
+        for b in (KvBody, CompareBody, ScheduleBody, FlashBody, SimulateBody, KvManageBody)
+    )
 )
 
 
@@ -211,9 +221,12 @@ def roofline(body: WorkloadBody) -> dict[str, Any]:
     dt = body.dtypes()
     prefill = an.Workload(an.Phase.PREFILL, body.batch, body.prompt, dtypes=dt)
     decode = an.Workload(an.Phase.DECODE, body.batch, body.context, dtypes=dt)
+    (pre, pre_quote), (dec, dec_quote) = quote_step(m, acc, prefill), quote_step(m, acc, decode)
     return {
-        "prefill": an.step_cost(m, acc, prefill).to_dict(),
-        "decode": an.step_cost(m, acc, decode).to_dict(),
+        "prefill": pre.to_dict(),
+        "decode": dec.to_dict(),
+        "prefill_speed": pre_quote.to_dict(),
+        "decode_speed": dec_quote.to_dict(),
     }
 
 
@@ -287,6 +300,23 @@ def flash_io(body: FlashBody) -> dict[str, Any]:
     return flash.flash_for_model(m.name, m.head_dim, m.num_heads, accs, body.context).to_dict()
 
 
+def kv_management(body: KvManageBody) -> dict[str, Any]:
+    """The KV cache under each architecture's orchestrator (``sim.kv_manage``)."""
+    accs = [catalog_accelerator(n, ("body", "accelerators")).name for n in body.accelerators]
+    spec = WorkloadSpec(
+        num_requests=body.num_requests,
+        rate_per_s=body.rate_per_s,
+        prompt=Lengths(LengthDist.LOGNORMAL, body.prompt_len),
+        output=Lengths(LengthDist.LOGNORMAL, body.output_len),
+        num_prefixes=body.prefixes,
+        prefix_len=body.prefix_len if body.prefixes else 0,
+    )
+    sched = SchedulerConfig(max_num_batched_tokens=512, max_model_len=body.max_model_len)
+    label = f"{body.num_requests} requests at {body.rate_per_s}/s"
+    opts = KVManageOptions(sched)
+    return kv_manage(resolve_model(body), generate(spec), opts, accs, label).to_dict()
+
+
 def start_simulation(jobs: Jobs, body: SimulateBody) -> dict[str, Any]:
     """Queue a bounded ``simulate`` run; a model that leaves no room for KV is refused now."""
     acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
@@ -357,6 +387,13 @@ def _add_api(app: FastAPI) -> None:
         return clean(flash_io(body))
 
 
+def _add_kv_manage(app: FastAPI) -> None:
+    @app.post("/api/kv-manage", response_model=KvManageOut, tags=["simulate"])
+    def post_kv_manage(body: KvManageBody) -> Any:
+        """Who manages the KV cache on each architecture; the seven techniques' effects."""
+        return clean(kv_management(body))
+
+
 def _add_simulate(app: FastAPI, jobs: Jobs) -> None:
     @app.post("/api/simulate", response_model=JobOut, status_code=202, tags=["simulate"])
     def post_simulate(body: SimulateBody) -> Any:
@@ -417,6 +454,7 @@ def create_app(sim_time_limit_s: float = MAX_SIM_SECONDS) -> FastAPI:
     app.add_exception_handler(RidgelineError, _on_library_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
     _add_api(app)
+    _add_kv_manage(app)
     _add_simulate(app, jobs)
     _add_page(app)
     return app

@@ -150,6 +150,8 @@ class StepOut(_Out):
 class RooflineOut(_Out):
     prefill: StepOut
     decode: StepOut
+    prefill_speed: dict[str, Any]  # ideal and calibrated (``analytic.speed.SpeedQuote``)
+    decode_speed: dict[str, Any]
 
 
 class KvOut(_Out):
@@ -171,6 +173,7 @@ class QuestionsOut(_Out):
     reason: str
     levels: list[dict[str, Any]]
     decode_reads: dict[str, Any]
+    speed: dict[str, Any]
 
 
 class CompareOut(_Out):
@@ -292,4 +295,36 @@ class ScheduleOut(_Out):
 
 
 class FlashOut(_Out):
+    rows: list[dict[str, Any]]
+
+
+# ---- KV management on the five architectures (``sim.kv_manage``) ----------------------------
+
+MAX_KV_MANAGE_REQUESTS = 24  # 14 simulations per architecture: kept to seconds here
+MAX_KV_MANAGE_LEN = 4096
+
+
+class KvManageBody(ModelBody):
+    """Who manages the KV cache on each architecture, and what the seven techniques change on a
+    small shared-prefix trace (two simulations per technique; the CLI runs bigger ones)."""
+
+    accelerators: Annotated[list[AcceleratorName], Field(min_length=1, max_length=5)] = [
+        "h100-sxm",
+        "tpu-v5e",
+        "cerebras-wse3",
+        "groq-lpu",
+        "ibm-spyre",
+    ]
+    num_requests: Annotated[int, Field(ge=1, le=MAX_KV_MANAGE_REQUESTS)] = 12
+    rate_per_s: Annotated[float, Field(gt=0, le=1000)] = 2.0
+    prompt_len: Annotated[int, Field(ge=1, le=2048, description="mean prompt tokens")] = 256
+    output_len: Annotated[int, Field(ge=1, le=256, description="mean output tokens")] = 64
+    prefixes: Annotated[int, Field(ge=0, le=8, description="shared system prompts")] = 2
+    prefix_len: Annotated[int, Field(ge=0, le=1024)] = 512
+    max_model_len: Annotated[int, Field(ge=64, le=MAX_KV_MANAGE_LEN)] = 2048
+
+
+class KvManageOut(_Out):
+    model: str
+    workload: str
     rows: list[dict[str, Any]]

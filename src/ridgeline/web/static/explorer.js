@@ -136,6 +136,11 @@ function drawRoofline(r) {
   $("decode-time").textContent = fmtSeconds(decode.step_time_s);
   $("decode-tps").textContent = fmtInt(decode.tokens_per_s);
   $("prefill-time").textContent = fmtSeconds(prefill.step_time_s);
+  const ds = r.decode_speed, ps = r.prefill_speed;
+  $("decode-cal-time").textContent = ds.fits ? fmtSeconds(ds.calibrated.step_time_s) : "does not fit";
+  $("decode-cal-tps").textContent = ds.fits ? fmtInt(ds.calibrated.tokens_per_s) : "—";
+  $("decode-basis").textContent = ds.fits ? `(calibrated, ${ds.calibrated.family}${ds.calibrated.estimated_terms.length ? "; rests on estimates" : ""})` : `(${ds.unfit})`;
+  $("prefill-cal-time").textContent = ps.fits ? fmtSeconds(ps.calibrated.step_time_s) : "does not fit";
   $("ridge").textContent = fmtNum(ridge);
   $("ridge-level").textContent = decode.level;
   drawOps(prefill, decode);
@@ -216,21 +221,26 @@ function drawCompare(c) {
       <td class="num">${fmtRate(dev.bandwidth_bytes_per_s, "B/s")}</td>
       <td class="num">${fmtNum(q.ridge_point_flops_per_byte)}</td>
       <td class="num">${chips}</td>
-      <td>${step(row.decode)}</td><td>${step(row.prefill)}</td></tr>`;
+      <td>${step(row.decode)}</td><td>${step(row.decode_calibrated)}</td>
+      <td>${step(row.prefill)}</td><td>${step(row.prefill_calibrated)}</td></tr>`;
   });
   $("compare-table").tBodies[0].innerHTML = rows.join("");
   $("compare-binds").innerHTML = c.rows.map((r) => `<li>${escapeHtml(r.binds)}</li>`).join("");
   const fits = c.rows.filter((r) => r.decode);
   const colour = { compute: "#1d7a46", memory: "#b3541e", link: "#7a3fb0" };
   const traces = [{
-    type: "bar", orientation: "h", y: fits.map((r) => r.accelerator), x: fits.map((r) => r.decode.tokens_per_s),
-    marker: { color: fits.map((r) => colour[bindClass(r.decode.binding)]) },
+    type: "bar", orientation: "h", y: fits.map((r) => r.accelerator), x: fits.map((r) => r.decode_calibrated.tokens_per_s),
+    marker: { color: fits.map((r) => colour[bindClass(r.decode_calibrated.binding)]) },
     text: fits.map((r) => `${r.deployment.chips} chip${r.deployment.chips > 1 ? "s" : ""}`), textposition: "auto",
-    hovertemplate: "%{y}: %{x:,.0f} tokens/s<extra></extra>", name: "decode tokens/s",
+    hovertemplate: "%{y}: expected %{x:,.0f} tokens/s<extra></extra>", name: "expected (calibrated)",
+  }, {
+    type: "scatter", mode: "markers", y: fits.map((r) => r.accelerator), x: fits.map((r) => r.decode.tokens_per_s),
+    marker: { symbol: "line-ns-open", size: 18, color: "#222" }, name: "ideal roofline",
+    hovertemplate: "%{y}: ideal %{x:,.0f} tokens/s<extra></extra>",
   }];
   const layout = {
     margin: { l: 110, r: 12, t: 8, b: 40 }, showlegend: false,
-    xaxis: { type: "log", title: { text: "decode tokens/s on the smallest deployment that fits (colour: what binds)" }, dtick: 1, tickformat: "~s" },
+    xaxis: { type: "log", title: { text: "decode tokens/s on the smallest deployment that fits: bars expected, ticks ideal (colour: what binds)" }, dtick: 1, tickformat: "~s" },
     yaxis: { autorange: "reversed" },
   };
   Plotly.react("compare-plot", traces, layout, PLOT_CONFIG);
@@ -340,6 +350,7 @@ function bind() {
   $("accelerator").addEventListener("change", (e) => { state.hw = e.target.value; changed(); });
   $("sched-accelerator").addEventListener("change", (e) => { state.sched = e.target.value; changed(); });
   $("simulate-form").addEventListener("submit", runSimulation);
+  $("kvm-form").addEventListener("submit", runKvManage);
   $("weight-dtype").addEventListener("change", (e) => { state.wdt = e.target.value; changed(); });
   $("act-dtype").addEventListener("change", (e) => { state.adt = e.target.value; changed(); });
   $("kv-dtype").addEventListener("change", (e) => { state.kvdt = e.target.value; changed(); });
@@ -451,6 +462,31 @@ async function runSimulation() {
   } catch (e) {
     $("sim-summary").textContent = `Not simulated: ${e.message}`;
   } finally { button.disabled = false; }
+}
+
+// ---------- KV management on five architectures ----------
+function drawKvManage(r) {
+  $("kvm-summary").textContent = `${r.model}: ${r.workload}`;
+  $("kvm-arch-table").tBodies[0].innerHTML = r.rows.map((a) => `<tr><td>${escapeHtml(a.accelerator)}</td>`
+    + `<td>${escapeHtml(a.deployment)}</td><td>${escapeHtml(a.allocator)}</td>`
+    + `<td>${escapeHtml(a.granularity)} (${fmtBytes(a.granularity_bytes)})</td><td>${escapeHtml(a.path)}</td></tr>`).join("");
+  const head = ["technique", ...r.rows.map((a) => a.accelerator)];
+  $("kvm-tech-table").tHead.rows[0].innerHTML = head.map((h) => `<th scope="col">${escapeHtml(h)}</th>`).join("");
+  const names = r.rows.length ? r.rows[0].techniques.map((t) => t.technique) : [];
+  $("kvm-tech-table").tBodies[0].innerHTML = names.map((n, i) => `<tr><th scope="row">${escapeHtml(n.replaceAll("_", " "))}</th>`
+    + r.rows.map((a) => { const t = a.techniques[i];
+      return `<td><b>${escapeHtml(t.provider)}</b>: ${escapeHtml(t.becomes)}. ${escapeHtml(t.effect)}</td>`; }).join("")
+    + "</tr>").join("");
+}
+async function runKvManage() {
+  const button = $("kvm-run");
+  button.disabled = true;
+  $("kvm-summary").textContent = "Simulating the seven techniques on each architecture…";
+  const b = body(), req = { num_requests: parseInt($("kvm-requests").value, 10) };
+  if (b.config) { req.config = b.config; req.config_name = b.config_name; } else req.model = b.model;
+  try { drawKvManage(await api("/api/kv-manage", req)); }
+  catch (e) { $("kvm-summary").textContent = `Not compared: ${e.message}`; }
+  finally { button.disabled = false; }
 }
 
 function start() {

@@ -1,0 +1,90 @@
+"""The whole published-measurements validation, as issue 17 accepts it: the stored calibration is
+the fit of the current dataset, and the calibrated predictions stay within their error bounds.
+
+One recording of every re-timeable row (about a minute of CPU) serves every test of the module.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ridgeline.fidelity.dataset import load_dataset
+from ridgeline.fidelity.trace import Trace
+from ridgeline.fidelity.validate import Validation, fit_all, record_all, validate
+from ridgeline.specs import get_accelerator
+from ridgeline.specs.calibration import FITTED_PREFIX, get_family
+
+pytestmark = pytest.mark.slow
+
+MEDIAN_BOUND = 0.25  # calibrated median |predicted / published - 1| over the dataset
+LOSO_BOUND = 0.35  # the same with each source's rows predicted by a fit without them
+TWO_X_ROWS = 97  # rows within 2x; the one outside is explained in docs/fidelity.md
+
+
+@pytest.fixture(scope="module")
+def traces() -> dict[str, Trace]:
+    return record_all(load_dataset())
+
+
+@pytest.fixture(scope="module")
+def result(traces: dict[str, Trace]) -> Validation:
+    return validate(load_dataset(), traces=traces)
+
+
+def _ratios(res: Validation, kind: str) -> np.ndarray:
+    return np.array([getattr(r, kind) / r.row.value for r in res.results])
+
+
+def test_calibrated_median_error_stays_within_the_bound(result: Validation) -> None:
+    cal, ideal = _ratios(result, "calibrated"), _ratios(result, "ideal")
+    assert np.median(np.abs(cal - 1)) <= MEDIAN_BOUND
+    # the calibration must earn its place: the ideal roofline misses by far more
+    assert np.median(np.abs(ideal - 1)) > 2 * np.median(np.abs(cal - 1))
+
+
+def test_rows_within_two_x(result: Validation) -> None:
+    cal = _ratios(result, "calibrated")
+    assert int(np.sum((cal >= 0.5) & (cal <= 2.0))) >= TWO_X_ROWS
+
+
+def test_leave_one_source_out_median_stays_within_the_bound(result: Validation) -> None:
+    loso = _ratios(result, "loso")
+    assert not np.isnan(loso).any()
+    assert np.median(np.abs(loso - 1)) <= LOSO_BOUND
+
+
+def test_the_issue_rows(result: Validation) -> None:
+    by_key = {r.row.key: r.calibrated / r.row.value for r in result.results}
+    for key in (
+        "cerebras-inference-launch/llama-3.1-8b-per-user",
+        "cerebras-inference-launch/llama-3.1-70b-per-user",
+        "groq-lpu-2024/llama-2-70b-per-user",
+    ):
+        assert 0.5 <= by_key[key] <= 2.0, key
+    for key in (
+        "trtllm-perf-v0-17/8b-h100-tp1-fp8-128-128",
+        "trtllm-perf-v0-17/8b-h100-tp1-fp8-2048-128",
+        "trtllm-perf-v0-17/8b-h200-tp1-fp8-128-128",
+        "trtllm-perf-v0-17/8b-h200-tp1-fp8-2048-128",
+    ):
+        assert 0.7 <= by_key[key] <= 1.3, key
+
+
+def test_stored_calibration_is_the_fit_of_the_dataset(traces: dict[str, Trace]) -> None:
+    rows = load_dataset()
+    fits = fit_all(rows, traces)
+    for name, fit in fits.items():
+        if not fit.rows:
+            continue
+        assert set(fit.values) == set(get_family(name).fit)
+        hw = next(
+            r.hardware for r in rows if get_accelerator(r.hardware).calibration.family == name
+        )
+        stored = get_accelerator(hw).calibration
+        for term, value in fit.values.items():
+            # the family file keeps 6 significant digits
+            assert math.isclose(stored.value(term), value, rel_tol=1e-4), (name, term)
+            assert stored.sources[term.value].startswith(FITTED_PREFIX)
