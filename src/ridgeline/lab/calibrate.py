@@ -2,8 +2,8 @@
 beyond the last-level cache at one and all threads, matmul peak per dtype, and on CUDA the
 device's HBM bandwidth and tensor-core peak.
 
-On the CPU it also measures the compute peak three ways (``compute_peak``): an FMA loop with the clock
-the core runs at (``fma_probe``), the engine's own GEMM (``gemm_probe``) and torch.mm; the
+On the CPU it also measures the compute peak three ways (``compute_peak``): an FMA loop with the
+clock the core runs at (``fma_probe``), the engine's own GEMM (``gemm_probe``) and torch.mm; the
 fastest is the calibrated peak, shown beside the physical one (FMA pipes × lanes × clock).
 
 Kernels and byte counts follow STREAM (J. McCalpin, "Memory Bandwidth and Machine Balance",
