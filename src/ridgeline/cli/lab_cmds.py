@@ -71,8 +71,8 @@ def calibrate_cmd(
     sizes: Annotated[str, typer.Option(help="array sizes in MiB")] = "1,4,16,64,256,1024",
     threads: Annotated[str, typer.Option(help="thread counts (default: 1 and all)")] = "",
     dtypes: Annotated[
-        str, typer.Option(help="matmul dtypes (cuda: add fp16; CPU fp16 is slow)")
-    ] = "fp32,bf16",
+        str, typer.Option(help="matmul dtypes (default fp32; bf16 too on CUDA or a bf16 CPU)")
+    ] = "",
     matmul_n: Annotated[int, positive(help="matmul size n ([n,n]x[n,n])", most=65_536)] = 2048,
     repeats: Annotated[int, positive(help="timings per figure (best kept)")] = 5,
     device: DeviceOpt = "cpu",
@@ -94,7 +94,7 @@ def calibrate_cmd(
     spec = CalibrationSpec(
         sizes_bytes=tuple(s * MiB for s in parse_ints(sizes, "--sizes")),
         threads=parse_ints(threads, "--threads") if threads else default_threads(),
-        dtypes=tuple(d.strip() for d in dtypes.split(",") if d.strip()),
+        dtypes=_dtypes(dtypes, device),
         matmul_n=matmul_n,
         repeats=repeats,
         device=device,
@@ -140,10 +140,32 @@ def calibrate_cmd(
             fmt_rate(g.weight_bytes_per_s, "B/s"),
         )
     console.print(gemm)
+    _print_peaks(cal)
     for w in written:
         console.print(
             f"wrote {w.path} (--hw {w.name}: {w.threads} thread(s), {fmt_rate(w.accelerator.device_bandwidth_bytes_per_s, 'B/s')})"
         )
+
+
+def _dtypes(text: str, device: str) -> tuple[str, ...]:
+    """The --dtypes list, else fp32 (and bf16 where it has a fast path)."""
+    from ridgeline.lab.machine import default_dtypes
+
+    return tuple(d.strip() for d in text.split(",") if d.strip()) or default_dtypes(device)
+
+
+def _print_peaks(cal: Any) -> None:
+    """Per thread count: physical peak, measured clock and every kernel's rate (CPU, fp32)."""
+    from ridgeline.lab.compute_peak import peak_rows
+
+    for n in sorted(set(cal.spec.threads)) if cal.spec.device == "cpu" else ():
+        table = Table("fp32 compute", "FLOP/s", "how", title=f"Compute peak, {n} thread(s)")
+        for what, rate, how in peak_rows(cal.peak_report(n)):
+            shown = (
+                fmt_rate(rate, "FLOP/s") if rate is not None else ("" if what == "note" else "?")
+            )
+            table.add_row(what, shown, how)
+        console.print(table)
 
 
 @lab_app.command("sweep")
@@ -385,14 +407,24 @@ def _print_growth(checks: list[dict[str, Any]]) -> None:
         print_table(t.headers, t.rows, t.caption)
 
 
-def _fit_line(f: Any) -> str:
-    weights = (
-        f" + {f.weight_scale:.2f} x W/BW_gemm(B)"
-        if f.weight_scale is not None
-        else " (weights included)"
+def _fit_lines(cmp: Any) -> list[str]:
+    """The bounds the fits share (the roofline's peak and bandwidth), then one line per fit."""
+    if not cmp.fits:
+        return []
+    b = cmp.fits[0].bounds
+    head = (
+        f"roofline and bounds of the fit: fp32 peak {fmt_rate(b.peak_flops_per_s, 'FLOP/s')}, "
+        f"read bandwidth {fmt_rate(b.read_bytes_per_s, 'B/s')} ({cmp.accelerator})"
     )
-    kv = fmt_rate(f.kv_bandwidth, "B/s") if f.kv_bandwidth else "inf"
-    flops = fmt_rate(f.flops_per_s, "FLOP/s") if f.flops_per_s else "inf"
+    return [head, *(_fit_line(f) for f in cmp.fits)]
+
+
+def _fit_line(f: Any) -> str:
+    """One backend's fitted model; a rate at its probe's bound says "(bound)"."""
+
+    def rate(value: float, unit: str, term: str) -> str:
+        return fmt_rate(value, unit) + ("" if term in f.fitted else " (bound)")
+
     loo = (
         f" (leave-one-out {100 * f.loo_median_abs_error:.1f}%)"
         if f.loo_median_abs_error is not None
@@ -400,7 +432,9 @@ def _fit_line(f: Any) -> str:
     )
     faults = f" + faults x {f.fault_s * 1e6:.2f} us" if f.fault_s else ""
     return (
-        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms{weights} + KV/{kv} + FLOPs/{flops}{faults};"
+        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms + t_gemm(B) ({f.gemm_source})"
+        f" + KV/{rate(f.kv_bytes_per_s, 'B/s', 'BW_kv')}"
+        f" + other FLOPs/{rate(f.flops_per_s, 'FLOP/s', 'F')}{faults};"
         f" median |error| {100 * f.median_abs_error:.1f}%{loo}"
     )
 
@@ -458,8 +492,8 @@ def compare_cmd(
             _pct(p.fit_error),
         )
     console.print(table)
-    for f in cmp.fits:
-        console.print(_fit_line(f))
+    for line in _fit_lines(cmp):
+        console.print(line)
     gap = Table(
         "backend",
         "B",

@@ -172,6 +172,20 @@ def export_json(records: list[Record], path: str | Path) -> Path:
     return out
 
 
+def load_json(path: str | Path) -> list[Record]:
+    """The records of a file ``export_json`` wrote (e.g. ``docs/lab/measurements.json``)."""
+    try:
+        payload = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(f"field --json-file: cannot read {path}: {e}") from e
+    if payload.get("schema") != SCHEMA:
+        raise ConfigError(f"field schema: {path} is not {SCHEMA}")
+    return [
+        Record(r["id"], r["kind"], r["config"], r["env"], r["result"], r["created_at"])
+        for r in payload["records"]
+    ]
+
+
 def export_csv(records: list[Record], path: str | Path) -> Path:
     """Write the records as CSV, one flat row each (lists and dicts as JSON cells)."""
     out = Path(path)

@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 
 from ridgeline.analytic import kv_bytes  # noqa: E402
 from ridgeline.lab.compare import CAUSES, LabComparison, compare_records, latest_calibration  # noqa: E402
+from ridgeline.lab.compute_peak import peak_rows  # noqa: E402
 from ridgeline.lab.configs import model_spec, raw_config  # noqa: E402
 from ridgeline.lab.machine import Calibration  # noqa: E402
 from ridgeline.lab.store import Record, open_existing  # noqa: E402
@@ -152,6 +153,7 @@ def machine_section(data: LabData, figure: FigurePath) -> Section | None:
                 "Bandwidth (GB/s) by array size",
             ),
             Table(("dtype", "n", "threads", "best"), mm, "Matmul peak"),
+            *_peak_tables(cal),
             Table(
                 ("batch", "shape", "threads", "ms", "weights streamed at"),
                 gemm,
@@ -161,6 +163,26 @@ def machine_section(data: LabData, figure: FigurePath) -> Section | None:
         figures=(_bandwidth_plot(cal, figure("lab_bandwidth.png")),),
         data={"calibration": cal.to_dict()},
     )
+
+
+def _bounded(rate: str, fitted: bool) -> str:
+    return rate if fitted else f"{rate} (bound)"
+
+
+def _peak_tables(cal: Calibration) -> tuple[Table, ...]:
+    """Physical peak beside the measured kernels, per thread count (CPU calibrations)."""
+    if cal.spec.device != "cpu":
+        return ()
+    tables = []
+    for threads in sorted(set(cal.spec.threads)):
+        rows = tuple(
+            (what, "" if rate is None else fmt_rate(rate, "FLOP/s"), how)
+            for what, rate, how in peak_rows(cal.peak_report(threads))
+        )
+        tables.append(
+            Table(("fp32 compute", "FLOP/s", "how"), rows, f"Compute peak, {threads} thread(s)")
+        )
+    return tuple(tables)
 
 
 # --- measured vs predicted --------------------------------------------------------------------
@@ -261,9 +283,9 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
             f.label,
             str(f.num_points),
             _ms(f.overhead_s),
-            "in the overhead" if f.weight_scale is None else f"{f.weight_scale:.2f} × calibrated",
-            fmt_rate(f.kv_bandwidth, "B/s") if f.kv_bandwidth else "∞ (not needed)",
-            fmt_rate(f.flops_per_s, "FLOP/s") if f.flops_per_s else "∞ (not needed)",
+            f.gemm_source,
+            _bounded(fmt_rate(f.kv_bytes_per_s, "B/s"), "BW_kv" in f.fitted),
+            _bounded(fmt_rate(f.flops_per_s, "FLOP/s"), "F" in f.fitted),
             f"{f.fault_s * 1e6:.2f} µs" if f.fault_s else "—",
             f"{100 * f.median_abs_error:.1f}%",
             "—" if f.loo_median_abs_error is None else f"{100 * f.loo_median_abs_error:.1f}%",
@@ -279,15 +301,17 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
             f"Measured ({cmp.timer} time): median over the timed steps after warm-up (p10–p90 beside it, CPU time "
             "per step from time.process_time, which exposes contention when it falls below wall "
             "time). Effective bandwidth = analytic bytes of the step ÷ measured time.",
-            "Fitted model per backend: t = overhead + s × weights ÷ BW_gemm(B) + KV bytes ÷ "
-            "BW_kv + FLOPs ÷ F + minor page faults × t_fault, where BW_gemm(B) is the calibrated weight-streaming rate of a "
-            "decode-shaped GEMM at the point's batch (B=1 is a GEMV at memory bandwidth; a few "
-            "rows may switch the BLAS to a slower GEMM kernel), fitted by relative least squares "
-            "with non-negative coefficients; errors are median |fitted − measured| ÷ measured, "
-            "in-sample and leave-one-out. The fault count is measured (getrusage over the timed "
-            "steps), not predicted: whether glibc serves a re-allocated cache from fresh mmap'd "
-            "pages depends on its dynamic mmap threshold (up to 32 MiB), so the faults grow "
-            "faster than the bytes; with the threshold pinned high (+malloc-env) there are none.",
+            "Fitted model per backend, physical terms only: t = t_fixed + t_gemm(B) + KV bytes "
+            "÷ BW_kv + other FLOPs ÷ F + minor page faults × t_fault. t_gemm(B) is measured: the "
+            "step's linear layers timed alone at the point's batch (weights and their FLOPs). "
+            "BW_kv is fitted but never above the read bandwidth the calibration measured, F "
+            "never above the calibrated peak (the fastest kernel), t_fixed and t_fault never "
+            "below 0; '(bound)' marks a rate the fit left at its bound. Relative least squares; "
+            "errors are median |fitted − measured| ÷ measured, in-sample and leave-one-out. The "
+            "fault count is measured (getrusage over the timed steps), not predicted: whether "
+            "glibc serves a re-allocated cache from fresh mmap'd pages depends on its dynamic "
+            "mmap threshold (up to 32 MiB), so the faults grow faster than the bytes; with the "
+            "threshold pinned high (+malloc-env) there are none.",
         ),
         tables=(
             Table(
@@ -314,10 +338,10 @@ def compare_section(data: LabData, figure: FigurePath) -> Section | None:
                 (
                     "backend",
                     "points",
-                    "overhead ms",
-                    "weights (× W ÷ BW_gemm(B))",
+                    "t_fixed ms",
+                    "t_gemm(B) from",
                     "KV at",
-                    "compute at",
+                    "other FLOPs at",
                     "per page fault",
                     "median |error|",
                     "leave-one-out",

@@ -100,6 +100,8 @@ class _FastInstance:
 
     def __init__(self, sim: Simulation) -> None:
         cfg, sched = sim.cfg, sim.instances[0].scheduler
+        # ``covers`` keeps compiled-shape runs out, so the cost is a StepCostModel
+        assert isinstance(sim.cost, StepCostModel)
         self.sched, self.cost, self.log = sched, sim.cost, sim.log
         self.label, self.slo = cfg.label, cfg.slo
         order = sorted(sim.workload, key=lambda r: r.arrival_s)  # the log's order
