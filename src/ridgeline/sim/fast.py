@@ -131,11 +131,8 @@ class _FastInstance:
         self.grouped, self.D, self.last_end = True, 0, 0.0
         self.cbase, self.obase = [0] * n, [0] * n
         self.gsum = 0  # Σ cbase over the members: they hold gsum + members·D computed tokens
-        # the grouped closed forms, when the cost model offers them (``StepCostModel``)
-        cost = self.cost
-        self.closed_forms = (
-            cost if isinstance(cost, StepCostModel) and cost.offers_grouped_forms() else None
-        )
+        # the grouped closed forms, when the cost model offers them
+        self.closed_forms = self.cost if self.cost.offers_grouped_forms() else None
         self.pace = 0.0  # the last decode step's time: how many steps reach the next arrival
         self.tight, self.key = [False] * n, [0] * n
         self.hist, self.num_tight = [0] * self.bs, 0
