@@ -40,7 +40,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ridgeline import analytic as an
 from ridgeline.analytic import dataflow, flash
 from ridgeline.analytic.speed import quote_step
-from ridgeline.errors import CapacityError, RidgelineError, UnknownNameError
+from ridgeline.errors import CapacityError, ConfigError, RidgelineError, UnknownNameError
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import LengthDist, Lengths, WorkloadSpec, generate
 from ridgeline.sim.kv_manage import KVManageOptions, kv_manage
@@ -242,8 +242,7 @@ def _workload(body: WorkloadBody) -> tuple[ModelSpec, Accelerator]:
 
 
 def roofline(body: WorkloadBody) -> dict[str, Any]:
-    """A prefill step of ``prompt`` tokens and a decode step at ``context`` (``step_cost``),
-    each with its speed quote, ideal and calibrated (``prefill_speed``, ``decode_speed``)."""
+    """Prefill of ``prompt`` tokens and decode at ``context``, each with its speed quote."""
     m, acc = _workload(body)
     out: dict[str, Any] = {}
     for phase, ctx_len in ((an.Phase.PREFILL, body.prompt), (an.Phase.DECODE, body.context)):
@@ -337,7 +336,10 @@ def kv_management(body: KvManageBody) -> dict[str, Any]:
     sched = SchedulerConfig(max_num_batched_tokens=512, max_model_len=body.max_model_len)
     label = f"{body.num_requests} requests at {body.rate_per_s}/s"
     opts = KVManageOptions(sched)
-    return kv_manage(resolve_model(body), generate(spec), opts, accs, label).to_dict()
+    try:
+        return kv_manage(resolve_model(body), generate(spec), opts, accs, label).to_dict()
+    except ConfigError as e:  # lengths against max_model_len: a rule the schema cannot state
+        raise FieldError(("body", "max_model_len"), str(e), UNSATISFIABLE) from None
 
 
 def start_simulation(jobs: Jobs, body: SimulateBody) -> dict[str, Any]:
