@@ -18,6 +18,7 @@ polls the same way from the event loop without blocking it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import threading
@@ -113,7 +114,9 @@ class _Worker:
     def kill(self) -> None:
         self.proc.kill()
         self.proc.join(1.0)
-        self.conn.close()
+        # a shutdown racing a timed-out task can find the pipe's descriptor already gone (EBADF)
+        with contextlib.suppress(OSError):
+            self.conn.close()
 
 
 class WorkerPool:
