@@ -25,7 +25,7 @@ kernels: $(STAMP)
 	$(BIN)/ridgeline engine build --target native --target portable
 
 run: $(STAMP) kernels
-	$(BIN)/ridgeline report --model $(MODEL) --out $(OUT)
+	$(BIN)/ridgeline report --model $(MODEL) --out $(OUT) --validate
 	@echo "Explore it live: $(BIN)/ridgeline explore --open   (serves http://127.0.0.1:8765/)"
 
 test: $(STAMP) kernels

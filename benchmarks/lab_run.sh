@@ -54,7 +54,7 @@ fi
 if [ "$TIMER" = auto ]; then
   load=$(cut -d' ' -f1 /proc/loadavg)
   if [ -f "$OUT/load_start.txt" ]; then
-    load=$(grep -o 'load average: [0-9.]*' "$OUT/load_start.txt" | grep -o '[0-9.]*$')
+    load=$(grep -o 'load average: [0-9.]*' "$OUT/load_start.txt" | grep -o '[0-9.]*$' | tail -1)
   fi
   TIMER=$(awk -v l="$load" -v n="$(nproc)" 'BEGIN { print (l > n) ? "cpu" : "wall" }')
 fi

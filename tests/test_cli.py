@@ -28,7 +28,9 @@ def test_hw_list_and_show() -> None:
     names = [a["name"] for a in run_json("hw", "list")["accelerators"]]
     assert "ibm-spyre" in names and len(names) == 13
     spyre = run_json("hw", "show", "ibm-spyre")
-    assert [lvl["managed_by"] for lvl in spyre["levels"]] == ["compiler", "runtime"]
+    assert [lvl["managed_by"] for lvl in spyre["levels"]] == ["compiler", "runtime", "runtime"]
+    host = spyre["levels"][2]  # PCIe Gen5 x16: 32 GT/s × 16 lanes × 128/130 ÷ 8 = 63 GB/s
+    assert (host["name"], host["bandwidth_bytes_per_s"]) == ("host", 6.3e10)
     code, out, _ = run("hw", "show", "h100-sxm")
     assert code == 0 and "smem" in out and "kernel" in out
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +17,8 @@ from typer.testing import CliRunner
 
 from ridgeline.cli import app
 from ridgeline.errors import CapacityError, ConfigError
-from ridgeline.fidelity.dataset import Metric, load_source_file, parse_source
-from ridgeline.fidelity.fit import fit_family
+from ridgeline.fidelity.dataset import Metric, load_dataset, load_source_file, parse_source
+from ridgeline.fidelity.fit import engine_calibration, fit_family, kv_read_factor
 from ridgeline.fidelity.prediction import PredictRequest, kv_blocks, predict, record
 from ridgeline.fidelity.trace import TraceSet, _sum_max
 from ridgeline.specs import DType, get_accelerator, get_family, get_model
@@ -234,3 +235,26 @@ def test_predict_refuses_what_does_not_fit_in_one_line() -> None:
     out = runner.invoke(app, ["predict", "--hw", "tpu-v5e", "-m", "llama-3.1-70b", "--json"])
     assert out.exit_code == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and "does not fit" in out.stderr
+
+
+def test_one_offline_prediction_takes_well_under_a_second_of_cpu() -> None:
+    """Fast enough for a sweep (issue 17): the default offline run of 1,000 requests."""
+    req = PredictRequest("h100-sxm", "llama-3.1-8b", isl=1024, osl=128)
+    predict(req)  # the first call loads the catalog and model files
+    start = time.process_time()
+    out = predict(req)
+    assert time.process_time() - start < 1.0
+    assert out.to_dict()["output_tokens_per_s"] > 0
+
+
+def test_an_engine_without_gqa_attention_reads_the_group_size_times_the_kv() -> None:
+    rows = {r.key: r for r in load_dataset()}
+    old = rows["trtllm-perf-v0-6/70b-h100-tp4-fp8-b480-128-2048"]  # TensorRT-LLM 0.6.1
+    new = rows["trtllm-perf-v0-17/8b-h100-tp1-fp8-128-128"]
+    assert kv_read_factor(old) == 64 / 8  # llama-2-70b: 64 query heads, 8 KV heads
+    assert kv_read_factor(new) == 1.0
+    cal = get_accelerator("h100-sxm").calibration
+    slower = engine_calibration(cal, 8.0)
+    assert slower.kv_bandwidth_efficiency == pytest.approx(cal.kv_bandwidth_efficiency / 8)
+    assert slower.bandwidth_efficiency == cal.bandwidth_efficiency
+    assert engine_calibration(cal, 1.0) is cal

@@ -16,7 +16,7 @@ from ridgeline.cli import app  # noqa: E402
 from ridgeline.lab.calibrate import calibrate  # noqa: E402
 from ridgeline.lab.gap import compare_records  # noqa: E402
 from ridgeline.lab.kvlab import LLAMA_BASE, check_kv, llama_variant  # noqa: E402
-from ridgeline.lab.machine import CalibrationSpec, write_specs  # noqa: E402
+from ridgeline.lab.machine import Calibration, CalibrationSpec, write_specs  # noqa: E402
 from ridgeline.lab.points import PointConfig  # noqa: E402
 from ridgeline.lab.profile import run_profile  # noqa: E402
 from ridgeline.lab.store import ResultsStore  # noqa: E402
@@ -121,6 +121,21 @@ def test_calibrate_gives_plausible_figures_and_a_loadable_spec(
         assert 1e6 < m.best_flops_per_s < 1e15, m
     assert [g.batch for g in cal.gemm] == [1, 4]
     assert cal.gemm_bandwidth(1, 2) is not None and cal.gemm_bandwidth(1, 2) > 1e8
+    # the calibrated fp32 peak is the fastest kernel: torch.mm, the engine's GEMM, the FMA loop
+    rep = cal.peak_report(1)
+    assert [g.batch for g in cal.engine_gemm] == [1, 4] and rep.calibrated is not None
+    assert cal.peak_at(1)["fp32"] == max(k.flops_per_s for k in rep.kernels)
+    assert cal.peak_at(1)["fp32"] >= max(
+        m.best_flops_per_s for m in cal.matmul if m.dtype == "fp32"
+    )
+    assert cal.cpu is not None and Calibration.from_dict(cal.to_dict()) == cal
+    # the FMA loop (lab/csrc, built by engine.kernel_build) runs the table's FLOP per cycle at
+    # the clock its add chain measured, where the table knows this CPU
+    (core,) = cal.core
+    table = rep.physical.flops_per_cycle
+    if table is not None and rep.measured_flops_per_cycle is not None:
+        assert rep.measured_flops_per_cycle == pytest.approx(table, rel=0.15)
+    assert core.lanes in (8, 16) and rep.calibrated.flops_per_s >= core.fma_flops_per_s
     monkeypatch.setenv("RIDGELINE_HW_DIR", str(tmp_path))
     (written,) = write_specs(cal)
     acc = get_accelerator("measured")
@@ -204,3 +219,9 @@ def test_engine_backend_measures_a_point(tiny_gpt2: str, tmp_path: Path) -> None
     # the engine's block pool: 2 seqs x ceil((8 + 6) / 16) blocks x 16 tokens, K and V, 2 layers,
     # 4 heads x 8 dims, fp32
     assert rec.result["memory"]["kv_bytes"] == 2 * 1 * 16 * 2 * 2 * 4 * 8 * 4
+    # the GEMM probe: 2 rows through 2 layers of qkv [32->96], o [32->32], up [32->128],
+    # down [128->32], then the lm_head [32->256]
+    gemm = rec.result["gemm"]
+    assert (gemm["rows"], gemm["layers"]) == (2, 9)
+    assert gemm["weight_params"] == 2 * (32 * 96 + 32 * 32 + 32 * 128 + 128 * 32) + 32 * 256
+    assert 0 < gemm["best_s"] <= gemm["median_s"] < rec.result["timing"]["median_s"] * 10

@@ -34,9 +34,16 @@ from ridgeline.quiz import Kind, Mistake, Question, draw_quiz, grade, grade_quiz
 from ridgeline.quiz.formulas import largest_square_tile
 from ridgeline.quiz.generators import m1_ridge, m5_tiling
 from ridgeline.quiz.grading import AnswerFormatError
-from ridgeline.quiz.runtime import paged_table_blocks, prefix_cache_blocks, reservation
+from ridgeline.quiz.runtime import (
+    paged_table_blocks,
+    prefix_cache_blocks,
+    reservation,
+    static_batch_slot_steps,
+)
+from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.spec_decode import expected_tokens_per_step
 from ridgeline.specs import DType, ManagedBy, get_accelerator, get_model
+from ridgeline.specs.kv_practice import Technique, kv_practice
 
 Params = dict[str, Any]
 
@@ -174,7 +181,47 @@ LIBRARY: dict[str, Callable[[Question, Params], Any]] = {
     ),
     "prefix_savings": lambda q, p: _prefix_saving(p),
     "spec_decode": lambda q, p: expected_tokens_per_step(p["accept_rate"], p["num_draft"]),
+    "static_waste": lambda q, p: _idle_percent(p["outputs"]),
+    "chunked_gap": lambda q, p: _chunked_gap_ms(p),
+    "disagg_transfer": lambda q, p: (
+        Disagg(1, 1, p["link_gb_per_s"] * 1e9, p["latency_ms"] / 1e3).transfer_s(
+            p["prompt"], kv_bytes_per_token(get_model(p["model"]))
+        )
+        * 1e3
+    ),
+    "tier_transfer": lambda q, p: _tier_ms(p),
+    "bucket_padding": lambda q, p: _padding_gb(p),
+    "spyre_technique": lambda q, p: next(
+        c.key
+        for c in q.choices
+        if c.text == kv_practice("dataflow").technique(Technique(p["technique"])).becomes
+    ),
 }
+
+
+def _idle_percent(outputs: list[int]) -> float:
+    held, used = static_batch_slot_steps(tuple(outputs))
+    return 100 * (held - used) / held
+
+
+def _chunked_gap_ms(p: Params) -> float:
+    m, acc = get_model(p["model"]), get_accelerator(p["accelerator"])
+    d = step_cost(m, acc, Workload(Phase.DECODE, p["batch"], 2048)).step_time_s
+    whole = step_cost(m, acc, Workload(Phase.PREFILL, 1, p["prompt"])).step_time_s
+    return (d + whole * p["chunk"] / p["prompt"]) * 1e3
+
+
+def _tier_ms(p: Params) -> float:
+    full = p["prefix"] // p["block_size"] * p["block_size"]
+    bw = get_accelerator(p["accelerator"]).level("host").bandwidth_bytes_per_s
+    return full * kv_bytes_per_token(get_model(p["model"])) / bw * 1e3
+
+
+def _padding_gb(p: Params) -> float:
+    m, b, t = get_model(p["model"]), p["batch"], p["context"]
+    program_b = 1 << (b - 1).bit_length()  # compiled batch sizes are powers of two
+    program_t = next(x for x in p["buckets"] if x >= t)
+    return (kv_bytes(m, program_b, program_t) - kv_bytes(m, b, t)) / 1e9
 
 
 def as_typed(q: Question, value: Any) -> Any:
@@ -255,6 +302,23 @@ MISTAKES: dict[tuple[str, Mistake], Callable[[Question, Params], Any]] = {
         (p["num_requests"] - 1) * p["prefix_len"] * kv_bytes_per_token(get_model(p["model"])) / 1e9
     ),
     ("spec_decode", Mistake.LINEAR_ACCEPTANCE): lambda q, p: 1 + p["num_draft"] * p["accept_rate"],
+    ("static_waste", Mistake.WASTE_OVER_USEFUL): lambda q, p: (
+        100 * (len(p["outputs"]) * max(p["outputs"]) - sum(p["outputs"])) / sum(p["outputs"])
+    ),
+    ("disagg_transfer", Mistake.FORGOT_LATENCY): lambda q, p: (
+        p["prompt"] * kv_bytes_per_token(get_model(p["model"])) / (p["link_gb_per_s"] * 1e9) * 1e3
+    ),
+    ("bucket_padding", Mistake.CONTEXT_PADDING_ONLY): lambda q, p: (
+        (
+            kv_bytes(
+                get_model(p["model"]),
+                p["batch"],
+                next(x for x in p["buckets"] if x >= p["context"]),
+            )
+            - kv_bytes(get_model(p["model"]), p["batch"], p["context"])
+        )
+        / 1e9
+    ),
     ("contiguous_waste", Mistake.GIB_FOR_GB): lambda q, p: (
         (p["max_len"] - p["tokens"]) * kv_bytes_per_token(get_model(p["model"])) / 2**20
     ),

@@ -6,11 +6,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from ridgeline.analytic import Efficiency, MixedShape, Phase, Workload, op_terms, step_cost
+from ridgeline.analytic import (
+    Deployment,
+    Efficiency,
+    MixedShape,
+    Phase,
+    Workload,
+    op_terms,
+    step_cost,
+)
 from ridgeline.analytic.workload import Dtypes
 from ridgeline.sim.executor import StepCostModel
+from ridgeline.sim.lines import sum_of_maxima
+from ridgeline.sim.replicas import DeploymentStepCost
 from ridgeline.specs import get_accelerator, get_model, load_config_file
+from ridgeline.specs.calibration import CostMode
 
 A100 = get_accelerator("a100-80gb")
 DATA = Path(__file__).parent / "data"
@@ -58,3 +71,74 @@ def test_moe_models_take_the_exact_path() -> None:
     assert not cost.affine
     want = step_cost(m, A100, Workload(Phase.DECODE, 4, 100)).step_time_s
     assert cost.step_time_s([1] * 4, [100] * 4) == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("hw", ["a100-80gb", "h100-sxm", "tpu-v5e"])
+@pytest.mark.parametrize("mode", list(CostMode))
+def test_grouped_closed_forms_equal_step_time(hw: str, mode: CostMode) -> None:
+    """decode_steps_s (batch and tokens per step, members finishing) and grouped_step_s
+    (members by count and sum) give step_time_s of the listed sequences."""
+    cost = StepCostModel(get_model("llama-2-7b"), get_accelerator(hw), mode=mode)
+    prior = [5, 60, 61, 300, 4000, 17]
+    fin = [3, 9, 9, 2, 9, 6]  # steps each still takes
+    batch, total, one_by_one = [], [], []
+    for j in range(9):
+        ctx = [p + j for p, f in zip(prior, fin, strict=True) if f > j]
+        batch.append(len(ctx))
+        total.append(sum(ctx))
+        one_by_one.append(cost.step_time_s([1] * len(ctx), ctx))
+    steps = cost.decode_steps_s(batch, total)
+    assert steps is not None
+    np.testing.assert_allclose(np.array(steps), np.array(one_by_one), rtol=1e-12)
+    mixed = cost.grouped_step_s(len(prior), sum(prior), [700, 1], [0, 33])
+    assert mixed == cost.step_time_s([1] * 6 + [700, 1], prior + [0, 33])
+
+
+def test_grouped_closed_forms_need_the_base_pricing() -> None:
+    """A cost model that reprices steps (or has sliding windows) offers no grouped forms."""
+
+    class Doubled(StepCostModel):
+        def step_time_s(self, new, prior):  # type: ignore[no-untyped-def]
+            return 2 * super().step_time_s(new, prior)
+
+    assert StepCostModel(get_model("llama-2-7b"), A100).offers_grouped_forms()
+    assert Doubled(get_model("llama-2-7b"), A100).decode_steps_s([2], [10]) is None
+    window = StepCostModel(load_config_file(DATA / "qwen2_window.json"), A100)
+    assert window.grouped_step_s(2, 10, [1], [3]) is None
+
+
+@given(
+    st.lists(
+        st.tuples(*(st.floats(-1e3, 1e3, allow_nan=False) for _ in range(4))),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(st.floats(0, 1e4, allow_nan=False), min_size=1, max_size=20),
+)
+def test_sum_of_maxima_pieces_equal_the_sum(
+    lines: list[tuple[float, float, float, float]], points: list[float]
+) -> None:
+    a1, c1, a2, c2 = (np.array(v) for v in zip(*lines, strict=True))
+    pieces = sum_of_maxima(a1, c1, a2, c2)
+    for s in points:
+        want = float(np.maximum(a1 + c1 * s, a2 + c2 * s).sum())
+        assert pieces.at(s) == pytest.approx(want, rel=1e-9, abs=1e-6)
+
+
+def test_a_deployment_prices_grouped_steps_with_its_links() -> None:
+    """Tensor/pipeline splits add link time per step; a recording subclass gets no shortcut."""
+    model = get_model("llama-2-7b")
+    cost = DeploymentStepCost(model, Deployment(get_accelerator("h100-sxm"), 2, 2))
+    prior = [40, 7, 900]
+    mixed = cost.grouped_step_s(3, sum(prior), [300], [0])
+    assert mixed == cost.step_time_s([1, 1, 1, 300], prior + [0])
+    steps = cost.decode_steps_s([3, 3, 2], [947, 950, 50])
+    want = [cost.step_time_s([1] * 3, [p + j for p in prior]) for j in range(2)]
+    want.append(cost.step_time_s([1, 1], [42, 8]))
+    np.testing.assert_allclose(np.array(steps), np.array(want), rtol=1e-12)
+
+    class Recording(DeploymentStepCost):
+        def step_time_s(self, new, prior):  # type: ignore[no-untyped-def]
+            return 1.0
+
+    assert not Recording(model, Deployment(A100, 2, 1)).offers_grouped_forms()

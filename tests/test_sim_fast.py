@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ridgeline.analytic import Deployment
 from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
@@ -34,7 +35,9 @@ from ridgeline.sim import (
     generate,
     simulate,
 )
+from ridgeline.sim.replicas import ReplicaSet, simulate_replicas
 from ridgeline.specs import get_accelerator, get_model
+from ridgeline.specs.calibration import CostMode
 
 A100 = get_accelerator("a100-80gb")
 LLAMA = get_model("llama-2-7b")
@@ -174,7 +177,12 @@ def _configs(draw: st.DrawFn) -> SimConfig:
     )
     block = draw(st.sampled_from([1, 4, 16]))
     return SimConfig(
-        LLAMA, A100, sched, block_size=block, num_blocks=draw(st.integers(1, 60)) * 16 // block + 8
+        LLAMA,
+        A100,
+        sched,
+        block_size=block,
+        num_blocks=draw(st.integers(1, 60)) * 16 // block + 8,
+        mode=draw(st.sampled_from(CostMode)),  # calibrated: GEMM tile padding
     )
 
 
@@ -197,6 +205,19 @@ def test_closed_form_runs_match_stepping_with_caching_tiers_spec_and_disagg(
 ) -> None:
     cfg = replace(CASES[name][0], num_blocks=num_blocks)
     _assert_same(replace(cfg, scheduler=replace(cfg.scheduler, max_model_len=1024)), workload)
+
+
+@pytest.mark.parametrize("mode", list(CostMode))
+def test_a_split_deployment_gives_the_step_by_step_result(mode: CostMode) -> None:
+    """Tensor and pipeline splits add link time to every step (DeploymentStepCost): the fast
+    mode prices its grouped steps and decode stretches with them too."""
+    dep = Deployment(get_accelerator("h100-sxm"), 2, 2)
+    cfg = SimConfig(LLAMA, dep.accelerator, BASE, num_blocks=400, mode=mode)
+    got = simulate_replicas(cfg, WORKLOAD, ReplicaSet(dep)).result
+    want = simulate_replicas(replace(cfg, fast_forward=False), WORKLOAD, ReplicaSet(dep)).result
+    assert (got.num_preemptions, got.num_steps) == (want.num_preemptions, want.num_steps)
+    assert got.num_preemptions > 0
+    _close(got.to_dict(with_requests=True), want.to_dict(with_requests=True))
 
 
 def test_a_new_head_of_the_priority_queue_ends_a_decode_run() -> None:

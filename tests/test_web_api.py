@@ -297,26 +297,30 @@ def test_oversized_simulations_are_refused_with_a_clear_message(client: TestClie
     assert field_of(r) == ["body"] and "30,128,000 tokens" in r.text
     r = client.post("/api/simulate", json={"model": "llama-3.1-70b", "accelerator": "groq-lpu"})
     assert field_of(r) == ["body", "accelerator"] and "no room for KV" in r.text
-    assert field_of(client.get("/api/simulate/feedface")) == ["path", "job_id"]
+    missing = client.get("/api/simulate/feedface")
+    assert missing.status_code == 404 and missing.json()["detail"][0]["loc"] == ["path", "job_id"]
 
 
 def test_a_simulation_past_the_time_limit_is_stopped() -> None:
-    quick = TestClient(create_app(sim_time_limit_s=0.0))
-    started = quick.post("/api/simulate", json={"num_requests": 250, "rate_per_s": 50}).json()
+    quick = TestClient(create_app(sim_time_limit_s=0.02))
+    # sparse arrivals of long outputs, the explorer's most tokens (10^6): the fast mode takes
+    # them in about 0.5 s of CPU (220,790 steps), 25 times the limit
+    body = {"num_requests": 1000, "rate_per_s": 1, "prompt_len": 1, "output_len": 999}
+    started = quick.post("/api/simulate", json=body).json()
     job = wait_for(quick, started["id"])
-    assert job["status"] == "failed" and "stopped after 0 s" in job["error"]
-    assert 0 < job["done"] < 250 and job["result"] is None
+    assert job["status"] == "failed" and "stopped after 0.02 s" in job["error"]
+    assert job["done"] < 1000 and job["result"] is None
 
 
 def test_shutdown_stops_a_running_simulation() -> None:
     import time
 
-    from ridgeline.web.jobs import Jobs, plan
+    from ridgeline.web.jobs import Jobs
     from ridgeline.web.schemas import SimulateBody
 
     body = SimulateBody(num_requests=1000, rate_per_s=200, prompt_len=512)
     jobs = Jobs()
-    job = jobs.submit(*plan(body, get_model(body.model), get_accelerator(body.accelerator)))
+    job = jobs.submit(body)
     while job.status == "queued":
         time.sleep(0.01)
     jobs.shutdown()
@@ -352,3 +356,15 @@ def test_explore_on_a_busy_port_is_one_line_and_exit_2() -> None:
     assert result.stderr.strip() == (
         f"error: port {port} on 127.0.0.1 is in use: stop what holds it or pass --port"
     )
+
+
+def test_kv_manage_view_equals_the_library(client: TestClient) -> None:
+    body = {"model": "gpt2", "accelerators": ["h100-sxm"], "num_requests": 4, "prefixes": 1,
+            "prefix_len": 128, "prompt_len": 100, "output_len": 16, "max_model_len": 1024}  # fmt: skip
+    r = client.post("/api/kv-manage", json=body)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert d["schema"] == "ridgeline.kv-manage/1" and d["rows"][0]["allocator"] == "runtime"
+    assert len(d["rows"][0]["techniques"]) == 7
+    too_many = client.post("/api/kv-manage", json={**body, "num_requests": 500})
+    assert field_of(too_many) == ["body", "num_requests"]

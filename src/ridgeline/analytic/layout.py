@@ -199,3 +199,61 @@ def strided_efficiency(stride_elems: int, elem_bytes: float, granule_bytes: floa
     if span >= granule_bytes:
         return elem_bytes / granule_bytes
     return 1.0 / stride_elems
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutReport:
+    """The three layout effects for one setting: bank conflicts by stride, alignment by offset
+    against a transfer granule, and the bytes a row- or column-major walk fetches."""
+
+    bank_level: str
+    banks: tuple[BankAccess, ...]
+    granule_bytes: float
+    alignments: tuple[Alignment, ...]
+    line_bytes: float
+    traversals: tuple[Traversal, ...]
+    shape: tuple[int, int]
+    elem_bytes: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "ridgeline.layout/1",
+            "bank_level": self.bank_level,
+            "banks": [b.to_dict() for b in self.banks],
+            "granule_bytes": self.granule_bytes,
+            "alignments": [a.to_dict() for a in self.alignments],
+            "line_bytes": self.line_bytes,
+            "shape": list(self.shape),
+            "elem_bytes": self.elem_bytes,
+            "traversals": [t.to_dict() for t in self.traversals],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutQuery:
+    """What ``layout_report`` evaluates: strides (words), an access of ``access_bytes`` at
+    each offset, and a [rows, cols] array walked in both orders with ``cache_bytes`` of cache."""
+
+    strides: tuple[int, ...] = (1, 2, 3, 4, 8, 16, 32, 33)
+    access_bytes: float = 256.0
+    offsets: tuple[float, ...] = (0.0, 32.0, 64.0, 96.0, 128.0)
+    rows: int = 1024
+    cols: int = 1024
+    elem_bytes: float = 4.0
+    cache_bytes: float = 0.0
+
+
+def layout_report(
+    bank_level: MemoryLevel, granule_bytes: float, query: LayoutQuery = LayoutQuery()
+) -> LayoutReport:
+    """Bank conflicts on ``bank_level`` (its catalog banks), alignment and traversal against
+    transfers of ``granule_bytes`` (a 128-B Spyre stick, a 32-B GPU sector, a 64-B line)."""
+    _positive("granule_bytes", granule_bytes)
+    banks = tuple(level_bank_conflicts(bank_level, s) for s in query.strides)
+    aligns = tuple(alignment(o, query.access_bytes, granule_bytes) for o in query.offsets)
+    walks = tuple(
+        traversal(query.rows, query.cols, query.elem_bytes, granule_bytes, order, query.cache_bytes)
+        for order in Order
+    )
+    return LayoutReport(bank_level.name, banks, granule_bytes, aligns, granule_bytes, walks,
+                        (query.rows, query.cols), query.elem_bytes)  # fmt: skip

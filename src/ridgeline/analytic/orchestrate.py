@@ -9,22 +9,27 @@ the KV cache effect", IBM Technology):
 (a) GPU — runtime + kernels: the serving runtime keeps the KV in paged blocks in HBM (vLLM's
     block table, Kwon et al., SOSP 2023); the attention kernel stages tiles through shared
     memory; L2 is a hardware cache every HBM byte passes through.
-(b) TPU — compiler + kernels: XLA / a Pallas kernel pipelines HBM→VMEM DMAs of KV pages with
-    MXU work (the page table sits in scalar memory); no hardware cache on the data path [S2].
+(b) TPU — compiler + kernels: a Pallas kernel pipelines HBM→VMEM DMAs of KV blocks with MXU
+    work (the page table sits in scalar memory); no hardware cache on the data path [S2]. Its
+    time is the computed pipeline of ``analytic.pallas``: per grid step max(DMA, MXU), plus
+    the fill and the drain.
 (c) Spyre — compiler only: every load from LPDDR5 into a core's LX and every ring transfer
-    between cores is an instruction of the compiled schedule (``dataflow``).
+    between cores is an instruction of the compiled schedule (``dataflow``), compiled for the
+    (batch, context) bucket — so the step reads the bucket's KV, not the request's.
 
 Bytes per level are what crosses into or out of that level; time per level is bytes ÷ its
-bandwidth, and the level with the largest time binds.
+bandwidth. The GPU row's time is its binding level's; the TPU and Spyre rows' times are their
+simulated pipelines (the same numbers as ``ridgeline schedule`` and the compiled-shape
+simulator), and the binding level is the one whose transfers take longest.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.analytic import dataflow
+from ridgeline.analytic import dataflow, pallas
 from ridgeline.analytic.ops import OpTerms, op_terms
 from ridgeline.analytic.roofline import shape_of
 from ridgeline.analytic.tiling import scratchpad_level
@@ -69,6 +74,7 @@ class Orchestration:
     moves: tuple[LevelMove, ...]
     time_s: float
     binding: str
+    detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +83,7 @@ class Orchestration:
             "kv_home": self.kv_home,
             "time_s": self.time_s,
             "binding": self.binding,
+            "detail": self.detail,
             "levels": [
                 {
                     "level": m.level,
@@ -120,7 +127,7 @@ class OrchestrationReport:
     def to_dict(self) -> dict[str, Any]:
         t = self.traffic
         return {
-            "schema": "ridgeline.orchestrate/1",
+            "schema": "ridgeline.orchestrate/2",
             "model": self.model,
             "batch": self.batch,
             "context": self.context,
@@ -190,68 +197,57 @@ def gpu_runtime_kernels(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestr
     return _finish(acc, "runtime + kernels", f"{acc.device_level} (paged blocks)", moves)
 
 
-def tpu_compiler_kernels(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestration:
-    """(b) KV pages in HBM; the compiler/Pallas kernel pipelines HBM→VMEM DMAs."""
-    table = _block_table_bytes(w, t.layers)
+def tpu_compiler_kernels(acc: Accelerator, model: ModelSpec, w: Workload) -> Orchestration:
+    """(b) KV pages in HBM; a Pallas kernel pipelines KV blocks HBM→VMEM under MXU work."""
+    (term,) = _attention_terms(model, w)
+    core = pallas.tensor_core(acc, w.dtypes.compute)
+    p = pallas.best_attention(term.name, pallas.attn_shape(term, model, w), core)
+    n = term.count
+    table = _block_table_bytes(w, model.num_layers)
     vmem = scratchpad_level(acc).name
     moves = [
-        _move(
-            acc, acc.device_level, "compiler", t.hbm_bytes + table, "KV pages + q/o + page indices"
-        ),
-        _move(
-            acc,
-            vmem,
-            "compiler",
-            t.kv_read_bytes + t.act_bytes,
-            "pipelined DMA tiles (compiler/Pallas)",
-        ),
-    ]
-    return _finish(acc, "compiler + kernels", f"{acc.device_level} (pages)", moves)
+        _move(acc, acc.device_level, "compiler", p.dma_bytes * n + table,
+              "KV blocks + q/o (DMA) + page indices"),
+        _move(acc, vmem, "kernel", p.dma_bytes * n,
+              f"double-buffered {p.note}, {p.vmem_bytes / 1e6:.3g} MB of VMEM"),
+    ]  # fmt: skip
+    o = _finish(acc, "compiler + kernels", f"{acc.device_level} (pages)", moves)
+    detail = (
+        f"{p.steps} grid steps per layer, {p.bound}-bound: fill {p.fill_s * 1e6:.3g} us + "
+        f"Σ max(DMA, MXU) {p.steady_s * 1e6:.4g} us + drain {p.drain_s * 1e6:.3g} us"
+    )
+    return replace(o, time_s=p.time_s * n, detail=detail)
 
 
 def spyre_compiler_only(acc: Accelerator, model: ModelSpec, w: Workload) -> Orchestration:
-    """(c) Explicit loads into each core's scratchpad and ring transfers, from the schedule."""
-    core = dataflow.core_of(acc, w.dtypes)
-    lx = scratchpad_level(acc)
-    loaded = stored = ring = 0.0
-    time_s = 0.0
-    for term in _attention_terms(model, w):
-        prog = dataflow.compile_op(term, model, w, core)
-        run = dataflow.simulate_op(prog, core)
-        n = term.count * core.cores
-        loaded += prog.total(dataflow.Kind.LOAD) * n
-        stored += prog.total(dataflow.Kind.STORE) * n
-        ring += prog.total(dataflow.Kind.RING) * n
-        time_s += run.time_s * term.count
-    dev = acc.device
+    """(c) Explicit loads into each core's scratchpad and ring transfers, from the schedule
+    compiled for the step's bucket (``dataflow.default_bucket``)."""
+    opts = dataflow.ScheduleOptions(keep_events=False)
+    sched = dataflow.compile_schedule(model, acc, w, None, opts)
+    run = next(r for r in sched.runs if r.program.name.startswith("attn.core"))
+    prog, core = run.program, sched.core
+    n = prog.count * core.cores
+    loaded, stored = prog.total(dataflow.Kind.LOAD) * n, prog.total(dataflow.Kind.STORE) * n
+    ring = prog.total(dataflow.Kind.RING) * n
+    dev, lx = acc.device, scratchpad_level(acc)
+    b = sched.bucket
     moves = [
-        LevelMove(
-            dev.name,
-            dev.managed_by.value,
-            "compiler",
-            loaded + stored,
-            dev.bandwidth_bytes_per_s,
-            "compiler-emitted loads/stores, KV split across cores",
-        ),
-        LevelMove(
-            lx.name,
-            lx.managed_by.value,
-            "compiler",
-            loaded + ring,
-            lx.bandwidth_bytes_per_s,
-            "LX writes",
-        ),
-        LevelMove(
-            "ring",
-            "compiler",
-            "compiler",
-            ring,
-            (acc.ring_bandwidth_bytes_per_s or 0.0) * 2 * acc.cores or None,
-            "q gather + partial-output reduction",
-        ),
-    ]
-    o = _finish(acc, "compiler only", f"{dev.name} (static buffers per bucket)", moves)
-    return Orchestration(o.accelerator, o.orchestrator, o.kv_home, o.moves, time_s, o.binding)
+        LevelMove(dev.name, dev.managed_by.value, "compiler", loaded + stored,
+                  dev.bandwidth_bytes_per_s,
+                  f"compiler-emitted loads/stores of the ({b.batch}, {b.context}) bucket's KV"),
+        LevelMove(lx.name, lx.managed_by.value, "compiler", loaded + ring,
+                  lx.bandwidth_bytes_per_s, "LX writes"),
+        LevelMove("ring", "compiler", "compiler", ring,
+                  (acc.ring_bandwidth_bytes_per_s or 0.0) * 2 * acc.cores or None,
+                  "q gather + partial-output reduction"),
+    ]  # fmt: skip
+    home = f"{dev.name} (static buffers of the ({b.batch}, {b.context}) bucket)"
+    o = _finish(acc, "compiler only", home, moves)
+    detail = (
+        f"{len(prog.steps)} tile steps per core per layer on {core.cores} cores; padding "
+        f"{sched.padding_fraction:.1%} of the step's bytes"
+    )
+    return replace(o, time_s=run.time_s * prog.count, detail=detail)
 
 
 def orchestrate(
@@ -281,7 +277,7 @@ def orchestrate(
     t = kv_traffic(model, w)
     rows = (
         gpu_runtime_kernels(gpu, t, w),
-        tpu_compiler_kernels(tpu, t, w),
+        tpu_compiler_kernels(tpu, model, w),
         spyre_compiler_only(spyre, model, w),
     )
     return OrchestrationReport(model.name, batch, context, t, rows)

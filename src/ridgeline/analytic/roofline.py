@@ -29,6 +29,8 @@ from ridgeline.specs.calibration import Calibration, CostMode
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.html import html_table
+from ridgeline.specs.inputs import check_real
+from ridgeline.specs.limits import MAX_SECONDS
 from ridgeline.specs.model import ModelSpec
 
 
@@ -52,11 +54,8 @@ class Efficiency:
 
     def __post_init__(self) -> None:
         for name in ("bandwidth", "compute"):
-            value = getattr(self, name)
-            if not 0.0 < value <= 1.0:
-                raise ConfigError(f"field {name}_efficiency: must be in (0, 1], got {value}")
-        if self.step_overhead_s < 0:
-            raise ConfigError(f"field step_overhead_s: must be >= 0, got {self.step_overhead_s}")
+            check_real(f"{name}_efficiency", getattr(self, name), 0.0, 1.0, low_open=True)
+        check_real("step_overhead_s", self.step_overhead_s, 0.0, MAX_SECONDS)
 
     def calibration(self, acc: Accelerator, mode: CostMode = CostMode.IDEAL) -> Calibration:
         """The terms a cost in ``mode`` uses on ``acc`` (these efficiencies apply in ideal

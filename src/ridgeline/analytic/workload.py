@@ -9,10 +9,9 @@ import numpy as np
 
 from ridgeline.errors import ConfigError
 from ridgeline.specs.dtypes import DType
+from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT
 
-# Sizes past these are typos, not workloads (a 100M-token context, ten million sequences).
-MAX_BATCH = 10_000_000
-MAX_CONTEXT = 100_000_000
+__all__ = ["MAX_BATCH", "MAX_CONTEXT", "Dtypes", "Phase", "Workload", "check_size"]
 
 
 class Phase(StrEnum):

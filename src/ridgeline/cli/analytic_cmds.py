@@ -36,7 +36,22 @@ from ridgeline.specs import (
     get_model,
     model_names,
 )
+from ridgeline.specs.limits import MAX_CONTEXT
 from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
+
+
+def check_reserve(reserve: float) -> float:
+    """``--reserve`` is a fraction of device memory in [0, 1), checked even without ``--hw``
+    (where it goes unused)."""
+    if not 0 <= reserve < 1:
+        raise typer.BadParameter(f"a fraction of device memory in [0, 1), got {reserve}")
+    return reserve
+
+
+ReserveOpt = Annotated[
+    float, typer.Option(help="fraction of device memory kept free", callback=check_reserve)
+]
+
 
 hw_app = new_app("Accelerators of the catalog.")
 model_app = new_app("Models from the catalog or any config.json.")
@@ -284,7 +299,7 @@ def kv_cmd(
     hw: Annotated[
         str | None, typer.Option("--hw", help="also size against this accelerator")
     ] = None,
-    reserve: Annotated[float, typer.Option(help="fraction of device memory kept free")] = 0.1,
+    reserve: ReserveOpt = 0.1,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
@@ -356,7 +371,7 @@ def compare_cmd(
     hw: Annotated[list[str] | None, typer.Option("--hw", help="repeat; default: the five")] = None,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
-    prompt: Annotated[int, typer.Option(help="prefill tokens")] = 2048,
+    prompt: Annotated[int, typer.Option(min=1, max=MAX_CONTEXT, help="prefill tokens")] = 2048,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:

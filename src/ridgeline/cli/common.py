@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from ridgeline.analytic import Dtypes, Phase
 from ridgeline.cli.group import GuardedGroup, new_app
@@ -24,6 +26,7 @@ from ridgeline.specs import DType
 console = Console(soft_wrap=not sys.stdout.isatty(), width=None if sys.stdout.isatty() else 4096)
 err_console = Console(stderr=True)
 Tick = Callable[..., None]
+MAX_STEPS = 10_000  # timed steps or repeats of one measurement
 
 
 HwOpt = Annotated[
@@ -33,7 +36,51 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="model name or path
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="print JSON (stable schema) instead of tables")
 ]
-PlotOpt = Annotated[str | None, typer.Option("--plot", help="also write a PNG plot to this file")]
+
+
+def positive(*names: str, help: str, most: int = MAX_STEPS) -> Any:
+    """An integer option in [1, most] (steps, repeats, sizes the library does not bound)."""
+    return typer.Option(*names, min=1, max=most, help=help)
+
+
+def writable_file(path: str | None) -> str | None:
+    """An option callback: ``path`` can be written (probed now, before any work; parent
+    directories are made as the writers make them)."""
+    if path is None:
+        return None
+    p = Path(path)
+    existed = p.exists()
+    try:
+        if p.is_dir():
+            raise IsADirectoryError(21, "is a directory")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.open("ab").close()
+        if not existed:
+            p.unlink()
+    except OSError as e:
+        raise typer.BadParameter(f"cannot write {path}: {e.strerror or e}") from None
+    return path
+
+
+def writable_dir(path: str | Path | None) -> str | Path | None:
+    """An option callback: ``path`` is, or can be made, a directory that can be written."""
+    if path is None:
+        return None
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".ridgeline-probe-{os.getpid()}"
+        probe.open("ab").close()
+        probe.unlink()
+    except OSError as e:
+        raise typer.BadParameter(f"cannot write into {path}: {e.strerror or e}") from None
+    return path
+
+
+PlotOpt = Annotated[
+    str | None,
+    typer.Option("--plot", help="also write a PNG plot to this file", callback=writable_file),
+]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="sequences in the batch")]
 ContextOpt = Annotated[int, typer.Option("--context", "-t", help="context length in tokens")]
 DtypeOpt = Annotated[str, typer.Option(help="bf16, fp16, fp32, fp8, int8, int4")]
@@ -82,6 +129,14 @@ def emit_json(payload: Any) -> None:
     if hasattr(payload, "to_dict"):
         payload = payload.to_dict()
     typer.echo(json.dumps(plain_json(payload), indent=2, allow_nan=False))
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str = "") -> None:
+    """A report table (headers, rows of text, caption) as a Rich table on stdout."""
+    table = Table(*headers, title=title or None)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 __all__ = [

@@ -11,9 +11,21 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, err_console, new_app
+from ridgeline.cli.common import (
+    JsonOpt,
+    ModelOpt,
+    console,
+    emit_json,
+    err_console,
+    new_app,
+    positive,
+)
 from ridgeline.defaults import DEFAULT_ENGINE_MODEL
 from ridgeline.errors import ConfigError
+from ridgeline.specs.inputs import check_int
+from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT
+
+MAX_GENERATE_TOKENS = 10_000_000  # prompt tokens of one ``generate`` run
 
 bench_app = new_app("Benchmarks of the real engine.")
 
@@ -60,11 +72,13 @@ def generate_cmd(
     max_num_tokens: Annotated[int, typer.Option(help="scheduler token budget per step")] = 512,
     draft_layers: Annotated[int, typer.Option(help="self-draft from the first N layers")] = 0,
     spec_k: Annotated[int, typer.Option(help="speculative tokens per step (0 = off)")] = 0,
-    threads: Annotated[int, typer.Option(help="torch threads")] = 1,
+    threads: Annotated[int, positive(help="torch threads", most=1024)] = 1,
     kv_gib: Annotated[float, typer.Option(help="KV cache budget in GiB (2^30 bytes)")] = 0.25,
     json_out: JsonOpt = False,
 ) -> None:
     """Generate with the real paged-KV engine (random weights unless --weights)."""
+    if prompt is None:  # the random prompts are built before the engine can refuse them
+        check_int("prompt_tokens × batch", prompt_tokens * batch, 1, MAX_GENERATE_TOKENS)
     llm_mod = _engine()
     llm_mod.set_threads(threads)
     options: dict[str, Any] = {
@@ -73,10 +87,10 @@ def generate_cmd(
     }  # fmt: skip
     if spec_k:
         options |= {"num_speculative_tokens": spec_k, "draft_layers": draft_layers or 1}
-    llm = llm_mod.LLM(model, weights=weights, tokenizer=tokenizer, seed=seed, **options)
-    params = llm_mod.SamplingParams(
+    params = llm_mod.SamplingParams(  # checked before the model is built
         max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed
     )
+    llm = llm_mod.LLM(model, weights=weights, tokenizer=tokenizer, seed=seed, **options)
     outs = llm.generate(_prompts(prompt, prompt_tokens, batch, llm.spec.vocab_size, seed), params)
     report = llm_mod.generation_report(llm, outs)
     if json_out:
@@ -109,9 +123,11 @@ def _render(payload: dict[str, Any]) -> None:
 
 def bench_engine_cmd(
     model: ModelOpt = DEFAULT_ENGINE_MODEL,
-    batch: Annotated[list[int] | None, typer.Option("--batch", "-b", help="repeatable")] = None,
-    context: Annotated[list[int] | None, typer.Option("--context", "-t", help="repeatable")] = None,
-    steps: Annotated[int, typer.Option(help="measured steps per point")] = 5,
+    batch: Annotated[list[int] | None, positive("-b", help="repeatable", most=MAX_BATCH)] = None,
+    context: Annotated[
+        list[int] | None, positive("-t", help="repeatable", most=MAX_CONTEXT)
+    ] = None,
+    steps: Annotated[int, positive(help="measured steps per point")] = 5,
     bandwidth_gbs: Annotated[
         float | None, typer.Option(help="GB/s for the roofline (default: measured)")
     ] = None,

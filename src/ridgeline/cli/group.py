@@ -3,6 +3,7 @@ and exit code 2. Light: typer, click and the error types only."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -10,7 +11,58 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from ridgeline.errors import RidgelineError
+from ridgeline.errors import ConfigError, RidgelineError
+
+MAX_CLI_INTEGER = 2**53  # integers past this lose exactness in JSON; no size reaches it
+
+
+def _bad_number(value: Any) -> str | None:
+    """Why an option's parsed value is refused before any work starts, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value}"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_CLI_INTEGER:
+        return f"{value:.3g} is absurdly large (limit {MAX_CLI_INTEGER:.3g})"
+    return None
+
+
+def check_numbers(command: Any, params: dict[str, Any]) -> None:
+    """Refuse NaN, infinities and absurd integers in any option of ``command`` (``float()``
+    parses "nan", and a NaN passes every range check); the library's own checks, which name
+    their fields, bound the rest.
+
+    Raises:
+        ConfigError: ``option --rate: must be a finite number, got nan``.
+    """
+    for param in command.params:
+        value = params.get(param.name or "")
+        for item in value if isinstance(value, list | tuple) else (value,):
+            why = _bad_number(item)
+            if why is not None:
+                name = max(getattr(param, "opts", None) or [param.name or "?"], key=len)
+                raise ConfigError(f"option {name}: {why}")
+
+
+def checked(command: Any) -> Any:
+    """``command`` with ``check_numbers`` run on its parsed options before it runs (a group is
+    returned as it is: it checks its own commands)."""
+    if command is None or hasattr(command, "commands"):
+        return command
+    if getattr(command, "_numbers_checked", False):
+        return command
+    run = command.invoke
+
+    def invoke(ctx: Any) -> Any:
+        check_numbers(command, ctx.params)
+        return run(ctx)
+
+    command.invoke = invoke
+    command._numbers_checked = True
+    return command
+
+
+def one_line(message: str) -> str:
+    """A message on one line (user values may hold newlines)."""
+    return " ".join(message.split())
 
 
 def _flags_as_flags(command: Any, ctx: Any) -> None:
@@ -55,11 +107,18 @@ class GuardedGroup(TyperGroup):
     """A command group that turns every user error — a ``RidgelineError`` from the library or a
     bad option caught by the parser — into one stderr line and exit code 2."""
 
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        return checked(super().get_command(ctx, cmd_name))
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except RidgelineError as e:
-            typer.echo(f"error: {e}", err=True)
+            typer.echo(f"error: {one_line(str(e))}", err=True)
+            raise typer.Exit(2) from None
+        except OSError as e:  # an output that cannot be written, a disk that is full
+            where = f": {e.filename}" if e.filename else ""
+            typer.echo(f"error: {one_line(e.strerror or str(e))}{where}", err=True)
             raise typer.Exit(2) from None
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
@@ -79,7 +138,7 @@ class GuardedGroup(TyperGroup):
             code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except typer.TyperException as e:  # the parser's usage errors
             message = e.format_message() if hasattr(e, "format_message") else str(e)
-            typer.echo(f"error: {' '.join(message.split())}", err=True)
+            typer.echo(f"error: {one_line(message)}", err=True)
             code = 2
         if not standalone_mode:
             return code

@@ -11,12 +11,22 @@ from typing import Annotated, Any
 
 import typer
 
-from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, new_app, progress_bar
+from ridgeline.cli.common import (
+    JsonOpt,
+    ModelOpt,
+    console,
+    emit_json,
+    new_app,
+    positive,
+    progress_bar,
+    writable_dir,
+)
 from ridgeline.cli.lab_render import print_calibration, print_comparison, print_kv, print_profile
 from ridgeline.cli.serve_check_cmd import serve_check_cmd
 from ridgeline.defaults import DEFAULT_ENGINE_MODEL
 from ridgeline.errors import ConfigError
 from ridgeline.lab.store import DEFAULT_DB
+from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT
 from ridgeline.specs.units import MiB
 
 lab_app = new_app("Measure decode on this machine and hold the analytic model to it.")
@@ -30,8 +40,22 @@ BackendsOpt = Annotated[
     list[str] | None,
     typer.Option(help="hf:<dynamic|static>:<sdpa|eager> (repeatable) or ridgeline"),
 ]
+
+
+def _timer(value: str) -> str:
+    """An option callback: the timer is known before any database is opened."""
+    from ridgeline.lab.gap import TIMERS
+
+    if value not in TIMERS:
+        raise typer.BadParameter(f"'{value}' is not one of {', '.join(TIMERS)}")
+    return value
+
+
 TimerOpt = Annotated[
-    str, typer.Option("--timer", help="wall, or cpu (process time: discounts a busy machine)")
+    str,
+    typer.Option(
+        "--timer", help="wall, or cpu (process time: discounts a busy machine)", callback=_timer
+    ),
 ]
 
 
@@ -58,10 +82,10 @@ def calibrate_cmd(
     sizes: Annotated[str, typer.Option(help="array sizes in MiB")] = "1,4,16,64,256,1024",
     threads: Annotated[str, typer.Option(help="thread counts (default: 1 and all)")] = "",
     dtypes: Annotated[
-        str, typer.Option(help="matmul dtypes (cuda: add fp16; CPU fp16 is slow)")
-    ] = "fp32,bf16",
-    matmul_n: Annotated[int, typer.Option(help="matmul size n ([n,n]x[n,n])")] = 2048,
-    repeats: Annotated[int, typer.Option(help="timings per figure (best kept)")] = 5,
+        str, typer.Option(help="matmul dtypes (default fp32; bf16 too on CUDA or a bf16 CPU)")
+    ] = "",
+    matmul_n: Annotated[int, positive(help="matmul size n ([n,n]x[n,n])", most=65_536)] = 2048,
+    repeats: Annotated[int, positive(help="timings per figure (best kept)")] = 5,
     device: DeviceOpt = "cpu",
     name: Annotated[str, typer.Option(help="spec name (--hw NAME thereafter)")] = "measured",
     out_dir: Annotated[
@@ -80,7 +104,7 @@ def calibrate_cmd(
     spec = CalibrationSpec(
         sizes_bytes=tuple(s * MiB for s in parse_ints(sizes, "--sizes")),
         threads=parse_ints(threads, "--threads") if threads else default_threads(),
-        dtypes=tuple(d.strip() for d in dtypes.split(",") if d.strip()),
+        dtypes=_dtypes(dtypes, device),
         matmul_n=matmul_n,
         repeats=repeats,
         device=device,
@@ -96,6 +120,34 @@ def calibrate_cmd(
         )
         return
     print_calibration(cal, written)
+
+
+def _dtypes(text: str, device: str) -> tuple[str, ...]:
+    """The --dtypes list, else fp32 (and bf16 where it has a fast path)."""
+    from ridgeline.lab.machine import default_dtypes
+
+    return tuple(d.strip() for d in text.split(",") if d.strip()) or default_dtypes(device)
+
+
+def _dtypes(text: str, device: str) -> tuple[str, ...]:
+    """The --dtypes list, else fp32 (and bf16 where it has a fast path)."""
+    from ridgeline.lab.machine import default_dtypes
+
+    return tuple(d.strip() for d in text.split(",") if d.strip()) or default_dtypes(device)
+
+
+def _print_peaks(cal: Any) -> None:
+    """Per thread count: physical peak, measured clock and every kernel's rate (CPU, fp32)."""
+    from ridgeline.lab.compute_peak import peak_rows
+
+    for n in sorted(set(cal.spec.threads)) if cal.spec.device == "cpu" else ():
+        table = Table("fp32 compute", "FLOP/s", "how", title=f"Compute peak, {n} thread(s)")
+        for what, rate, how in peak_rows(cal.peak_report(n)):
+            shown = (
+                fmt_rate(rate, "FLOP/s") if rate is not None else ("" if what == "note" else "?")
+            )
+            table.add_row(what, shown, how)
+        console.print(table)
 
 
 @lab_app.command("sweep")
@@ -153,11 +205,11 @@ def sweep_cmd(
 @lab_app.command("profile")
 def profile_cmd(
     model: ModelOpt = DEFAULT_ENGINE_MODEL,
-    batch: Annotated[int, typer.Option("--batch", "-b")] = 4,
-    context: Annotated[int, typer.Option("--context", "-t")] = 512,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=MAX_BATCH)] = 4,
+    context: Annotated[int, typer.Option("--context", "-t", min=1, max=MAX_CONTEXT)] = 512,
     cache: Annotated[str, typer.Option(help="dynamic or static")] = "dynamic",
     attn: Annotated[str, typer.Option(help="sdpa or eager")] = "sdpa",
-    steps: Annotated[int, typer.Option(help="profiled decode steps")] = 3,
+    steps: Annotated[int, positive(help="profiled decode steps")] = 3,
     threads: ThreadsOpt = 1,
     device: DeviceOpt = "cpu",
     trace: Annotated[str, typer.Option(help="Chrome trace file to write")] = "out/lab/trace.json",
@@ -183,9 +235,9 @@ def profile_cmd(
 
 @lab_app.command("kv")
 def kv_cmd(
-    batch: Annotated[int, typer.Option("--batch", "-b")] = 4,
-    context: Annotated[int, typer.Option("--context", "-t")] = 1024,
-    decode_steps: Annotated[int, typer.Option(help="decode steps timed per model")] = 5,
+    batch: Annotated[int, typer.Option("--batch", "-b", min=1, max=MAX_BATCH)] = 4,
+    context: Annotated[int, typer.Option("--context", "-t", min=1, max=MAX_CONTEXT)] = 1024,
+    decode_steps: Annotated[int, positive(help="decode steps timed per model")] = 5,
     hw: Annotated[str, typer.Option("--hw", help="accelerator of the scratchpad")] = "ibm-spyre",
     kv_dtype: Annotated[str, typer.Option(help="KV dtype for the scratchpad fit")] = "fp16",
     db: DbOpt = DEFAULT_DB,
@@ -229,7 +281,9 @@ def compare_cmd(
 @lab_app.command("report")
 def report_cmd(
     db: DbOpt = DEFAULT_DB,
-    out: Annotated[str, typer.Option("--out", help="output directory")] = "out/lab",
+    out: Annotated[
+        str, typer.Option("--out", help="output directory", callback=writable_dir)
+    ] = "out/lab",
     hw: Annotated[
         str | None, typer.Option("--hw", help="accelerator (default: the DB's calibration)")
     ] = None,
@@ -250,10 +304,12 @@ def export_cmd(
     kind: Annotated[str | None, typer.Option(help="decode, calibrate, profile or kv")] = None,
 ) -> None:
     """Export stored measurements to CSV and/or JSON."""
-    from ridgeline.lab.store import export_csv, export_json, open_existing
+    from ridgeline.lab.store import RECORD_KINDS, export_csv, export_json, open_existing
 
     if csv_path is None and json_path is None:
         raise ConfigError("field --csv/--json-file: give at least one output file")
+    if kind is not None and kind not in RECORD_KINDS:  # it would export nothing, silently
+        raise ConfigError(f"field --kind: '{kind}' is not one of {', '.join(RECORD_KINDS)}")
     with open_existing(db) as store:
         records = store.records(kind)
     for path, write in ((csv_path, export_csv), (json_path, export_json)):

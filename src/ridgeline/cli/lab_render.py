@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ridgeline.cli.common import console
+from ridgeline.cli.common import console, print_table
 from ridgeline.specs.units import fmt_bytes, fmt_rate
 
 
@@ -35,9 +35,24 @@ def print_calibration(cal: Any, written: Any) -> None:
                      f"{g.best_s * 1e3:.2f} ms", fmt_rate(g.weight_bytes_per_s, "B/s"))  # fmt: skip
     for table in (bw, mm, gemm):
         console.print(table)
+    _print_peaks(cal)
     for w in written:
         bandwidth = fmt_rate(w.accelerator.device_bandwidth_bytes_per_s, "B/s")
         console.print(f"wrote {w.path} (--hw {w.name}: {w.threads} thread(s), {bandwidth})")
+
+
+def _print_peaks(cal: Any) -> None:
+    """Per thread count: physical peak, measured clock and every kernel's rate (CPU, fp32)."""
+    from ridgeline.lab.compute_peak import peak_rows
+
+    for n in sorted(set(cal.spec.threads)) if cal.spec.device == "cpu" else ():
+        table = Table("fp32 compute", "FLOP/s", "how", title=f"Compute peak, {n} thread(s)")
+        for what, rate, how in peak_rows(cal.peak_report(n)):
+            shown = (
+                fmt_rate(rate, "FLOP/s") if rate is not None else ("" if what == "note" else "?")
+            )
+            table.add_row(what, shown, how)
+        console.print(table)
 
 
 def print_profile(rep: Any) -> None:
@@ -80,21 +95,43 @@ def print_kv(rep: Any, checks_title: str, scratchpad_title: str) -> None:
         sp.add_row(f.model, f.level, _mib(f.capacity_bytes), f"{f.bytes_per_token_per_head:.0f}",
                    f"{f.tokens_per_head:,}", f"{f.tokens_per_layer:,}", f"{f.tokens_all_layers:,}")  # fmt: skip
     console.print(sp)
+    _print_growth(rep.to_dict()["checks"])
+
+
+def _print_growth(checks: list[dict[str, Any]]) -> None:
+    """KV growth seen in the resident peak, when the checks measured it."""
+    from ridgeline.report.lab_growth import growth_table
+
+    t = growth_table(checks)
+    if t is not None:
+        print_table(t.headers, t.rows, t.caption)
+
+
+def _fit_lines(cmp: Any) -> list[str]:
+    """The bounds the fits share (the roofline's peak and bandwidth), then one line per fit."""
+    if not cmp.fits:
+        return []
+    b = cmp.fits[0].bounds
+    head = (
+        f"roofline and bounds of the fit: fp32 peak {fmt_rate(b.peak_flops_per_s, 'FLOP/s')}, "
+        f"read bandwidth {fmt_rate(b.read_bytes_per_s, 'B/s')} ({cmp.accelerator})"
+    )
+    return [head, *(_fit_line(f) for f in cmp.fits)]
 
 
 def _fit_line(f: Any) -> str:
-    weights = (
-        f" + {f.weight_scale:.2f} x W/BW_gemm(B)"
-        if f.weight_scale is not None
-        else " (weights included)"
-    )
-    kv = fmt_rate(f.kv_bandwidth, "B/s") if f.kv_bandwidth else "inf"
-    flops = fmt_rate(f.flops_per_s, "FLOP/s") if f.flops_per_s else "inf"
+    """One backend's fitted model; a rate at its probe's bound says "(bound)"."""
+
+    def rate(value: float, unit: str, term: str) -> str:
+        return fmt_rate(value, unit) + ("" if term in f.fitted else " (bound)")
+
     loo = f.loo_median_abs_error
     loo_text = "" if loo is None else f" (leave-one-out {100 * loo:.1f}%)"
     faults = f" + faults x {f.fault_s * 1e6:.2f} us" if f.fault_s else ""
     return (
-        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms{weights} + KV/{kv} + FLOPs/{flops}{faults};"
+        f"{f.label}: t = {f.overhead_s * 1e3:.1f} ms + t_gemm(B) ({f.gemm_source})"
+        f" + KV/{rate(f.kv_bytes_per_s, 'B/s', 'BW_kv')}"
+        f" + other FLOPs/{rate(f.flops_per_s, 'FLOP/s', 'F')}{faults};"
         f" median |error| {100 * f.median_abs_error:.1f}%{loo_text}"
     )
 
@@ -112,8 +149,8 @@ def print_comparison(cmp: Any, timer: str) -> None:
             _pct(p.fit_error),
         )  # fmt: skip
     console.print(table)
-    for f in cmp.fits:
-        console.print(_fit_line(f))
+    for line in _fit_lines(cmp):
+        console.print(line)
     gap = Table("backend", "B", "T", "gap", *[c.name for c in cmp.points[0].causes],
                 title="Gap (measured − predicted), ms per step")  # fmt: skip
     for p in cmp.points:

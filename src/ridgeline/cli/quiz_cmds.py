@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, console, emit_json, new_app
+from ridgeline.cli.common import JsonOpt, console, emit_json, err_console, new_app, writable_dir
 from ridgeline.errors import ConfigError
 from ridgeline.quiz import (
     MAX_ATTEMPTS,
@@ -106,6 +106,15 @@ def _show_result(result: Result, record: AttemptRecord) -> None:
     )
 
 
+def _refuse_exported(store: AttemptStore, seed: int) -> None:
+    """No graded attempt on a seed whose answer key was exported from this database."""
+    if store.key_exported(QUIZ_ID, seed):
+        raise ConfigError(
+            f"option --seed: the answer key of seed {seed} was exported (quiz export); "
+            "take the quiz with another --seed"
+        )
+
+
 def start_cmd(
     user: UserOpt,
     seed: SeedOpt = None,
@@ -121,9 +130,12 @@ def start_cmd(
     if answers is not None:
         sheet = read_answer_sheet(answers)
         quiz = draw_quiz(resolve_seed(sheet, seed, str(answers)))
+        _refuse_exported(store, quiz.seed)
         given = sheet.answers
     else:
         quiz = draw_quiz(seed if seed is not None else attempt_seed(user, attempt_no))
+        _refuse_exported(store, quiz.seed)
+        store.open_attempt(user, QUIZ_ID, attempt_no, quiz.seed)
         console.print(
             f"Quiz {QUIZ_ID} for {user}, attempt {attempt_no} of {MAX_ATTEMPTS}, seed {quiz.seed}"
         )
@@ -175,18 +187,43 @@ def status_cmd(user: UserOpt, db: DbOpt = Path(DEFAULT_DB), as_json: JsonOpt = F
 
 def export_cmd(
     seed: Annotated[int, typer.Option("--seed", help="quiz seed")],
-    out: Annotated[Path, typer.Option("--out", help="directory to write into")] = Path("."),
+    out: Annotated[
+        Path, typer.Option("--out", help="directory to write into", callback=writable_dir)
+    ] = Path("."),
+    db: DbOpt = Path(DEFAULT_DB),
+    instructor_key: Annotated[
+        bool,
+        typer.Option(
+            "--instructor-key", help="write the key of a seed a learner's attempt uses (marked)"
+        ),
+    ] = False,
 ) -> None:
-    """Write a printable quiz (Markdown, HTML), its answer key and a blank answer sheet."""
+    """Write a printable quiz (Markdown, HTML), its answer key and a blank answer sheet.
+
+    The key of a seed that a learner's open (or next) attempt uses is withheld unless
+    --instructor-key, which writes a marked instructor copy instead; a seed whose key is
+    exported is recorded in --db, and no attempt is graded on it afterwards."""
     quiz = draw_quiz(seed)
     out.mkdir(parents=True, exist_ok=True)
+    store = AttemptStore(db)
+    holders = tuple(h.describe() for h in store.seed_holders(QUIZ_ID, seed))
     files = {
         f"quiz-{seed}.md": render_markdown(quiz),
         f"quiz-{seed}.html": render_html(quiz),
-        f"quiz-{seed}-key.md": render_key_markdown(quiz),
-        f"quiz-{seed}-key.html": render_html(quiz, key=True),
         f"quiz-{seed}-answers.json": json.dumps(blank_sheet(quiz), indent=2) + "\n",
     }
+    if not holders:
+        files[f"quiz-{seed}-key.md"] = render_key_markdown(quiz)
+        files[f"quiz-{seed}-key.html"] = render_html(quiz, key=True)
+        store.record_key_export(QUIZ_ID, seed)  # no attempt is graded on this seed later
+    elif instructor_key:
+        files[f"quiz-{seed}-instructor-key.md"] = render_key_markdown(quiz, holders)
+    else:
+        err_console.print(
+            f"seed {seed} is used by {'; '.join(holders)}: answer key withheld "
+            f"(an instructor writes a marked copy with --instructor-key)",
+            highlight=False,
+        )
     for name, text in files.items():
         (out / name).write_text(text)
         console.print(f"wrote {out / name}")

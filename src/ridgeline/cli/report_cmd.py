@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json
+from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, writable_dir
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.report.build import SECTIONS, build_report
 from ridgeline.report.sweep_section import sweep_section
@@ -15,7 +15,9 @@ from ridgeline.report.sweep_section import sweep_section
 def report_cmd(
     model: ModelOpt = DEFAULT_MODEL,
     hw: HwOpt = DEFAULT_ACCELERATOR,
-    out: Annotated[str, typer.Option("--out", help="output directory")] = "out/report",
+    out: Annotated[
+        str, typer.Option("--out", help="output directory", callback=writable_dir)
+    ] = "out/report",
     lab: Annotated[
         str | None, typer.Option("--lab", help="lab results database to add as sections")
     ] = None,

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ridgeline.cli.group import App, GuardedGroup, new_app
+from ridgeline.cli.group import App, GuardedGroup, checked, new_app
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 
 VERSION = "0.1.0"
@@ -46,6 +46,8 @@ COMMANDS: dict[str, Entry] = {
     "flash": Entry("tiling_cmds", "flash_cmd", "FlashAttention traffic against N on each accelerator's per-core scratchpad.", _A),
     "schedule": Entry("tiling_cmds", "schedule_cmd", "Compile one step for a scratchpad accelerator and simulate its timeline.", _A),
     "orchestrate": Entry("tiling_cmds", "orchestrate_cmd", "One KV cache, three orchestrators: bytes per level, time, and the level that binds.", _A),
+    "layout": Entry("tiling_cmds", "layout_cmd", "Layout and access: bank conflicts by stride, alignment to the granule, walk order.", _A),
+    "kv-manage": Entry("kv_cmds", "kv_manage_cmd", "Who manages the KV cache on each architecture, and what each technique costs or saves.", _S),
     "simulate": Entry("simulate_cmds", "simulate_cmd", "Simulate serving a workload: latency, throughput and KV memory.", _S),
     "sweep": Entry("sweep_cmds", "sweep_app", "Capacity sweeps: the highest request rate within SLOs, per configuration.", _S),
     "generate": Entry("engine_cmds", "generate_cmd", "Generate with the real paged-KV engine (random weights unless --weights).", _M),
@@ -83,7 +85,7 @@ class LazyGroup(GuardedGroup):
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None
-        return load_command(cmd_name, entry)
+        return checked(load_command(cmd_name, entry))
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         """The commands under their panels, each with its whole one-line help (no command is

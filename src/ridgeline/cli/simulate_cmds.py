@@ -15,13 +15,17 @@ from ridgeline.cli.simulate_options import (
     CostOptions,
     OutputOptions,
     ServingOptions,
+    ShapeGroupOptions,
     TopologyOptions,
     WorkloadOptions,
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.errors import ConfigError
+from ridgeline.serving.policies import PolicyKind
 from ridgeline.sim import RequestSpec, SimConfig, SimResult, simulate
+from ridgeline.sim.compiled import is_compiled_schedule
 from ridgeline.sim.options import parse_disagg, parse_tiers
+from ridgeline.sim.static_variants import ShapeOptions, compiled_note, static_variant
 from ridgeline.sim.variants import compare
 from ridgeline.specs import get_accelerator, get_model
 
@@ -46,7 +50,7 @@ def _table(results: list[SimResult], title: str) -> Table:
         "TPOT p50/p99 ms", "ITL p99 ms", "preempt", "max run", "KV peak", "unused alloc", "prefix hit",
     )  # fmt: skip
     for h in heads:
-        t.add_column(h, justify="left" if h == "config" else "right")
+        t.add_column(h, justify="left" if h == "config" else "right", no_wrap=h == "config")
     for r in results:
         t.add_row(
             r.label or "run",
@@ -95,7 +99,11 @@ def _sim_config(
 
 
 def _run(
-    cfg: SimConfig, wl: list[RequestSpec], variants: list[str] | None, show: bool
+    cfg: SimConfig,
+    wl: list[RequestSpec],
+    variants: list[str] | None,
+    show: bool,
+    shapes: ShapeOptions,
 ) -> list[SimResult]:
     """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``."""
     if variants is None:
@@ -109,10 +117,12 @@ def _run(
                 tick(len(started))
             started.append(label)
 
-        return list(compare(cfg, wl, variants, on_variant).results)
+        return list(compare(cfg, wl, variants, on_variant, shapes).results)
 
 
-@grouped(WorkloadOptions, ServingOptions, CostOptions, TopologyOptions, OutputOptions)
+@grouped(
+    WorkloadOptions, ServingOptions, CostOptions, TopologyOptions, ShapeGroupOptions, OutputOptions
+)
 def simulate_cmd(
     mode: Annotated[Mode, typer.Argument(help="run (default) or compare")] = Mode.RUN,
     hw: HwOpt = DEFAULT_ACCELERATOR,
@@ -122,18 +132,22 @@ def simulate_cmd(
     serving: ServingOptions,
     cost: CostOptions,
     topology: TopologyOptions,
+    shapes: ShapeGroupOptions,
     output: OutputOptions,
 ) -> None:
     """Simulate serving a workload: latency, throughput and KV memory.
 
     One configuration, or several side by side (simulate compare --configs paged,static)."""
-    compare_mode = mode is Mode.COMPARE
-    if topology.spec_k and compare_mode and "spec" in output.variants():
-        raise ConfigError("--spec-k with compare: use the 'spec' variant or drop --spec-k")
     cfg = _sim_config(model, hw, serving, cost, topology, output, workload.seed)
+    variants = output.variants(cfg.hw) if mode is Mode.COMPARE else None
+    if topology.spec_k and variants and any("spec" in v for v in variants):
+        raise ConfigError("--spec-k with compare: use the 'spec' variant or drop --spec-k")
     wl = workload.requests_to_serve()
     show = not output.json_out and len(wl) >= PROGRESS_MIN_REQUESTS
-    results = _run(cfg, wl, output.variants() if compare_mode else None, show)
+    shape_opts = shapes.shape_options()
+    if serving.policy is PolicyKind.STATIC and is_compiled_schedule(cfg.hw):
+        cfg = static_variant(cfg, "static", wl, shape_opts)
+    results = _run(cfg, wl, variants, show, shape_opts)
     _render(results, cfg.model.name, cfg.hw.name, output.json_out, output.plot)
 
 
@@ -152,5 +166,8 @@ def _render(
     for r in results:
         if r.reject_reasons:
             console.print(f"[yellow]{r.label}: rejected {'; '.join(r.reject_reasons)}[/]")
+    for r in results:
+        if r.compiled is not None:
+            console.print(compiled_note(r), highlight=False)
     for f in figs:
         console.print(f"wrote {f}")

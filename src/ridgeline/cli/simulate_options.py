@@ -11,13 +11,18 @@ from typing import Annotated
 import typer
 
 from ridgeline.analytic import Efficiency
+from ridgeline.cli.common import writable_dir
 from ridgeline.data import trace_path
+from ridgeline.specs.hardware import Accelerator
 from ridgeline.serving.eviction import EvictionKind
 from ridgeline.serving.policies import PolicyKind, step_token_budget
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.sim import SLO, RequestSpec, WorkloadSpec, generate, load_trace, parse_lengths
+from ridgeline.sim.buckets import CompileBudget
+from ridgeline.sim.compiled import is_compiled_schedule
 from ridgeline.sim.presets import WorkloadKind, workload_of_kind
+from ridgeline.sim.static_variants import COMPILED_DEFAULT, ShapeOptions
 from ridgeline.sim.variants import DEFAULT_VARIANTS
 
 
@@ -26,6 +31,13 @@ def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:
 
 
 _W, _S, _C, _T, _O = "Workload", "Serving", "Cost model", "Speculation and KV topology", "Output"
+_X = "Compiled shapes (Spyre, TPU)"
+
+
+def _variant_names(text: str | None) -> str | None:
+    if text is not None and not any(c.strip() for c in text.split(",")):
+        raise typer.BadParameter(f"no variant named in {text!r}")
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +127,7 @@ class TopologyOptions:
     """Speculative decoding, KV tiers below the device, prefill/decode disaggregation."""
 
     spec_k: Annotated[int, _opt("--spec-k", "draft tokens per step (0: off)", _T)] = 0
-    spec_accept: Annotated[float, _opt("--spec-accept", "draft acceptance rate", _T)] = 0.7
+    spec_accept: Annotated[float, typer.Option("--spec-accept", min=0.0, max=1.0, help="draft acceptance rate", rich_help_panel=_T)] = 0.7  # fmt: skip
     spec_draft: Annotated[str | None, _opt("--spec-draft", "draft model (cost)", _T)] = None
     tiers: Annotated[str | None, _opt("--tiers", "host | NAME:BYTES:BW[:LAT],...", _T)] = None
     disagg: Annotated[str | None, _opt("--disagg", "P:D prefill:decode instances", _T)] = None
@@ -127,17 +139,35 @@ class TopologyOptions:
 
 
 @dataclass(frozen=True, slots=True)
+class ShapeGroupOptions:
+    """The compiled shapes of a compiled-schedule accelerator: prefill chunk, compile cost."""
+
+    prefill_chunk: Annotated[int, _opt("--prefill-chunk", "compiled prefill tokens", _X)] = 512
+    compile_s: Annotated[float, _opt("--compile-s", "seconds to compile a program", _X)] = 20.0
+    compile_budget: Annotated[float, _opt("--compile-budget", "compile seconds the deployment affords", _X)] = 1200.0  # fmt: skip
+    recompile: Annotated[bool, _opt("--recompile", "compile a missing bucket instead of refusing", _X)] = False  # fmt: skip
+
+    def shape_options(self) -> ShapeOptions:
+        budget = CompileBudget(self.compile_s, self.compile_budget)
+        return ShapeOptions(budget, self.prefill_chunk, recompile=self.recompile)
+
+
+@dataclass(frozen=True, slots=True)
 class OutputOptions:
     """Goodput SLOs, the variants compared, and what is written."""
 
     slo_ttft: Annotated[float, _opt("--slo-ttft", "TTFT SLO (s) for goodput", _O)] = 2.0
     slo_tpot: Annotated[float, _opt("--slo-tpot", "TPOT SLO (s) for goodput", _O)] = 0.1
-    configs: Annotated[str, _opt("--configs", "compare: variants", _O)] = ",".join(DEFAULT_VARIANTS)
+    configs: Annotated[str | None, typer.Option("--configs", help="compare: variants (default: by accelerator)", callback=_variant_names, rich_help_panel=_O)] = None  # fmt: skip
     json_out: Annotated[bool, _opt("--json", "print JSON (stable schema) instead of tables", _O)] = False  # fmt: skip
-    plot: Annotated[str | None, _opt("--plot", "write KV-use and latency-CDF PNGs here", _O)] = None
+    plot: Annotated[str | None, typer.Option("--plot", help="write KV-use and latency-CDF PNGs here", callback=writable_dir, rich_help_panel=_O)] = None  # fmt: skip
 
     def slo(self) -> SLO:
         return SLO(self.slo_ttft, self.slo_tpot)
 
-    def variants(self) -> list[str]:
+    def variants(self, hw: Accelerator) -> list[str]:
+        """The named variants, or the default set of ``hw``'s kind (the compiled-shape
+        techniques on a compiled-schedule accelerator)."""
+        if self.configs is None:
+            return list(COMPILED_DEFAULT if is_compiled_schedule(hw) else DEFAULT_VARIANTS)
         return [c.strip() for c in self.configs.split(",") if c.strip()]

@@ -9,7 +9,7 @@ import typer
 from rich.table import Column, Table
 
 from ridgeline import analytic as an
-from ridgeline.analytic import dataflow, flash, orchestrate, tiling
+from ridgeline.analytic import dataflow, flash, layout, orchestrate, tiling
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
@@ -22,23 +22,29 @@ from ridgeline.cli.common import (
     PromptOpt,
     console,
     emit_json,
+    print_table,
     save_plot,
+    writable_file,
 )
 from ridgeline.defaults import DEFAULT_MODEL
 from ridgeline.specs import DType, get_accelerator, get_model
+from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT, MAX_VOCAB
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
 DEFAULT_FLASH_HW = ["h100-sxm", "tpu-v6e", "ibm-spyre"]
-BuffersOpt = Annotated[int, typer.Option(help="1 = single, 2 = double buffering")]
+BuffersOpt = Annotated[int, typer.Option(min=1, max=4, help="1 = single, 2 = double buffering")]
+DimOpt = {"min": 1, "max": MAX_VOCAB}  # a matmul dimension: hidden, FFN or vocabulary sized
 
 
 def tile_cmd(
     hw: Annotated[
         list[str] | None, typer.Option("--hw", help="accelerator or .toml (repeat to compare)")
     ] = None,
-    m: Annotated[int, typer.Option("--m", help="rows of A and C (tokens)")] = 1,
-    k: Annotated[int, typer.Option("--k", help="inner dimension")] = 4096,
-    n: Annotated[int, typer.Option("--n", help="columns of B and C")] = 4096,
+    m: Annotated[
+        int, typer.Option("--m", min=1, max=MAX_CONTEXT, help="rows of A and C (tokens)")
+    ] = 1,
+    k: Annotated[int, typer.Option("--k", **DimOpt, help="inner dimension")] = 4096,
+    n: Annotated[int, typer.Option("--n", **DimOpt, help="columns of B and C")] = 4096,
     dtype: DtypeOpt = "bf16",
     buffers: BuffersOpt = 2,
     json_out: JsonOpt = False,
@@ -132,10 +138,16 @@ def schedule_cmd(
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
     prompt: PromptOpt = None,
-    bucket_batch: Annotated[int | None, typer.Option(help="compiled batch slots")] = None,
-    bucket_context: Annotated[int | None, typer.Option(help="compiled sequence length")] = None,
+    bucket_batch: Annotated[
+        int | None, typer.Option(min=1, max=MAX_BATCH, help="compiled batch slots")
+    ] = None,
+    bucket_context: Annotated[
+        int | None, typer.Option(min=1, max=MAX_CONTEXT, help="compiled sequence length")
+    ] = None,
     buffers: BuffersOpt = 2,
-    timeline: Annotated[str | None, typer.Option(help="write the timeline PNG here")] = None,
+    timeline: Annotated[
+        str | None, typer.Option(help="write the timeline PNG here", callback=writable_file)
+    ] = None,
     no_ring: Annotated[
         bool, typer.Option("--no-ring", help="cores re-read shared inputs from device memory")
     ] = False,
@@ -152,9 +164,13 @@ def schedule_cmd(
     bucket = None
     if bucket_batch is not None or bucket_context is not None:
         d = dataflow.default_bucket(w)
-        bucket = dataflow.Bucket(bucket_batch or d.batch, bucket_context or d.context)
+        bucket = dataflow.Bucket(
+            d.batch if bucket_batch is None else bucket_batch,
+            d.context if bucket_context is None else bucket_context,
+        )
     opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
     s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
+    listing = dataflow.program_of(s, program) if program else None  # a typo fails before output
     if timeline:
         from ridgeline.report import tiling_plots
 
@@ -163,8 +179,8 @@ def schedule_cmd(
         emit_json(s)
         return
     _print_schedule(s)
-    if program:
-        for line in dataflow.listing(dataflow.program_of(s, program), max_steps=4):
+    if listing is not None:
+        for line in dataflow.listing(listing, max_steps=4):
             console.print(line, highlight=False, soft_wrap=True)
 
 
@@ -225,3 +241,51 @@ def orchestrate_cmd(
         f"{rep.model}, batch {rep.batch}, context {rep.context}: attention reads "
         f"{fmt_bytes(tr.kv_read_bytes)} of KV per decode step; * = binding level; {times}"
     )
+    for r in rep.rows:
+        if r.detail:
+            console.print(f"{r.accelerator}: {r.detail}; KV in {r.kv_home}", highlight=False)
+
+
+def layout_cmd(
+    hw: Annotated[str, typer.Option(help="accelerator whose banked level to use")] = "h100-sxm",
+    level: Annotated[str, typer.Option(help="the banked level")] = "smem",
+    stride: Annotated[
+        list[int] | None, typer.Option("--stride", help="stride in words (repeat)")
+    ] = None,
+    granule: Annotated[
+        float | None, typer.Option(help="transfer granule B (default: ibm-spyre's 128-B stick)")
+    ] = None,
+    size: Annotated[float, typer.Option(help="bytes of the aligned/misaligned access")] = 256.0,
+    offset: Annotated[list[float] | None, typer.Option("--offset", help="B (repeat)")] = None,
+    rows: Annotated[int, typer.Option(help="rows of the walked array")] = 1024,
+    cols: Annotated[int, typer.Option(help="columns of the walked array")] = 1024,
+    elem: Annotated[float, typer.Option(help="bytes per element")] = 4.0,
+    cache: Annotated[float, typer.Option(help="cache bytes that keep lines between columns")] = 0.0,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """Layout and access: bank conflicts by stride, alignment to the granule, walk order.
+
+    Bank conflicts by stride, alignment to the transfer granule, and the bytes fetched per
+    useful byte of a row-major against a column-major walk."""
+    from ridgeline.report import layout_section
+
+    d = layout.LayoutQuery()
+    q = layout.LayoutQuery(
+        tuple(stride) if stride else d.strides,
+        size,
+        tuple(offset) if offset else d.offsets,
+        rows,
+        cols,
+        elem,
+        cache,
+    )
+    g = granule if granule is not None else layout_section.granule_of("ibm-spyre")
+    rep = layout.layout_report(get_accelerator(hw).level(level), g, q)
+    if plot:
+        save_plot(layout_section.layout_plot(rep), plot)
+    if json_out:
+        emit_json(rep)
+        return
+    for t in layout_section.layout_tables(rep):
+        print_table(t.headers, t.rows, t.caption)

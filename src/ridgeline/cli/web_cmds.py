@@ -34,8 +34,11 @@ def explore_cmd(
         raise RidgelineError(
             f"the explorer needs {', '.join(missing)}: pip install 'ridgeline[web]'"
         )
-    from ridgeline.web.server import check_port, serve, url_of
+    from ridgeline.web.server import check_port, exposure_warning, serve, url_of
 
     check_port(host, port)  # a busy port is one line, before the banner
+    warning = exposure_warning(host)
+    if warning is not None:
+        err_console.print(warning, style="yellow", highlight=False)
     err_console.print(f"ridgeline explorer on {url_of(host, port)} (Ctrl-C stops it)")
     serve(host, port, open_browser)

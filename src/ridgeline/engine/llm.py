@@ -47,6 +47,16 @@ from ridgeline.serving.scheduler import PreemptionMode, Scheduler, SchedulerConf
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec
 from ridgeline.specs import Accelerator, DType, ModelSpec, get_accelerator, get_model
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import (
+    MAX_BATCH,
+    MAX_BLOCK_SIZE,
+    MAX_BYTES,
+    MAX_CONTEXT,
+    MAX_DRAFT_TOKENS,
+    MAX_LAYERS,
+    MAX_SEED,
+)
 from ridgeline.specs.model import Position
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -111,6 +121,7 @@ class EngineConfig:
     init_std: float = 0.02
 
     def __post_init__(self) -> None:
+        check_engine_sizes(self)
         if self.dtype not in _DTYPES:
             raise ConfigError(f"field dtype: one of {', '.join(_DTYPES)}, got '{self.dtype}'")
         if self.preemption not in ("recompute", "swap"):
@@ -119,6 +130,30 @@ class EngineConfig:
         KernelTarget.parse(self.kernels)
         if self.num_speculative_tokens and not (self.draft_model or self.draft_layers):
             raise ConfigError("field num_speculative_tokens: needs draft_model or draft_layers")
+
+
+def check_engine_sizes(cfg: EngineConfig) -> None:
+    """Every size of an ``EngineConfig`` within ``specs.limits`` (a block size of 0 divides by
+    zero; a NaN budget sizes a pool of no blocks).
+
+    Raises:
+        ConfigError: naming the field.
+    """
+    check_int("block_size", cfg.block_size, 1, MAX_BLOCK_SIZE)
+    check_int("max_num_tokens", cfg.max_num_tokens, 1, MAX_CONTEXT)
+    check_int("max_num_seqs", cfg.max_num_seqs, 1, MAX_BATCH)
+    check_int("num_speculative_tokens", cfg.num_speculative_tokens, 0, MAX_DRAFT_TOKENS)
+    check_int("seed", cfg.seed, 0, MAX_SEED)
+    for name, high in (("max_model_len", MAX_CONTEXT), ("num_blocks", 1 << 30)):
+        if getattr(cfg, name) is not None:
+            check_int(name, getattr(cfg, name), 1, high)
+    if cfg.draft_layers is not None:
+        check_int("draft_layers", cfg.draft_layers, 1, MAX_LAYERS)
+    if cfg.kv_budget_bytes is not None:
+        check_real("kv_budget_bytes", cfg.kv_budget_bytes, 0, MAX_BYTES, low_open=True)
+    check_real("memory_utilization", cfg.memory_utilization, 0, 1, low_open=True)
+    check_real("swap_bytes", cfg.swap_bytes, 0, MAX_BYTES)
+    check_real("init_std", cfg.init_std, 0, 1e3, low_open=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,8 +462,9 @@ class LLM:
             while pending and arrivals[pending[0]] <= self.clock_s:
                 i = pending.pop(0)
                 ids[i] = self.add_request(prompts[i], plist[i], arrivals[i])
-            if not self.scheduler.has_unfinished and pending:
-                self.clock_s = arrivals[pending[0]]  # idle: jump to the next arrival
+            if not self.scheduler.has_unfinished:  # idle, or the last ones were rejected
+                if pending:
+                    self.clock_s = arrivals[pending[0]]  # jump to the next arrival
                 continue
             if self.step() is None:  # nothing schedulable
                 if not pending:
@@ -453,7 +489,7 @@ class LLM:
             finish_reason=req.finish_reason.value if req.finish_reason else "unfinished",
             ttft_s=ttft,
             tpot_s=tpot,
-            num_cached_tokens=max(req.num_cached_tokens, 0),
+            num_cached_tokens=req.num_cached_tokens or 0,
             num_preemptions=req.num_preemptions,
             reject_reason=req.reject_reason,
         )

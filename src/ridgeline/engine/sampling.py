@@ -8,7 +8,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ridgeline.errors import ConfigError
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_CONTEXT, MAX_SEED, MAX_VOCAB
+
+MAX_TEMPERATURE = 100.0  # past this every distribution is uniform to float precision
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +35,12 @@ class SamplingParams:
     eos_token_id: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 1:
-            raise ConfigError(f"field max_tokens: must be at least 1, got {self.max_tokens}")
-        if self.temperature < 0:
-            raise ConfigError(f"field temperature: must be >= 0, got {self.temperature}")
-        if self.top_k < 0:
-            raise ConfigError(f"field top_k: must be >= 0, got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"field top_p: must be in (0, 1], got {self.top_p}")
+        check_int("max_tokens", self.max_tokens, 1, MAX_CONTEXT)
+        check_real("temperature", self.temperature, 0, MAX_TEMPERATURE)
+        check_int("top_k", self.top_k, 0, MAX_VOCAB)
+        check_real("top_p", self.top_p, 0, 1, low_open=True)
+        if self.seed is not None:
+            check_int("seed", self.seed, 0, MAX_SEED)
 
     @property
     def greedy(self) -> bool:

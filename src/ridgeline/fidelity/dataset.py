@@ -43,6 +43,13 @@ class Metric(StrEnum):
     TPOT_S = "tpot_s"
 
 
+class AttentionReads(StrEnum):
+    """How the engine's decode attention reads a grouped-query KV cache."""
+
+    PER_KV_HEAD = "per-kv-head"  # each KV head once for its group of query heads (GQA-aware)
+    PER_QUERY_HEAD = "per-query-head"  # once per query head: group-size times the bytes
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -58,6 +65,7 @@ class _SourceFile(_Strict):
     publisher: Annotated[str, Field(min_length=1)]
     engine: str = ""
     note: str = ""
+    attention_kv_reads: AttentionReads = AttentionReads.PER_KV_HEAD
 
 
 class _RowFile(_Strict):
@@ -101,6 +109,7 @@ class Source:
     kind: SourceKind
     publisher: str
     engine: str
+    attention_kv_reads: AttentionReads = AttentionReads.PER_KV_HEAD
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from ridgeline.fidelity.dataset import Row
+from ridgeline.fidelity.dataset import AttentionReads, Row
 from ridgeline.fidelity.trace import Trace, TraceSet
-from ridgeline.specs import get_accelerator
+from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.calibration import (
     EFFICIENCY_TERMS,
     FITTED_PREFIX,
@@ -76,14 +76,36 @@ def _from_free(term: Term, u: float) -> float:
     return math.exp(min(u, 50.0))
 
 
-def _groups(items: Sequence[tuple[Row, Trace]]) -> list[tuple[Calibration, TraceSet, np.ndarray]]:
-    """Rows grouped by accelerator (each its own base calibration), stacked for re-timing."""
+def kv_read_factor(row: Row) -> float:
+    """How many times the row's engine reads each KV byte per step: the query heads per KV head
+    when its decode attention reads the cache once per query head (a kernel that predates
+    grouped-query attention), else 1."""
+    if row.source.attention_kv_reads is AttentionReads.PER_QUERY_HEAD:
+        model = get_model(row.model)
+        return model.num_heads / model.num_kv_heads
+    return 1.0
+
+
+def engine_calibration(cal: Calibration, kv_factor: float) -> Calibration:
+    """``cal`` for an engine that reads the KV cache ``kv_factor`` times: the same bytes at
+    ``1 / kv_factor`` of the KV rate take the time of ``kv_factor`` times the bytes."""
+    if kv_factor == 1.0:
+        return cal
+    eff = cal.kv_bandwidth_efficiency / kv_factor
+    return cal.with_values({Term.KV_BANDWIDTH_EFFICIENCY: eff})
+
+
+def _groups(
+    items: Sequence[tuple[Row, Trace]],
+) -> list[tuple[Calibration, float, TraceSet, np.ndarray]]:
+    """Rows grouped by accelerator and KV read factor (each its own base calibration), stacked
+    for re-timing."""
     out = []
-    for name in sorted({row.hardware for row, _ in items}):
-        mine = [(row, trace) for row, trace in items if row.hardware == name]
+    for name, factor in sorted({(row.hardware, kv_read_factor(row)) for row, _ in items}):
+        mine = [(r, t) for r, t in items if (r.hardware, kv_read_factor(r)) == (name, factor)]
         stacked = TraceSet.of([t for _, t in mine], [row.metric for row, _ in mine])
         published = np.array([row.value for row, _ in mine])
-        out.append((get_accelerator(name).calibration, stacked, published))
+        out.append((get_accelerator(name).calibration, factor, stacked, published))
     return out
 
 
@@ -99,8 +121,8 @@ def fit_family(family: Family, items: Sequence[tuple[Row, Trace]]) -> FamilyFit:
 
     def errors(values: Mapping[Term, float]) -> np.ndarray:
         parts = [
-            np.abs(np.log(stacked.values(base.with_values(values)) / published))
-            for base, stacked, published in groups
+            np.abs(np.log(stacked.values(engine_calibration(base.with_values(values), k)) / p))
+            for base, k, stacked, p in groups
         ]
         return np.concatenate(parts)
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.fidelity.dataset import Row, Scenario, load_dataset
-from ridgeline.fidelity.fit import FamilyFit, fit_family
+from ridgeline.fidelity.fit import FamilyFit, engine_calibration, fit_family, kv_read_factor
 from ridgeline.fidelity.prediction import DEFAULT_MAX_SEQS, PredictRequest, predict, record
 from ridgeline.fidelity.trace import Trace
 from ridgeline.specs import Accelerator, get_accelerator
@@ -222,6 +222,7 @@ def fit_all(
 
 
 def _predicted(row: Row, cal: Calibration, traces: Mapping[str, Trace]) -> float:
+    cal = engine_calibration(cal, kv_read_factor(row))
     if row.key in traces:
         return traces[row.key].metrics(cal)[row.metric]
     acc: Accelerator = dataclasses.replace(get_accelerator(row.hardware), calibration=cal)

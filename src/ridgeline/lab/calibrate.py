@@ -2,6 +2,10 @@
 beyond the last-level cache at one and all threads, matmul peak per dtype, and on CUDA the
 device's HBM bandwidth and tensor-core peak.
 
+On the CPU it also measures the compute peak three ways (``compute_peak``): an FMA loop with the
+clock the core runs at (``fma_probe``), the engine's own GEMM (``gemm_probe``) and torch.mm; the
+fastest is the calibrated peak, shown beside the physical one (FMA pipes × lanes × clock).
+
 Kernels and byte counts follow STREAM (J. McCalpin, "Memory Bandwidth and Machine Balance",
 IEEE TCCA newsletter 1995): read ``s = Σ a`` counts n·e bytes, copy ``b = a`` counts 2·n·e,
 triad ``a = b + q·c`` counts 3·n·e (write-allocate traffic not counted). Each figure is the best
@@ -18,7 +22,10 @@ from typing import Any
 import torch
 
 from ridgeline.lab import env as lab_env
+from ridgeline.lab.compute_peak import CoreProbe, read_cpu_info
 from ridgeline.lab.decode import torch_threads
+from ridgeline.lab.fma_probe import probe_core
+from ridgeline.lab.gemm_probe import engine_gemm
 from ridgeline.lab.hf import TORCH_DTYPES
 from ridgeline.lab.machine import (
     BandwidthPoint,
@@ -157,6 +164,7 @@ def calibrate(spec: CalibrationSpec) -> Calibration:
         llc = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
     else:
         name, memory, llc = lab_env.cpu_model(), lab_env.memory_bytes(), llc_bytes()
+    cpu = device.type == "cpu"
     return Calibration(
         spec=spec,
         device_name=name,
@@ -165,4 +173,17 @@ def calibrate(spec: CalibrationSpec) -> Calibration:
         bandwidth=tuple(measure_bandwidth(spec)),
         matmul=tuple(measure_matmul(spec)),
         gemm=tuple(measure_gemm(spec)),
+        engine_gemm=tuple(
+            engine_gemm(spec.gemm_shape, spec.gemm_batches, spec.threads, spec.repeats)
+            if cpu
+            else ()
+        ),
+        core=measure_core(spec) if cpu else (),
+        cpu=read_cpu_info() if cpu else None,
     )
+
+
+def measure_core(spec: CalibrationSpec) -> tuple[CoreProbe, ...]:
+    """The FMA loop and the clock probe at every thread count (none without a compiler)."""
+    probes = (probe_core(threads, spec.repeats) for threads in spec.threads)
+    return tuple(p for p in probes if p is not None)

@@ -6,6 +6,9 @@ between steps perturbs timing, and the profiler slows every operator. The KV len
 token per step, so the phases see contexts T+1 ... T+warmup+steps+memory+profile; ``kv_len_mean``
 records the mean length the timed steps read.
 
+A fourth phase times the step's linear layers alone at the point's batch (``gemm_probe``; CPU
+only): the weight term of the fitted model, measured rather than fitted.
+
 Timing (docs/lab.md, method): intra-op threads fixed (1 by default: on a shared machine a
 second OpenMP thread collapses under contention), median and spread over steps after warm-up,
 ``time.process_time()`` beside wall time to expose contention, user/sys time and page faults
@@ -26,6 +29,7 @@ import torch
 
 from ridgeline.errors import ConfigError
 from ridgeline.lab import memstat
+from ridgeline.lab.gemm_probe import GemmProbe, linear_layers, probe_layers
 from ridgeline.lab.hf import (
     LabModel,
     cache_length,
@@ -113,12 +117,14 @@ class PointResult:
     memory: Memory
     profile: ProfileSummary | None = None
     notes: tuple[str, ...] = field(default=())
+    gemm: GemmProbe | None = None  # the step's linear layers timed alone at the point's batch
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "timing": self.timing.to_dict(),
             "memory": self.memory.to_dict(),
             "profile": self.profile.to_dict() if self.profile else None,
+            "gemm": self.gemm.to_dict() if self.gemm else None,
             "notes": list(self.notes),
         }
 
@@ -156,6 +162,11 @@ class StepRunner(Protocol):
 
     def kv_tokens(self) -> int: ...
 
+    @property
+    def module(self) -> torch.nn.Module:
+        """The model whose linear layers the GEMM probe times."""
+        ...
+
 
 class Decoder:
     """Greedy decode on one transformers cache (random weights: the argmax is meaningless, the
@@ -179,6 +190,10 @@ class Decoder:
 
     def kv_tokens(self) -> int:
         return cache_length(self.cache)
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self.lm.model
 
     def prefill(self) -> float:
         start = time.perf_counter()
@@ -255,6 +270,8 @@ def run_phases(dec: StepRunner, cfg: PointConfig, vocab_size: int) -> PointResul
         prof = None
         if cfg.profile_steps:
             prof = profile_steps(dec.step, cfg.profile_steps, vocab_size, str(dec.device))
+        layers = linear_layers(dec.module) if dec.device.type == "cpu" else []
+        gemm = probe_layers(layers, cfg.batch) if layers else None
     timing = Timing(
         prefill_s=prefill_s,
         step_s=tuple(wall),
@@ -263,7 +280,7 @@ def run_phases(dec: StepRunner, cfg: PointConfig, vocab_size: int) -> PointResul
         sys_s_per_step=use.sys_s / cfg.steps,
         minor_faults_per_step=use.minor_faults / cfg.steps,
     )
-    return PointResult(timing, memory, prof)
+    return PointResult(timing, memory, prof, gemm=gemm)
 
 
 def measure_point(lm: LabModel, cfg: PointConfig) -> PointResult:

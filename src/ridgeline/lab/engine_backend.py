@@ -99,6 +99,10 @@ class EngineDecoder:
     def kv_tokens(self) -> int:
         return self.cfg.context + self._steps
 
+    @property
+    def module(self) -> torch.nn.Module:
+        return self.llm.model
+
 
 def measure_engine_point(cfg: PointConfig) -> PointResult:
     """One point on the engine, in the same three phases as the transformers backends."""

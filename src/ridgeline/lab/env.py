@@ -35,7 +35,8 @@ class Environment:
         allocator: the allocator settings in force, e.g. ``glibc default`` or
             ``MALLOC_MMAP_THRESHOLD_=65536``; ``mallopt`` calls made by the lab are appended.
         threads: intra-op threads torch used.
-        load_avg_1m: the 1-minute load average when the measurement started (contention).
+        load_avg_1m: the 1-minute load average when the measurement started (contention);
+            None where the system does not report one.
     """
 
     host: str
@@ -50,7 +51,7 @@ class Environment:
     threads: int
     allocator: str
     thread_env: str
-    load_avg_1m: float
+    load_avg_1m: float | None
     started_at: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,11 +99,12 @@ def allocator_settings(extra: str = "") -> str:
     return " ".join(parts) if parts else "glibc default"
 
 
-def load_average() -> float:
+def load_average() -> float | None:
+    """The 1-minute load average, or None where the system does not report one."""
     try:
         return os.getloadavg()[0]
     except OSError:
-        return -1.0
+        return None
 
 
 def capture(threads: int, device: str = "cpu", allocator_extra: str = "") -> Environment:

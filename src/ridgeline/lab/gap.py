@@ -5,20 +5,19 @@ Torch-free: it reads stored points (``store``), so the report can run it without
 Prediction: ``analytic.step_cost`` for the point's model, batch and mean KV length on the
 calibrated machine (or any ``--hw``), with every dtype at the dtype the lab ran (fp32 on CPU).
 
-Fitted model, one per backend (relative least squares, coefficients kept ≥ 0)::
+Fitted model, one per backend (``lab.fit``: physical terms, each rate bounded by what a probe
+measured)::
 
-    t̂ = overhead + weight_bytes ÷ BW_calibrated + kv_bytes ÷ BW_kv,eff + FLOPs ÷ F_eff
-         + minor_faults × t_fault
+    t̂ = t_fixed + t_gemm(B) + kv_bytes ÷ BW_kv + other FLOPs ÷ F + minor_faults × t_fault
 
-The weight term keeps the calibrated bandwidth: the weights are the same at every point of one
-model, so their effective bandwidth cannot be told apart from a fixed overhead; what is left
-over is the overhead. The KV term gets its own effective bandwidth, because growing a
-DynamicCache costs far more per byte than streaming weights (it re-copies the cache every step).
-The fault term counts the minor page faults measured per step (getrusage, same timed steps):
+t_gemm(B) is measured: the step's linear layers timed alone at the point's batch
+(``gemm_probe``). BW_kv ≤ the read bandwidth and F ≤ the calibrated peak are fitted within
+those bounds, t_fixed and t_fault ≥ 0. The KV term has its own rate because growing a
+DynamicCache costs far more per byte than streaming (it re-copies the cache every step). The
+fault term counts the minor page faults measured per step (getrusage, same timed steps):
 glibc serves an allocation above its mmap threshold (dynamic, up to 32 MiB on 64-bit) with fresh
 pages that fault on first touch, so a cache re-allocated every step costs kernel time that is
-not proportional to its bytes — 8% of the concatenated bytes fault at distilgpt2 B=4 T=1024 and
-90% at B=16 T=1024 (docs/lab.md). Which allocations cross the threshold depends on glibc's
+not proportional to its bytes. Which allocations cross the threshold depends on glibc's
 history, not on the model, so the count is measured rather than predicted; the run with
 ``MALLOC_MMAP_THRESHOLD_`` pinned high has no faults and needs no such term.
 
@@ -30,18 +29,16 @@ timed steps, is taken out of the cache-update group first as allocator page faul
 
 from __future__ import annotations
 
-import itertools
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from ridgeline.analytic import Dtypes, Phase, Workload, kv_bytes, step_cost
 from ridgeline.analytic.roofline import StepCost
 from ridgeline.errors import ConfigError
 from ridgeline.lab.configs import model_spec, raw_config
+from ridgeline.lab.fit import Bounds, FittedModel, StepTerms, fit_step_model
 from ridgeline.lab.machine import KIND as CALIBRATE_KIND
 from ridgeline.lab.machine import Calibration, accelerator
 from ridgeline.lab.points import PointConfig
@@ -59,6 +56,7 @@ _OP_GROUP = (
     ("mlp.down", "linear GEMMs"),
     ("mlp.gate", "linear GEMMs"),
 )
+GEMM_GROUPS = ("linear GEMMs", "lm_head")  # the weight GEMMs: the probe times them
 CAUSES = (
     "framework overhead",
     "cache concat & realloc",
@@ -108,10 +106,12 @@ class ComparedPoint:
     kv_tensor_bytes: int
     kv_formula_bytes: float
     peak_above_start_bytes: int | None
-    load_avg_1m: float
+    load_avg_1m: float | None
     causes: tuple[Cause, ...]
     weight_gemm_s: float | None = None  # weights ÷ calibrated decode-GEMM rate at this batch
     minor_faults: float = 0.0  # per timed step (getrusage)
+    gemm_probe_s: float | None = None  # the step's linear layers timed alone (gemm_probe)
+    other_flops: float = 0.0  # analytic FLOPs outside the weight GEMMs (attention)
     fitted_s: float | None = None
 
     @property
@@ -142,38 +142,6 @@ class ComparedPoint:
             fit_error=self.fit_error,
         )
         return d
-
-
-@dataclass(frozen=True, slots=True)
-class FittedModel:
-    """t̂ = overhead + weight_scale × W ÷ BW_gemm(B) + KV ÷ BW_kv + FLOPs ÷ F + faults × t_fault.
-
-    ``BW_gemm(B)`` is the calibrated weight-streaming rate of a decode-shaped GEMM at the point's
-    batch (``lab calibrate``); where the calibration has none, the weights fold into the
-    overhead (``weight_scale`` None). A ``None`` rate means the fit did not need that term;
-    ``fault_s`` is 0 where the backend took no page faults or the fit did not need them.
-    """
-
-    label: str
-    overhead_s: float
-    weight_scale: float | None
-    kv_bandwidth: float | None
-    flops_per_s: float | None
-    median_abs_error: float
-    loo_median_abs_error: float | None
-    num_points: int
-    fault_s: float = 0.0  # seconds per minor page fault
-
-    def predict(self, p: ComparedPoint) -> float:
-        t = self.overhead_s
-        if self.weight_scale is not None and p.weight_gemm_s is not None:
-            t += self.weight_scale * p.weight_gemm_s
-        t += p.kv_bytes / self.kv_bandwidth if self.kv_bandwidth else 0.0
-        t += p.flops / self.flops_per_s if self.flops_per_s else 0.0
-        return t + p.minor_faults * self.fault_s
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +302,11 @@ def step_times(timing: dict[str, Any], timer: str) -> tuple[float, float, float]
     return statistics.median(series), q(0.1), q(0.9)
 
 
+def _load_average(value: Any) -> float | None:
+    """A stored load average; older records wrote -1.0 where none was known."""
+    return None if value is None or value < 0 else float(value)
+
+
 def _point(
     rec: Record, acc: Accelerator, other_cache_s: float | None, timer: str = "wall"
 ) -> ComparedPoint:
@@ -366,85 +339,55 @@ def _point(
         ),
         peak_above_start_bytes=memory.get("cuda_peak_above_start_bytes")
         or memory.get("rss_peak_above_start_bytes"),
-        load_avg_1m=rec.env.get("load_avg_1m", -1.0),
+        load_avg_1m=_load_average(rec.env.get("load_avg_1m")),
         minor_faults=float(timing.get("minor_faults_per_step", 0.0)),
+        gemm_probe_s=(rec.result.get("gemm") or {}).get("median_s"),
+        other_flops=sum(op.flops for op in cost.ops if op_group(op.name) not in GEMM_GROUPS),
         causes=decompose(measured, cost, timing, rec.result.get("profile"), other_cache_s),
     )
 
 
-def _nnls_rel(x: np.ndarray, y: np.ndarray, base: np.ndarray) -> np.ndarray:
-    """Coefficients c ≥ 0 minimising Σ ((base + x·c − y) / y)², by trying every subset of
-    columns (few columns: exact and simple) with fewer columns than points: as many terms as
-    points would interpolate them and report an error of zero."""
-    norm = np.linalg.norm(x, axis=0)
-    norm[norm == 0] = 1.0
-    a = x / y[:, None] / norm  # columns scaled to unit norm: bytes and FLOPs span 1e0..1e10
-    b = (y - base) / y
-    best, best_err = np.zeros(x.shape[1]), float(np.sum(b**2))
-    for k in range(1, min(x.shape[1], len(y) - 1) + 1):
-        for cols in itertools.combinations(range(x.shape[1]), k):
-            coef, *_ = np.linalg.lstsq(a[:, cols], b, rcond=None)
-            if np.any(coef < 0):
-                continue
-            err = float(np.sum((a[:, cols] @ coef - b) ** 2))
-            if err < best_err:
-                best_err = err
-                best = np.zeros(x.shape[1])
-                best[list(cols)] = coef
-    return best / norm
+GEMM_SOURCES = ("probe", "calibrated F.linear curve", "read bandwidth")  # best first
 
 
-MIN_FAULTS = 1000  # per step: 4 MiB of fresh pages, about 2 ms of kernel time on this CPU
+def _gemm_s(p: ComparedPoint, source: str, read_bytes_per_s: float) -> float:
+    """The step's weight GEMMs: probed at this point, else the calibrated ``F.linear`` rate at
+    this batch, else the weights at the read bandwidth."""
+    if source == "probe" and p.gemm_probe_s is not None:
+        return p.gemm_probe_s
+    if source != "read bandwidth" and p.weight_gemm_s is not None:
+        return p.weight_gemm_s
+    return p.weight_bytes / read_bytes_per_s
 
 
-def _design(points: Sequence[ComparedPoint]) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Columns: 1, weights at the calibrated GEMM rate (when every point has it), KV, FLOPs,
-    minor page faults (only where a point takes ``MIN_FAULTS`` per step: a handful of faults
-    costs microseconds, and fitting them would let noise buy a per-fault cost of milliseconds)."""
-    with_gemm = all(p.weight_gemm_s is not None for p in points)
-    with_faults = max(p.minor_faults for p in points) >= MIN_FAULTS
-    x = np.array(
-        [
-            [
-                1.0,
-                (p.weight_gemm_s or 0.0) if with_gemm else 0.0,
-                p.kv_bytes,
-                p.flops,
-                p.minor_faults if with_faults else 0.0,
-            ]
-            for p in points
-        ]
+def _terms(p: ComparedPoint, source: str, bounds: Bounds) -> StepTerms:
+    return StepTerms(
+        measured_s=p.measured_s,
+        gemm_s=_gemm_s(p, source, bounds.read_bytes_per_s),
+        kv_bytes=p.kv_bytes,
+        other_flops=p.other_flops,
+        minor_faults=p.minor_faults,
     )
-    y = np.array([p.measured_s for p in points])
-    return x, y, with_gemm
 
 
-def _mdape(pred: np.ndarray, y: np.ndarray) -> float:
-    return float(np.median(np.abs(pred - y) / y))
+def gemm_source(points: Sequence[ComparedPoint]) -> str:
+    """The best weight-GEMM source that every point has (one source per fit)."""
+    if all(p.gemm_probe_s is not None for p in points):
+        return GEMM_SOURCES[0]
+    if all(p.weight_gemm_s is not None for p in points):
+        return GEMM_SOURCES[1]
+    return GEMM_SOURCES[2]
 
 
-def fit(label: str, points: Sequence[ComparedPoint]) -> FittedModel:
-    """Fit the per-step model to one backend's points; error in-sample and leave-one-out."""
-    x, y, with_gemm = _design(points)
-    zero = np.zeros(len(points))
-    coef = _nnls_rel(x, y, zero)
-    loo = []
-    if len(points) > x.shape[1]:
-        for i in range(len(points)):
-            keep = np.arange(len(points)) != i
-            c = _nnls_rel(x[keep], y[keep], zero[keep])
-            loo.append(abs(float(x[i] @ c) - y[i]) / y[i])
-    return FittedModel(
-        label=label,
-        overhead_s=float(coef[0]),
-        weight_scale=float(coef[1]) if with_gemm else None,
-        kv_bandwidth=float(1.0 / coef[2]) if coef[2] > 0 else None,
-        flops_per_s=float(1.0 / coef[3]) if coef[3] > 0 else None,
-        fault_s=float(coef[4]),
-        median_abs_error=_mdape(x @ coef, y),
-        loo_median_abs_error=statistics.median(loo) if loo else None,
-        num_points=len(points),
-    )
+def fit(label: str, points: Sequence[ComparedPoint], bounds: Bounds) -> FittedModel:
+    """Fit the physical step model (``lab.fit``) to one backend's points within ``bounds``."""
+    source = gemm_source(points)
+    return fit_step_model(label, [_terms(p, source, bounds) for p in points], bounds, source)
+
+
+def bounds_of(acc: Accelerator, dtype: DType = DType.FP32) -> Bounds:
+    """The probes' rates as ``acc`` holds them: device read bandwidth, calibrated peak."""
+    return Bounds(acc.device_bandwidth_bytes_per_s, acc.peak(dtype))
 
 
 def compare_records(
@@ -463,9 +406,10 @@ def compare_records(
         pts.append(_with_gemm(_point(rec, acc, by_key.get(_other_key(other)), timer), cal))
     fits = []
     out = []
+    bounds = bounds_of(acc)
     for label in dict.fromkeys(p.label for p in pts):
         group = [p for p in pts if p.label == label]
-        model = fit(label, group)
+        model = fit(label, group, bounds)
         fits.append(model)
         out += [_with_fit(p, model) for p in group]
     return LabComparison(acc.name, tuple(out), tuple(fits), timer)
@@ -485,4 +429,4 @@ def _with_gemm(p: ComparedPoint, cal: Calibration | None) -> ComparedPoint:
 
 
 def _with_fit(p: ComparedPoint, model: FittedModel) -> ComparedPoint:
-    return replace(p, fitted_s=model.predict(p))
+    return replace(p, fitted_s=model.predict(_terms(p, model.gemm_source, model.bounds)))

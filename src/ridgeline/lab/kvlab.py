@@ -30,11 +30,13 @@ from ridgeline.lab import memstat
 from ridgeline.lab.configs import model_spec, raw_config, with_positions
 from ridgeline.lab.decode import torch_threads
 from ridgeline.lab.hf import build_model, cache_length, kv_tensor_bytes, new_cache, random_ids
+from ridgeline.lab.peak import PeakGrowth, peak_growth
 from ridgeline.lab.scratchpad import ScratchpadFit, scratchpad_fit
 from ridgeline.specs import DType
 
 KIND = "kv"
 MMAP_THRESHOLD_BYTES = 65536
+GROWTH_CHUNK = 32  # tokens per chunk when watching the peak grow: temporaries stay small
 
 # A small Llama-shaped model (distilgpt2's size): 6 layers, hidden 768, 12 query heads of 64,
 # ffn 2048, GPT-2's vocabulary, tied embeddings. Only num_key_value_heads varies between the variants.
@@ -81,6 +83,8 @@ class KvCheck:
         freed_malloc_bytes: drop of glibc's in-use bytes when the cache is freed.
         freed_rss_bytes: drop of the resident set when the cache is freed.
         decode_median_s: median decode step at this point (``0`` if no steps were asked).
+        growth: the resident peak against tokens during a chunked prefill (``lab.peak``),
+            ``None`` when not asked for or not measurable here.
     """
 
     name: str
@@ -94,6 +98,7 @@ class KvCheck:
     freed_malloc_bytes: int | None
     freed_rss_bytes: int | None
     decode_median_s: float
+    growth: PeakGrowth | None = None
 
     @property
     def exact(self) -> bool:
@@ -111,6 +116,7 @@ class KvCheck:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(exact=self.exact, malloc_error=self.malloc_error, rss_error=self.rss_error)
+        d["growth"] = self.growth.to_dict() if self.growth is not None else None
         return d
 
 
@@ -152,9 +158,11 @@ def check_kv(
     decode_steps: int = 0,
     attn: str = "sdpa",
     threads: int = 1,
+    growth_chunk: int = 0,
 ) -> KvCheck:
     """Prefill a random-weight model, compare its cache with the formula, time a few decode
-    steps, then free the cache and measure what memory it gave back."""
+    steps, then free the cache and measure what memory it gave back; with ``growth_chunk``,
+    also watch the resident peak grow as a fresh cache is filled in chunks of that size."""
     raw = with_positions(raw, context + decode_steps + 1)
     lm = build_model(raw, name, attn=attn)
     formula = int(kv_bytes(lm.spec, batch, context, DType.FP32))
@@ -171,6 +179,7 @@ def check_kv(
         freed = _memory()
         if decode_steps:
             times = _decode_times(lm, ids, decode_steps)
+    growth = peak_growth(lm, batch, context, growth_chunk) if growth_chunk else None
     return KvCheck(
         name=name,
         attention=lm.spec.attention.value,
@@ -183,6 +192,7 @@ def check_kv(
         freed_malloc_bytes=_drop(held[0], freed[0]),
         freed_rss_bytes=_drop(held[1], freed[1]),
         decode_median_s=statistics.median(times) if times else 0.0,
+        growth=growth,
     )
 
 
@@ -219,6 +229,7 @@ def run_kv(
     checks = []
     fits = []
     for name, raw in models or variants():
-        checks.append(check_kv(raw, name, batch, context, decode_steps))
+        chunk = GROWTH_CHUNK if mmap_set else 0  # without the threshold, RSS hides growth
+        checks.append(check_kv(raw, name, batch, context, decode_steps, growth_chunk=chunk))
         fits.append(scratchpad_fit(model_spec(raw, name), scratchpad_hw, scratchpad_dtype))
     return KvReport(tuple(checks), tuple(fits), mmap_set)

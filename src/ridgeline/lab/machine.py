@@ -16,6 +16,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ridgeline.lab.compute_peak import (
+    CoreProbe,
+    CpuInfo,
+    KernelRate,
+    PeakReport,
+    cpu_info_from_dict,
+    physical_peak,
+    read_cpu_info,
+    unknown_peak,
+)
 from ridgeline.specs.catalog import load_accelerator_file, parse_accelerator, user_hardware_dir
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.units import MiB
@@ -60,6 +70,11 @@ class GemmPoint:
         """fp32 weight bytes streamed per second: the effective bandwidth at this batch."""
         return self.n_out * self.n_in * 4 / self.best_s
 
+    @property
+    def flops_per_s(self) -> float:
+        """2 FLOPs per weight per row."""
+        return 2.0 * self.batch * self.n_out * self.n_in / self.best_s
+
 
 @dataclass(frozen=True, slots=True)
 class CalibrationSpec:
@@ -89,6 +104,9 @@ class Calibration:
     bandwidth: tuple[BandwidthPoint, ...]
     matmul: tuple[MatmulPoint, ...]
     gemm: tuple[GemmPoint, ...] = ()
+    engine_gemm: tuple[GemmPoint, ...] = ()  # the engine's packed GEMM, same shape and batches
+    core: tuple[CoreProbe, ...] = ()  # FMA loop and clock per thread count
+    cpu: CpuInfo | None = None  # what the OS reported (physical peak)
 
     def gemm_bandwidth(self, threads: int, batch: int) -> float | None:
         """Weight bytes per second of a decode-shaped GEMM at ``batch`` (log-log interpolation
@@ -117,17 +135,47 @@ class Calibration:
         return max(p.best_bytes_per_s for p in small)
 
     def peak_at(self, threads: int) -> dict[str, float]:
-        """Best matmul FLOP/s per dtype at ``threads``."""
+        """Best matmul FLOP/s per dtype at ``threads``; fp32 is the calibrated peak (the fastest
+        of the FMA loop, the engine's GEMM and torch.mm) where the probes ran."""
         out: dict[str, float] = {}
         for p in self.matmul:
             if p.threads == threads:
                 out[p.dtype] = max(out.get(p.dtype, 0.0), p.best_flops_per_s)
+        best = self.peak_report(threads).calibrated
+        if best is not None and self.spec.device == "cpu":
+            out["fp32"] = best.flops_per_s
         return out
+
+    def peak_report(self, threads: int) -> PeakReport:
+        """Physical peak, measured clock and every fp32 kernel's rate at ``threads``."""
+        kernels = [
+            KernelRate(f"torch.mm n={p.n}", p.best_flops_per_s)
+            for p in self.matmul
+            if p.threads == threads and p.dtype == "fp32"
+        ]
+        gemm = [g for g in self.engine_gemm if g.threads == threads]
+        if gemm:
+            g = max(gemm, key=lambda g: g.flops_per_s)
+            kernels.append(
+                KernelRate(f"engine GEMM [{g.batch}x{g.n_in}]x[{g.n_in}x{g.n_out}]", g.flops_per_s)
+            )
+        core = next((c for c in self.core if c.threads == threads), None)
+        if core is not None:
+            kernels.append(KernelRate(f"FMA loop ({core.lanes} lanes)", core.fma_flops_per_s))
+        return PeakReport(
+            threads=threads,
+            physical=physical_peak(self.cpu) if self.cpu is not None else unknown_peak(),
+            measured_clock_hz=core.clock_hz if core is not None else None,
+            measured_flops_per_cycle=core.flops_per_cycle_per_core if core is not None else None,
+            kernels=tuple(kernels),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for g, point in zip(d["gemm"], self.gemm, strict=True):
             g["weight_bytes_per_s"] = point.weight_bytes_per_s
+        if self.cpu is not None:
+            d["cpu"]["flags"] = sorted(self.cpu.flags)
         return d
 
     @classmethod
@@ -149,11 +197,17 @@ class Calibration:
             memory_bytes=d["memory_bytes"],
             bandwidth=tuple(BandwidthPoint(**p) for p in d["bandwidth"]),
             matmul=tuple(MatmulPoint(**p) for p in d["matmul"]),
-            gemm=tuple(
-                GemmPoint(p["batch"], p["n_out"], p["n_in"], p["threads"], p["best_s"])
-                for p in d.get("gemm", ())
-            ),
+            gemm=_gemm_points(d.get("gemm", ())),
+            engine_gemm=_gemm_points(d.get("engine_gemm", ())),
+            core=tuple(CoreProbe(**c) for c in d.get("core", ())),
+            cpu=cpu_info_from_dict(d["cpu"]) if d.get("cpu") else None,
         )
+
+
+def _gemm_points(rows: Any) -> tuple[GemmPoint, ...]:
+    return tuple(
+        GemmPoint(p["batch"], p["n_out"], p["n_in"], p["threads"], p["best_s"]) for p in rows
+    )
 
 
 def llc_bytes() -> int:
@@ -200,9 +254,7 @@ def accelerator_toml(cal: Calibration, name: str, threads: int) -> str:
         "",
         "[peak_flops_per_s]",
     ]
-    for dtype, value in sorted(peaks.items()):
-        src = _source(f"best {dtype} mm n={cal.spec.matmul_n}", when)
-        lines.append(f'{dtype} = {{ value = {value:.6g}, source = "{src}" }}')
+    lines += _peak_lines(cal, peaks, threads, when)
     cache_bw = cal.bandwidth_at(threads, largest=False)
     dram_bw = cal.bandwidth_at(threads, largest=True)
     lines += [
@@ -223,6 +275,18 @@ def accelerator_toml(cal: Calibration, name: str, threads: int) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _peak_lines(cal: Calibration, peaks: dict[str, float], threads: int, when: str) -> list[str]:
+    """``dtype = { value, source }`` per peak; a CPU's fp32 names the kernel it came from."""
+    best = cal.peak_report(threads).calibrated if cal.spec.device == "cpu" else None
+    lines = []
+    for dtype, value in sorted(peaks.items()):
+        what = f"best {dtype} mm n={cal.spec.matmul_n}"
+        if dtype == "fp32" and best is not None:
+            what = f"calibrated peak: fastest kernel, {best.kernel}"
+        lines.append(f'{dtype} = {{ value = {value:.6g}, source = "{_source(what, when)}" }}')
+    return lines
 
 
 def accelerator(cal: Calibration, name: str, threads: int) -> Accelerator:
@@ -257,6 +321,13 @@ def write_specs(
         path.write_text(accelerator_toml(cal, spec_name, threads))
         written.append(WrittenSpec(spec_name, threads, path, load_accelerator_file(path)))
     return written
+
+
+def default_dtypes(device: str) -> tuple[str, ...]:
+    """fp32, and bf16 where it has a fast path: CUDA, or a CPU with bf16 instructions."""
+    if device.startswith("cuda") or read_cpu_info().has_bf16_path:
+        return DEFAULT_DTYPES
+    return ("fp32",)
 
 
 def default_threads() -> tuple[int, ...]:

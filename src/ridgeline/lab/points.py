@@ -11,6 +11,7 @@ from ridgeline.errors import ConfigError
 BACKENDS = ("hf", "ridgeline")
 CACHE_KINDS = ("dynamic", "static", "paged")
 ATTENTION_IMPLS = ("sdpa", "eager", "paged")
+DTYPES = ("fp32", "bf16", "fp16")  # the keys of lab.hf.TORCH_DTYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,8 @@ class PointConfig:
             raise ConfigError(f"field backend: '{self.backend}' is not one of {BACKENDS}")
         if self.cache not in CACHE_KINDS:
             raise ConfigError(f"field cache: '{self.cache}' is not one of {CACHE_KINDS}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"field dtype: '{self.dtype}' is not one of {', '.join(DTYPES)}")
         for name in ("batch", "context", "steps", "threads"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"field {name}: must be at least 1, got {getattr(self, name)}")

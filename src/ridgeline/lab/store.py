@@ -29,6 +29,7 @@ from ridgeline.errors import ConfigError
 
 SCHEMA = "ridgeline.lab/1"
 DEFAULT_DB = "ridgeline-lab.db"
+RECORD_KINDS = ("decode", "calibrate", "profile", "kv")  # what the lab commands store
 
 _CREATE = """
 CREATE TABLE IF NOT EXISTS measurements (
@@ -169,6 +170,20 @@ def export_json(records: list[Record], path: str | Path) -> Path:
     }
     out.write_text(json.dumps(payload, indent=1, sort_keys=True))
     return out
+
+
+def load_json(path: str | Path) -> list[Record]:
+    """The records of a file ``export_json`` wrote (e.g. ``out/lab/measurements.json``)."""
+    try:
+        payload = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(f"field --json-file: cannot read {path}: {e}") from e
+    if payload.get("schema") != SCHEMA:
+        raise ConfigError(f"field schema: {path} is not {SCHEMA}")
+    return [
+        Record(r["id"], r["kind"], r["config"], r["env"], r["result"], r["created_at"])
+        for r in payload["records"]
+    ]
 
 
 def export_csv(records: list[Record], path: str | Path) -> Path:

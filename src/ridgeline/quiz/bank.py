@@ -13,6 +13,7 @@ from ridgeline.quiz.generators import (
     m4_architectures,
     m5_tiling,
     m6_kv_sizing,
+    m7_costs,
     m7_kv_runtime,
 )
 from ridgeline.quiz.types import Module, Question
@@ -53,6 +54,12 @@ GENERATORS: tuple[Generator, ...] = (
     Generator("contiguous_waste", Module.KV_RUNTIME, m7_kv_runtime.contiguous_waste),
     Generator("prefix_savings", Module.KV_RUNTIME, m7_kv_runtime.prefix_savings),
     Generator("spec_decode", Module.KV_RUNTIME, m7_kv_runtime.spec_decode),
+    Generator("static_waste", Module.KV_RUNTIME, m7_costs.static_waste),
+    Generator("chunked_gap", Module.KV_RUNTIME, m7_costs.chunked_gap),
+    Generator("disagg_transfer", Module.KV_RUNTIME, m7_costs.disagg_transfer),
+    Generator("tier_transfer", Module.KV_RUNTIME, m7_costs.tier_transfer),
+    Generator("bucket_padding", Module.KV_RUNTIME, m7_costs.bucket_padding),
+    Generator("spyre_technique", Module.KV_RUNTIME, m7_costs.spyre_technique),
 )
 
 

@@ -54,9 +54,19 @@ def common_wrong_answers(q: Question) -> str:
     return f" Common wrong answers: {traps}."
 
 
-def render_key_markdown(quiz: Quiz) -> str:
-    """The answer key: each answer, its worked solution and the classic wrong answers."""
+def render_key_markdown(quiz: Quiz, holders: tuple[str, ...] = ()) -> str:
+    """The answer key: each answer, its worked solution and the classic wrong answers.
+
+    ``holders`` names the learners whose attempt uses this seed: the key is then an
+    instructor's copy and says so at the top."""
     out = [f"# ridgeline quiz — answer key, seed {quiz.seed}", ""]
+    if holders:
+        out = [
+            f"# ridgeline quiz — INSTRUCTOR answer key, seed {quiz.seed}",
+            "",
+            f"Seed {quiz.seed} is in use by {'; '.join(holders)}: do not share this key.",
+            "",
+        ]
     for i, q in enumerate(quiz.questions, 1):
         tol = f" (±{q.rel_tol:.0%})" if q.kind is Kind.NUMERIC and q.rel_tol else ""
         out += [f"{i}. **{q.expected}**{tol} — {q.solution}{common_wrong_answers(q)}", ""]

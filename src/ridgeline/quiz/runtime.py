@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ridgeline.serving.block_pool import BlockPool
 from ridgeline.serving.kv_manager import KVCacheManager
 from ridgeline.serving.request import Request, SamplingParams
+from ridgeline.serving.tiers import KVTiers, TierSpec
 
 
 def _request(request_id: str, token_ids: list[int]) -> Request:
@@ -88,3 +89,23 @@ def prefix_cache_blocks(
             _admit(mgr, _request(f"r{i}", list(range(prefix_len)) + own))
         used.append(pool.num_used)
     return used[0], used[1]
+
+
+def static_batch_slot_steps(outputs: tuple[int, ...]) -> tuple[int, int]:
+    """(slot-steps held, slot-steps used) when ``outputs`` decode as one static batch: every
+    slot is held until the longest output finishes (Orca, Yu et al., OSDI 2022, §2)."""
+    return len(outputs) * max(outputs), sum(outputs)
+
+
+def tier_load_seconds(
+    tokens: int, block_size: int, kv_bytes_per_token: float, tier: TierSpec
+) -> float:
+    """Seconds to bring a cached prefix of ``tokens`` back from ``tier``: offload its full
+    blocks into ``serving``'s ``KVTiers``, then load them (only full blocks are cached)."""
+    tiers = KVTiers((tier,), block_size * kv_bytes_per_token)
+    hashes = list(range(tokens // block_size))
+    for h in hashes:
+        tiers.offload(h)
+    tiers.take_transfer()  # the write happened when the blocks were evicted
+    tiers.load(hashes)
+    return tiers.take_transfer()[1]

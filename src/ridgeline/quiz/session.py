@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from ridgeline.quiz.bank import Generator, generators_for
 from ridgeline.quiz.types import Module, Question
+from ridgeline.specs.inputs import check_int
+from ridgeline.specs.limits import MAX_SEED
 
 QUIZ_ID = "memory-systems"  # the course's one graded quiz
 NUM_QUESTIONS = 22  # the course's graded quiz (module 9): 22 questions
@@ -48,7 +50,12 @@ def _pick_generators(rng: random.Random, num_questions: int) -> list[Generator]:
 
 
 def draw_quiz(seed: int, num_questions: int = NUM_QUESTIONS) -> Quiz:
-    """The quiz for ``seed``: the same seed always gives the same questions and answers."""
+    """The quiz for ``seed``: the same seed always gives the same questions and answers.
+
+    Raises:
+        ConfigError: ``seed`` outside [0, ``specs.limits.MAX_SEED``].
+    """
+    check_int("seed", seed, 0, MAX_SEED)
     rng = random.Random(seed)
     questions = []
     for i, gen in enumerate(_pick_generators(rng, num_questions)):

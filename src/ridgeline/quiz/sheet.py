@@ -10,13 +10,16 @@ answer is graded wrong.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import ConfigError
 from ridgeline.quiz.session import Quiz
+from ridgeline.specs.inputs import parse_json, read_text, short_repr
+from ridgeline.specs.limits import MAX_SEED
+
+MAX_QUESTION = 1_000  # question numbers past this are not questions of any quiz
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,15 +32,20 @@ class AnswerSheet:
 
 def _keyed(answers: Any, where: str) -> dict[int, Any]:
     if isinstance(answers, list):
+        if len(answers) > MAX_QUESTION:
+            raise ConfigError(f"{where}: field answers: more than {MAX_QUESTION} answers")
         return {i: a for i, a in enumerate(answers, start=1)}
     if not isinstance(answers, dict):
         raise ConfigError(f"{where}: field answers: expected an object or a list")
     out = {}
     for key, value in answers.items():
-        try:
-            out[int(key)] = value
-        except ValueError:
-            raise ConfigError(f"{where}: field answers.{key}: keys are question numbers") from None
+        number = int(key) if key.strip().isdigit() else 0
+        if not 1 <= number <= MAX_QUESTION:
+            raise ConfigError(
+                f"{where}: field answers.{short_repr(key)}: keys are question numbers "
+                f"1 to {MAX_QUESTION}"
+            )
+        out[number] = value
     return out
 
 
@@ -48,17 +56,17 @@ def read_answer_sheet(path: str | Path) -> AnswerSheet:
         ConfigError: naming the file and the bad field.
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON: {e}") from None
+    data = parse_json(read_text(path), str(path))
     if not isinstance(data, dict) or "answers" not in data:
         raise ConfigError(f"{path}: field answers: required")
     seed = data.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigError(f"{path}: field seed: expected an integer, got {seed!r}")
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED
+    ):
+        raise ConfigError(
+            f"{path}: field seed: expected an integer from 0 to {MAX_SEED:,}, "
+            f"got {short_repr(seed)}"
+        )
     return AnswerSheet(seed, _keyed(data["answers"], str(path)))
 
 

@@ -1,7 +1,8 @@
 """The attempts store: SQLite (stdlib), three attempts per user per quiz, the highest counts.
 
-An attempt exists only once submitted: starting a quiz writes nothing, so an attempt
-interrupted mid-way does not count. Each submission runs in one ``BEGIN IMMEDIATE``
+An attempt counts only once submitted, so an attempt interrupted mid-way does not count;
+starting one records it as *open* (user, attempt number, seed) until it is submitted, so that
+``quiz export`` can withhold the answer key of a seed a learner is answering. Each submission runs in one ``BEGIN IMMEDIATE``
 transaction that counts the user's attempts and inserts the new one, so two processes
 submitting at once are serialised by SQLite's write lock (waiting up to ``BUSY_TIMEOUT_S``)
 and neither loses the other's attempt nor slips past the limit.
@@ -20,7 +21,7 @@ from typing import Any
 
 from ridgeline.errors import ConfigError, RidgelineError
 from ridgeline.quiz.grading import Result
-from ridgeline.quiz.session import PASS_FRACTION
+from ridgeline.quiz.session import PASS_FRACTION, attempt_seed
 
 MAX_ATTEMPTS = 3  # the course's module 9: "you can take the quiz up to 3 times"
 BUSY_TIMEOUT_S = 30.0
@@ -41,6 +42,26 @@ CREATE TABLE IF NOT EXISTS attempts (
     submitted_at TEXT NOT NULL,
     answers_json TEXT NOT NULL,
     UNIQUE (user, quiz_id, attempt_no)
+)
+"""
+
+_OPEN_SCHEMA = """
+CREATE TABLE IF NOT EXISTS open_attempts (
+    user TEXT NOT NULL,
+    quiz_id TEXT NOT NULL,
+    attempt_no INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    PRIMARY KEY (user, quiz_id)
+)
+"""
+
+_EXPORTED_SCHEMA = """
+CREATE TABLE IF NOT EXISTS exported_keys (
+    quiz_id TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    exported_at TEXT NOT NULL,
+    PRIMARY KEY (quiz_id, seed)
 )
 """
 
@@ -136,6 +157,8 @@ class AttemptStore:
             con.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             con.execute("BEGIN IMMEDIATE")
             con.execute(_SCHEMA)
+            con.execute(_OPEN_SCHEMA)
+            con.execute(_EXPORTED_SCHEMA)
             con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             yield con
             con.execute("COMMIT")
@@ -219,4 +242,77 @@ class AttemptStore:
                     json.dumps(answers, default=str),
                 ),
             )
+            con.execute("DELETE FROM open_attempts WHERE user = ? AND quiz_id = ?", (user, quiz_id))
             return record
+
+    def open_attempt(self, user: str, quiz_id: str, attempt_no: int, seed: int) -> None:
+        """Record that ``user`` is answering attempt ``attempt_no`` with ``seed`` (until it is
+        submitted; an interrupted attempt stays open, and starting again replaces it)."""
+        with self._tx() as con:
+            con.execute(
+                "INSERT OR REPLACE INTO open_attempts (user, quiz_id, attempt_no, seed, "
+                "started_at) VALUES (?,?,?,?,?)",
+                (user, quiz_id, attempt_no, seed, datetime.now(UTC).isoformat(timespec="seconds")),
+            )
+
+    def record_key_export(self, quiz_id: str, seed: int) -> None:
+        """Remember that the plain answer key of ``seed`` left the database's hands, so that no
+        attempt is graded on it later (``key_exported``)."""
+        with self._tx() as con:
+            con.execute(
+                "INSERT OR IGNORE INTO exported_keys (quiz_id, seed, exported_at) VALUES (?,?,?)",
+                (quiz_id, seed, datetime.now(UTC).isoformat(timespec="seconds")),
+            )
+
+    def key_exported(self, quiz_id: str, seed: int) -> bool:
+        """Whether the plain answer key of ``seed`` was exported (False without a file)."""
+        if not self.path.exists():
+            return False
+        with self._tx() as con:
+            row = con.execute(
+                "SELECT 1 FROM exported_keys WHERE quiz_id = ? AND seed = ?", (quiz_id, seed)
+            ).fetchone()
+        return row is not None
+
+    def seed_holders(self, quiz_id: str, seed: int) -> tuple[SeedHolder, ...]:
+        """Who would read their own answers in the key of ``seed``: open attempts with that
+        seed, and users whose next attempt's default seed it is (none without a file)."""
+        if not self.path.exists():
+            return ()
+        with self._tx() as con:
+            rows = con.execute(
+                "SELECT user, attempt_no FROM open_attempts WHERE quiz_id = ? AND seed = ?",
+                (quiz_id, seed),
+            ).fetchall()
+            holders = [SeedHolder(u, n, True) for u, n in rows]
+            counts = con.execute(
+                "SELECT user, COUNT(*) FROM attempts WHERE quiz_id = ? GROUP BY user", (quiz_id,)
+            ).fetchall()
+            started = {
+                u
+                for (u,) in con.execute(
+                    "SELECT user FROM open_attempts WHERE quiz_id = ?", (quiz_id,)
+                )
+            }
+        for user, done in counts:
+            nxt = done + 1
+            if (
+                user not in started
+                and nxt <= MAX_ATTEMPTS
+                and attempt_seed(user, nxt, quiz_id) == seed
+            ):
+                holders.append(SeedHolder(user, nxt, False))
+        return tuple(holders)
+
+
+@dataclass(frozen=True, slots=True)
+class SeedHolder:
+    """A learner whose attempt uses a seed: started (``open``) or next by default."""
+
+    user: str
+    attempt_no: int
+    open: bool
+
+    def describe(self) -> str:
+        state = "open" if self.open else "next"
+        return f"{self.user}'s {state} attempt {self.attempt_no}"

@@ -80,6 +80,12 @@ class Mistake(StrEnum):
     IGNORED_BATCH = "forgot that each weight read serves every sequence of the batch"
     WRONG_MANAGER = "confused who decides what lives in that level"
     REMAINING_NOT_SAVED = "gave the size that remains instead of the size saved"
+    WASTE_OVER_USEFUL = "divided the idle slot-steps by the useful ones instead of by all of them"
+    WHOLE_PROMPT_GAP = "took the whole prompt's prefill as the gap, as without chunking"
+    NO_DECODE_IN_GAP = "counted the prefill chunk but not the decode work of the same step"
+    FORGOT_LATENCY = "left out the link's fixed latency"
+    CONTEXT_PADDING_ONLY = "padded the context to its bucket but not the batch to its slots"
+    RUNTIME_FORM = "took the GPU runtime's form of the technique for a compiled-schedule machine"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,18 @@ import numpy as np
 
 from ridgeline import analytic as an
 from ridgeline.analytic.roofline import LevelRidge
+from ridgeline.analytic.speed import SpeedQuote, quote_step
 from ridgeline.defaults import DEFAULT_ACCELERATOR
+from ridgeline.errors import CapacityError
 from ridgeline.report import plots
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
 from ridgeline.report.figures import save_figure
+from ridgeline.report.kv_manage_section import kv_manage_section
+from ridgeline.report.layout_section import layout_section
 from ridgeline.report.serving_section import serving_section
 from ridgeline.report.tiling_section import tiling_section
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model, param_counts
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
 
 
@@ -75,7 +80,8 @@ def _ridge_rows(ridges: list[LevelRidge]) -> tuple[tuple[str, ...], ...]:
     )
 
 
-def _step_rows(points: list[an.StepCost]) -> tuple[tuple[str, ...], ...]:
+def _step_rows(points: list[an.StepCost], quotes: list[SpeedQuote]) -> tuple[tuple[str, ...], ...]:
+    """One row per step: the expected (calibrated) time and tokens/s, the ideal in brackets."""
     return tuple(
         (
             p.workload.phase.value,
@@ -83,10 +89,10 @@ def _step_rows(points: list[an.StepCost]) -> tuple[tuple[str, ...], ...]:
             str(p.workload.context_len),
             f"{p.arithmetic_intensity:.3g}",
             p.bound.value,
-            fmt_seconds(p.step_time_s),
-            f"{p.tokens_per_s:,.0f}",
+            f"{fmt_seconds(q.calibrated_step_s)} ({fmt_seconds(p.step_time_s)})",
+            _tokens_per_s(q),
         )
-        for p in points
+        for p, q in zip(points, quotes, strict=True)
     )
 
 
@@ -105,7 +111,8 @@ def _roofline_section(ctx: ReportContext) -> Section:
     ridges = an.ridge_points(acc)
     steps = [(an.Phase.PREFILL, 1, ctx.prompt), (an.Phase.DECODE, 1, ctx.context)]
     steps.append((an.Phase.DECODE, 64, ctx.context))
-    points = [an.step_cost(m, acc, an.Workload(ph, b, t)) for ph, b, t in steps]
+    quoted = [quote_step(m, acc, an.Workload(ph, b, t)) for ph, b, t in steps]
+    points, quotes = [p for p, _ in quoted], [q for _, q in quoted]
     di = an.decode_intensity(m, acc, ctx.batch, ctx.context)
     batching = an.decode_batching(m, acc, ctx.context)
     text = (
@@ -125,7 +132,12 @@ def _roofline_section(ctx: ReportContext) -> Section:
                 _ridge_rows(ridges),
                 "Ridge point per memory level",
             ),
-            Table(headers, _step_rows(points), "Prefill and decode on one roofline"),
+            Table(
+                headers,
+                _step_rows(points, quotes),
+                "Prefill and decode on one roofline: expected (calibrated) with the ideal roofline "
+                f"in brackets; {quotes[1].basis}",
+            ),
         ),
         figures=_roofline_figures(ctx, points),
         data={
@@ -133,6 +145,7 @@ def _roofline_section(ctx: ReportContext) -> Section:
                 {"level": r.level, "ridge": r.ridge_point_flops_per_byte} for r in ridges
             ],
             "steps": [p.to_dict() for p in points],
+            "speeds": [q.to_dict() for q in quotes],
             "decode_intensity": di.to_dict(),
         },
     )
@@ -225,20 +238,27 @@ def _questions_section(ctx: ReportContext) -> Section:
     )
 
 
+def _tokens_per_s(q: SpeedQuote) -> str:
+    """``expected (ideal)`` tokens/s of a quote, or why none is quoted."""
+    cal, ideal = q.tokens_per_s(CostMode.CALIBRATED), q.tokens_per_s(CostMode.IDEAL)
+    return "does not fit" if cal is None or ideal is None else f"{cal:,.0f} ({ideal:,.0f})"
+
+
 def _compare_row(r: an.ArchRow) -> tuple[str, ...]:
     d, p = r.decode, r.prefill
-    if d is None or p is None:
+    dc, pc = r.decode_calibrated, r.prefill_calibrated
+    if d is None or p is None or dc is None or pc is None:
         return (r.accelerator.name, r.accelerator.kind, "does not fit", "", "", "", "", "")
     return (
         r.accelerator.name,
         r.accelerator.kind,
         f"{d.deployment.chips} chips (TP {d.deployment.tensor_parallel} x PP "
         f"{d.deployment.pipeline_parallel})",
-        fmt_seconds(d.step_time_s),
-        f"{d.tokens_per_s_per_seq:,.0f}",
-        f"{d.tokens_per_s:,.0f}",
-        d.binding.value,
-        fmt_seconds(p.step_time_s),
+        f"{fmt_seconds(dc.step_time_s)} ({fmt_seconds(d.step_time_s)})",
+        f"{dc.tokens_per_s_per_seq:,.0f} ({d.tokens_per_s_per_seq:,.0f})",
+        f"{dc.tokens_per_s:,.0f} ({d.tokens_per_s:,.0f})",
+        dc.binding.value,
+        f"{fmt_seconds(pc.step_time_s)} ({fmt_seconds(p.step_time_s)})",
     )
 
 
@@ -250,7 +270,8 @@ def _compare_section(ctx: ReportContext) -> Section:
         f"holds the weights plus the KV of batch {ctx.batch} at context {ctx.context}: tensor "
         f"parallel within a node for GPUs, TPUs and Spyre cards, a layer pipeline across Groq "
         f"chips and Cerebras wafers. Decode tokens/s are per user (one sequence) and per "
-        f"system (the whole batch)."
+        f"system (the whole batch): expected (calibrated, docs/fidelity.md) with the ideal "
+        f"roofline in brackets."
     )
     return Section(
         "compare",
@@ -285,6 +306,8 @@ SECTIONS: list[SectionBuilder] = [
     _compare_section,
     serving_section,
     tiling_section,
+    layout_section,
+    kv_manage_section,
 ]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from ridgeline.analytic import kv_bytes
+from ridgeline.lab.compute_peak import peak_rows
 from ridgeline.lab.configs import model_spec, raw_config
 from ridgeline.lab.gap import (
     CAUSES,
@@ -30,6 +31,7 @@ from ridgeline.lab.store import Record, open_existing
 from ridgeline.report import lab_plots
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
 from ridgeline.report.figures import save_figure
+from ridgeline.report.lab_growth import growth_table
 from ridgeline.specs import DType
 from ridgeline.specs.units import fmt_bytes, fmt_rate
 
@@ -120,12 +122,29 @@ def _machine_tables(cal: Calibration) -> tuple[Table, ...]:
             "Bandwidth (GB/s) by array size",
         ),
         Table(("dtype", "n", "threads", "best"), mm, "Matmul peak"),
+        *_peak_tables(cal),
         Table(
             ("batch", "shape", "threads", "ms", "weights streamed at"),
             gemm,
             "Decode-shaped GEMM (fp32): the weight term of the fitted model",
         ),
     )
+
+
+def _peak_tables(cal: Calibration) -> tuple[Table, ...]:
+    """Physical peak beside the measured kernels, per thread count (CPU calibrations)."""
+    if cal.spec.device != "cpu":
+        return ()
+    tables = []
+    for threads in sorted(set(cal.spec.threads)):
+        rows = tuple(
+            (what, "" if rate is None else fmt_rate(rate, "FLOP/s"), how)
+            for what, rate, how in peak_rows(cal.peak_report(threads))
+        )
+        tables.append(
+            Table(("fp32 compute", "FLOP/s", "how"), rows, f"Compute peak, {threads} thread(s)")
+        )
+    return tuple(tables)
 
 
 def machine_section(data: LabData, figure: FigurePath) -> Section | None:
@@ -156,19 +175,21 @@ _POINT_HEADERS = (
     "of calibrated", "fitted ms", "fit error", "prefill s", "load 1m",
 )  # fmt: skip
 _FIT_HEADERS = (
-    "backend", "points", "overhead ms", "weights (× W ÷ BW_gemm(B))", "KV at", "compute at",
+    "backend", "points", "t_fixed ms", "t_gemm(B) from", "KV at", "other FLOPs at",
     "per page fault", "median |error|", "leave-one-out",
 )  # fmt: skip
 _COMPARE_TEXT = (
-    "Fitted model per backend: t = overhead + s × weights ÷ BW_gemm(B) + KV bytes ÷ BW_kv + "
-    "FLOPs ÷ F + minor page faults × t_fault, where BW_gemm(B) is the calibrated "
-    "weight-streaming rate of a decode-shaped GEMM at the point's batch (B=1 is a GEMV at memory "
-    "bandwidth; a few rows may switch the BLAS to a slower GEMM kernel), fitted by relative least "
-    "squares with non-negative coefficients; errors are median |fitted − measured| ÷ measured, "
-    "in-sample and leave-one-out. The fault count is measured (getrusage over the timed steps), "
-    "not predicted: whether glibc serves a re-allocated cache from fresh mmap'd pages depends on "
-    "its dynamic mmap threshold (up to 32 MiB), so the faults grow faster than the bytes; with "
-    "the threshold pinned high (+malloc-env) there are none."
+    "Fitted model per backend, physical terms only: t = t_fixed + t_gemm(B) + KV bytes "
+    "÷ BW_kv + other FLOPs ÷ F + minor page faults × t_fault. t_gemm(B) is measured: the "
+    "step's linear layers timed alone at the point's batch (weights and their FLOPs). "
+    "BW_kv is fitted but never above the read bandwidth the calibration measured, F "
+    "never above the calibrated peak (the fastest kernel), t_fixed and t_fault never "
+    "below 0; '(bound)' marks a rate the fit left at its bound. Relative least squares; "
+    "errors are median |fitted − measured| ÷ measured, in-sample and leave-one-out. The "
+    "fault count is measured (getrusage over the timed steps), not predicted: whether "
+    "glibc serves a re-allocated cache from fresh mmap'd pages depends on its dynamic "
+    "mmap threshold (up to 32 MiB), so the faults grow faster than the bytes; with the "
+    "threshold pinned high (+malloc-env) there are none."
 )
 
 
@@ -177,22 +198,23 @@ def _point_row(p: ComparedPoint) -> tuple[str, ...]:
         p.label, str(p.batch), str(p.context), _ms(p.measured_s), f"{_ms(p.p10_s)}–{_ms(p.p90_s)}",
         _ms(p.cpu_s), _ms(p.predicted_s), f"{p.ratio:.2f}", f"{p.effective_bandwidth / 1e9:.2f}",
         f"{p.bandwidth_fraction:.2f}", _ms(p.fitted_s), _pct(p.fit_error), f"{p.prefill_s:.2f}",
-        f"{p.load_avg_1m:.1f}",
+        "—" if p.load_avg_1m is None else f"{p.load_avg_1m:.1f}",
     )  # fmt: skip
 
 
-def _fit_rows(cmp: LabComparison) -> tuple[tuple[str, ...], ...]:
-    def rate(value: float | None, unit: str) -> str:
-        return fmt_rate(value, unit) if value else "∞ (not needed)"
+def _bounded(rate: str, fitted: bool) -> str:
+    return rate if fitted else f"{rate} (bound)"
 
+
+def _fit_rows(cmp: LabComparison) -> tuple[tuple[str, ...], ...]:
     return tuple(
         (
             f.label,
             str(f.num_points),
             _ms(f.overhead_s),
-            "in the overhead" if f.weight_scale is None else f"{f.weight_scale:.2f} × calibrated",
-            rate(f.kv_bandwidth, "B/s"),
-            rate(f.flops_per_s, "FLOP/s"),
+            f.gemm_source,
+            _bounded(fmt_rate(f.kv_bytes_per_s, "B/s"), "BW_kv" in f.fitted),
+            _bounded(fmt_rate(f.flops_per_s, "FLOP/s"), "F" in f.fitted),
             f"{f.fault_s * 1e6:.2f} µs" if f.fault_s else "—",
             f"{100 * f.median_abs_error:.1f}%",
             "—" if f.loo_median_abs_error is None else f"{100 * f.loo_median_abs_error:.1f}%",
@@ -282,17 +304,20 @@ def gap_section(data: LabData, figure: FigurePath) -> Section | None:
 # --- memory -----------------------------------------------------------------------------------
 
 _MEMORY_HEADERS = (
-    "backend", "B", "T", "tokens", "KV (cache)", "formula", "match", "parameters", "peak rise",
+    "backend", "B", "T", "tokens", "KV (cache)", "formula", "match", "parameters",
+    "decode peak rise",
     "malloc rise",
 )  # fmt: skip
 _MEMORY_TEXT = (
     "KV bytes read from the cache object (Σ numel × element size of cache.layers[i].keys and "
     ".values) against 2 × layers × batch × tokens × kv_heads × head_dim × bytes. A StaticCache "
     "allocates its full length up front, so it holds more than the formula at the current "
-    "length. Peak rise: the resident high-water mark (VmHWM, reset through "
+    "length. Decode peak rise: the resident high-water mark (VmHWM, reset through "
     "/proc/self/clear_refs) above the resident size at the start of the memory phase, or CUDA "
-    "max_memory_allocated above the allocated bytes then; malloc: glibc mallinfo2 in-use bytes "
-    "sampled after each step."
+    "max_memory_allocated above the allocated bytes then: the cache already exists, so it is the "
+    "decode step's temporaries and near 0 — how the peak grows with the context is measured by "
+    "the KV lab (its table 'KV growth seen in the resident peak'); malloc: glibc mallinfo2 "
+    "in-use bytes sampled after each step."
 )
 
 
@@ -340,7 +365,12 @@ _KV_TEXT = (
     "KV bytes = 2 × layers × batch × context × kv_heads × head_dim × bytes (Pope et al. 2023). "
     "Checked exactly against the cache tensors, and against the memory given back when the cache "
     "is freed (glibc mallinfo2 and RSS, with the mmap threshold at 64 KiB so freed blocks return "
-    "to the OS; each block costs up to a page more)."
+    "to the OS; each block costs up to a page more).",
+    "Independently of the cache tensors, the resident peak is read while a fresh DynamicCache is "
+    "filled in fixed chunks: its slope against the tokens held is the formula's bytes per token "
+    "times 1 + max(1/(2·layers), copies/layers) — the old copy of one layer's K or V alive during "
+    "torch.cat, or, with grouped-query attention, repeat_kv's copies of a layer's K and V for "
+    "every query head (none for MHA; a view for MQA).",
 )
 
 
@@ -386,7 +416,7 @@ def kv_section(data: LabData, figure: FigurePath) -> Section | None:
     return Section(
         "lab-kv",
         "Lab: the KV formula, MHA vs GQA vs MQA, tokens per scratchpad",
-        paragraphs=(_KV_TEXT,),
+        paragraphs=_KV_TEXT,
         tables=(
             Table(
                 _KV_HEADERS,
@@ -398,6 +428,7 @@ def kv_section(data: LabData, figure: FigurePath) -> Section | None:
                 _scratchpad_rows(rec.result["scratchpad"]),
                 "Tokens of KV one scratchpad holds",
             ),
+            *((growth,) if (growth := growth_table(checks)) is not None else ()),
         ),
         figures=(_saved(figure, "lab_kv_variants.png", plot),),
     )

@@ -164,9 +164,10 @@ class BlockPool:
 
     def check(self) -> None:
         """Assert the pool's invariants (tests and debugging)."""
-        free_ids = [b.block_id for b in self._uncached]
-        assert len(free_ids) == len(set(free_ids)), "a block is twice in the free queue"
+        free_ids = [b.block_id for b in self._uncached] + [b.block_id for b in self._cached_free]
+        assert len(free_ids) == len(set(free_ids)), "a block is twice in the free sets"
         assert all(b.ref_cnt == 0 and b.block_hash is None for b in self._uncached)
+        assert all(b.ref_cnt == 0 and b.block_hash is not None for b in self._cached_free)
         assert all(b.ref_cnt >= 0 for b in self.blocks)
         in_use = sum(1 for b in self.blocks if b.ref_cnt > 0)
         assert in_use + self.num_free == self.num_blocks, (in_use, self.num_free)

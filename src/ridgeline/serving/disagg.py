@@ -15,6 +15,10 @@ from dataclasses import dataclass
 
 from ridgeline.errors import ConfigError
 from ridgeline.serving.request import Request, SamplingParams
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_BYTES_PER_S, MAX_SECONDS
+
+MAX_INSTANCES = 1_024  # prefill or decode instances of one simulated deployment
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +33,9 @@ class Disagg:
     def __post_init__(self) -> None:
         if self.num_prefill < 1 or self.num_decode < 1:
             raise ConfigError("field disagg: needs at least one prefill and one decode instance")
-        if self.link_bandwidth_bytes_per_s <= 0 or self.link_latency_s < 0:
-            raise ConfigError("field disagg: link bandwidth must be > 0 and latency >= 0")
+        check_int("disagg", max(self.num_prefill, self.num_decode), 1, MAX_INSTANCES)
+        check_real("link_bw", self.link_bandwidth_bytes_per_s, 0, MAX_BYTES_PER_S, low_open=True)
+        check_real("link_latency", self.link_latency_s, 0, MAX_SECONDS)
 
     def transfer_s(self, num_tokens: int, kv_bytes_per_token: float) -> float:
         """Time to ship ``num_tokens`` tokens of KV over the link."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
@@ -39,6 +40,10 @@ class EvictionPolicy(Protocol):
 
     def __len__(self) -> int: ...
 
+    def __iter__(self) -> Iterator[KVBlock]:
+        """The evictable blocks (any order; for checks)."""
+        ...
+
 
 class LRUEviction:
     """Least recently freed first: an insertion-ordered map, O(1) add/remove/pop."""
@@ -59,6 +64,9 @@ class LRUEviction:
 
     def __len__(self) -> int:
         return len(self._blocks)
+
+    def __iter__(self) -> Iterator[KVBlock]:
+        return iter(self._blocks.values())
 
 
 class LFUEviction:
@@ -90,6 +98,9 @@ class LFUEviction:
 
     def __len__(self) -> int:
         return len(self._live)
+
+    def __iter__(self) -> Iterator[KVBlock]:
+        return (block for block, _ in self._live.values())
 
 
 class EvictionKind(StrEnum):

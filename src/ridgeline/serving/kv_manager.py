@@ -127,10 +127,14 @@ class KVCacheManager:
             if not table:
                 del self.tables[rid], self._ids[rid]
             return None
+        if tier_hashes:  # the allocation below may evict device blocks into the tiers
+            assert self.tiers is not None
+            self.tiers.pin(tier_hashes)
+        if hit_blocks:  # pinned first: the allocations below may evict free cached blocks
+            self.pool.touch(hit_blocks)
         if cow_index is not None:
             self._copy_block(rid, table, cow_index)
         if hit_blocks:
-            self.pool.touch(hit_blocks)
             self.append_blocks(rid, hit_blocks)
         if num_new_blocks > 0:
             new = self.pool.allocate(num_new_blocks)

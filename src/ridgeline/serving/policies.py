@@ -8,8 +8,14 @@
   fragmentation" waste); no chunked prefill.
 - ``static``: a compiled-schedule accelerator (Groq, Spyre, TPU with fixed shapes): a fixed
   number of batch slots and sequence-length buckets chosen ahead of time; each admitted request
-  reserves the smallest bucket holding prompt + max output; no chunked prefill. The padding
-  (bucket − used) is counted as reserved-but-unused memory.
+  reserves the smallest bucket holding prompt + max output. The padding (bucket − used) is
+  counted as reserved-but-unused memory (its time is priced by ``sim.compiled``). Prompts run
+  whole unless ``chunk_tokens`` names the compiled prefill chunk. A request longer than every
+  bucket is refused, or, with ``recompile``, gets a bucket compiled for it (its length rounded up
+  to a power of two). With prefix caching, ``prefix_copy`` copies a cached prefix into the
+  request's own bucket-sized buffer (it reserves the whole bucket besides the shared blocks);
+  otherwise the compiled program reads the prefix in place (the shared blocks count toward the
+  bucket).
 """
 
 from __future__ import annotations
@@ -157,16 +163,25 @@ class Policy:
         reserve_len: tokens reserved at admission for ``contiguous`` (max model length).
         buckets: sequence-length buckets for ``static``, ascending.
         num_slots: batch slots for ``static`` (None: the scheduler's max_num_seqs).
+        chunk_tokens: ``static``: the compiled prefill chunk (0: whole prompts).
+        recompile: ``static``: compile a bucket for a request longer than every bucket.
+        prefix_copy: ``static``: copy a cached prefix into the request's own buffer.
     """
 
     kind: PolicyKind
     reserve_len: int = 0
     buckets: tuple[int, ...] = ()
     num_slots: int | None = None
+    chunk_tokens: int = 0
+    recompile: bool = False
+    prefix_copy: bool = False
 
     @property
     def chunked(self) -> bool:
-        """Paged policies chunk prefills; reserving policies run whole prompts."""
+        """Paged policies chunk prefills; ``static`` chunks with a compiled chunk; ``contiguous``
+        runs whole prompts."""
+        if self.kind is PolicyKind.STATIC:
+            return self.chunk_tokens > 0
         return self.kind in (PolicyKind.FCFS, PolicyKind.PRIORITY)
 
     def new_queue(self) -> RequestQueue:
@@ -179,13 +194,36 @@ class Policy:
             return max(running, key=_urgency)
         return running[-1]
 
-    def reserve_tokens(self, request: Request) -> int | None:
-        """Slots to reserve at admission (0: grow on demand); None: no reservation can hold it."""
+    def reserve_tokens(self, request: Request, hit_tokens: int = 0) -> int | None:
+        """Slots to reserve at admission (0: grow on demand); None: no reservation can hold it.
+
+        ``hit_tokens``: the cached prefix found for the request (``static`` with
+        ``prefix_copy`` reserves its own bucket beside those shared blocks)."""
         if self.kind is PolicyKind.CONTIGUOUS:
             return self.reserve_len if request.max_tokens <= self.reserve_len else None
         if self.kind is PolicyKind.STATIC:
-            return next((b for b in self.buckets if b >= request.max_tokens), None)
+            bucket = self.bucket_for(request.max_tokens)
+            if bucket is None:
+                return None
+            return bucket + hit_tokens if self.prefix_copy else bucket
         return 0
+
+    def bucket_for(self, tokens: int) -> int | None:
+        """``static``: the smallest bucket holding ``tokens``; past the last one, a bucket
+        compiled on demand (``recompile``: the next power of two) or None (refused)."""
+        bucket = next((b for b in self.buckets if b >= tokens), None)
+        if bucket is None and self.recompile:
+            return 1 << max(0, (tokens - 1).bit_length())
+        return bucket
+
+
+@dataclass(frozen=True, slots=True)
+class StaticOptions:
+    """What a compiled-schedule machine fixes besides its buckets and slots (``Policy``)."""
+
+    chunk_tokens: int = 0
+    recompile: bool = False
+    prefix_copy: bool = False
 
 
 def make_policy(
@@ -193,6 +231,7 @@ def make_policy(
     max_model_len: int,
     buckets: tuple[int, ...] = (),
     num_slots: int | None = None,
+    static: StaticOptions | None = None,
 ) -> Policy:
     """A policy by name (fcfs, priority, contiguous, static)."""
     kind = PolicyKind.parse(name)
@@ -200,6 +239,11 @@ def make_policy(
         buckets = tuple(sorted(buckets)) or _default_buckets(max_model_len)
         if buckets[0] < 1:
             raise ConfigError(f"field buckets: must be positive, got {buckets}")
+        opt = static or StaticOptions()
+        if opt.chunk_tokens < 0:
+            raise ConfigError(f"field chunk_tokens: must be >= 0, got {opt.chunk_tokens}")
+        return Policy(kind, max_model_len, buckets, num_slots, opt.chunk_tokens, opt.recompile,
+                      opt.prefix_copy)  # fmt: skip
     return Policy(kind, max_model_len, buckets, num_slots)
 
 

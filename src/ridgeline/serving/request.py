@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ridgeline.errors import ConfigError
+from ridgeline.specs.inputs import check_int
+from ridgeline.specs.limits import MAX_CONTEXT
 
 
 class RequestStatus(StrEnum):
@@ -56,8 +58,7 @@ class SamplingParams:
     spec_acceptance: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise ConfigError(f"field max_new_tokens: must be >= 1, got {self.max_new_tokens}")
+        check_int("max_new_tokens", self.max_new_tokens, 1, MAX_CONTEXT)
         if self.spec_acceptance is not None and not 0.0 <= self.spec_acceptance <= 1.0:
             raise ConfigError(
                 f"field spec_acceptance: must be in [0, 1], got {self.spec_acceptance}"
@@ -78,6 +79,8 @@ class Request:
             prefill): admission allocates slots for them without computing them.
         block_hashes: chained hashes of the full blocks of tokens (prefix caching).
         num_preemptions: times this request lost its KV.
+        num_cached_tokens: prompt tokens found in the prefix cache at its first admission
+            (None until it is admitted).
     """
 
     __slots__ = (
@@ -121,7 +124,7 @@ class Request:
         self.reject_reason = ""
         self.block_hashes: list[int] = []
         self.num_preemptions = 0
-        self.num_cached_tokens = -1  # prefix-cache hit at first admission; -1 = not yet admitted
+        self.num_cached_tokens: int | None = None  # prefix-cache hit at first admission
         self.swapped = False
         self.seq = 0  # admission order stamp, set by the scheduler (ties in priority order)
 

@@ -26,9 +26,11 @@ from ridgeline.errors import ConfigError
 from ridgeline.serving.block_pool import KVBlock
 from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager, PrefixHit
-from ridgeline.serving.policies import Policy, PolicyKind, make_policy
+from ridgeline.serving.policies import Policy, PolicyKind, StaticOptions, make_policy
 from ridgeline.serving.request import FinishReason, Request, RequestStatus
 from ridgeline.serving.spec_decode import DraftProposer, SpecDecodeConfig, repeat_last_proposer
+from ridgeline.specs.inputs import check_int
+from ridgeline.specs.limits import MAX_CONTEXT
 
 
 class PreemptionMode(StrEnum):
@@ -53,6 +55,7 @@ class SchedulerConfig:
         preemption: recompute or swap.
         static_buckets: sequence-length buckets of the static policy.
         static_slots: batch slots of the static policy (None: max_num_seqs).
+        static: the static policy's compiled prefill chunk, recompilation and prefix mode.
         spec: speculative decoding (None: off).
     """
 
@@ -65,13 +68,14 @@ class SchedulerConfig:
     preemption: PreemptionMode = PreemptionMode.RECOMPUTE
     static_buckets: tuple[int, ...] = ()
     static_slots: int | None = None
+    static: StaticOptions | None = None
     spec: SpecDecodeConfig | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", PolicyKind.parse(self.policy))  # a name is accepted
         for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"field {name}: must be >= 1, got {getattr(self, name)}")
+            check_int(name, getattr(self, name), 1, MAX_CONTEXT)
+        check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0, MAX_CONTEXT)
         if self.spec and self.max_num_batched_tokens < self.spec.num_draft_tokens + 1:
             raise ConfigError("field max_num_batched_tokens: must hold 1 + spec_k tokens")
 
@@ -103,7 +107,11 @@ class Scheduler:
         self.config = config
         self.kv = kv
         self.policy: Policy = make_policy(
-            config.policy, config.max_model_len, config.static_buckets, config.static_slots
+            config.policy,
+            config.max_model_len,
+            config.static_buckets,
+            config.static_slots,
+            config.static,
         )
         self.waiting = self.policy.new_queue()
         self.running: list[Request] = []
@@ -138,7 +146,7 @@ class Scheduler:
         reason = self.never_fits(request)
         self._seq += 1
         request.seq = self._seq
-        if reason:
+        if reason is not None:
             request.status = RequestStatus.REJECTED
             request.finish_reason = FinishReason.REJECTED
             request.reject_reason = reason
@@ -151,8 +159,8 @@ class Scheduler:
             self._blocked_on_memory = False
         return True
 
-    def never_fits(self, request: Request) -> str:
-        """Why ``request`` can never run here, as ``category: details`` ("" when it can)."""
+    def never_fits(self, request: Request) -> str | None:
+        """Why ``request`` can never run here, as ``category: details`` (None when it can)."""
         capacity = self.kv.pool.num_blocks * self.kv.block_size
         n = request.max_tokens
         limit = self.config.max_model_len
@@ -166,27 +174,38 @@ class Scheduler:
         if reserve > capacity:
             return f"reservation larger than the KV pool: {reserve} > {capacity} slots"
         budget = self.config.max_num_batched_tokens
-        if not self.policy.chunked and request.num_prompt_tokens > budget:
+        # Without chunking a prompt runs whole, and so does the recompute of a preempted request
+        # (prompt + output so far, at most max_tokens - 1): both must fit one step (vLLM asks
+        # max_num_batched_tokens >= max_model_len when chunked prefill is off).
+        if not self.chunked and n - 1 > budget:
             return (
-                f"prompt over the step budget without chunked prefill: "
-                f"{request.num_prompt_tokens} > {budget} tokens"
+                f"over the step budget without chunked prefill: prompt + max_new_tokens - 1 = "
+                f"{n - 1} > {budget} tokens"
             )
-        return ""
+        return None
+
+    @property
+    def chunked(self) -> bool:
+        """Whether prompts (and recomputes) may be split over steps."""
+        return self.policy.chunked and self.config.enable_chunked_prefill
 
     def abort(self, request_id: str) -> Request | None:
-        """Stop an unfinished request now (its client left) and free its blocks; the request,
-        or None when it is not here (finished, rejected or unknown)."""
+        """Stop a queued or running request now (its client left): its blocks (or its swap room)
+        are freed and it finishes with reason ``abort``. None when it is not here (finished,
+        rejected or unknown)."""
         req = self.requests.pop(request_id, None)
         if req is None:
             return None
-        if req in self.running:
+        if req.status is RequestStatus.RUNNING:
             self.running.remove(req)
+            self.kv.free(req)
         else:
             self.waiting.remove(req)
-        slots = self._swapped_slots.pop(request_id, None)
-        if slots and self.kv.tiers is not None:
-            self.kv.tiers.release_swap(len(slots))
-        self.kv.free(req)
+            slots = self._swapped_slots.pop(request_id, None)
+            if slots is not None:
+                assert self.kv.tiers is not None
+                self.kv.tiers.release_swap(len(slots), read=False)
+        req.swapped = False
         req.status = RequestStatus.FINISHED
         req.finish_reason = FinishReason.ABORTED
         self._blocked_on_memory = False
@@ -279,7 +298,7 @@ class Scheduler:
     def _admit(self, budget: int, picked: dict[str, tuple[Request, int, tuple[int, ...]]]) -> None:
         """Admit waiting requests in queue order while budget, slots and blocks last."""
         self._blocked_on_memory = False
-        chunked = self.policy.chunked and self.config.enable_chunked_prefill
+        chunked = self.chunked
         while len(self.waiting) and budget > 0 and len(self.running) < self.max_running:
             req = self.waiting.peek()
             hit = self._prefix_hit(req)
@@ -304,7 +323,7 @@ class Scheduler:
 
     def _admit_one(self, req: Request, n: int, hit: PrefixHit, external: int) -> bool:
         """Allocate ``req``'s table (reservation, hit, external and new tokens) and run it."""
-        reserve = self.policy.reserve_tokens(req) or 0
+        reserve = self.policy.reserve_tokens(req, hit.num_tokens) or 0
         req.num_computed_tokens += external
         if self.kv.allocate_slots(req, n, hit, reserve_tokens=reserve) is None:
             req.num_computed_tokens -= external
@@ -323,7 +342,7 @@ class Scheduler:
         return True
 
     def _note_hit(self, req: Request, hit: PrefixHit) -> None:
-        if req.num_cached_tokens >= 0:
+        if req.num_cached_tokens is not None:
             return
         req.num_cached_tokens = hit.num_tokens
         self.stats.prompt_tokens_queried += req.num_prompt_tokens
@@ -392,13 +411,17 @@ class Scheduler:
                 f"executor returned {len(tokens)} tokens for {req.request_id} "
                 f"with {sr.num_draft_tokens} drafts"
             )
+        kept = tokens
         eos = req.params.eos_token_id
         if eos is not None and eos in tokens:  # stop at the first end-of-sequence token
-            tokens = tokens[: list(tokens).index(eos) + 1]
+            kept = tokens[: list(tokens).index(eos) + 1]
             req.finish_reason = FinishReason.STOP
-        req.output_token_ids.extend(tokens)
-        if rejected:
-            req.num_computed_tokens -= rejected
+        req.output_token_ids.extend(kept)
+        # the KV of rejected drafts, and of accepted ones past an end-of-sequence token, is not
+        # the request's: roll back to num_tokens - 1 (vLLM v1 ``update_from_output``)
+        unused = rejected + len(tokens) - len(kept)
+        if unused:
+            req.num_computed_tokens -= unused
             self.kv.trim(req, req.num_tokens)
 
     def _is_done(self, req: Request) -> bool:

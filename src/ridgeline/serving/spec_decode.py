@@ -17,8 +17,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ridgeline.errors import ConfigError
 from ridgeline.serving.request import Request
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_DRAFT_TOKENS
 
 DraftProposer = Callable[[Request, int], tuple[int, ...]]
 
@@ -31,10 +32,8 @@ class SpecDecodeConfig:
     acceptance_rate: float = 0.7
 
     def __post_init__(self) -> None:
-        if self.num_draft_tokens < 1:
-            raise ConfigError(f"field spec_k: must be >= 1, got {self.num_draft_tokens}")
-        if not 0.0 <= self.acceptance_rate <= 1.0:
-            raise ConfigError(f"field spec_accept: must be in [0, 1], got {self.acceptance_rate}")
+        check_int("spec_k", self.num_draft_tokens, 1, MAX_DRAFT_TOKENS)
+        check_real("spec_accept", self.acceptance_rate, 0.0, 1.0)
 
     def rate_for(self, request: Request) -> float:
         rate = request.params.spec_acceptance

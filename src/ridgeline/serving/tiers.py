@@ -15,10 +15,13 @@ background and are counted as traffic but not charged to a step.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from ridgeline.errors import ConfigError
+from ridgeline.specs.inputs import check_real
+from ridgeline.specs.limits import MAX_BYTES, MAX_BYTES_PER_S, MAX_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +34,14 @@ class TierSpec:
     latency_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.capacity_bytes < 0 or self.bandwidth_bytes_per_s <= 0 or self.latency_s < 0:
-            raise ConfigError(
-                f"tier {self.name}: capacity must be >= 0, bandwidth > 0, latency >= 0"
-            )
+        try:
+            check_real("capacity_bytes", self.capacity_bytes, 0, MAX_BYTES)
+            # NOTE: the engine's host tier is priced at an infinite bandwidth (it measures copies)
+            if self.bandwidth_bytes_per_s != math.inf:
+                check_real("bandwidth", self.bandwidth_bytes_per_s, 0, MAX_BYTES_PER_S, True)
+            check_real("latency_s", self.latency_s, 0, MAX_SECONDS)
+        except ConfigError as e:
+            raise ConfigError(f"tier {self.name}: {e}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +55,9 @@ class TierTraffic:
 
 
 class _Tier:
-    __slots__ = ("spec", "num_blocks", "blocks", "reserved", "bytes_in", "bytes_out", "hits")
+    __slots__ = (
+        "spec", "num_blocks", "blocks", "reserved", "bytes_in", "bytes_out", "hits", "pinned",
+    )  # fmt: skip
 
     def __init__(self, spec: TierSpec, block_bytes: float) -> None:
         self.spec = spec
@@ -58,10 +67,15 @@ class _Tier:
         self.bytes_in = 0.0
         self.bytes_out = 0.0
         self.hits = 0
+        self.pinned: set[int] = set()  # hashes a request is admitting with; never evicted
 
     @property
     def room(self) -> int:
         return self.num_blocks - self.reserved - len(self.blocks)
+
+    def victim(self) -> int | None:
+        """The least recently used block that is not pinned (None: every block is pinned)."""
+        return next((h for h in self.blocks if h not in self.pinned), None)
 
 
 class KVTiers:
@@ -88,8 +102,8 @@ class KVTiers:
         tier = self.tiers[level]
         tier.blocks[block_hash] = None
         tier.blocks.move_to_end(block_hash)
-        while tier.room < 0 and tier.blocks:
-            victim, _ = tier.blocks.popitem(last=False)
+        while tier.room < 0 and (victim := tier.victim()) is not None:
+            del tier.blocks[victim]
             tier.bytes_out += self.block_bytes
             nxt = level + 1
             if nxt < len(self.tiers) and self.tiers[nxt].num_blocks - self.tiers[nxt].reserved > 0:
@@ -103,8 +117,19 @@ class KVTiers:
                 return i
         return None
 
+    def pin(self, block_hashes: list[int]) -> None:
+        """Keep prefix blocks found by a hit in their tiers until ``load`` (an admission
+        allocates device blocks in between, whose evictions offload into the tiers)."""
+        for h in block_hashes:
+            level = self.find(h)
+            assert level is not None, h
+            self.tiers[level].pinned.add(h)
+
     def load(self, block_hashes: list[int]) -> None:
-        """Bring prefix blocks back to the device (they stay in their tier as copies)."""
+        """Bring prefix blocks back to the device (they stay in their tier as copies) and
+        unpin them."""
+        for tier in self.tiers:
+            tier.pinned.difference_update(block_hashes)
         for h in block_hashes:
             level = self.find(h)
             assert level is not None, h
@@ -121,19 +146,21 @@ class KVTiers:
         if top.num_blocks - top.reserved < num_blocks:
             return False
         top.reserved += num_blocks
-        while top.room < 0:
-            top.blocks.popitem(last=False)
+        while top.room < 0 and (victim := top.victim()) is not None:
+            del top.blocks[victim]
         top.bytes_in += num_blocks * self.block_bytes
         self._charge(top, num_blocks * self.block_bytes)
         return True
 
-    def release_swap(self, num_blocks: int) -> None:
-        """A swapped request comes back: read its blocks and free the room."""
+    def release_swap(self, num_blocks: int, read: bool = True) -> None:
+        """A swapped request comes back (``read``: its blocks are read, and charged) or is
+        aborted (they are dropped); either way their room is free again."""
         top = self.tiers[0]
         assert top.reserved >= num_blocks
         top.reserved -= num_blocks
-        top.bytes_out += num_blocks * self.block_bytes
-        self._charge(top, num_blocks * self.block_bytes)
+        if read:
+            top.bytes_out += num_blocks * self.block_bytes
+            self._charge(top, num_blocks * self.block_bytes)
 
     def _charge(self, tier: _Tier, nbytes: float) -> None:
         self._pending_s += tier.spec.latency_s + nbytes / tier.spec.bandwidth_bytes_per_s

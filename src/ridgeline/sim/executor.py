@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
 from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
+from ridgeline.sim.lines import Pieces, sum_of_maxima
 from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.calibration import CostMode
 
@@ -111,6 +113,10 @@ class StepCostModel:
         self._run = (
             self._decode_run_coefficients() if self.windows == (None,) and self.affine else None
         )
+        self._steps_coef = self._decode_steps_coefficients() if self._run is not None else None
+        self._pieces: dict[int, Pieces] = {}
+        # compute and memory rows stacked: one product prices both sides of a step
+        self._stacked = {d: (np.vstack(c[:2]), c[2]) for d, c in self._coef.items()}
 
     def _shape(self, x: Sequence[float], decode: bool) -> _Aggregates:
         nw = len(self.windows)
@@ -205,6 +211,88 @@ class StepCostModel:
         fixed = self.fixed_s + len(prior) * self.seq_s
         return np.maximum((fc @ x) * self._pad_of(prior, k), bc @ x).sum(axis=0) + fixed
 
+    def grouped_step_s(
+        self, batch: int, total: int, new: Sequence[int], prior: Sequence[int]
+    ) -> float | None:
+        """``step_time_s`` of a step where ``batch`` decoding sequences holding ``total`` cached
+        tokens take one token each, beside sequences adding ``new`` tokens on ``prior``: the
+        decoders' aggregates are [0, B, B, S+B, S+B, S] without summing them one by one (the
+        same integers, so the same time). None when there is no such closed form (sliding
+        windows, MoE, or a subclass that prices steps its own way)."""
+        if not self.offers_grouped_forms():
+            return None
+        x = self.aggregates(new, prior)
+        x[1] += batch
+        x[2] += batch
+        x[3] += total + batch
+        x[4] += total + batch
+        x[5] += total
+        stacked, gc = self._stacked[all(n == 1 for n in new)]
+        v = np.array(x)
+        per_op, ops = stacked @ v, len(gc)
+        compute = per_op[:ops] if self.tile_rows == 1 else per_op[:ops] * self._pad(gc @ v)
+        return float(np.maximum(compute, per_op[ops:]).sum()) + self.fixed_s + x[1] * self.seq_s
+
+    def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
+        """Times of consecutive decode steps, step j of ``batch[j]`` sequences holding
+        ``total[j]`` cached tokens (a decode run whose members finish along the way): the
+        columns x = [1, B, B, S+B, S+B, S] of ``step_time_s``. None when there is no such
+        closed form (see ``grouped_step_s``)."""
+        if not self.offers_grouped_forms():
+            return None
+        times: list[float] = []
+        b_now, base, lo, hi, a, c = -1, 0.0, 0.0, -1.0, 0.0, 0.0
+        for b, s in zip(batch, total, strict=True):
+            if b != b_now:
+                b_now, pieces, base = b, self._decode_pieces(b), self.fixed_s + b * self.seq_s
+                hi = -1.0
+            if not lo <= s < hi:  # another piece (S grows with every step)
+                lo, hi, a, c = pieces.piece(s)
+            times.append(a + c * s + base)
+        return times
+
+    def _decode_pieces(self, batch: int) -> Pieces:
+        """Σ_op max(compute, memory) of a decode step of ``batch`` sequences as a piecewise
+        linear function of their cached tokens S (``sim.lines``), cached per batch size."""
+        pieces = self._pieces.get(batch)
+        if pieces is None:
+            assert self._steps_coef is not None
+            stacked, gc = self._steps_coef
+            ops = len(gc)
+            a = stacked[:, 0] + stacked[:, 1] * batch  # (2·ops,): at S = 0
+            c = stacked[:, 2].copy()  # per cached token
+            if self.tile_rows > 1:  # a decode GEMM's rows are the batch, whatever S is
+                pad = self._pad(gc[:, 0] + gc[:, 1] * batch)
+                a[:ops], c[:ops] = a[:ops] * pad, c[:ops] * pad
+            pieces = sum_of_maxima(a[:ops], c[:ops], a[ops:], c[ops:])
+            self._pieces[batch] = pieces
+        return pieces
+
+    def _decode_steps_coefficients(self) -> tuple[np.ndarray, np.ndarray]:
+        """The decode columns [1, B, B, S+B, S+B, S] as a map of y = [1, B, S]: the compute
+        coefficients over the memory ones (2·ops, 3), and the GEMM rows' (ops, 3)."""
+        fc, bc, gc = self._coef[True]
+        to_x = np.array([[1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 1, 1], [0, 1, 1], [0, 0, 1]])
+        return np.vstack([fc @ to_x, bc @ to_x]), gc @ to_x
+
+    def offers_grouped_forms(self) -> bool:
+        """Whether the grouped closed forms apply: an affine model without sliding windows,
+        whose ``grouped_step_s`` and ``decode_steps_s`` were written with (or after) its
+        ``step_time_s`` and ``decode_run_s`` (a subclass that reprices or records steps gets
+        no closed form it did not write)."""
+        mro = type(self).__mro__
+
+        def owner(name: str) -> int:  # how far up the class hierarchy ``name`` is defined
+            return next(k for k, c in enumerate(mro) if name in c.__dict__)
+
+        pricing = min(owner("step_time_s"), owner("decode_run_s"))
+        return (
+            self._steps_coef is not None
+            # a decode GEMM's rows must not grow with S: its padding is fixed per batch size
+            and (self.tile_rows == 1 or not np.any(self._steps_coef[1][:, 2]))
+            and max(owner("grouped_step_s"), owner("decode_steps_s")) <= pricing
+        )
+
     def decode_run_aggregates(self, prior: Sequence[int], k: int) -> np.ndarray:
         """The linear model's x of ``k`` consecutive decode steps, one column each: (d, k)."""
         j = np.arange(k, dtype=float)
@@ -267,6 +355,15 @@ def _attended_decode(ctx: np.ndarray, w: int | None) -> np.ndarray:
     return (keys if w is None else np.minimum(keys, w)).sum(axis=0)
 
 
+class StepCost(Protocol):
+    """What the simulator asks of a cost model: ``StepCostModel``, or a compiled-shape one
+    (``sim.compiled``)."""
+
+    def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float: ...
+
+    def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray: ...
+
+
 class CostModelExecutor:
     """An ``Executor`` that prices each step with a ``StepCostModel`` and plays planned outputs.
 
@@ -281,7 +378,7 @@ class CostModelExecutor:
 
     def __init__(
         self,
-        cost: StepCostModel,
+        cost: StepCost,
         plans: Mapping[str, RequestPlan],
         rng: random.Random | None = None,
         spec_acceptance: float = 0.7,
@@ -295,9 +392,7 @@ class CostModelExecutor:
 
     def execute(self, batch: ScheduledBatch) -> StepResult:
         """Price the step (plus drafts and tier transfers) and play each sampler's outputs."""
-        new = [len(r.token_ids) for r in batch.requests]
-        prior = [r.start_position for r in batch.requests]
-        time_s = self.cost.step_time_s(new, prior) if batch.requests else 0.0
+        time_s = self.step_time_s(batch) if batch.requests else 0.0
         sampled = {}
         drafted = [r for r in batch.requests if r.num_draft_tokens]
         for r in batch.requests:
@@ -310,6 +405,12 @@ class CostModelExecutor:
             ctx = [r.start_position for r in drafted]
             time_s += float(self.draft.decode_run_s(ctx, k).sum())
         return StepResult(sampled=sampled, time_s=time_s + batch.transfer_s)
+
+    def step_time_s(self, batch: ScheduledBatch) -> float:
+        """The target model's time for the batch (a hook: compiled shapes price it otherwise)."""
+        new = [len(r.token_ids) for r in batch.requests]
+        prior = [r.start_position for r in batch.requests]
+        return self.cost.step_time_s(new, prior)
 
     def _sample(self, request_id: str, num_tokens: int, num_drafts: int) -> tuple[int, ...]:
         plan = self.plans[request_id]

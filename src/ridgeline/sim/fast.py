@@ -1,17 +1,18 @@
 """The simulator's fast mode: one instance's scheduler state in lists, decoding requests advanced
 by a shared counter, and every predictable stretch of decode steps in closed form.
 
-For one mixed instance with the fcfs, priority, contiguous or static policy, preemption by
-recompute, and no prefix caching, KV tiers, speculative decoding or disaggregation, this module
+For one mixed instance (fcfs, priority, contiguous or static policy, preemption by recompute; no
+prefix caching, KV tiers, speculative decoding, disaggregation or compiled shapes), this module
 applies ``Scheduler.schedule`` and ``update``'s rules (vLLM v1) to per-request lists::
 
     arrivals     a0                    a1
     steps      |m|d d d d d d d d d d|m|d d d d d|d d d d ...
-                 ^ a group step: the decoding requests take one token each (no loop over them),
-                   a prompt in chunks (the chunker) its chunk, admitted requests theirs
-                   ^ a stretch: all owe one token, none can be admitted: one ``decode_run_s``
-                     per segment of the same requests, up to the step in flight when the next
-                     request arrives, on past completions while nothing waits
+                 ^ a group step: the decoding requests take one token each (no loop over them,
+                   priced from their count and token sum), a prompt in chunks (the chunker) its
+                   chunk, admitted requests theirs
+                   ^ a stretch (``sim.stretch``): all owe one token, none can be admitted: one
+                     vector of step times up to the step in flight when the next request
+                     arrives, through completions while nothing waits
 
 Anything else (a preemption, more decoders than the budget, two prompts in chunks) is a general
 step over explicit per-request values.
@@ -35,11 +36,9 @@ finished and rejected requests, TTFT and TPOT to 1e-9, KV peak, steps and preemp
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -47,8 +46,10 @@ import numpy as np
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateCounter
+from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.step_log import StepLog
+from ridgeline.sim.stretch import stretch
 from ridgeline.sim.summary import RunStats, summarize
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def covers(sim: Simulation) -> bool:
         and not cfg.tiers
         and cfg.scheduler.spec is None
         and cfg.disagg is None
+        and cfg.compiled is None  # compiled shapes price steps through their executor
     )
 
 
@@ -98,6 +100,8 @@ class _FastInstance:
 
     def __init__(self, sim: Simulation) -> None:
         cfg, sched = sim.cfg, sim.instances[0].scheduler
+        # ``covers`` keeps compiled-shape runs out, so the cost is a StepCostModel
+        assert isinstance(sim.cost, StepCostModel)
         self.sched, self.cost, self.log = sched, sim.cost, sim.log
         self.label, self.slo = cfg.label, cfg.slo
         order = sorted(sim.workload, key=lambda r: r.arrival_s)  # the log's order
@@ -122,10 +126,14 @@ class _FastInstance:
         self.blocked = False
         self.num_steps = self.num_preemptions = self.queried = self.seq = self.done = 0
         self.steps = StepLog()
-        self._verdicts: dict[tuple[int, int], tuple[str, int]] = {}
+        self._verdicts: dict[tuple[int, int], tuple[str | None, int]] = {}
         # the decode group: computed = cbase + D, outputs = obase + D, finished at D = fin
         self.grouped, self.D, self.last_end = True, 0, 0.0
         self.cbase, self.obase = [0] * n, [0] * n
+        self.gsum = 0  # Σ cbase over the members: they hold gsum + members·D computed tokens
+        # the grouped closed forms, when the cost model offers them
+        self.closed_forms = self.cost if self.cost.offers_grouped_forms() else None
+        self.pace = 0.0  # the last decode step's time: how many steps reach the next arrival
         self.tight, self.key = [False] * n, [0] * n
         self.hist, self.num_tight = [0] * self.bs, 0
         self.fins: list[tuple[int, int]] = []
@@ -175,7 +183,7 @@ class _FastInstance:
         reason, reserve = self._verdict(i)
         self.seq += 1
         self.stamp[i] = self.seq
-        if reason:
+        if reason is not None:
             self.log.rejected[i] = reason
             self.done += 1
             return False
@@ -185,7 +193,7 @@ class _FastInstance:
             self.blocked = False
         return True
 
-    def _verdict(self, i: int) -> tuple[str, int]:
+    def _verdict(self, i: int) -> tuple[str | None, int]:
         """(never-fits reason, tokens reserved at admission) of request ``i``, from the real
         scheduler; both depend on its two lengths only."""
         key = (self.P[i], self.maxnew[i])
@@ -204,7 +212,7 @@ class _FastInstance:
             waiting = self.heap or self.fifo
             admits = waiting and len(run) < self.max_running and not self.blocked
             if run and self.chunker is None and not admits:
-                return self.stretch(now, horizon)
+                return stretch(self, now, horizon)
             if self._group_need() <= self.free:
                 return self.group_step(now)
         return self.general_step(now)
@@ -398,6 +406,7 @@ class _FastInstance:
         D, bs = self.D, self.bs
         self.cbase[i] = self.comp[i] - D
         self.obase[i] = self.nout[i] - D
+        self.gsum += self.cbase[i]
         heapq.heappush(self.fins, (D + self.maxnew[i] - self.nout[i], i))
         tight = self.held[i] * bs - self.comp[i] < bs  # paged: it grows a block at a time
         self.tight[i] = tight
@@ -435,25 +444,30 @@ class _FastInstance:
                 self.held[i] = -(-c // bs)
             if i not in stale:
                 last_tok[i] = self.last_end
-        self.hist, self.num_tight = [0] * bs, 0
+        self.hist, self.num_tight, self.gsum = [0] * bs, 0, 0
         self.fins, self.stale, self.grouped, self.chunker = [], [], False, None
 
-    def _finish_members(self, end: float, at: int) -> None:
+    def finish_members(self, end: float, at: int) -> None:
         """Members whose output is complete after the step ending at ``end``."""
-        D, bs, fins, log = self.D, self.bs, self.fins, self.log
-        while fins and fins[0][0] <= D:
-            i = heapq.heappop(fins)[1]
-            c = self.cbase[i] + D
-            self.comp[i] = c
-            if self.tight[i]:
-                self.held[i] = -(-c // bs)
-                self.hist[self.key[i]] -= 1
-                self.num_tight -= 1
-            self.nout[i] = self.obase[i] + D
-            log.last_tok[i] = end
-            self._finish(i, end, at)
+        fins = self.fins
+        while fins and fins[0][0] <= self.D:
+            self.finish_member(heapq.heappop(fins)[1], self.D, end, at)
 
-    def _stale_gaps(self, end: float) -> None:
+    def finish_member(self, i: int, d: int, end: float, at: int) -> None:
+        """Member ``i`` (out of ``fins``) took its last token in step ``at``, ending at ``end``,
+        with the shared counter at ``d`` after it."""
+        c = self.cbase[i] + d
+        self.gsum -= self.cbase[i]
+        self.comp[i] = c
+        if self.tight[i]:
+            self.held[i] = -(-c // self.bs)
+            self.hist[self.key[i]] -= 1
+            self.num_tight -= 1
+        self.nout[i] = self.obase[i] + d
+        self.log.last_tok[i] = end
+        self._finish(i, end, at)
+
+    def stale_gaps(self, end: float) -> None:
         """Members that waited before joining get their own gap to the step ending at ``end``."""
         log = self.log
         for i in self.stale:
@@ -469,7 +483,6 @@ class _FastInstance:
         blocks of the first two are known to fit); its end (None when nothing ran)."""
         run, at, d, comp, c = self.running, len(self.steps.start), self.D, self.comp, self.chunker
         members = len(run) - (c is not None)
-        prior = [self.cbase[i] + d for i in run[:members]]
         cross = self._crossings()
         self.free -= cross
         chunk = self._chunk_tokens()
@@ -482,17 +495,16 @@ class _FastInstance:
         explicit = ([(c, chunk)] if c is not None and chunk else []) + admitted
         first = self.log.first_sched
         for i, _ in explicit:
-            prior.append(comp[i])
             if first[i] is None:
                 first[i] = now
-        new = [1] * members + [n for _, n in explicit]
-        end = now + self.cost.step_time_s(new, prior)
-        self.steps.add(now, end, sum(new), cross, members - len(self.stale))
-        self._stale_gaps(end)
+        new, prior = [n for _, n in explicit], [comp[i] for i, _ in explicit]
+        end = now + self._group_step_s(members, new, prior)
+        self.steps.add(now, end, members + sum(new), cross, members - len(self.stale))
+        self.stale_gaps(end)
         self.D, self.last_end = d + 1, end
         self.log.decode_tokens += members
         self.log.decode_seq_steps += members
-        self._finish_members(end, at)
+        self.finish_members(end, at)
         self.chunker = None
         chunking = [i for i, n in explicit if not self._admitted_step(i, n, end, at)]
         if c is not None and not chunk:
@@ -503,6 +515,16 @@ class _FastInstance:
             self._materialize(frozenset(chunking))
         self.steps.running.append(len(run))
         return end
+
+    def _group_step_s(self, members: int, new: list[int], prior: list[int]) -> float:
+        """Time of a group step: the members' token each, and ``new`` tokens on ``prior``."""
+        if self.closed_forms is not None:
+            t = self.closed_forms.grouped_step_s(members, self.gsum + members * self.D, new, prior)
+            if t is not None:
+                return t
+        d, cbase = self.D, self.cbase
+        members_prior = [cbase[i] + d for i in self.running[:members]]
+        return self.cost.step_time_s([1] * members + new, members_prior + prior)
 
     def _admitted_step(self, i: int, n: int, end: float, at: int) -> bool:
         """Apply a group step to request ``i`` admitted in it with ``n`` tokens; False when its
@@ -520,69 +542,6 @@ class _FastInstance:
         else:
             self._join(i)
         return True
-
-    # ---- stretches of plain decode -----------------------------------------------------------
-
-    def stretch(self, now: float, horizon: float) -> float:
-        """Group steps from ``now`` until the step in flight at ``horizon``, through
-        completions while nothing can be admitted; returns the end of the last step."""
-        t, cbase = now, self.cbase
-        while True:
-            run = self.running
-            k_done = self.fins[0][0] - self.D  # steps until the next completion
-            k = self._fundable(k_done)
-            if k == 0:  # the next step needs a block the pool does not have: preempt
-                end = self.general_step(t)
-                assert end is not None
-                return end
-            d = self.D
-            times = self.cost.decode_run_s([cbase[i] + d for i in run], k).tolist()
-            # step ends added one at a time from t, as stepping adds them: acc[j + 1] ends step j
-            acc = list(accumulate(times, initial=t))
-            m = min(k, bisect_left(acc, horizon, 1))
-            t = self._apply_stretch(len(run), acc[: m + 1])
-            if t >= horizon or m < k_done or not self.running:
-                return t
-            if self.waiting_len and len(self.running) < self.max_running:
-                return t  # a completion made room: the next step admits
-
-    def _fundable(self, k: int) -> int:
-        """How many of the next ``k`` group steps the free blocks fund entirely."""
-        tight, bs, free = self.num_tight, self.bs, self.free
-        if not tight or free >= tight * ((k - 1) // bs + 1):  # one block per bs steps at most
-            return k
-        s = self.D % bs
-        rot = self.hist[s:] + self.hist[:s]  # blocks taken at steps 0, 1, ..., bs - 1
-        cycles, left = divmod(free, tight)  # whole cycles of bs steps, then part of one
-        within = bisect_left(list(accumulate(rot)), left + 1)  # the step that runs short
-        return min(k, cycles * bs + within)
-
-    def _apply_stretch(self, members: int, acc: list[float]) -> float:
-        """Apply ``len(acc) − 1`` group steps (step j from acc[j] to acc[j + 1])."""
-        m, steps, bs = len(acc) - 1, self.steps, self.bs
-        at, ends = len(steps.start), acc[1:]
-        if self.num_tight:
-            s = self.D % bs
-            rot = self.hist[s:] + self.hist[:s]
-            blocks = (rot * (m // bs + 1))[:m]
-            self.free -= sum(blocks)
-        else:
-            blocks = [0] * m
-        steps.start += acc[:-1]
-        steps.end += ends
-        steps.tokens += [members] * m
-        steps.blocks += blocks
-        steps.running += [members] * m
-        steps.gap_w += [members - len(self.stale)] + [members] * (m - 1)
-        self._stale_gaps(ends[0])
-        self.log.decode_tokens += m * members
-        self.log.decode_seq_steps += m * members
-        self.D += m
-        self.num_steps += m
-        self.last_end = ends[-1]
-        self._finish_members(ends[-1], at + m - 1)
-        steps.running[-1] = len(self.running)
-        return ends[-1]
 
     def stats(self) -> RunStats:
         static = self.sched.policy.kind is PolicyKind.STATIC

@@ -16,9 +16,9 @@ Step ends are accumulated from ``now`` one step at a time, as stepping does, and
 every step of a run is recorded, so both give the same times, samples and KV peak.
 
 NOTE: with ``fast_forward`` on, a configuration the fast mode covers (one mixed instance, no
-prefix caching, tiers, speculative decoding or disaggregation: ``sim.fast.covers``) is run by
-``sim.fast`` instead, which keeps the scheduler's state in arrays; a differential test holds the
-two to the same results.
+prefix caching, tiers, speculative decoding, disaggregation or compiled shapes:
+``sim.fast.covers``) is run by ``sim.fast`` instead, which keeps the scheduler's state in
+arrays; a differential test holds the two to the same results.
 
 Disaggregation: prefill instances run each prompt and its first token; the KV then crosses a
 link (latency + bytes ÷ bandwidth) and a decode instance continues (DistServe, OSDI 2024;
@@ -48,13 +48,23 @@ from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec, TierTraffic
 from ridgeline.sim import fast
+from ridgeline.sim.compiled import (
+    CompiledExecutor,
+    CompiledShapes,
+    CompiledStepCost,
+    PrefixCopies,
+)
 from ridgeline.sim.early import LateCounter, LateStop
-from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCostModel
+from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCost, StepCostModel
 from ridgeline.sim.metrics import SLO, RequestLog, SimResult, StepSamples
 from ridgeline.sim.summary import RunStats, summarize
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_BLOCK_SIZE, MAX_SEED
+
+MAX_BLOCKS = 1 << 30  # KV blocks of one pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +86,8 @@ class SimConfig:
         dtypes: storage formats.
         draft_model: speculative decoding's draft model (None: drafts are free).
         disagg: prefill/decode disaggregation (None: one mixed instance).
+        compiled: compiled shapes: steps are priced at them (``sim.compiled``; None: the
+            roofline of the tokens scheduled).
         slo: latency objectives for goodput.
         seed: seeds draft acceptance.
         fast_forward: advance plain decode runs in closed form.
@@ -96,6 +108,7 @@ class SimConfig:
     dtypes: Dtypes = Dtypes()
     draft_model: ModelSpec | None = None
     disagg: Disagg | None = None
+    compiled: CompiledShapes | None = None
     slo: SLO = SLO()
     seed: int = 0
     fast_forward: bool = True
@@ -103,10 +116,11 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "eviction", EvictionKind.parse(self.eviction))  # names accepted
-        if not 0 < self.memory_utilization <= 1:
-            raise ConfigError(
-                f"field memory_utilization: must be in (0, 1], got {self.memory_utilization}"
-            )
+        check_real("memory_utilization", self.memory_utilization, 0, 1, low_open=True)
+        check_int("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
+        if self.num_blocks is not None:
+            check_int("num_blocks", self.num_blocks, 1, MAX_BLOCKS)
+        check_int("seed", self.seed, 0, MAX_SEED)
 
     @property
     def block_bytes(self) -> float:
@@ -227,7 +241,11 @@ class Simulation:
         self._heap: list[_Event] = []
         self._seq = 0
         self.num_blocks = kv_pool_blocks(cfg)
-        self.cost = StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
+        self.cost: StepCost = (
+            CompiledStepCost(cfg.model, cfg.hw, cfg.compiled, cfg.dtypes, cfg.efficiency)
+            if cfg.compiled is not None
+            else StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
+        )
         self.draft = (
             StepCostModel(cfg.draft_model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
             if cfg.draft_model
@@ -262,8 +280,20 @@ class Simulation:
         )
         kv = KVCacheManager(pool, cfg.prefix_caching, tiers)
         spec = cfg.scheduler.spec
-        executor = CostModelExecutor(
-            self.cost, self.plans, self.rng, spec.acceptance_rate if spec else 0.0, self.draft
+        args = {
+            "plans": self.plans,
+            "rng": self.rng,
+            "spec_acceptance": spec.acceptance_rate if spec else 0.0,
+            "draft": self.draft,
+        }
+        executor = (
+            CompiledExecutor(
+                self.cost,
+                PrefixCopies(cfg.compiled.prefix_copy and role is not Role.DECODE),
+                **args,
+            )
+            if isinstance(self.cost, CompiledStepCost) and cfg.compiled is not None
+            else CostModelExecutor(self.cost, **args)  # type: ignore[arg-type]
         )
         return _Instance(index, role, Scheduler(cfg.scheduler, kv), executor)
 
@@ -308,6 +338,7 @@ class Simulation:
             kv_blocks=self.num_blocks,
             block_size=self.cfg.block_size,
             static_slots=first.max_running if first.policy.kind is PolicyKind.STATIC else None,
+            compiled=self.cost.stats() if isinstance(self.cost, CompiledStepCost) else None,
         )
 
     def _loop(self, progress: Callable[[int], None] | None, late: LateCounter | None) -> None:
@@ -349,7 +380,7 @@ class Simulation:
             self._submit(self._least_loaded(Role.MIXED), req)
             return
         reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req)
-        if reason:  # reject before prefilling a request the decode side can never hold
+        if reason is not None:  # reject before prefilling a request the decode side can never hold
             self.log.rejected[self.log.index[req.request_id]] = reason
             self.done += 1
         else:
@@ -430,6 +461,8 @@ class Simulation:
         acc = np.cumsum(np.concatenate(([self.now], times)))  # acc[j + 1]: end of step j
         horizon = self._heap[0][0] if self._heap else float("inf")
         m = min(k, int(np.searchsorted(acc[1:], horizon, side="left")) + 1)
+        if isinstance(self.cost, CompiledStepCost):
+            self.cost.keep_run(m)  # tally only the steps that run
         self._sample_run(inst, acc[: m + 1])
         ex = inst.executor
         finished = sched.advance_decode(
@@ -478,7 +511,7 @@ class Simulation:
     def _finished(self, inst: _Instance, req: Request, t: float) -> None:
         spec = self.specs[req.request_id]
         i = self.log.index[req.request_id]
-        self.log.finished(i, req.num_preemptions, max(req.num_cached_tokens, 0))
+        self.log.finished(i, req.num_preemptions, req.num_cached_tokens or 0)
         if inst.role is Role.PREFILL and spec.output_len > 1:
             d = self.cfg.disagg
             assert d is not None

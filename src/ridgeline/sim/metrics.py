@@ -18,7 +18,10 @@ from typing import Any
 import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
+from ridgeline.sim.compiled import CompiledStats
 from ridgeline.specs.html import html_table
+from ridgeline.specs.inputs import check_real
+from ridgeline.specs.limits import MAX_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,10 @@ class SLO:
     ttft_s: float = 2.0
     tpot_s: float = 0.1
 
+    def __post_init__(self) -> None:
+        check_real("slo_ttft", self.ttft_s, 0, MAX_SECONDS, low_open=True)
+        check_real("slo_tpot", self.tpot_s, 0, MAX_SECONDS, low_open=True)
+
 
 @dataclass(frozen=True, slots=True)
 class KVTimeline:
@@ -116,10 +123,15 @@ class SimResult:
     block_size: int
     timeline: KVTimeline
     requests: tuple[RequestMetrics, ...] = field(repr=False)
+    compiled: CompiledStats | None = None  # compiled shapes: what padding cost
 
     def to_dict(self, with_requests: bool = False) -> dict[str, Any]:
         d = asdict(self)
         d["schema"] = "ridgeline.simulate/1"
+        if self.compiled is None:
+            d.pop("compiled")  # only compiled-shape runs carry it
+        else:
+            d["compiled"] = self.compiled.to_dict()
         if not with_requests:
             d.pop("requests")
             d.pop("timeline")

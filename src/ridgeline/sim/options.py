@@ -5,7 +5,7 @@ from __future__ import annotations
 from ridgeline.errors import ConfigError
 from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.tiers import TierSpec
-from ridgeline.sim.variants import host_tier
+from ridgeline.sim.static_variants import host_tier
 from ridgeline.specs import Accelerator
 
 

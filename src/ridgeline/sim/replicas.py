@@ -116,6 +116,23 @@ class DeploymentStepCost(StepCostModel):
         batch = float(len(prior))
         return super().decode_run_s(prior, k) + self.link_s(batch, batch)
 
+    def grouped_step_s(
+        self, batch: int, total: int, new: Sequence[int], prior: Sequence[int]
+    ) -> float | None:
+        t = super().grouped_step_s(batch, total, new, prior)
+        if t is None:
+            return None
+        return t + self.link_s(batch + len(new), float(batch + sum(new)))
+
+    def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
+        times = super().decode_steps_s(batch, total)
+        if times is None:
+            return None
+        links: dict[int, float] = {}
+        for b in set(batch):
+            links[b] = self.link_s(float(b), float(b))
+        return [t + links[b] for t, b in zip(times, batch, strict=True)]
+
 
 def replica_kv_blocks(cfg: SimConfig, deployment: Deployment) -> int:
     """KV blocks of one replica: each chip's ``memory_utilization`` share left after its

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
+from ridgeline.sim.compiled import CompiledStats
 from ridgeline.sim.metrics import SLO, KVTimeline, Percentiles, RequestLog, SimResult, StepSamples
 
 _TIMELINE_POINTS = 400
@@ -33,6 +34,7 @@ class RunStats:
         static_slots: compiled batch slots of the static policy (None for the others).
         prefix_hit_tokens: of the prompt tokens looked up, those found.
         tier_traffic: bytes moved per KV tier.
+        compiled: compiled shapes: what padding cost (None without them).
     """
 
     label: str
@@ -45,6 +47,7 @@ class RunStats:
     static_slots: int | None
     prefix_hit_tokens: int = 0
     tier_traffic: tuple[TierTraffic, ...] = ()
+    compiled: CompiledStats | None = None
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
@@ -141,4 +144,5 @@ def summarize(log: RequestLog, steps: StepSamples, stats: RunStats) -> SimResult
         block_size=stats.block_size,
         timeline=_timeline(steps),
         requests=tuple(reqs),
+        compiled=stats.compiled,
     )

@@ -12,6 +12,9 @@ Variants (a registry of ``SimConfig -> SimConfig`` edits, applied to a base conf
     spec           speculative decoding, k = 4, α = 0.7, drafts priced as distilgpt2 decode steps
     host-tier      prefix caching with evicted prefix blocks offloaded to host memory
     disagg         one prefill and one decode instance
+
+On a compiled-schedule accelerator (``sim.compiled``) ``static`` and the ``static-*`` variants
+of ``sim.static_variants`` run at compiled shapes derived from the workload.
 """
 
 from __future__ import annotations
@@ -19,30 +22,26 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.errors import UnknownNameError
 from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.scheduler import PreemptionMode
 from ridgeline.serving.spec_decode import SpecDecodeConfig
-from ridgeline.serving.tiers import TierSpec
+from ridgeline.sim.compiled import is_compiled_schedule
 from ridgeline.sim.loop import SimConfig, simulate
 from ridgeline.sim.metrics import SimResult
+from ridgeline.sim.static_variants import (
+    STATIC_VARIANTS,
+    ShapeOptions,
+    host_tier,
+    static_variant,
+)
 from ridgeline.sim.workload import RequestSpec
-from ridgeline.specs import Accelerator, get_model
+from ridgeline.specs import get_model
 
 DEFAULT_VARIANTS = ("paged", "contiguous", "static", "prefix", "no-chunk")
 STATIC_SLOTS = 32  # a compiled batch size, as dataflow accelerators fix it ahead of time
 DRAFT = "distilgpt2"  # a small catalog model whose decode steps price the drafts
 SPEC_VARIANT = SpecDecodeConfig(4, 0.7)  # the "spec" variant: 4 drafts accepted at rate 0.7
-
-
-def host_tier(hw: Accelerator) -> TierSpec:
-    """The accelerator's host-memory level as a KV tier."""
-    level = next((lvl for lvl in hw.levels if lvl.name == "host"), None)
-    if level is None or level.bandwidth_bytes_per_s is None:
-        raise ConfigError(
-            f"{hw.name}: no 'host' memory level with a bandwidth; give --tiers NAME:BYTES:BW"
-        )
-    return TierSpec("host", level.total_capacity_bytes, level.bandwidth_bytes_per_s)
 
 
 def _sched(cfg: SimConfig, **changes: object) -> SimConfig:
@@ -92,10 +91,19 @@ class Comparison:
         }
 
 
-def variant(base: SimConfig, name: str) -> SimConfig:
-    """``base`` edited by the named variant, labelled with the name."""
+def variant(
+    base: SimConfig,
+    name: str,
+    workload: Sequence[RequestSpec] = (),
+    shapes: ShapeOptions = ShapeOptions(),
+) -> SimConfig:
+    """``base`` edited by the named variant, labelled with the name (the compiled-shape
+    variants derive their shapes from ``workload`` under ``shapes``)."""
+    compiled = name in STATIC_VARIANTS and (name != "static" or is_compiled_schedule(base.hw))
+    if compiled:
+        return static_variant(base, name, workload, shapes)
     if name not in VARIANTS:
-        raise UnknownNameError("simulate variant", name, VARIANTS)
+        raise UnknownNameError("simulate variant", name, [*VARIANTS, *STATIC_VARIANTS])
     return replace(VARIANTS[name](base), label=name)
 
 
@@ -104,9 +112,10 @@ def compare(
     workload: Sequence[RequestSpec],
     names: Sequence[str] = DEFAULT_VARIANTS,
     progress: Callable[[str], None] | None = None,
+    shapes: ShapeOptions = ShapeOptions(),
 ) -> Comparison:
     """Simulate ``workload`` under each named variant of ``base``."""
-    configs = [variant(base, n) for n in names]
+    configs = [variant(base, n, workload, shapes) for n in names]
     out = []
     for cfg in configs:
         if progress is not None:

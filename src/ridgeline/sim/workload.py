@@ -27,11 +27,22 @@ from typing import overload
 import numpy as np
 
 from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import (
+    MAX_CONTEXT,
+    MAX_RATE_PER_S,
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    MAX_SEED,
+)
 
 _SPAN = 1 << 24
 _PREFIX_BASE = 1 << 50
 _PROMPT_BASE = 2 << 50
 _OUTPUT_BASE = 3 << 50
+MAX_SIGMA = 10.0  # lognormal shape: past this the lengths are all clipped to lo or hi
+MAX_ZIPF_A = 100.0
+MAX_CV = 100.0  # gamma arrivals' coefficient of variation
 
 
 class Tokens(Sequence[int]):
@@ -138,11 +149,19 @@ class Lengths:
     lo: int = 1
     hi: int = 32768
 
+    def __post_init__(self) -> None:
+        check_real("lengths.mean", self.mean, 1, MAX_CONTEXT)
+        check_real("lengths.sigma", self.sigma, 0, MAX_SIGMA, low_open=True)
+        # numpy's zipf needs a > 1 (its mean is finite only for a > 2)
+        check_real("lengths.zipf_a", self.zipf_a, 1, MAX_ZIPF_A, low_open=True)
+        check_int("lengths.lo", self.lo, 1, MAX_CONTEXT)
+        check_int("lengths.hi", self.hi, self.lo, MAX_CONTEXT)
+
     @staticmethod
     def between(lo: int, hi: int) -> Lengths:
         """``lo`` tokens (when ``hi == lo``), or any integer of [lo, hi] with equal chances."""
-        if not 1 <= lo <= hi:
-            raise ConfigError(f"lengths [{lo}, {hi}]: need 1 <= low <= high")
+        if not 1 <= lo <= hi <= MAX_CONTEXT:
+            raise ConfigError(f"lengths [{lo}, {hi}]: need 1 <= low <= high <= {MAX_CONTEXT:,}")
         dist = LengthDist.FIXED if lo == hi else LengthDist.INTEGERS
         return Lengths(dist, (lo + hi) / 2, lo=lo, hi=hi)
 
@@ -209,15 +228,19 @@ class WorkloadSpec:
     def __post_init__(self) -> None:
         if (self.num_requests is None) == (self.duration_s is None):
             raise ConfigError(f"workload '{self.name}': give num_requests or duration_s, one")
-        if (self.num_requests or 1) < 1 or self.max_requests < 1 or (self.duration_s or 1) <= 0:
-            raise ConfigError(
-                f"workload '{self.name}': fields requests and max_requests must be >= 1 and "
-                f"duration_s > 0, got {self.num_requests}, {self.max_requests}, {self.duration_s}"
-            )
-        if self.rate_per_s <= 0:
-            raise ConfigError(f"field rate: must be > 0, got {self.rate_per_s}")
-        if self.cv <= 0 or self.turns < 1 or self.num_prefixes < 0 or self.prefix_len < 0:
-            raise ConfigError("fields cv > 0, turns >= 1, prefixes >= 0, prefix_len >= 0")
+        if self.num_requests is not None:
+            check_int("requests", self.num_requests, 1, MAX_REQUESTS)
+        if self.duration_s is not None:
+            check_real("duration_s", self.duration_s, 0, MAX_SECONDS, low_open=True)
+        check_int("max_requests", self.max_requests, 1, MAX_REQUESTS)
+        check_real("rate", self.rate_per_s, 0, MAX_RATE_PER_S, low_open=True)
+        check_real("cv", self.cv, 0, MAX_CV, low_open=True)
+        check_int("prefixes", self.num_prefixes, 0, MAX_REQUESTS)
+        check_int("prefix_len", self.prefix_len, 0, MAX_CONTEXT)
+        check_int("turns", self.turns, 1, MAX_REQUESTS)
+        check_real("think_s", self.think_s, 0, MAX_SECONDS)
+        check_int("seed", self.seed, 0, MAX_SEED)
+        check_int("skip", self.skip, 0, MAX_REQUESTS)
         if (self.arrival is Arrival.TRACE) != (self.trace_path is not None):
             raise ConfigError(f"workload '{self.name}': a trace workload needs `trace`, only it")
 
@@ -322,15 +345,21 @@ def parse_lengths(text: str, default_mean: float) -> Lengths:
         raise UnknownNameError(
             "length distribution", parts[0], [d.value for d in LengthDist]
         ) from None
+    if len(parts) > 3 or (len(parts) == 3 and dist not in (LengthDist.LOGNORMAL, LengthDist.ZIPF)):
+        raise ConfigError(
+            f"lengths {text!r}: expected DIST:MEAN, or DIST:MEAN:PARAM for lognormal (sigma) "
+            "and zipf (a)"
+        )
     try:
         mean = float(parts[1]) if len(parts) > 1 else default_mean
         extra = float(parts[2]) if len(parts) > 2 else None
     except ValueError:
         raise ConfigError(f"lengths {text!r}: expected DIST:MEAN[:PARAM]") from None
-    if mean < 1:
-        raise ConfigError(f"lengths {text!r}: mean must be >= 1")
-    if dist is LengthDist.LOGNORMAL and extra is not None:
-        return Lengths(dist, mean, sigma=extra)
-    if dist is LengthDist.ZIPF and extra is not None:
-        return Lengths(dist, mean, zipf_a=extra)
-    return Lengths(dist, mean)
+    try:
+        if dist is LengthDist.LOGNORMAL and extra is not None:
+            return Lengths(dist, mean, sigma=extra)
+        if dist is LengthDist.ZIPF and extra is not None:
+            return Lengths(dist, mean, zipf_a=extra)
+        return Lengths(dist, mean)
+    except ConfigError as e:
+        raise ConfigError(f"lengths {text!r}: {e}") from None

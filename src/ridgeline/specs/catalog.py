@@ -29,6 +29,8 @@ from ridgeline.specs.hardware import (
     Scope,
     Topology,
 )
+from ridgeline.specs.inputs import Whole, parse_toml, read_text, validation_message
+from ridgeline.specs.limits import MAX_COUNT, MAX_FLOPS_PER_S
 
 
 class _Strict(BaseModel):
@@ -36,22 +38,29 @@ class _Strict(BaseModel):
 
 
 class _Sourced(_Strict):
-    """A number with its source tag (``[S6]``, or ``estimate: <derivation>``)."""
+    """A number with its source tag (``[S6]``, or ``estimate: <derivation>``): finite, > 0 and
+    within ``specs.limits`` (an infinite bandwidth would make every step compute-bound)."""
 
-    value: Annotated[float, Field(gt=0)]
+    value: Annotated[float, Field(gt=0, le=MAX_FLOPS_PER_S, allow_inf_nan=False)]
     source: Annotated[str, Field(min_length=1)]
+
+
+class _SourcedCount(_Sourced):
+    """A sourced count (cores, links, chips, banks): a whole number >= 1."""
+
+    value: Annotated[float, Field(ge=1, le=MAX_COUNT, allow_inf_nan=False), Whole]
 
 
 class _LevelFile(_Strict):
     name: Annotated[str, Field(min_length=1)]
     managed_by: ManagedBy
     scope: Scope
-    instances: Annotated[int, Field(ge=1)] = 1
+    instances: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 1
     capacity_bytes: _Sourced
     bandwidth_bytes_per_s: _Sourced | None = None
     usable_bytes: _Sourced | None = None
     granule_bytes: _Sourced | None = None
-    banks: _Sourced | None = None
+    banks: _SourcedCount | None = None
     bank_width_bytes: _Sourced | None = None
     note: str = ""
 
@@ -60,11 +69,11 @@ class _InterconnectFile(_Strict):
     kind: Annotated[str, Field(min_length=1)]
     topology: Topology
     parallelism: Parallelism
-    links: _Sourced
+    links: _SourcedCount
     link_bandwidth_bytes_per_s: _Sourced
     egress_bandwidth_bytes_per_s: _Sourced
     latency_s: _Sourced
-    domain_chips: _Sourced
+    domain_chips: _SourcedCount
     note: str = ""
 
 
@@ -83,14 +92,14 @@ class _AcceleratorFile(_Strict):
     vendor: str
     description: str
     device_level: str
-    cores: _Sourced
+    cores: _SourcedCount
     core_name: str = "core"
     peak_flops_per_s: dict[str, _Sourced]
     levels: Annotated[list[_LevelFile], Field(min_length=1)]
     notes: list[str] = []
     references: dict[str, str] = {}
     interconnect: _InterconnectFile | None = None
-    array_dim: _Sourced | None = None
+    array_dim: _SourcedCount | None = None
     ring_bandwidth_bytes_per_s: _Sourced | None = None
     calibration: CalibrationTable | None = None
 
@@ -105,10 +114,6 @@ class _AcceleratorFile(_Strict):
         if not any(k in peaks for k in ("bf16", "fp16")):
             raise ValueError("needs a bf16 or fp16 peak")
         return peaks
-
-
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(part) for part in loc)
 
 
 _OPTIONAL_LEVEL_FIELDS = (
@@ -209,21 +214,14 @@ def parse_accelerator(data: dict[str, Any], where: str = "<data>") -> Accelerato
     try:
         f = _AcceleratorFile.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        raise ConfigError(f"{where}: field {_field_path(err['loc'])}: {err['msg']}") from None
+        raise ConfigError(f"{where}: {validation_message(e)}") from None
     return _to_accelerator(f, where)
 
 
 def load_accelerator_file(path: str | Path) -> Accelerator:
     """Load one accelerator from a TOML file."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    return parse_accelerator(data, str(path))
+    return parse_accelerator(parse_toml(read_text(path), str(path)), str(path))
 
 
 @cache

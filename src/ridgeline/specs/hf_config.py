@@ -15,7 +15,7 @@ Traps handled on purpose (each has a test):
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
@@ -23,6 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.specs.inputs import parse_json, read_text, short_repr
+from ridgeline.specs.limits import (
+    MAX_CONTEXT,
+    MAX_EXPERTS,
+    MAX_FFN,
+    MAX_HEAD_DIM,
+    MAX_HEADS,
+    MAX_HIDDEN,
+    MAX_LAYERS,
+    MAX_RANK,
+    MAX_VOCAB,
+)
 from ridgeline.specs.model import (
     Attention,
     LayerSpec,
@@ -50,16 +62,38 @@ class _Reader:
             raise ConfigError(f"{self.where}: field '{key}' is missing")
         return value
 
-    def integer(self, key: str, default: Any = _MISSING, minimum: int = 1) -> int:
+    def integer(
+        self, key: str, default: Any = _MISSING, minimum: int = 1, maximum: int = MAX_CONTEXT
+    ) -> int:
+        """An integer in [minimum, maximum]; the bounds of model sizes are in ``specs.limits``."""
         value = self._get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ConfigError(
-                f"{self.where}: field '{key}' must be an integer >= {minimum}, got {value!r}"
+                f"{self.where}: field '{key}' must be an integer >= {minimum}, "
+                f"got {short_repr(value)}"
+            )
+        if value > maximum:
+            raise ConfigError(
+                f"{self.where}: field '{key}' = {short_repr(value)} is more than ridgeline "
+                f"models (limit {maximum:,})"
             )
         return value
 
-    def opt_integer(self, key: str) -> int | None:
-        return None if self.data.get(key) is None else self.integer(key)
+    def opt_integer(self, key: str, maximum: int = MAX_CONTEXT) -> int | None:
+        return None if self.data.get(key) is None else self.integer(key, maximum=maximum)
+
+    def integers(self, key: str) -> list[int]:
+        """A list of non-negative integers (layer indices); missing or null is empty."""
+        values = self.data.get(key) or []
+        ok = isinstance(values, list) and all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_CONTEXT for v in values
+        )
+        if not ok:
+            raise ConfigError(
+                f"{self.where}: field '{key}' must be a list of layer indices, "
+                f"got {short_repr(values)}"
+            )
+        return values
 
     def boolean(self, key: str, default: bool) -> bool:
         value = self._get(key, default)
@@ -69,22 +103,27 @@ class _Reader:
 
     def number(self, key: str, default: float) -> float:
         value = self._get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{self.where}: field '{key}' must be a number, got {value!r}")
+        ok = not isinstance(value, bool) and isinstance(value, int | float)
+        if not ok or not math.isfinite(value) or value <= 0:
+            raise ConfigError(
+                f"{self.where}: field '{key}' must be a finite number > 0, got {short_repr(value)}"
+            )
         return float(value)
 
     def text(self, key: str, default: Any = _MISSING) -> str:
         value = self._get(key, default)
         if not isinstance(value, str):
-            raise ConfigError(f"{self.where}: field '{key}' must be a string, got {value!r}")
+            raise ConfigError(
+                f"{self.where}: field '{key}' must be a string, got {short_repr(value)}"
+            )
         return value
 
 
 def _gpt2(r: _Reader, name: str) -> ModelSpec:
-    hidden = r.integer("n_embd")
-    heads = r.integer("n_head")
-    layers = r.integer("n_layer")
-    inner = r.data.get("n_inner") or 4 * hidden
+    hidden = r.integer("n_embd", maximum=MAX_HIDDEN)
+    heads = r.integer("n_head", maximum=MAX_HEADS)
+    layers = r.integer("n_layer", maximum=MAX_LAYERS)
+    inner = r.opt_integer("n_inner", maximum=MAX_FFN) or 4 * hidden
     _check_divisible(r, hidden, heads, "n_embd", "n_head")
     return ModelSpec(
         name=name,
@@ -94,8 +133,8 @@ def _gpt2(r: _Reader, name: str) -> ModelSpec:
         num_heads=heads,
         num_kv_heads=heads,
         head_dim=hidden // heads,
-        ffn=int(inner),
-        vocab_size=r.integer("vocab_size"),
+        ffn=inner,
+        vocab_size=r.integer("vocab_size", maximum=MAX_VOCAB),
         max_position_embeddings=r.integer("n_positions", 1024),
         attention=Attention.MHA,
         layers=tuple(LayerSpec() for _ in range(layers)),
@@ -141,40 +180,50 @@ def _windows(r: _Reader, family: str, layers: int) -> tuple[int | None, ...]:
     return (window,) * layers
 
 
+def _experts(r: _Reader, key: str) -> tuple[int, int]:
+    """Routed experts (field ``key``) and the top-k, which cannot exceed them."""
+    num = r.integer(key, maximum=MAX_EXPERTS)
+    top_k = r.integer("num_experts_per_tok", maximum=MAX_EXPERTS)
+    if top_k > num:
+        raise ConfigError(
+            f"{r.where}: field 'num_experts_per_tok' ({top_k}) exceeds '{key}' ({num})"
+        )
+    return num, top_k
+
+
 def _moe(r: _Reader, family: str, layers: int) -> tuple[MoESpec | None, tuple[bool, ...]]:
     """The MoE block and which layers use it."""
     if family == "mixtral":
-        spec = MoESpec(
-            r.integer("num_local_experts"),
-            r.integer("num_experts_per_tok"),
-            r.integer("intermediate_size"),
-        )
+        num, top_k = _experts(r, "num_local_experts")
+        spec = MoESpec(num, top_k, r.integer("intermediate_size", maximum=MAX_FFN))
         return spec, (True,) * layers
     if family in ("qwen2_moe", "qwen3_moe"):
         shared = (
-            r.integer("shared_expert_intermediate_size", 0, minimum=0)
+            r.integer("shared_expert_intermediate_size", 0, minimum=0, maximum=MAX_FFN)
             if family == "qwen2_moe"
             else 0
         )
+        num, top_k = _experts(r, "num_experts")
         spec = MoESpec(
-            r.integer("num_experts"),
-            r.integer("num_experts_per_tok"),
-            r.integer("moe_intermediate_size"),
+            num,
+            top_k,
+            r.integer("moe_intermediate_size", maximum=MAX_FFN),
             shared_ffn=shared,
             shared_expert_gate=shared > 0,
         )
         step = r.integer("decoder_sparse_step", 1)
-        dense_only = set(r.data.get("mlp_only_layers") or [])
+        dense_only = set(r.integers("mlp_only_layers"))
         return spec, tuple(i not in dense_only and (i + 1) % step == 0 for i in range(layers))
     if family in ("deepseek_v2", "deepseek_v3"):
         if r.data.get("n_routed_experts") is None:
             return None, (False,) * layers
-        expert = r.integer("moe_intermediate_size")
+        expert = r.integer("moe_intermediate_size", maximum=MAX_FFN)
+        num, top_k = _experts(r, "n_routed_experts")
         spec = MoESpec(
-            r.integer("n_routed_experts"),
-            r.integer("num_experts_per_tok"),
+            num,
+            top_k,
             expert,
-            shared_ffn=r.integer("n_shared_experts", 0, minimum=0) * expert,
+            shared_ffn=r.integer("n_shared_experts", 0, minimum=0, maximum=MAX_EXPERTS) * expert,
             router_bias=family == "deepseek_v3",
         )
         first = r.integer("first_k_dense_replace", 0, minimum=0)
@@ -185,11 +234,11 @@ def _moe(r: _Reader, family: str, layers: int) -> tuple[MoESpec | None, tuple[bo
 
 def _mla(r: _Reader) -> MLASpec:
     return MLASpec(
-        q_lora_rank=r.opt_integer("q_lora_rank"),
-        kv_lora_rank=r.integer("kv_lora_rank"),
-        qk_nope_head_dim=r.integer("qk_nope_head_dim"),
-        qk_rope_head_dim=r.integer("qk_rope_head_dim"),
-        v_head_dim=r.integer("v_head_dim"),
+        q_lora_rank=r.opt_integer("q_lora_rank", maximum=MAX_RANK),
+        kv_lora_rank=r.integer("kv_lora_rank", maximum=MAX_RANK),
+        qk_nope_head_dim=r.integer("qk_nope_head_dim", maximum=MAX_HEAD_DIM),
+        qk_rope_head_dim=r.integer("qk_rope_head_dim", maximum=MAX_HEAD_DIM),
+        v_head_dim=r.integer("v_head_dim", maximum=MAX_HEAD_DIM),
     )
 
 
@@ -200,13 +249,14 @@ _GELU_FAMILIES = {"gemma", "gemma2"}
 
 def _decoder(r: _Reader, name: str) -> ModelSpec:
     family = r.text("model_type")
-    hidden = r.integer("hidden_size")
-    heads = r.integer("num_attention_heads")
-    layers = r.integer("num_hidden_layers")
-    kv_heads = r.integer("num_key_value_heads", heads)
-    head_dim = r.data.get("head_dim") or hidden // heads
-    if r.data.get("head_dim") is None:
+    hidden = r.integer("hidden_size", maximum=MAX_HIDDEN)
+    heads = r.integer("num_attention_heads", maximum=MAX_HEADS)
+    layers = r.integer("num_hidden_layers", maximum=MAX_LAYERS)
+    kv_heads = r.integer("num_key_value_heads", heads, maximum=MAX_HEADS)
+    head_dim = r.opt_integer("head_dim", maximum=MAX_HEAD_DIM)
+    if head_dim is None:
         _check_divisible(r, hidden, heads, "hidden_size", "num_attention_heads")
+        head_dim = hidden // heads
     if heads % kv_heads:
         raise ConfigError(
             f"{r.where}: field 'num_key_value_heads' ({kv_heads}) must divide "
@@ -224,9 +274,9 @@ def _decoder(r: _Reader, name: str) -> ModelSpec:
         hidden_size=hidden,
         num_heads=heads,
         num_kv_heads=kv_heads,
-        head_dim=int(head_dim),
-        ffn=r.integer("intermediate_size"),
-        vocab_size=r.integer("vocab_size"),
+        head_dim=head_dim,
+        ffn=r.integer("intermediate_size", maximum=MAX_FFN),
+        vocab_size=r.integer("vocab_size", maximum=MAX_VOCAB),
         max_position_embeddings=r.integer("max_position_embeddings", 2048),
         attention=attention,
         layers=tuple(LayerSpec(window=w, moe=m) for w, m in zip(windows, moe_layers, strict=True)),
@@ -313,6 +363,8 @@ def parse_config(data: dict[str, Any], name: str, where: str = "config.json") ->
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a JSON object")
     family = data.get("model_type")
+    if family is not None and not isinstance(family, str):
+        raise ConfigError(f"{where}: field 'model_type' must be a string, got {short_repr(family)}")
     if family not in _FAMILIES and isinstance(data.get("text_config"), dict):
         return parse_config(data["text_config"], name, f"{where}:text_config")
     if family is None:
@@ -330,12 +382,7 @@ def load_config_file(path: str | Path, name: str | None = None) -> ModelSpec:
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    data = parse_json(read_text(path), str(path))
     default_name = path.parent.name if path.name == "config.json" else path.stem
     return parse_config(data, name or default_name, str(path))
 
@@ -359,9 +406,8 @@ def get_model(name_or_path: str | ModelSpec) -> ModelSpec:
         return name_or_path
     files = _catalog_files()
     if name_or_path in files:
-        return parse_config(
-            json.loads(files[name_or_path]), name_or_path, f"catalog/{name_or_path}"
-        )
+        where = f"catalog/{name_or_path}"
+        return parse_config(parse_json(files[name_or_path], where), name_or_path, where)
     if name_or_path.endswith(".json") or "/" in name_or_path or Path(name_or_path).is_dir():
         return load_config_file(name_or_path)
     raise UnknownNameError("model", name_or_path, files)

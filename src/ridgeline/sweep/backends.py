@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -77,6 +79,27 @@ class Backend(Protocol):
         ...
 
 
+PARENT_POLL_S = 0.2
+
+
+def die_with_parent(interval_s: float = PARENT_POLL_S) -> None:
+    """Exit this (worker) process within ``interval_s`` of its parent's death, however the
+    parent died (SIGKILL included): a daemon thread watches for this process being adopted.
+
+    NOTE: ``os._exit``, not ``sys.exit``: the worker may be in the middle of a probe, and
+    nothing it holds needs cleaning up (its results go to a parent that is gone).
+    """
+
+    parent_pid = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval_s)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="ridgeline-parent-watch", daemon=True).start()
+
+
 # NOTE: a process pool's initializer can pass state to later tasks only through the worker
 # process's module namespace; this dict is that channel, written once in each worker process
 # (never in the parent).
@@ -84,6 +107,7 @@ _WORKER: dict[str, SharedContext] = {}
 
 
 def _init_worker(ctx: SharedContext) -> None:
+    die_with_parent()
     _WORKER["ctx"] = ctx
 
 
@@ -123,9 +147,14 @@ class LocalBackend:
             yield futures[f], f.result()
 
     def close(self) -> None:
+        """Stop the workers; a probe still running is killed, not waited for (an interrupted
+        sweep resumes from its store)."""
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-            self._pool = None
+            pool, self._pool = self._pool, None
+            processes = list(getattr(pool, "_processes", {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in processes:
+                p.kill()
 
 
 def _ray_probe(ctx: SharedContext, task: ProbeTask) -> PointResult:

@@ -120,6 +120,10 @@ class ServingSimulator:
         return _latencies(result, requests.num_requests, sim.stopped)
 
 
+def _request_id(index: int) -> str:
+    return f"r{index}"
+
+
 def _request_specs(requests: Requests) -> list[RequestSpec]:
     specs = []
     for i, (t, p, o) in enumerate(
@@ -133,7 +137,7 @@ def _request_specs(requests: Requests) -> list[RequestSpec]:
         base = i * _REQUEST_SPAN
         prompt = Tokens((range(base, base + p),))
         output = Tokens((range(_OUTPUT_BASE + base, _OUTPUT_BASE + base + o),))
-        specs.append(RequestSpec(f"r{i}", t, prompt, output))
+        specs.append(RequestSpec(_request_id(i), t, prompt, output))
     return specs
 
 
@@ -142,8 +146,9 @@ def _latencies(result: SimResult, n: int, stopped: bool) -> RequestLatencies:
     when the run ``stopped`` early, does one it had not finished."""
     ttft, tpot = np.full(n, math.inf), np.full(n, math.inf)
     out = np.zeros(n, dtype=np.int64)
+    index = {_request_id(i): i for i in range(n)}  # ids are made by ``_request_specs``
     for m in result.requests:
-        i = int(m.request_id[1:])
+        i = index[m.request_id]
         out[i] = m.output_len
         if not m.rejected and not (stopped and math.isnan(m.e2e_s)):
             ttft[i], tpot[i] = m.ttft_s, m.tpot_s

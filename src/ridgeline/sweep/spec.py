@@ -35,17 +35,27 @@ Errors name the field (``policies.0.block_size: ...``) or the TOML line.
 from __future__ import annotations
 
 import itertools
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ridgeline.errors import ConfigError
 from ridgeline.sim.workload import Arrival, Lengths, WorkloadSpec
+from ridgeline.specs.inputs import check_int, parse_toml, read_text, validation_message
+from ridgeline.specs.limits import (
+    MAX_BATCH,
+    MAX_BLOCK_SIZE,
+    MAX_CHIPS,
+    MAX_CONTEXT,
+    MAX_DRAFT_TOKENS,
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    MAX_SEED,
+)
 from ridgeline.sweep.point import ChipSplit, Configuration, Policy, Slo
 
 
@@ -147,34 +157,41 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-PosInt = Annotated[int, Field(ge=1)]
-PosFloat = Annotated[float, Field(gt=0)]
+PosInt = Annotated[int, Field(ge=1, le=MAX_CONTEXT)]
+PosFloat = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+Chips = Annotated[int, Field(ge=1, le=MAX_CHIPS)]
+BlockSize = Annotated[int, Field(ge=1, le=MAX_BLOCK_SIZE)]
+NumSeqs = Annotated[int, Field(ge=1, le=MAX_BATCH)]
+NumRequests = Annotated[int, Field(ge=2, le=MAX_REQUESTS)]
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+MAX_PROBES = 1_000
+SpecTokens = Annotated[int, Field(ge=0, le=MAX_DRAFT_TOKENS)]
 
 
 class _DeploymentFile(_Strict):
-    chips: PosInt
-    tensor_parallel: PosInt | None = None
-    pipeline_parallel: PosInt = 1
+    chips: Chips
+    tensor_parallel: Chips | None = None
+    pipeline_parallel: Chips = 1
 
 
 class _PolicyFile(_Strict):
     name: Annotated[str, Field(min_length=1)]
     scheduler: str | list[str] = "fcfs"
-    block_size: PosInt | list[PosInt] = 16
+    block_size: BlockSize | list[BlockSize] = 16
     max_num_batched_tokens: PosInt | list[PosInt] = 2048
-    max_num_seqs: PosInt | list[PosInt] = 256
+    max_num_seqs: NumSeqs | list[NumSeqs] = 256
     long_prefill_token_threshold: PosInt | list[PosInt] | None = None
     enable_prefix_caching: bool | list[bool] = False
-    num_speculative_tokens: Annotated[int, Field(ge=0)] | list[Annotated[int, Field(ge=0)]] = 0
+    num_speculative_tokens: SpecTokens | list[SpecTokens] = 0
 
 
 class _WorkloadFile(_Strict):
     name: Annotated[str, Field(min_length=1)]
-    num_requests: Annotated[int, Field(ge=2)] | None = None
+    num_requests: NumRequests | None = None
     duration_s: PosFloat | None = None
-    max_requests: Annotated[int, Field(ge=2)] = 20_000
+    max_requests: NumRequests = 20_000
     trace: str | None = None
-    skip: Annotated[int, Field(ge=0)] = 0
+    skip: Annotated[int, Field(ge=0, le=MAX_REQUESTS)] = 0
     arrival: Arrival | None = None
     prompt_tokens: PosInt | tuple[PosInt, PosInt] | None = None
     output_tokens: PosInt | tuple[PosInt, PosInt] | None = None
@@ -184,9 +201,9 @@ class _SweepTable(_Strict):
     name: str = "sweep"
     models: Annotated[list[str], Field(min_length=1)]
     accelerators: Annotated[list[str], Field(min_length=1)]
-    chips: list[PosInt] | None = None
+    chips: list[Chips] | None = None
     objective: Objective = Objective.GOODPUT
-    seed: int = 0
+    seed: Seed = 0
 
 
 class _SloFile(_Strict):
@@ -198,11 +215,20 @@ class _SloFile(_Strict):
 class _SearchFile(_Strict):
     rate_start_rps: PosFloat = 1.0
     rel_tolerance: PosFloat = 0.05
-    max_probes: PosInt = 14
+    max_probes: Annotated[int, Field(ge=1, le=MAX_PROBES)] = 14
     rate_min_rps: PosFloat = 1e-3
     rate_max_rps: PosFloat = 1e5
     early_stop: bool = True
     decide_early: bool = True
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _SearchFile:
+        if self.rate_min_rps > self.rate_max_rps:
+            raise ValueError(
+                f"rate_min_rps ({self.rate_min_rps:g}) is above rate_max_rps "
+                f"({self.rate_max_rps:g})"
+            )
+        return self
 
 
 class _PriceFile(_Strict):
@@ -324,11 +350,7 @@ def spec_from_dict(data: Mapping[str, Any], base: Path = Path()) -> SweepSpec:
     try:
         f = _SpecFile.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        # a union's member names ("constrained-int", "list[...]") are not fields
-        parts = [str(p) for p in err["loc"] if isinstance(p, int) or str(p).isidentifier()]
-        where = ".".join(parts)
-        raise ConfigError(f"sweep spec field {where}: {err['msg']}") from None
+        raise ConfigError(f"sweep spec: {validation_message(e)}") from None
     spec = SweepSpec(
         name=f.sweep.name,
         models=tuple(f.sweep.models),
@@ -355,18 +377,18 @@ def load_spec(path: str | Path) -> SweepSpec:
             is wrong.
     """
     path = Path(path)
+    data = parse_toml(read_text(path, "sweep spec"), f"sweep spec {path}")
     try:
-        data = tomllib.loads(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"sweep spec {path}: {e.strerror}") from e
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"sweep spec {path}: {e}") from e
-    return spec_from_dict(data, path.parent)
+        return spec_from_dict(data, path.parent)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
 
 
 def with_overrides(spec: SweepSpec, **axes: Any) -> SweepSpec:
     """The spec with some fields replaced (CLI flags); ``None`` values are ignored."""
     changes = {k: v for k, v in axes.items() if v is not None}
+    if "seed" in changes:
+        check_int("seed", changes["seed"], 0, MAX_SEED)
     new = replace(spec, **changes)
     _check_unique(new)
     _check_prices(new)

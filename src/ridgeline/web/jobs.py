@@ -2,7 +2,8 @@
 
 ``POST /api/simulate`` validates the request, sizes the KV pool (a model that leaves no room is a
 422 at once) and queues a job; ``GET /api/simulate/{id}`` reports ``done``/``total`` until the
-result is there. A run that passes ``MAX_SIM_SECONDS`` of wall time is stopped and reported as
+result is there. Jobs run one at a time in a worker process (``web.pool``); a run that passes
+``MAX_SIM_SECONDS`` of wall time is stopped there and then (its worker is killed) and reported as
 failed. Only the last ``MAX_JOBS`` jobs are kept.
 
     queued ──▶ running ──▶ done
@@ -11,17 +12,18 @@ failed. Only the last ``MAX_JOBS`` jobs are kept.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ridgeline.errors import RidgelineError
 from ridgeline.sim import (
     LengthDist,
     Lengths,
@@ -34,14 +36,12 @@ from ridgeline.sim import (
     simulate,
 )
 from ridgeline.specs import Accelerator, ModelSpec
+from ridgeline.web.pool import Status, Task, WorkerPool, run_blocking
 from ridgeline.web.schemas import MAX_SIM_SECONDS, SimulateBody
 
 MAX_JOBS = 16
 CDF_POINTS = 200
-
-
-class TimeLimitExceeded(RidgelineError):
-    """A simulation ran past the explorer's wall-time limit."""
+WORKER_MEMORY_BYTES = 4 * 2**30  # address space of a worker (numpy and its arenas included)
 
 
 @dataclass(slots=True)
@@ -107,63 +107,68 @@ def plan(
     return cfg, generate(spec)
 
 
+def run_simulation(
+    body: SimulateBody, model: ModelSpec, acc: Accelerator, progress: Callable[[int], None]
+) -> dict[str, Any]:
+    """Plan and run one simulation (in a worker process): the result as the panel draws it."""
+    cfg, requests = plan(body, model, acc)
+    return result_view(simulate(cfg, requests, progress))
+
+
 class Jobs:
-    """The job table and the single worker thread that runs them in order."""
+    """The job table, and a runner thread that hands jobs in order to one worker process
+    (``web.pool``), which is killed when a job passes the time limit or the server stops."""
 
     def __init__(self, time_limit_s: float = MAX_SIM_SECONDS) -> None:
         self.time_limit_s = time_limit_s
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None  # made on the first submit
-        self._stopping = threading.Event()
+        self._runner: ThreadPoolExecutor | None = None  # made on the first submit
+        self._pool = WorkerPool(1, WORKER_MEMORY_BYTES)
 
-    def submit(self, cfg: SimConfig, requests: list[RequestSpec]) -> Job:
-        job = Job(uuid.uuid4().hex[:12], total=len(requests))
+    def submit(self, body: SimulateBody) -> Job:
+        job = Job(uuid.uuid4().hex[:12], total=body.num_requests)
         with self._lock:
             self._jobs[job.id] = job
             while len(self._jobs) > MAX_JOBS:
                 self._jobs.popitem(last=False)
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ridgeline-sim")
-            self._pool.submit(self._run, job, cfg, requests)
+            if self._runner is None:
+                self._runner = ThreadPoolExecutor(1, thread_name_prefix="ridgeline-sim")
+            self._runner.submit(self._run, job, body.model_dump(mode="json"))
         return job
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
             return self._jobs.get(job_id)
 
-    def _run(self, job: Job, cfg: SimConfig, requests: list[RequestSpec]) -> None:
+    def _run(self, job: Job, payload: dict[str, Any]) -> None:
         job.status, job.started_s = "running", time.monotonic()
-        deadline = job.started_s + self.time_limit_s
 
         def progress(done: int) -> None:
             job.done = done
-            if self._stopping.is_set():
-                raise TimeLimitExceeded("the explorer is shutting down")
-            if time.monotonic() > deadline:
-                raise TimeLimitExceeded(
-                    f"stopped after {self.time_limit_s:g} s at {done} of {job.total} requests: "
-                    f"use 'ridgeline simulate' for runs this long"
-                )
 
-        try:
-            job.result = result_view(simulate(cfg, requests, progress))
-            job.status = "done"
-        except RidgelineError as e:
-            job.error, job.status = str(e), "failed"
-        except Exception as e:  # noqa: BLE001 -- a bug in a run is reported on the job, not lost
-            job.error, job.status = f"internal error: {type(e).__name__}: {e}", "failed"
-        finally:
-            job.finished_s = time.monotonic()
+        task = Task("simulate", payload, self.time_limit_s, math.inf)
+        outcome = run_blocking(self._pool, task, progress)
+        job.finished_s = time.monotonic()
+        if outcome.status is Status.OK:
+            job.result, job.done, job.status = outcome.result, job.total, "done"
+            return
+        job.status = "failed"
+        job.error = {
+            Status.DEADLINE: f"stopped after {self.time_limit_s:g} s at {job.done} of "
+            f"{job.total} requests: use 'ridgeline simulate' for runs this long",
+            Status.CANCELLED: "the explorer is shutting down",
+        }.get(outcome.status, outcome.message)
 
     def start(self) -> None:
         """Accept jobs again (an app's lifespan may start and stop more than once in tests)."""
-        self._stopping.clear()
+        if self._pool.closed:
+            self._pool = WorkerPool(1, WORKER_MEMORY_BYTES)
 
     def shutdown(self) -> None:
-        """Drop queued jobs and stop the running one at its next progress report."""
-        self._stopping.set()
+        """Drop queued jobs and kill the running one now."""
+        self._pool.close()
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.shutdown(wait=False, cancel_futures=True)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-from ridgeline.analytic import DEFAULT_ACCELERATORS, Dtypes
-from ridgeline.specs import DType, accelerator_names, model_names
+from ridgeline.analytic import DEFAULT_ACCELERATORS, Dtypes, dataflow, tiling
+from ridgeline.errors import RidgelineError
+from ridgeline.specs import DType, accelerator_names, get_accelerator, model_names
 
 MAX_BATCH = 1_000_000
 MAX_CONTEXT = 10_000_000
@@ -41,17 +43,40 @@ AcceleratorName = Annotated[
         json_schema_extra={"enum": accelerator_names()},
     ),
 ]
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["model_type"],
+    "properties": {"model_type": {"type": "string", "minLength": 1, "maxLength": 200}},
+    "maxProperties": MAX_CONFIG_KEYS,
+}
+
+
+def _has_model_type(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    if config is not None and not isinstance(config.get("model_type"), str):
+        raise ValueError("a config.json names its model_type (a string)")
+    return config
+
+
 ConfigJson = Annotated[
     dict[str, Any] | None,
     Field(
         max_length=MAX_CONFIG_KEYS,
         description="an uploaded Hugging Face config.json (parsed offline); wins over model",
+        json_schema_extra={"anyOf": [CONFIG_SCHEMA, {"type": "null"}]},
     ),
+    AfterValidator(_has_model_type),
 ]
 
 
+def _unsatisfiable(message: str) -> PydanticCustomError:
+    """A rule across fields, which JSON Schema cannot state: its 422 has type unsatisfiable."""
+    return PydanticCustomError("unsatisfiable", message)
+
+
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Every body: no unknown field, no NaN or infinity (JSON has none; Python's parser does)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ModelBody(_Body):
@@ -220,7 +245,7 @@ class SimulateBody(ModelBody):
     def _bounded_tokens(self) -> SimulateBody:
         tokens = self.num_requests * (self.prompt_len + self.output_len)
         if tokens > MAX_SIM_TOKENS:
-            raise ValueError(
+            raise _unsatisfiable(
                 f"num_requests × (prompt_len + output_len) = {tokens:,} tokens is more than the "
                 f"explorer simulates ({MAX_SIM_TOKENS:,}); use 'ridgeline simulate' instead"
             )
@@ -247,10 +272,42 @@ MAX_SCHEDULE_BATCH = 1024
 MAX_SCHEDULE_CONTEXT = 131_072
 
 
+def _accelerators_with(check: Any) -> list[str]:
+    """Catalog accelerators for which ``check`` raises nothing (the schema's enum)."""
+    names = []
+    for name in accelerator_names():
+        try:
+            check(get_accelerator(name))
+            names.append(name)
+        except RidgelineError:
+            continue
+    return names
+
+
+ScratchpadName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="a catalog accelerator with a per-core scratchpad",
+        json_schema_extra={"enum": _accelerators_with(tiling.scratchpad_level)},
+    ),
+]
+ScheduleName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="a catalog accelerator whose cores a step can be compiled for",
+        json_schema_extra={"enum": _accelerators_with(lambda a: dataflow.core_of(a, Dtypes()))},
+    ),
+]
+
+
 class ScheduleBody(ModelBody):
     """One step compiled for a scratchpad accelerator (static bucket, double-buffered)."""
 
-    accelerator: AcceleratorName = "ibm-spyre"
+    accelerator: ScheduleName = "ibm-spyre"
     phase: Literal["decode", "prefill"] = "decode"
     batch: Annotated[int, Field(ge=1, le=MAX_SCHEDULE_BATCH)] = 1
     context: Annotated[
@@ -265,7 +322,7 @@ class ScheduleBody(ModelBody):
     def _bounded_tokens(self) -> ScheduleBody:
         tokens = self.batch * (self.context if self.phase == "prefill" else 1)
         if tokens > MAX_SCHEDULE_TOKENS:
-            raise ValueError(
+            raise _unsatisfiable(
                 f"a prefill of batch × context = {tokens:,} tokens is more than the explorer "
                 f"compiles ({MAX_SCHEDULE_TOKENS:,}); use 'ridgeline schedule' instead"
             )
@@ -279,7 +336,7 @@ class FlashBody(ModelBody):
     """FlashAttention traffic up to ``context`` on each accelerator's per-core scratchpad."""
 
     context: Annotated[int, Field(ge=1, le=MAX_CONTEXT)] = 32_768
-    accelerators: Annotated[list[AcceleratorName], Field(min_length=1, max_length=MAX_COMPARE)] = [
+    accelerators: Annotated[list[ScratchpadName], Field(min_length=1, max_length=MAX_COMPARE)] = [
         "h100-sxm",
         "tpu-v6e",
         "ibm-spyre",
@@ -295,4 +352,36 @@ class ScheduleOut(_Out):
 
 
 class FlashOut(_Out):
+    rows: list[dict[str, Any]]
+
+
+# ---- KV management on the five architectures (``sim.kv_manage``) ----------------------------
+
+MAX_KV_MANAGE_REQUESTS = 24  # 14 simulations per architecture: kept to seconds here
+MAX_KV_MANAGE_LEN = 4096
+
+
+class KvManageBody(ModelBody):
+    """Who manages the KV cache on each architecture, and what the seven techniques change on a
+    small shared-prefix trace (two simulations per technique; the CLI runs bigger ones)."""
+
+    accelerators: Annotated[list[AcceleratorName], Field(min_length=1, max_length=5)] = [
+        "h100-sxm",
+        "tpu-v5e",
+        "cerebras-wse3",
+        "groq-lpu",
+        "ibm-spyre",
+    ]
+    num_requests: Annotated[int, Field(ge=1, le=MAX_KV_MANAGE_REQUESTS)] = 12
+    rate_per_s: Annotated[float, Field(gt=0, le=1000)] = 2.0
+    prompt_len: Annotated[int, Field(ge=1, le=2048, description="mean prompt tokens")] = 256
+    output_len: Annotated[int, Field(ge=1, le=256, description="mean output tokens")] = 64
+    prefixes: Annotated[int, Field(ge=0, le=8, description="shared system prompts")] = 2
+    prefix_len: Annotated[int, Field(ge=0, le=1024)] = 512
+    max_model_len: Annotated[int, Field(ge=64, le=MAX_KV_MANAGE_LEN)] = 2048
+
+
+class KvManageOut(_Out):
+    model: str
+    workload: str
     rows: list[dict[str, Any]]

@@ -365,6 +365,7 @@ function bind() {
   $("accelerator").addEventListener("change", (e) => { state.hw = e.target.value; changed(); });
   $("sched-accelerator").addEventListener("change", (e) => { state.sched = e.target.value; changed(); });
   $("simulate-form").addEventListener("submit", runSimulation);
+  $("kvm-form").addEventListener("submit", runKvManage);
   $("weight-dtype").addEventListener("change", (e) => { state.wdt = e.target.value; changed(); });
   $("act-dtype").addEventListener("change", (e) => { state.adt = e.target.value; changed(); });
   $("kv-dtype").addEventListener("change", (e) => { state.kvdt = e.target.value; changed(); });
@@ -480,6 +481,31 @@ async function runSimulation() {
     clearViews(["sim-latency-plot", "sim-kv-plot"]);
     $("sim-summary").textContent = `Not simulated: ${e.message}`;
   } finally { button.disabled = false; }
+}
+
+// ---------- KV management on five architectures ----------
+function drawKvManage(r) {
+  $("kvm-summary").textContent = `${r.model}: ${r.workload}`;
+  $("kvm-arch-table").tBodies[0].innerHTML = r.rows.map((a) => `<tr><td>${escapeHtml(a.accelerator)}</td>`
+    + `<td>${escapeHtml(a.deployment)}</td><td>${escapeHtml(a.allocator)}</td>`
+    + `<td>${escapeHtml(a.granularity)} (${fmtBytes(a.granularity_bytes)})</td><td>${escapeHtml(a.path)}</td></tr>`).join("");
+  const head = ["technique", ...r.rows.map((a) => a.accelerator)];
+  $("kvm-tech-table").tHead.rows[0].innerHTML = head.map((h) => `<th scope="col">${escapeHtml(h)}</th>`).join("");
+  const names = r.rows.length ? r.rows[0].techniques.map((t) => t.technique) : [];
+  $("kvm-tech-table").tBodies[0].innerHTML = names.map((n, i) => `<tr><th scope="row">${escapeHtml(n.replaceAll("_", " "))}</th>`
+    + r.rows.map((a) => { const t = a.techniques[i];
+      return `<td><b>${escapeHtml(t.provider)}</b>: ${escapeHtml(t.becomes)}. ${escapeHtml(t.effect)}</td>`; }).join("")
+    + "</tr>").join("");
+}
+async function runKvManage() {
+  const button = $("kvm-run");
+  button.disabled = true;
+  $("kvm-summary").textContent = "Simulating the seven techniques on each architecture…";
+  const b = body(), req = { num_requests: parseInt($("kvm-requests").value, 10) };
+  if (b.config) { req.config = b.config; req.config_name = b.config_name; } else req.model = b.model;
+  try { drawKvManage(await api("/api/kv-manage", req)); }
+  catch (e) { $("kvm-summary").textContent = `Not compared: ${e.message}`; }
+  finally { button.disabled = false; }
 }
 
 function start() {

@@ -1,0 +1,66 @@
+"""The sum of per-operator maxima of two lines, as one piecewise-linear function.
+
+A decode step of B sequences holding S cached tokens costs Σ_op max(compute_op, memory_op)
+(the roofline, ``sim.executor``), and at a fixed B both sides are affine in S::
+
+    op time  ╲___/‾‾‾      max(a_c + c_c·S, a_m + c_m·S): one kink where the lines cross
+    sum      piecewise linear in S, one piece per interval between the kinks
+
+so a decode stretch at a fixed batch prices each step with one multiply-add once the pieces are
+known (Williams, Waterman, Patterson, "Roofline", CACM 52(4), 2009, for the max of the two
+bounds; the sum of convex piecewise-linear functions is convex piecewise linear).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import accumulate
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Pieces:
+    """f(S) = intercepts[p] + slopes[p]·S with p = the number of kinks ≤ S (S ≥ 0)."""
+
+    kinks: tuple[float, ...]
+    intercepts: tuple[float, ...]
+    slopes: tuple[float, ...]
+
+    def at(self, s: float) -> float:
+        _, _, a, c = self.piece(s)
+        return a + c * s
+
+    def piece(self, s: float) -> tuple[float, float, float, float]:
+        """(lo, hi, intercept, slope) of the piece holding ``s``: lo ≤ s < hi."""
+        k = self.kinks
+        p = bisect_right(k, s) if k else 0
+        lo = k[p - 1] if p else -math.inf
+        hi = k[p] if p < len(k) else math.inf
+        return lo, hi, self.intercepts[p], self.slopes[p]
+
+
+def sum_of_maxima(a1: np.ndarray, c1: np.ndarray, a2: np.ndarray, c2: np.ndarray) -> Pieces:
+    """Σ_i max(a1_i + c1_i·S, a2_i + c2_i·S) for S ≥ 0 as pieces."""
+    a1, c1, a2, c2 = (np.asarray(v, dtype=float) for v in (a1, c1, a2, c2))
+    # the side that dominates just above S = 0: larger value, then larger slope
+    first = (a1 > a2) | ((a1 == a2) & (c1 >= c2))
+    a0, s0 = np.where(first, a1, a2), np.where(first, c1, c2)
+    other_a, other_c = np.where(first, a2, a1), np.where(first, c2, c1)
+    steeper = other_c > s0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kink = np.where(steeper, (a0 - other_a) / (other_c - s0), np.inf)
+    kinks: list[float] = []
+    d_a: list[float] = []
+    d_c: list[float] = []
+    for i in np.argsort(kink, kind="stable"):
+        if not np.isfinite(kink[i]):
+            break
+        kinks.append(float(kink[i]))
+        d_a.append(float(other_a[i] - a0[i]))
+        d_c.append(float(other_c[i] - s0[i]))
+    intercepts = tuple(accumulate(d_a, initial=float(a0.sum())))
+    slopes = tuple(accumulate(d_c, initial=float(s0.sum())))
+    return Pieces(tuple(kinks), intercepts, slopes)

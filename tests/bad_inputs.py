@@ -1,0 +1,660 @@
+"""The bad-input corpus: malformed files for every loader, bad options for every CLI command and
+bad bodies for every API endpoint, each with the text its one-line refusal must contain.
+
+Cases are data: ``test_bad_inputs`` runs each and checks the refusal is clean (a ``ConfigError``,
+exit 2 with one line on stderr, or a 4xx naming the field), never a traceback, a hang or exit 0.
+Files are written under the test's ``tmp_path``; ``{tmp}`` in CLI arguments stands for it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "data"
+BINARY = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe"
+NOT_UTF8 = b"model_type = \xff\xfe\n"
+
+
+@dataclass(frozen=True)
+class FileCase:
+    """A file handed to a loader (``content`` None: a directory in its place)."""
+
+    id: str
+    loader: str
+    name: str
+    content: bytes | None
+    needle: str
+
+
+@dataclass(frozen=True)
+class CliCase:
+    """A command line; ``files`` are written under ``{tmp}`` first."""
+
+    id: str
+    args: tuple[str, ...]
+    needle: str
+    files: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ApiCase:
+    """A request to the explorer: a JSON ``body``, or ``raw`` bytes."""
+
+    id: str
+    method: str
+    path: str
+    status: int
+    needle: str
+    body: Any = None
+    raw: bytes | None = None
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj).encode()
+
+
+def _catalog_config(name: str) -> dict[str, Any]:
+    text = resources.files("ridgeline.data").joinpath("models", f"{name}.json").read_text()
+    return dict(json.loads(text))
+
+
+LLAMA = _catalog_config("llama-3.1-8b")
+MIXTRAL = _catalog_config("mixtral-8x7b")
+GPT2 = _catalog_config("gpt2")
+CHIP = (DATA / "mychip.toml").read_text()
+SPEC = """
+[sweep]
+name = "s"
+models = ["llama-3.1-8b"]
+accelerators = ["h100-sxm"]
+
+[[workloads]]
+name = "w"
+arrival = "uniform"
+prompt_tokens = 100
+output_tokens = 10
+num_requests = 10
+
+[slo]
+ttft_s = 1.0
+tpot_s = 0.1
+"""
+TRACE_OK = {"arrival_s": 0.5, "prompt_len": 10, "output_len": 2}
+
+# ---- config.json --------------------------------------------------------------------------
+
+INT_FIELDS = (
+    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
+    "intermediate_size", "vocab_size", "head_dim", "max_position_embeddings",
+)  # fmt: skip
+BAD_INTS: tuple[tuple[str, Any], ...] = (
+    ("negative", -128), ("zero", 0), ("fraction", 1.5), ("text", "abc"), ("huge", 10**30),
+    ("huge-float", 1e30), ("bool", True), ("list", [4096]), ("object", {"v": 1}),
+)  # fmt: skip
+
+
+def _config_cases() -> list[FileCase]:
+    cases = [
+        FileCase(f"config-{f}-{tag}", "config", "config.json", _json({**LLAMA, f: v}), f)
+        for f in INT_FIELDS
+        for tag, v in BAD_INTS
+    ]
+    special: list[tuple[str, bytes, str]] = [
+        ("binary", BINARY, "binary"),
+        ("not-utf8", b'{"model_type": "\xff"}', "not UTF-8"),
+        ("empty", b"", "not valid JSON"),
+        ("syntax", b'{"model_type": "llama",', "not valid JSON"),
+        ("nan", json.dumps({**LLAMA, "rope_theta": float("nan")}).encode(), "NaN"),
+        ("infinity", b'{"model_type": "llama", "rope_theta": Infinity}', "Infinity"),
+        ("overflow-float", json.dumps(LLAMA)[:-1].encode() + b', "rope_theta": 1e999}', "rope"),
+        ("5000-digits", b'{"model_type": "llama", "hidden_size": ' + b"9" * 5000 + b"}", "JSON"),
+        ("deep", b"[" * 100_000 + b"]" * 100_000, "not valid JSON"),
+        ("list", b"[1, 2, 3]", "expected a JSON object"),
+        ("string", b'"llama"', "expected a JSON object"),
+        ("no-model-type", _json({"hidden_size": 64}), "model_type"),
+        ("model-type-list", _json({**LLAMA, "model_type": ["llama"]}), "model_type"),
+        ("model-type-unknown", _json({**LLAMA, "model_type": "mamba"}), "model_type"),
+        ("kv-heads-indivisible", _json({**LLAMA, "num_key_value_heads": 3}), "num_key_value"),
+        ("kv-heads-above-heads", _json({**LLAMA, "num_key_value_heads": 64}), "num_key_value"),
+        ("rope-theta-text", _json({**LLAMA, "rope_theta": "big"}), "rope_theta"),
+        ("rope-theta-negative", _json({**LLAMA, "rope_theta": -1}), "rope_theta"),
+        ("rms-eps-zero", _json({**LLAMA, "rms_norm_eps": 0}), "rms_norm_eps"),
+        ("tie-text", _json({**LLAMA, "tie_word_embeddings": "yes"}), "tie_word_embeddings"),
+        ("rope-params-list", _json({**LLAMA, "rope_parameters": [1]}), "rope_parameters"),
+        ("top-k-above-experts", _json({**MIXTRAL, "num_experts_per_tok": 9}), "num_experts_per"),
+        ("experts-huge", _json({**MIXTRAL, "num_local_experts": 10**6}), "num_local_experts"),
+        ("experts-zero", _json({**MIXTRAL, "num_local_experts": 0}), "num_local_experts"),
+        ("gpt2-n-inner-text", _json({**GPT2, "n_inner": "big"}), "n_inner"),
+        ("gpt2-n-inner-negative", _json({**GPT2, "n_inner": -100}), "n_inner"),
+        ("gpt2-n-embd-indivisible", _json({**GPT2, "n_embd": 770}), "n_embd"),
+        ("gpt2-layers-huge", _json({**GPT2, "n_layer": 1_000_000}), "n_layer"),
+        ("layer-types-short", _json({**LLAMA, "layer_types": ["full_attention"]}), "layer_types"),
+        ("window-negative", _json({**LLAMA, "sliding_window": -4}), "sliding_window"),
+        (
+            "qwen-mlp-only-dicts",
+            _json(
+                {
+                    **LLAMA,
+                    "model_type": "qwen2_moe",
+                    "num_experts": 4,
+                    "num_experts_per_tok": 2,
+                    "moe_intermediate_size": 64,
+                    "mlp_only_layers": [{"a": 1}],
+                }
+            ),
+            "mlp_only_layers",
+        ),  # fmt: skip
+    ]
+    cases += [FileCase(f"config-{tag}", "config", "config.json", c, n) for tag, c, n in special]
+    cases.append(FileCase("config-directory", "config", "model", None, "no such file"))
+    return cases
+
+
+# ---- chip TOML ----------------------------------------------------------------------------
+
+CHIP_EDITS: tuple[tuple[str, str, str, str], ...] = (
+    ("capacity-negative", "value = 8e9", "value = -8e9", "capacity_bytes"),
+    ("capacity-zero", "value = 8e9", "value = 0", "capacity_bytes"),
+    ("capacity-inf", "value = 8e9", "value = inf", "capacity_bytes"),
+    ("capacity-nan", "value = 8e9", "value = nan", "capacity_bytes"),
+    ("capacity-huge", "value = 8e9", "value = 1e30", "capacity_bytes"),
+    ("capacity-text", "value = 8e9", 'value = "8 GB"', "capacity_bytes"),
+    ("bandwidth-inf", "value = 5e11", "value = inf", "bandwidth_bytes_per_s"),
+    ("bandwidth-negative", "value = 5e11", "value = -5e11", "bandwidth_bytes_per_s"),
+    ("peak-inf", "value = 1e14", "value = inf", "peak_flops_per_s"),
+    ("peak-nan", "value = 1e14", "value = nan", "peak_flops_per_s"),
+    ("peak-zero", "value = 1e14", "value = 0", "peak_flops_per_s"),
+    ("cores-fraction", "value = 4,", "value = 0.5,", "cores"),
+    ("cores-zero", "value = 4,", "value = 0,", "cores"),
+    ("cores-huge", "value = 4,", "value = 1e30,", "cores"),
+    ("source-empty", 'source = "datasheet" }\n[peak', 'source = "" }\n[peak', "cores.source"),
+    ("managed-by-magic", 'managed_by = "runtime"', 'managed_by = "magic"', "managed_by"),
+    ("scope-galaxy", 'scope = "card"', 'scope = "galaxy"', "scope"),
+    ("device-level-missing", 'device_level = "dram"', 'device_level = "hbm"', "device_level"),
+    ("dtype-unknown", "bf16 = ", "bf17 = ", "peak_flops_per_s"),
+    ("unknown-field", 'vendor = "me"', 'vendor = "me"\ncolour = "red"', "colour"),
+    ("name-empty", 'name = "mychip"', 'name = ""', "name"),
+    ("levels-empty", "[[levels]]", "[[nothing]]", "levels"),
+    ("syntax", "[peak_flops_per_s]", "[peak_flops_per_s", "not valid TOML"),
+    ("instances-zero", 'scope = "card"', 'scope = "card"\ninstances = 0', "instances"),
+)
+INTERCONNECT = """
+[interconnect]
+kind = "link"
+topology = "switch"
+parallelism = "tensor"
+links = { value = 6, source = "x" }
+link_bandwidth_bytes_per_s = { value = 1e11, source = "x" }
+egress_bandwidth_bytes_per_s = { value = 4e11, source = "x" }
+latency_s = { value = 1e-6, source = "x" }
+domain_chips = { value = 8, source = "x" }
+"""
+
+
+def _chip_cases() -> list[FileCase]:
+    cases = []
+    for tag, old, new, needle in CHIP_EDITS:
+        assert old in CHIP, old
+        cases.append(FileCase(f"chip-{tag}", "chip", "c.toml", CHIP.replace(old, new, 1).encode(),
+                              needle))  # fmt: skip
+    links = CHIP.replace("[peak_flops_per_s]", INTERCONNECT + "[peak_flops_per_s]")
+    for tag, old, new, needle in (
+        ("domain-fraction", "value = 8, source", "value = 0.2, source", "domain_chips"),
+        ("links-fraction", "value = 6, source", "value = 1.5, source", "links"),
+        ("latency-negative", "value = 1e-6", "value = -1e-6", "latency_s"),
+        ("link-bw-inf", "value = 1e11", "value = inf", "link_bandwidth_bytes_per_s"),
+        ("topology-blob", 'topology = "switch"', 'topology = "blob"', "topology"),
+    ):
+        cases.append(FileCase(f"chip-{tag}", "chip", "c.toml",
+                              links.replace(old, new, 1).encode(), needle))  # fmt: skip
+    cases += [
+        FileCase("chip-binary", "chip", "c.toml", BINARY, "binary"),
+        FileCase("chip-not-utf8", "chip", "c.toml", NOT_UTF8, "not UTF-8"),
+        FileCase("chip-empty", "chip", "c.toml", b"", "field"),
+        FileCase("chip-directory", "chip", "c.toml", None, "directory"),
+    ]
+    return cases
+
+
+# ---- traces -------------------------------------------------------------------------------
+
+TRACE_BAD: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("arrival-negative", {"arrival_s": -1}, "arrival_s"),
+    ("arrival-text", {"arrival_s": "soon"}, "arrival_s"),
+    ("arrival-huge", {"arrival_s": 1e300}, "arrival_s"),
+    ("prompt-zero", {"prompt_len": 0}, "prompt_len"),
+    ("prompt-negative", {"prompt_len": -5}, "prompt_len"),
+    ("prompt-fraction", {"prompt_len": 10.5}, "prompt_len"),
+    ("prompt-huge", {"prompt_len": 10**12}, "prompt_len"),
+    ("prompt-text", {"prompt_len": "ten"}, "prompt_len"),
+    ("output-zero", {"output_len": 0}, "output_len"),
+    ("output-fraction", {"output_len": 2.5}, "output_len"),
+    ("output-list", {"output_len": [2]}, "output_len"),
+    ("prompt-tokens-empty", {"prompt_tokens": []}, "prompt_tokens"),
+    ("prompt-tokens-text", {"prompt_tokens": ["a", "b"]}, "prompt_tokens"),
+    ("prompt-tokens-negative", {"prompt_tokens": [1, -2]}, "prompt_tokens"),
+    ("prefix-len-negative", {"prefix_id": 1, "prefix_len": -5}, "prefix_len"),
+    ("prefix-len-over-prompt", {"prefix_id": 1, "prefix_len": 50}, "prefix_len"),
+    ("priority-text", {"priority": "high"}, "priority"),
+    ("priority-huge", {"priority": 10**20}, "priority"),
+    ("acceptance-above-one", {"spec_acceptance": 1.5}, "spec_acceptance"),
+    ("acceptance-negative", {"spec_acceptance": -0.1}, "spec_acceptance"),
+)
+
+
+def _trace_cases() -> list[FileCase]:
+    cases = []
+    for tag, change, needle in TRACE_BAD:
+        row = {k: v for k, v in {**TRACE_OK, **change}.items()}
+        lines = _json(TRACE_OK) + b"\n" + _json(row) + b"\n"
+        cases.append(FileCase(f"trace-jsonl-{tag}", "trace", "t.jsonl", lines, needle))
+    cases += [
+        FileCase("trace-jsonl-missing-output", "trace", "t.jsonl",
+                 _json({"arrival_s": 0, "prompt_len": 3}), "output_len"),
+        FileCase("trace-jsonl-nan", "trace", "t.jsonl",
+                 b'{"arrival_s": NaN, "prompt_len": 3, "output_len": 1}', "NaN"),
+        FileCase("trace-jsonl-array", "trace", "t.jsonl", b"[1, 2, 3]\n", "JSON object"),
+        FileCase("trace-jsonl-syntax", "trace", "t.jsonl", b'{"arrival_s": 0,\n', "not valid JSON"),
+        FileCase("trace-jsonl-binary", "trace", "t.jsonl", BINARY, "t.jsonl:1: not UTF-8"),
+        FileCase("trace-jsonl-empty", "trace", "t.jsonl", b"\n\n", "no requests"),
+        FileCase("trace-directory", "trace", "t.jsonl", None, "directory"),
+    ]  # fmt: skip
+    header = b"arrived_at,num_prefill_tokens,num_decode_tokens\n"
+    for tag, row, needle in (
+        ("nan", b"nan,10,2", "arrived_at"), ("inf", b"inf,10,2", "arrived_at"),
+        ("negative", b"-1,10,2", "arrived_at"), ("text", b"0,ten,2", "num_prefill_tokens"),
+        ("fraction", b"0,10.5,2", "num_prefill_tokens"), ("zero-out", b"0,10,0",
+        "num_decode_tokens"), ("extra-cell", b"0,10,2,9", "more cells"),
+        ("not-utf8", b"0,\xff,2", "not UTF-8"),
+    ):  # fmt: skip
+        body = header + b"0,10,2\n" + row + b"\n"
+        cases.append(FileCase(f"trace-csv-{tag}", "trace", "t.csv", body, needle))
+        cases.append(FileCase(f"sweep-trace-{tag}", "sweep_trace", "t.csv", body, needle))
+    cases += [
+        FileCase("sweep-trace-header", "sweep_trace", "t.csv", b"a,b,c\n0,1,1\n", "arrival_s"),
+        FileCase("sweep-trace-binary", "sweep_trace", "t.csv", BINARY, "t.csv:1: not UTF-8"),
+        FileCase("sweep-trace-directory", "sweep_trace", "t.csv", None, "directory"),
+    ]
+    return cases
+
+
+# ---- sweep specs --------------------------------------------------------------------------
+
+SPEC_EDITS: tuple[tuple[str, str, str, str], ...] = (
+    ("ttft-negative", "ttft_s = 1.0", "ttft_s = -1.0", "slo.ttft_s"),
+    ("ttft-nan", "ttft_s = 1.0", "ttft_s = nan", "slo.ttft_s"),
+    ("ttft-inf", "ttft_s = 1.0", "ttft_s = inf", "slo.ttft_s"),
+    ("tpot-zero", "tpot_s = 0.1", "tpot_s = 0", "slo.tpot_s"),
+    ("models-empty", 'models = ["llama-3.1-8b"]', "models = []", "sweep.models"),
+    ("models-text", 'models = ["llama-3.1-8b"]', 'models = "llama"', "sweep.models"),
+    ("seed-negative", 'name = "s"', 'name = "s"\nseed = -1', "sweep.seed"),
+    ("seed-huge", 'name = "s"', 'name = "s"\nseed = 100000000000000000', "sweep.seed"),
+    ("chips-zero", 'name = "s"', 'name = "s"\nchips = [0]', "sweep.chips"),
+    ("objective-unknown", 'name = "s"', 'name = "s"\nobjective = "vibes"', "sweep.objective"),
+    ("requests-one", "num_requests = 10", "num_requests = 1", "num_requests"),
+    ("requests-huge", "num_requests = 10", "num_requests = 1000000000", "num_requests"),
+    ("prompt-zero", "prompt_tokens = 100", "prompt_tokens = 0", "prompt_tokens"),
+    ("arrival-unknown", 'arrival = "uniform"', 'arrival = "sometimes"', "arrival"),
+    ("unknown-table", "[slo]", "[slow]\nx = 1\n[slo]", "slow"),
+    ("syntax", "[slo]", "[slo", "line"),
+    ("duration-inf", "num_requests = 10", "duration_s = inf", "duration_s"),
+)
+SEARCH = "\n[search]\nrate_min_rps = 5.0\nrate_max_rps = 1.0\n"
+
+
+def _spec_cases() -> list[FileCase]:
+    cases = []
+    for tag, old, new, needle in SPEC_EDITS:
+        assert old in SPEC, old
+        text = SPEC.replace(old, new, 1).encode()
+        cases.append(FileCase(f"spec-{tag}", "spec", "s.toml", text, needle))
+    policy = '\n[[policies]]\nname = "p"\nblock_size = {}\n'
+    extra = [
+        ("rate-min-above-max", SEARCH, "rate_min_rps"),
+        ("rate-max-nan", "\n[search]\nrate_max_rps = nan\n", "rate_max_rps"),
+        ("probes-zero", "\n[search]\nmax_probes = 0\n", "max_probes"),
+        ("block-size-zero", policy.format(0), "block_size"),
+        ("block-size-negative", policy.format(-16), "block_size"),
+        ("block-size-huge", policy.format(10**9), "block_size"),
+        ("price-nan", "\n[prices.h100-sxm]\nusd_per_chip_hour = nan\n", "usd_per_chip_hour"),
+    ]
+    cases += [FileCase(f"spec-{t}", "spec", "s.toml", (SPEC + x).encode(), n) for t, x, n in extra]
+    cases += [
+        FileCase("spec-binary", "spec", "s.toml", BINARY, "binary"),
+        FileCase("spec-not-utf8", "spec", "s.toml", NOT_UTF8, "not UTF-8"),
+        FileCase("spec-directory", "spec", "s.toml", None, "directory"),
+        FileCase("spec-empty", "spec", "s.toml", b"", "field sweep"),
+    ]
+    return cases
+
+
+# ---- answer sheets ------------------------------------------------------------------------
+
+
+def _sheet_cases() -> list[FileCase]:
+    bad: list[tuple[str, Any, str]] = [
+        ("seed-huge", {"seed": 10**30, "answers": {}}, "seed"),
+        ("seed-negative", {"seed": -1, "answers": {}}, "seed"),
+        ("seed-text", {"seed": "abc", "answers": {}}, "seed"),
+        ("seed-float", {"seed": 1.5, "answers": {}}, "seed"),
+        ("seed-bool", {"seed": True, "answers": {}}, "seed"),
+        ("answers-missing", {"seed": 1}, "answers"),
+        ("answers-text", {"seed": 1, "answers": "B"}, "answers"),
+        ("answers-key-word", {"seed": 1, "answers": {"one": 3}}, "answers"),
+        ("answers-key-zero", {"seed": 1, "answers": {"0": 3}}, "answers"),
+        ("answers-key-huge", {"seed": 1, "answers": {"99999999999999999999": 3}}, "answers"),
+        ("answers-key-negative", {"seed": 1, "answers": {"-2": 3}}, "answers"),
+        ("answers-list-long", {"seed": 1, "answers": [1] * 2000}, "answers"),
+        ("not-an-object", [1, 2], "answers"),
+    ]
+    cases = [FileCase(f"sheet-{t}", "sheet", "a.json", _json(d), n) for t, d, n in bad]
+    cases += [
+        FileCase("sheet-binary", "sheet", "a.json", BINARY, "binary"),
+        FileCase("sheet-nan", "sheet", "a.json", b'{"seed": NaN, "answers": {}}', "NaN"),
+        FileCase("sheet-syntax", "sheet", "a.json", b'{"seed": 1', "not valid JSON"),
+        FileCase("sheet-directory", "sheet", "a.json", None, "directory"),
+    ]
+    return cases
+
+
+def _store_cases() -> list[FileCase]:
+    return [
+        FileCase("store-garbage", "store", "s.db", BINARY, "not a database"),
+        FileCase("store-text", "store", "s.db", b"hello\n" * 100, "not a database"),
+        FileCase("lab-db-garbage", "lab_db", "l.db", BINARY, "not a ridgeline lab database"),
+        FileCase("quiz-db-garbage", "quiz_db", "q.db", BINARY, "not a usable attempts database"),
+    ]
+
+
+FILE_CASES: list[FileCase] = (
+    _config_cases() + _chip_cases() + _trace_cases() + _spec_cases() + _sheet_cases()
+    + _store_cases()
+)  # fmt: skip
+
+
+# ---- CLI options --------------------------------------------------------------------------
+
+CLI_BAD: tuple[tuple[str, str, str], ...] = (
+    # (id, arguments, what the error line contains)
+    ("hw-show-directory", "hw show {tmp}", "directory"),
+    ("hw-show-missing-toml", "hw show nope.toml", "no such file"),
+    ("hw-show-binary", "hw show {tmp}/bin.toml", "binary"),
+    ("model-show-missing", "model show {tmp}/nothing", "no such file"),
+    ("model-show-binary", "model show {tmp}/config.json", "binary"),
+    ("model-show-kv-dtype", "model show --kv-dtype fp9 llama-3.1-8b", "fp9"),
+    ("roofline-batch-negative", "roofline --batch -1", "batch"),
+    ("roofline-batch-huge", "roofline --batch 99999999999999", "batch"),
+    ("roofline-batch-1e30", "roofline --batch 1000000000000000000000000000000", "batch"),
+    ("roofline-context-negative", "roofline --context -5", "context"),
+    ("roofline-prompt-zero", "roofline --prompt 0", "prompt"),
+    ("roofline-prompt-over-context", "roofline --phase prefill --prompt 9000", "prompt"),
+    ("roofline-bw-eff-zero", "roofline --bw-eff 0", "bandwidth_efficiency"),
+    ("roofline-bw-eff-two", "roofline --bw-eff 2", "bandwidth_efficiency"),
+    ("roofline-compute-eff-nan", "roofline --compute-eff nan", "--compute-eff"),
+    ("roofline-dtype", "roofline --weight-dtype int3", "int3"),
+    ("roofline-hw", "roofline --hw nope", "unknown accelerator"),
+    ("roofline-model", "roofline --model nope", "unknown model"),
+    ("roofline-model-binary", "roofline --model {tmp}/config.json", "binary"),
+    ("roofline-hw-binary", "roofline --hw {tmp}/bin.toml", "binary"),
+    ("roofline-plot-unwritable", "roofline --plot /proc/x.png", "--plot"),
+    ("roofline-plot-directory", "roofline --plot {tmp}", "--plot"),
+    ("kv-batch-zero", "kv --batch 0", "batch"),
+    ("kv-context-zero", "kv --context 0", "context"),
+    ("kv-reserve-negative", "kv --reserve -0.5", "reserve"),
+    ("kv-reserve-one", "kv --reserve 1", "reserve"),
+    ("kv-reserve-inf", "kv --reserve inf --hw h100-sxm", "--reserve"),
+    ("kv-dtype", "kv --kv-dtype fp9", "fp9"),
+    ("kv-hw-directory", "kv --hw {tmp}", "directory"),
+    ("questions-batch-zero", "questions --batch 0", "batch"),
+    ("questions-context-negative", "questions --context -1", "context"),
+    ("questions-phase", "questions --phase sideways", "sideways"),
+    ("compare-batch-zero", "compare --batch 0", "batch"),
+    ("compare-prompt-zero", "compare --prompt 0", "--prompt"),
+    ("compare-context-huge", "compare --context 1000000000", "context"),
+    ("compare-hw", "compare --hw b200 --hw nope", "unknown accelerator"),
+    ("deploy-tp-zero", "deploy --tp 0", "tensor_parallel"),
+    ("deploy-pp-zero", "deploy --pp 0", "pipeline_parallel"),
+    ("deploy-tp-indivisible", "deploy --tp 3", "tensor_parallel"),
+    ("deploy-pp-too-many", "deploy --pp 100000", "pipeline_parallel"),
+    ("deploy-batch-negative", "deploy --batch -4", "batch"),
+    ("tile-m-zero", "tile --m 0", "--m"),
+    ("tile-k-negative", "tile --k -1", "--k"),
+    ("tile-n-huge", "tile --n 10000000000000", "--n"),
+    ("tile-buffers-zero", "tile --buffers 0", "--buffers"),
+    ("tile-buffers-nine", "tile --buffers 9", "--buffers"),
+    ("tile-dtype", "tile --dtype q4", "q4"),
+    ("flash-context-zero", "flash --context 0", "context"),
+    ("flash-hw", "flash --hw nope", "unknown accelerator"),
+    ("flash-hw-no-scratchpad", "flash --hw b200", "scratchpad"),
+    ("schedule-bucket-batch-zero", "schedule --bucket-batch 0", "--bucket-batch"),
+    ("schedule-bucket-context-zero", "schedule --bucket-context 0", "--bucket-context"),
+    ("schedule-bucket-too-small", "schedule --bucket-batch 1 --batch 4", "bucket"),
+    ("schedule-buffers-zero", "schedule --buffers 0", "--buffers"),
+    ("schedule-bw-eff-nan", "schedule --bw-eff nan", "--bw-eff"),
+    ("schedule-batch-zero", "schedule --batch 0", "batch"),
+    ("schedule-hw-no-scratchpad", "schedule --hw b200", "b200"),
+    ("schedule-program", "schedule --program nosuchop", "nosuchop"),
+    ("schedule-timeline-unwritable", "schedule --timeline /proc/x.png", "--timeline"),
+    ("orchestrate-batch-zero", "orchestrate --batch 0", "batch"),
+    ("orchestrate-gpu", "orchestrate --gpu nope", "unknown accelerator"),
+    ("report-hw", "report --hw nope --out {tmp}/r", "unknown accelerator"),
+    ("report-out-unwritable", "report --out /proc/nope", "--out"),
+    ("report-lab-missing", "report --lab {tmp}/nothing.db --out {tmp}/r2", "nothing.db"),
+    ("report-sweep-missing", "report --sweep {tmp}/nothing.db --out {tmp}/r3", "nothing.db"),
+    ("simulate-requests-zero", "simulate -n 0", "requests"),
+    ("simulate-requests-negative", "simulate -n -5", "requests"),
+    ("simulate-requests-huge", "simulate -n 99999999999999999999999", "requests"),
+    ("simulate-rate-zero", "simulate --rate 0", "rate"),
+    ("simulate-rate-negative", "simulate --rate -1", "rate"),
+    ("simulate-rate-nan", "simulate -n 20 --rate nan", "--rate"),
+    ("simulate-rate-inf", "simulate -n 20 --rate inf", "--rate"),
+    ("simulate-overhead-nan", "simulate -n 20 --overhead nan", "--overhead"),
+    ("simulate-cv-nan", "simulate -n 20 --cv nan", "--cv"),
+    ("simulate-cv-zero", "simulate --cv 0 --workload gamma", "cv"),
+    ("simulate-lognormal-sigma", "simulate --prompt lognormal:100:-1", "sigma"),
+    ("simulate-zipf-a", "simulate --prompt zipf:100:0.5", "zipf_a"),
+    ("simulate-fixed-zero", "simulate --prompt fixed:0", "mean"),
+    ("simulate-fixed-text", "simulate --prompt fixed:abc", "DIST:MEAN"),
+    ("simulate-dist-unknown", "simulate --prompt weird:100", "weird"),
+    ("simulate-fixed-param", "simulate --prompt fixed:100:3", "DIST:MEAN"),
+    ("simulate-output-nan", "simulate --output lognormal:nan", "mean"),
+    ("simulate-prefixes-negative", "simulate --prefixes -1", "prefixes"),
+    ("simulate-prefix-len-negative", "simulate --prefix-len -5", "prefix_len"),
+    ("simulate-turns-zero", "simulate --turns 0", "turns"),
+    ("simulate-trace-directory", "simulate --trace {tmp}", "directory"),
+    ("simulate-trace-missing", "simulate --trace {tmp}/none.jsonl", "no such file"),
+    ("simulate-trace-binary", "simulate --trace {tmp}/bin.jsonl", "not UTF-8"),
+    ("simulate-trace-nan", "simulate --trace {tmp}/nan.csv", "arrived_at"),
+    ("simulate-policy", "simulate --policy lottery", "lottery"),
+    ("simulate-chunk-negative", "simulate --chunk -1", "max_num_batched_tokens"),
+    ("simulate-max-seqs-zero", "simulate --max-seqs 0", "max_num_seqs"),
+    ("simulate-max-model-len", "simulate --max-model-len -1", "max_model_len"),
+    ("simulate-block-size-zero", "simulate --block-size 0", "block_size"),
+    ("simulate-block-size-negative", "simulate --block-size -16", "block_size"),
+    ("simulate-block-size-huge", "simulate --block-size 100000000", "block_size"),
+    ("simulate-eviction", "simulate --eviction mru", "mru"),
+    ("simulate-mem-util-zero", "simulate --mem-util 0", "memory_utilization"),
+    ("simulate-mem-util-big", "simulate --mem-util 1.5", "memory_utilization"),
+    ("simulate-spec-k-negative", "simulate --spec-k -1", "spec_k"),
+    ("simulate-spec-k-huge", "simulate --spec-k 1000", "spec_k"),
+    ("simulate-spec-accept", "simulate --spec-accept 2", "--spec-accept"),
+    ("simulate-spec-draft", "simulate --spec-draft nope --spec-k 2", "unknown model"),
+    ("simulate-tiers-text", "simulate --tiers small:x:1", "tiers"),
+    ("simulate-tiers-bw-zero", "simulate --tiers small:1e9:0", "bandwidth"),
+    ("simulate-tiers-negative", "simulate --tiers small:-1:1e9", "capacity_bytes"),
+    ("simulate-tiers-nan", "simulate --tiers small:1e9:nan", "bandwidth"),
+    ("simulate-tiers-empty", "simulate --tiers ,,,", "tiers"),
+    ("simulate-disagg-zero", "simulate --disagg 0:1", "disagg"),
+    ("simulate-disagg-text", "simulate --disagg x", "disagg"),
+    ("simulate-link-bw-zero", "simulate --link-bw 0 --disagg 1:1", "link_bw"),
+    ("simulate-link-latency", "simulate --link-latency -1 --disagg 1:1", "link_latency"),
+    ("simulate-bw-eff-zero", "simulate --bw-eff 0", "bandwidth_efficiency"),
+    ("simulate-overhead-negative", "simulate --overhead -1", "step_overhead_s"),
+    ("simulate-slo-ttft", "simulate --slo-ttft -1", "slo_ttft"),
+    ("simulate-slo-tpot", "simulate --slo-tpot 0", "slo_tpot"),
+    ("simulate-seed", "simulate --seed -1", "seed"),
+    ("simulate-compare-empty", "simulate compare --configs ,,,", "--configs"),
+    ("simulate-compare-unknown", "simulate compare --configs nope", "nope"),
+    ("simulate-plot-file", "simulate --plot /etc/passwd", "--plot"),
+    ("quiz-seed-huge", "quiz start -u me --seed 1000000000000000000000000000000 "
+     "--answers {tmp}/sheet.json --db {tmp}/q.db", "seed"),
+    ("quiz-answers-missing", "quiz start -u me --db {tmp}/q.db --answers {tmp}/none.json",
+     "no such file"),
+    ("quiz-answers-directory", "quiz start -u me --answers {tmp} --db {tmp}/q.db", "directory"),
+    ("quiz-answers-binary", "quiz start -u me --answers {tmp}/bin.json --db {tmp}/q.db",
+     "binary"),
+    ("quiz-export-seed-huge", "quiz export --seed 1000000000000000000000000000000 "
+     "--out {tmp}/e", "seed"),
+    ("quiz-export-seed-negative", "quiz export --seed -5 --out {tmp}/e", "seed"),
+    ("quiz-export-out-file", "quiz export --seed 1 --out /etc/passwd", "--out"),
+    ("quiz-status-db-directory", "quiz status -u me --db {tmp}", "database"),
+    ("generate-block-size-zero", "generate --block-size 0", "block_size"),
+    ("generate-block-size-negative", "generate --block-size -16", "block_size"),
+    ("generate-max-tokens-zero", "generate --max-tokens 0", "max_tokens"),
+    ("generate-batch-zero", "generate --batch 0", "batch"),
+    ("generate-prompt-tokens-zero", "generate --prompt-tokens 0", "prompt_tokens"),
+    ("generate-prompt-huge", "generate --prompt-tokens 100000000 --batch 100000",
+     "prompt_tokens"),
+    ("generate-temperature", "generate --temperature -1", "temperature"),
+    ("generate-temperature-nan", "generate --temperature nan", "--temperature"),
+    ("generate-top-p", "generate --top-p 0", "top_p"),
+    ("generate-top-k", "generate --top-k -1", "top_k"),
+    ("generate-dtype", "generate --dtype fp8", "dtype"),
+    ("generate-kv-gib-nan", "generate --kv-gib nan", "--kv-gib"),
+    ("generate-kv-gib-negative", "generate --kv-gib -1", "kv_budget_bytes"),
+    ("generate-threads-zero", "generate --threads 0", "threads"),
+    ("generate-spec-k-huge", "generate --spec-k 1000", "num_speculative_tokens"),
+    ("generate-draft-layers-negative", "generate --spec-k 2 --draft-layers -1", "draft_layers"),
+    ("generate-seed", "generate --seed -1", "seed"),
+    ("explore-port-zero", "explore --port 0", "--port"),
+    ("explore-port-huge", "explore --port 70000", "--port"),
+    ("sweep-run-missing", "sweep run {tmp}/none.toml", "no such file"),
+    ("sweep-run-directory", "sweep run {tmp}", "directory"),
+    ("sweep-run-binary", "sweep run {tmp}/bin.toml", "binary"),
+    ("sweep-run-chips", "sweep run {tmp}/spec.toml --chips a,b", "--chips"),
+    ("sweep-run-seed", "sweep run {tmp}/spec.toml --seed -1", "seed"),
+    ("sweep-status-missing", "sweep status {tmp}/none.db", "no such file"),
+    ("sweep-status-garbage", "sweep status {tmp}/bin.toml", "not a database"),
+    ("sweep-report-missing", "sweep report {tmp}/none.db", "no such file"),
+    ("lab-calibrate-sizes", "lab calibrate --sizes abc", "sizes"),
+    ("lab-calibrate-repeats", "lab calibrate --repeats 0", "repeats"),
+    ("lab-calibrate-matmul", "lab calibrate --matmul-n -1", "matmul"),
+    ("lab-calibrate-threads", "lab calibrate --threads x", "threads"),
+    ("lab-calibrate-device", "lab calibrate --device tpu", "tpu"),
+    ("lab-sweep-batch", "lab sweep --batch abc", "batch"),
+    ("lab-sweep-batch-zero", "lab sweep --batch 0", "batch"),
+    ("lab-sweep-context", "lab sweep --context -5", "context"),
+    ("lab-sweep-steps", "lab sweep --steps 0", "steps"),
+    ("lab-sweep-dtype", "lab sweep --dtype fp9", "fp9"),
+    ("lab-sweep-threads", "lab sweep --threads 0", "threads"),
+    ("lab-sweep-backend", "lab sweep --backend hf:weird:sdpa", "weird"),
+    ("lab-profile-batch", "lab profile --batch 0", "batch"),
+    ("lab-profile-cache", "lab profile --cache nope", "nope"),
+    ("lab-profile-steps", "lab profile --steps 0", "steps"),
+    ("lab-kv-batch", "lab kv --batch 0", "batch"),
+    ("lab-kv-context", "lab kv --context 0", "context"),
+    ("lab-kv-decode-steps", "lab kv --decode-steps -1", "decode"),
+    ("lab-kv-dtype", "lab kv --kv-dtype fp9", "fp9"),
+    ("lab-compare-db", "lab compare --db {tmp}/none.db", "none.db"),
+    ("lab-compare-db-garbage", "lab compare --db {tmp}/bin.toml", "lab database"),
+    ("lab-compare-timer", "lab compare --timer sundial", "sundial"),
+    ("lab-export-kind", "lab export --kind weird --csv {tmp}/o.csv", "weird"),
+    ("lab-export-db", "lab export --db {tmp}/none.db --csv {tmp}/o.csv", "none.db"),
+    ("bench-steps", "bench engine --steps 0", "steps"),
+    ("bench-batch", "bench engine --batch 0", "batch"),
+    ("bench-context", "bench engine --context -1", "context"),
+    ("bench-bandwidth-nan", "bench engine --bandwidth-gbs nan", "--bandwidth-gbs"),
+)  # fmt: skip
+CLI_FILES: dict[str, bytes] = {
+    "bin.toml": BINARY,
+    "bin.json": BINARY,
+    "bin.jsonl": BINARY,
+    "config.json": BINARY,
+    "nan.csv": b"arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,2\nnan,10,2\n",
+    "sheet.json": _json({"answers": {}}),
+    "spec.toml": SPEC.encode(),
+    "d.json": _json(GPT2),
+}
+CLI_CASES = [CliCase(i, tuple(a.split()), n, CLI_FILES) for i, a, n in CLI_BAD]
+
+# ---- API bodies ---------------------------------------------------------------------------
+
+HUGE = {**LLAMA, "num_hidden_layers": 1_000_000}
+BIG = {**LLAMA, "num_hidden_layers": 1000, "hidden_size": 131072, "num_attention_heads": 128,
+       "num_key_value_heads": 8, "intermediate_size": 500_000}  # fmt: skip
+ANALYTIC = ("roofline", "kv", "questions", "compare", "schedule", "flash")
+EXPENSIVE = ("compare", "schedule")  # their work grows with the model past the explorer's budget
+API_BAD_BODIES: tuple[tuple[str, dict[str, Any], int, str], ...] = (
+    ("unknown-field", {"colour": "red"}, 422, "colour"),
+    ("model-unknown", {"model": "nope"}, 422, "model"),
+    ("model-path", {"model": "/etc/passwd"}, 422, "model"),
+    ("config-empty", {"config": {}}, 422, "config"),
+    ("config-head-dim-text", {"config": {**LLAMA, "head_dim": "abc"}}, 422, "config"),
+    ("config-head-dim-negative", {"config": {**LLAMA, "head_dim": -128}}, 422, "config"),
+    ("config-layers-huge", {"config": HUGE}, 422, "config"),
+    ("config-too-big", {"config": BIG}, 422, "config"),
+    ("config-list", {"config": [1, 2]}, 422, "config"),
+    ("config-name-empty", {"config": LLAMA, "config_name": ""}, 422, "config_name"),
+)  # fmt: skip
+API_BAD_FIELDS: dict[str, tuple[tuple[str, Any, str], ...]] = {
+    "roofline": (("batch", 0, "batch"), ("batch", 10**12, "batch"), ("context", -1, "context"),
+                 ("prompt", 0, "prompt"), ("accelerator", "nope", "accelerator"),
+                 ("act_dtype", "fp9", "act_dtype"), ("act_dtype", 8, "act_dtype"),
+                 ("batch", "many", "batch")),
+    "kv": (("reserve_fraction", 1.0, "reserve_fraction"), ("reserve_fraction", -1,
+           "reserve_fraction"), ("context", 0, "context"), ("kv_dtype", "fp9", "kv_dtype")),
+    "questions": (("batch", 0, "batch"), ("context", 10**9, "context")),
+    "compare": (("accelerators", [], "accelerators"), ("accelerators", ["x"], "accelerators"),
+                ("accelerators", ["h100-sxm"] * 9, "accelerators"), ("batch", -1, "batch")),
+    "schedule": (("batch", 0, "batch"), ("buffers", 9, "buffers"), ("phase", "both", "phase"),
+                 ("context", 10**9, "context"), ("accelerator", "b200", "accelerator")),
+    "flash": (("context", 0, "context"), ("accelerators", ["nope"], "accelerators"),
+              ("accelerators", "h100-sxm", "accelerators")),
+    "simulate": (("num_requests", 0, "num_requests"), ("num_requests", 50_000, "num_requests"),
+                 ("rate_per_s", 0, "rate_per_s"), ("prompt_len", 0, "prompt_len"),
+                 ("output_len", 10**6, "output_len"), ("seed", -1, "seed"),
+                 ("accelerator", "nope", "accelerator")),
+    "models/parse": (("config", 3, "config"), ("config", "llama", "config")),
+}  # fmt: skip
+NAN_FIELDS = {"kv": "reserve_fraction", "simulate": "rate_per_s"}
+
+
+def _api_cases() -> list[ApiCase]:
+    cases = []
+    for ep in (*ANALYTIC, "models/parse"):
+        for tag, body, status, needle in API_BAD_BODIES:
+            if tag == "config-too-big" and ep not in EXPENSIVE:
+                continue  # cheap there: a model this big is a result (test_big_config_answers)
+            cases.append(ApiCase(f"api-{ep}-{tag}", "POST", f"/api/{ep}", status, needle, body))
+    for ep, fields in API_BAD_FIELDS.items():
+        for name, value, needle in fields:
+            tag = f"{name}-{json.dumps(value)[:20]}"
+            cases.append(ApiCase(f"api-{ep}-{tag}", "POST", f"/api/{ep}", 422, needle,
+                                 {name: value}))  # fmt: skip
+    for ep, name in NAN_FIELDS.items():
+        for literal in (b"NaN", b"Infinity", b"-Infinity"):
+            raw = b'{"' + name.encode() + b'": ' + literal + b"}"
+            cases.append(ApiCase(f"api-{ep}-{literal.decode()}", "POST", f"/api/{ep}", 422,
+                                 name, raw=raw))  # fmt: skip
+    cases += [
+        ApiCase("api-kv-not-json", "POST", "/api/kv", 422, "body", raw=b"{not json"),
+        ApiCase("api-kv-binary", "POST", "/api/kv", 422, "body", raw=BINARY),
+        ApiCase("api-kv-array", "POST", "/api/kv", 422, "body", raw=b"[1, 2]"),
+        ApiCase("api-kv-huge-body", "POST", "/api/kv", 413, "larger than the explorer reads",
+                raw=b'{"config": {"model_type": "llama", "x": "' + b"a" * (2 << 20) + b'"}}'),
+        ApiCase("api-accelerator-unknown", "GET", "/api/accelerators/h1000", 422, "name"),
+        ApiCase("api-model-unknown", "GET", "/api/models/lama", 422, "name"),
+        ApiCase("api-simulate-unknown-job", "GET", "/api/simulate/feedface", 404, "job_id"),
+        ApiCase("api-simulate-no-room", "POST", "/api/simulate", 422, "accelerator",
+                {"model": "llama-3.1-70b", "accelerator": "groq-lpu"}),
+        ApiCase("api-simulate-tokens", "POST", "/api/simulate", 422, "tokens",
+                {"num_requests": 1000, "prompt_len": 30_000}),
+    ]  # fmt: skip
+    return cases
+
+
+API_CASES = _api_cases()
