@@ -36,7 +36,7 @@ test: $(STAMP) kernels
 
 # The unit tier: no torch, nothing marked slow (README commands, notebooks, full reports).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -p no:schemathesis -m 'not torch and not gpu and not bench and not slow'
+	$(BIN)/python -m pytest -p no:schemathesis -p no:faker -m 'not torch and not gpu and not bench and not slow'
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sweep.py

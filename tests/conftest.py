@@ -79,6 +79,28 @@ SLOW_TESTS = {
     "test_wrong_answers_get_worked_solutions",
     "test_sheet_errors_are_one_line",
     "test_a_perfect_sheet_passes_and_shows_in_status",
+    "test_a_stop_is_only_ever_a_certain_miss",
+    "test_the_tier_reproducer_of_the_issue_finishes_every_request",
+    "test_a_seeded_session_exercises_every_path",
+    "test_static_tpot_is_above_paged_by_the_padding_ratio",
+    "test_fast_mode_matches_stepping_on_drawn_workloads",
+    "test_fast_mode_gives_the_step_by_step_result",
+    "test_closed_form_runs_match_stepping_with_caching_tiers_spec_and_disagg",
+    "test_a_split_deployment_gives_the_step_by_step_result",
+    "test_each_architecture_says_who_allocates_and_where_kv_lives",
+    "test_layout_cli_json_and_plot",
+    "test_kv_manage_cli_json",
+    "test_every_fitted_model_is_physical",
+    "test_phase_bound_key_does_not_hang_on_activation_bytes",
+    "test_deciding_probes_early_changes_no_decision_and_no_probe_that_met",
+    "test_guidellm_accepts_the_scenario_and_the_tokenizer_decodes_every_id",
+    "test_sum_of_maxima_pieces_equal_the_sum",
+    "test_sum_of_max_of_two_lines_is_closed_form",
+    "test_compare_prints_where_the_gemm_time_came_from",
+    "test_the_fit_recovers_known_terms",
+    "test_without_the_ring_every_core_rereads_what_the_ring_carried",
+    "test_prefill_runs_one_program_per_compiled_chunk",
+    "test_a_command_refuses_in_one_line",  # the bad-input corpus through the CLI, 150 runs
 }
 
 

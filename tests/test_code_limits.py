@@ -22,11 +22,7 @@ MAX_FUNCTION_LINES = 50
 MIN_BLOCK_LINES = 10
 
 # file, or file::function -> why it is still over the limit
-KNOWN: dict[str, str] = {
-    "analytic/dataflow.py": "split into compile / simulate / render (issue 18)",
-    "analytic/dataflow.py::compile_schedule": "split of dataflow.py (issue 18)",
-    "quiz/generators/m7_kv_runtime.py::prefix_savings_q": "module 7 generators (issue 18)",
-}
+KNOWN: dict[str, str] = {}
 
 
 def _files(root: Path = SRC) -> list[Path]:

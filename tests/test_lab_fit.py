@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ridgeline.lab.gap import ComparedPoint, fit
 from ridgeline.lab.fit import Bounds, StepTerms, fit_step_model
+from ridgeline.lab.gap import ComparedPoint, fit
 
 BOUNDS = Bounds(read_bytes_per_s=1e10, peak_flops_per_s=4e10)
 

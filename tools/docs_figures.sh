@@ -14,6 +14,7 @@ $R schedule --hw ibm-spyre --model llama-3.1-8b --batch 1 --context 4096 \
   --timeline "$F/spyre_decode_timeline.png" > /dev/null
 $R schedule --hw ibm-spyre --model llama-3.1-8b --phase prefill --batch 1 --context 2048 \
   --timeline "$F/spyre_prefill_timeline.png" > /dev/null
+$R layout --plot "$F/layout.png" > /dev/null
 $R simulate compare --hw a100-80gb --model llama-2-7b --workload shared-prefix --rate 4 \
   --requests 1000 --prompt lognormal:512 --output lognormal:256 --max-model-len 4096 \
   --configs paged,contiguous,static,prefix,no-chunk,spec,swap,host-tier,disagg --plot "$F" > /dev/null

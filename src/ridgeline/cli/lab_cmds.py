@@ -129,27 +129,6 @@ def _dtypes(text: str, device: str) -> tuple[str, ...]:
     return tuple(d.strip() for d in text.split(",") if d.strip()) or default_dtypes(device)
 
 
-def _dtypes(text: str, device: str) -> tuple[str, ...]:
-    """The --dtypes list, else fp32 (and bf16 where it has a fast path)."""
-    from ridgeline.lab.machine import default_dtypes
-
-    return tuple(d.strip() for d in text.split(",") if d.strip()) or default_dtypes(device)
-
-
-def _print_peaks(cal: Any) -> None:
-    """Per thread count: physical peak, measured clock and every kernel's rate (CPU, fp32)."""
-    from ridgeline.lab.compute_peak import peak_rows
-
-    for n in sorted(set(cal.spec.threads)) if cal.spec.device == "cpu" else ():
-        table = Table("fp32 compute", "FLOP/s", "how", title=f"Compute peak, {n} thread(s)")
-        for what, rate, how in peak_rows(cal.peak_report(n)):
-            shown = (
-                fmt_rate(rate, "FLOP/s") if rate is not None else ("" if what == "note" else "?")
-            )
-            table.add_row(what, shown, how)
-        console.print(table)
-
-
 @lab_app.command("sweep")
 def sweep_cmd(
     model: ModelOpt = DEFAULT_ENGINE_MODEL,

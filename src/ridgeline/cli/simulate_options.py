@@ -13,7 +13,6 @@ import typer
 from ridgeline.analytic import Efficiency
 from ridgeline.cli.common import writable_dir
 from ridgeline.data import trace_path
-from ridgeline.specs.hardware import Accelerator
 from ridgeline.serving.eviction import EvictionKind
 from ridgeline.serving.policies import PolicyKind, step_token_budget
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
@@ -24,6 +23,7 @@ from ridgeline.sim.compiled import is_compiled_schedule
 from ridgeline.sim.presets import WorkloadKind, workload_of_kind
 from ridgeline.sim.static_variants import COMPILED_DEFAULT, ShapeOptions
 from ridgeline.sim.variants import DEFAULT_VARIANTS
+from ridgeline.specs.hardware import Accelerator
 
 
 def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:

@@ -161,13 +161,7 @@ def schedule_cmd(
 ) -> None:
     """Compile one step for a scratchpad accelerator and simulate its timeline."""
     w = an.Workload(phase, batch, context, prompt)
-    bucket = None
-    if bucket_batch is not None or bucket_context is not None:
-        d = dataflow.default_bucket(w)
-        bucket = dataflow.Bucket(
-            d.batch if bucket_batch is None else bucket_batch,
-            d.context if bucket_context is None else bucket_context,
-        )
+    bucket = _bucket(w, bucket_batch, bucket_context)
     opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
     s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
     listing = dataflow.program_of(s, program) if program else None  # a typo fails before output
@@ -182,6 +176,19 @@ def schedule_cmd(
     if listing is not None:
         for line in dataflow.listing(listing, max_steps=4):
             console.print(line, highlight=False, soft_wrap=True)
+
+
+def _bucket(
+    w: an.Workload, batch: int | None, context: int | None
+) -> dataflow.Bucket | None:
+    """The compiled bucket the options name (the default bucket fills what they leave out), or
+    None for the default bucket."""
+    if batch is None and context is None:
+        return None
+    d = dataflow.default_bucket(w)
+    return dataflow.Bucket(
+        d.batch if batch is None else batch, d.context if context is None else context
+    )
 
 
 def _print_schedule(s: dataflow.Schedule) -> None:

@@ -21,18 +21,20 @@ def trace_names() -> list[str]:
 
 
 def trace_path(name_or_path: str | Path) -> Path:
-    """A trace file: ``name_or_path`` itself when it exists, else the shipped sample of that
-    name (``splitwise_conv`` or ``splitwise_conv.csv``).
+    """A trace file: ``name_or_path`` itself when it exists or names a folder or a suffix, else
+    the shipped sample of that name (``splitwise_conv`` or ``splitwise_conv.csv``).
 
     >>> trace_path("splitwise_conv").name
     'splitwise_conv.csv'
     """
     path = Path(name_or_path)
-    if path.exists():
-        return path
+    if path.exists() or path.parent != Path("."):
+        return path  # a path: its reader names what is wrong with it (no such file, a bad line)
     sample = TRACES / f"{path.name.removesuffix('.csv')}.csv"
     if sample.is_file():
         return sample
+    if path.suffix:
+        return path
     raise UnknownNameError(
         "trace (not a file, not a shipped sample)", str(name_or_path), trace_names()
     )

@@ -13,7 +13,6 @@ from ridgeline import analytic as an
 from ridgeline.analytic.roofline import LevelRidge
 from ridgeline.analytic.speed import SpeedQuote, quote_step
 from ridgeline.defaults import DEFAULT_ACCELERATOR
-from ridgeline.errors import CapacityError
 from ridgeline.report import plots
 from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
 from ridgeline.report.figures import save_figure

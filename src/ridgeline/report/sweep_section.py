@@ -103,10 +103,11 @@ def plot_front(rep: SweepReport, title: str | None = None) -> Figure:
 
 def sweep_section(db: str | Path) -> Callable[[ReportContext], Section]:
     """A report section builder for the sweep stored at ``db`` (for the report's model, when
-    the sweep has it; otherwise for all models)."""
+    the sweep has it; otherwise for all models). The store is read now: a missing or broken
+    one fails before any section is built."""
+    data = read_store(db)
 
     def build(ctx: ReportContext) -> Section:
-        data = read_store(db)
         models = {c.config["model"] for c in data.configs}
         rep = sweep_report(data, ctx.model.name if ctx.model.name in models else None)
         fig = save_figure(plot_front(rep), ctx.figure("sweep_front.png"))

@@ -38,7 +38,7 @@ from ridgeline.analytic.roofline import step_cost
 from ridgeline.analytic.workload import Phase, Workload
 from ridgeline.errors import ConfigError
 from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest
-from ridgeline.serving.policies import StaticOptions
+from ridgeline.serving.policies import PolicyKind, StaticOptions
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim.executor import CostModelExecutor, StepCostModel
 from ridgeline.specs import Accelerator, ModelSpec
@@ -437,7 +437,7 @@ def static_scheduler(
     chunk = shapes.chunk_tokens if chunked else 0
     return replace(
         sched,
-        policy="static",
+        policy=PolicyKind.STATIC,
         static_buckets=shapes.seq_buckets,
         static_slots=shapes.batch_sizes[-1],
         static=StaticOptions(chunk, shapes.recompile, shapes.prefix_copy),

@@ -135,12 +135,18 @@ def prefix_savings_q(
     """GB of KV that prefix caching saves for a shared system prompt, counted by admitting the
     requests into the serving runtime's block pool with and without prefix caching."""
     del rng
-    m = get_model(model)
-    per = kv_bytes_per_token(m)
+    per = kv_bytes_per_token(m := get_model(model))
     without, with_cache = prefix_cache_blocks(num_requests, prefix_len, suffix_len, block_size)
     saved = (without - with_cache) * block_size * per
-    shared = (without - with_cache) // (num_requests - 1)
+    shared_tokens = (without - with_cache) // (num_requests - 1) * block_size
     tol = 0.02
+    params = {"model": model, "num_requests": num_requests, "prefix_len": prefix_len}
+    params |= {"suffix_len": suffix_len, "block_size": block_size}
+    mistakes = [
+        (Mistake.PARTIAL_BLOCK_SHARED, (num_requests - 1) * prefix_len * per / GB),
+        (Mistake.ALL_REQUESTS_SAVE, num_requests * shared_tokens * per / GB),
+        (Mistake.GIB_FOR_GB, saved / GiB),
+    ]
     return Question(
         generator="prefix_savings",
         module=Module.KV_RUNTIME,
@@ -161,32 +167,24 @@ def prefix_savings_q(
                 ("block size", str(block_size)),
             ]
         ),
-        params={
-            "model": model,
-            "num_requests": num_requests,
-            "prefix_len": prefix_len,
-            "suffix_len": suffix_len,
-            "block_size": block_size,
-        },
+        params=params,
         answer=saved / GB,
         unit="GB",
         rel_tol=tol,
-        choices=traps(
-            saved / GB,
-            [
-                (Mistake.PARTIAL_BLOCK_SHARED, (num_requests - 1) * prefix_len * per / GB),
-                (Mistake.ALL_REQUESTS_SAVE, num_requests * shared * block_size * per / GB),
-                (Mistake.GIB_FOR_GB, saved / GiB),
-            ],
-            tol,
-            lambda v: f"{v:.4g} GB",
-        ),
-        solution=(
-            f"Shared full blocks = ⌊{prefix_len:,} ÷ {block_size}⌋ = {shared} "
-            f"({shared * block_size:,} tokens); KV per token = {per:,.0f} B; the first request "
-            f"stores them, the other {num_requests - 1} reuse them: saved = {num_requests - 1} × "
-            f"{shared * block_size:,} × {per:,.0f} B = {saved / GB:.4g} GB."
-        ),
+        choices=traps(saved / GB, mistakes, tol, lambda v: f"{v:.4g} GB"),
+        solution=_prefix_solution(num_requests, prefix_len, block_size, per, saved),
+    )
+
+
+def _prefix_solution(
+    num_requests: int, prefix_len: int, block_size: int, per: float, saved: float
+) -> str:
+    shared = prefix_len // block_size
+    return (
+        f"Shared full blocks = ⌊{prefix_len:,} ÷ {block_size}⌋ = {shared} "
+        f"({shared * block_size:,} tokens); KV per token = {per:,.0f} B; the first request "
+        f"stores them, the other {num_requests - 1} reuse them: saved = {num_requests - 1} × "
+        f"{shared * block_size:,} × {per:,.0f} B = {saved / GB:.4g} GB."
     )
 
 
