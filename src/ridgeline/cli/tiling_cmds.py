@@ -178,9 +178,7 @@ def schedule_cmd(
             console.print(line, highlight=False, soft_wrap=True)
 
 
-def _bucket(
-    w: an.Workload, batch: int | None, context: int | None
-) -> dataflow.Bucket | None:
+def _bucket(w: an.Workload, batch: int | None, context: int | None) -> dataflow.Bucket | None:
     """The compiled bucket the options name (the default bucket fills what they leave out), or
     None for the default bucket."""
     if batch is None and context is None:
