@@ -101,6 +101,7 @@ SLOW_TESTS = {
     "test_without_the_ring_every_core_rereads_what_the_ring_carried",
     "test_prefill_runs_one_program_per_compiled_chunk",
     "test_a_command_refuses_in_one_line",  # the bad-input corpus through the CLI, 150 runs
+    "test_importing_the_plots_leaves_the_backend_alone",  # a fresh interpreter
 }
 
 
