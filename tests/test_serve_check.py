@@ -28,9 +28,10 @@ def _batch(new: list[int], prior: list[int]) -> ScheduledBatch:
     return ScheduledBatch(0, reqs, 16)
 
 
-def test_the_fit_recovers_the_efficiencies_and_overhead_it_was_made_with() -> None:
+@pytest.mark.parametrize("overlap", [1.0, 0.25, 0.0])
+def test_the_fit_recovers_the_efficiencies_and_overhead_it_was_made_with(overlap: float) -> None:
     spec, acc = get_model("distilgpt2"), get_accelerator("xeon-spr")
-    truth = Efficiency(bandwidth=0.4, compute=0.3, step_overhead_s=2e-3)
+    truth = Efficiency(bandwidth=0.4, compute=0.3, step_overhead_s=2e-3, overlap=overlap)
     cost = StepCostModel(spec, acc, FP32, truth)
     shapes = [([1] * b, [p] * b) for b in (1, 4, 16) for p in (64, 300, 900)]
     shapes += [([128], [0]), ([128, 1, 1], [0, 200, 400]), ([512] * 4, [0] * 4), ([2048], [0])]
@@ -41,6 +42,7 @@ def test_the_fit_recovers_the_efficiencies_and_overhead_it_was_made_with() -> No
     assert eff.bandwidth == pytest.approx(0.4, abs=1e-9)
     assert eff.compute == pytest.approx(0.3, abs=1e-9)
     assert eff.step_overhead_s == pytest.approx(2e-3, rel=1e-3)
+    assert eff.overlap == overlap
 
 
 def _row(start: float, first: float, last: float, end: float, n_in: int, n_out: int) -> dict:

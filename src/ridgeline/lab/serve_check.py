@@ -2,9 +2,11 @@
 
 1. Calibrate: this machine's one-thread read bandwidth and fp32 matmul peak (``lab calibrate``,
    the ``measured`` accelerator), then the engine's own step times on a mixed offline workload,
-   fitted as the simulator's cost model: per-step overhead + Σ_op max(FLOPs ÷ (peak·c),
-   bytes ÷ (BW·b)) with the efficiencies b, c chosen on a grid to minimise the mean relative
-   error of the best 90% of steps, the overhead the median residual.
+   fitted as the simulator's cost model: per-step overhead + Σ_op [max(C, M) + (1 − o)·min(C, M)]
+   with C = FLOPs ÷ (peak·c), M = bytes ÷ (BW·b) (``analytic.calibrated``: o = 1 is the
+   roofline, o = 0 one core that does not hide its loads under its FMAs). The efficiencies b, c
+   and the overlap o are chosen on grids to minimise the relative error of the best 90% of
+   steps, averaged over prefill and decode steps alike; the overhead is the median residual.
 2. Serve: ``ridgeline serve`` in its own process (one engine thread), driven by guidellm
    (``loadgen``) at three Poisson rates, from light load to past saturation.
 3. Simulate: the same arrivals, prompt and output lengths through ``sim.Simulation`` with the
@@ -49,6 +51,7 @@ from ridgeline.specs import Accelerator, DType, ModelSpec
 
 FP32 = Dtypes(DType.FP32, DType.FP32, DType.FP32)
 GRID = np.linspace(0.05, 1.0, 39)  # candidate bandwidth and compute efficiencies
+OVERLAPS = (0.0, 0.25, 0.5, 0.75, 1.0)  # candidate overlaps: the sum of the two bounds to the max
 Say = Callable[[str], None]
 
 
@@ -107,30 +110,42 @@ def _step_terms(spec: ModelSpec, batch: ScheduledBatch) -> tuple[np.ndarray, np.
 
 def _trimmed_mean(x: np.ndarray, keep: float = 0.9) -> float:
     """Mean of the smallest ``keep`` share of ``x``: a noisy step (the machine is shared) does
-    not steer the fit, and every regime with more than a tenth of the steps counts."""
+    not steer the fit."""
     n = max(1, int(np.ceil(keep * x.size)))
     return float(np.sort(x)[:n].mean())
+
+
+def _balanced_error(rel: np.ndarray, prefill: np.ndarray) -> float:
+    """Mean over the two regimes (steps with a prefill chunk, pure decode steps) of each one's
+    trimmed mean relative error: the few prefill steps of a workload weigh as much as its many
+    decode steps, as TTFT rests on the former and TPOT on the latter."""
+    parts = [_trimmed_mean(rel[mask]) for mask in (prefill, ~prefill) if mask.any()]
+    return float(np.mean(parts))
 
 
 def fit_efficiency(
     spec: ModelSpec, acc: Accelerator, batches: Sequence[ScheduledBatch], times: Sequence[float]
 ) -> tuple[Efficiency, float]:
-    """(efficiency, its trimmed mean relative error) of the step model on measured steps (the
-    module docstring)."""
+    """(efficiency, its balanced relative error) of the step model on measured steps (the
+    module docstring): bandwidth and compute efficiencies and the overlap on grids, the
+    overhead the median residual."""
     terms = [_step_terms(spec, b) for b in batches]
     flops = np.stack([f for f, _ in terms]) / acc.peak(DType.FP32)  # (steps, ops) seconds at c=1
     nbytes = np.stack([b for _, b in terms]) / acc.device_bandwidth_bytes_per_s
+    prefill = np.array([any(len(r.token_ids) > 1 for r in b.requests) for b in batches])
     t = np.asarray(times)
-    best: tuple[float, float, float, float] = (np.inf, 1.0, 1.0, 0.0)
-    for b in GRID:
-        for c in GRID:
-            model = np.maximum(flops / c, nbytes / b).sum(axis=1)
-            overhead = max(float(np.median(t - model)), 0.0)
-            err = _trimmed_mean(np.abs(model + overhead - t) / t)
-            if err < best[0]:
-                best = (err, float(b), float(c), overhead)
-    err, b, c, overhead = best
-    return Efficiency(bandwidth=b, compute=c, step_overhead_s=overhead), err
+    best: tuple[float, float, float, float, float] = (np.inf, 1.0, 1.0, 0.0, 1.0)
+    for overlap in OVERLAPS:
+        for b in GRID:
+            for c in GRID:
+                comp, mem = flops / c, nbytes / b
+                model = (np.maximum(comp, mem) + (1 - overlap) * np.minimum(comp, mem)).sum(axis=1)
+                overhead = max(float(np.median(t - model)), 0.0)
+                err = _balanced_error(np.abs(model + overhead - t) / t, prefill)
+                if err < best[0]:
+                    best = (err, float(b), float(c), overhead, float(overlap))
+    err, b, c, overhead, overlap = best
+    return Efficiency(bandwidth=b, compute=c, step_overhead_s=overhead, overlap=overlap), err
 
 
 def engine_steps(llm: Any, check: CheckSpec) -> tuple[list[ScheduledBatch], list[float]]:
