@@ -15,7 +15,7 @@ from ridgeline.errors import ConfigError
 def serve_check_cmd(
     out: Annotated[Path, typer.Option(help="folder for the reports")] = Path("out/serve-check"),
     rates: Annotated[
-        str, typer.Option(help="requests/s, comma-separated (default: 0.3, 0.8, 1.5 x capacity)")
+        str, typer.Option(help="requests/s, comma-separated (default: 0.25, 0.5, 0.75 x capacity)")
     ] = "",
     num_requests: Annotated[int, typer.Option(min=2, help="requests per rate")] = 40,
     prompt_tokens: Annotated[int, typer.Option(min=1)] = 128,
