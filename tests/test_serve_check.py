@@ -107,3 +107,27 @@ def test_the_servers_means_are_the_histogram_deltas_of_one_rate() -> None:
     after = {f"{ttft}_sum": 4.0, f"{ttft}_count": 10, f"{tpot}_sum": 0.8, f"{tpot}_count": 10}
     side = _server_side(before, after)
     assert side.ttft_mean_s == pytest.approx(0.5) and side.tpot_mean_s == pytest.approx(0.1)
+
+
+def test_guidellm_runs_one_worker_so_its_poisson_gaps_do_not_repeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: with guidellm's ten default workers, each seeded alike, every inter-arrival
+    gap came ten times over (the 0.50/s run's starts 0, 4.3, 7.5, ... then 1.1 s apart)."""
+    import subprocess
+
+    from ridgeline.lab import loadgen
+
+    seen: dict[str, str] = {}
+
+    def fake_run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
+        env = kw["env"]
+        assert isinstance(env, dict)
+        seen.update(env)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(loadgen.subprocess, "run", fake_run)
+    monkeypatch.setattr(loadgen.shutil, "which", lambda _: "/bin/true")
+    monkeypatch.setattr(loadgen.sys, "executable", str(tmp_path / "python"))
+    loadgen.run_guidellm({"spec": {}}, tmp_path, tmp_path / "log.txt")
+    assert seen["GUIDELLM__MAX_WORKER_PROCESSES"] == "1"
