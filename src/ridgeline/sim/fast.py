@@ -126,7 +126,7 @@ class _FastInstance:
         self.blocked = False
         self.num_steps = self.num_preemptions = self.queried = self.seq = self.done = 0
         self.steps = StepLog()
-        self._verdicts: dict[tuple[int, int], tuple[str | None, int]] = {}
+        self._verdicts: dict[int, tuple[str | None, int]] = {}
         # the decode group: computed = cbase + D, outputs = obase + D, finished at D = fin
         self.grouped, self.D, self.last_end = True, 0, 0.0
         self.cbase, self.obase = [0] * n, [0] * n
@@ -195,14 +195,14 @@ class _FastInstance:
 
     def _verdict(self, i: int) -> tuple[str | None, int]:
         """(never-fits reason, tokens reserved at admission) of request ``i``, from the real
-        scheduler; both depend on its two lengths only."""
-        key = (self.P[i], self.maxnew[i])
-        out = self._verdicts.get(key)
+        scheduler; both depend on its most tokens (prompt + outputs) only."""
+        most = self.P[i] + self.maxnew[i]
+        out = self._verdicts.get(most)
         if out is None:
-            # NOTE: both read only the two lengths; a stand-in saves building a Request
-            req = cast(Request, _Lengths(key[0], key[0] + key[1]))
+            # NOTE: both read only max_tokens; a stand-in saves building a Request
+            req = cast(Request, _Lengths(self.P[i], most))
             out = (self.sched.never_fits(req), self.sched.policy.reserve_tokens(req) or 0)
-            self._verdicts[key] = out
+            self._verdicts[most] = out
         return out
 
     def advance(self, now: float, horizon: float) -> float | None:
