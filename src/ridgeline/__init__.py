@@ -11,11 +11,17 @@ The Python API is the same set of functions the CLI calls; results are frozen da
 131072.0
 """
 
-from ridgeline.analytic import *  # noqa: F403
+from typing import TYPE_CHECKING
+
+# the two packages load none of their modules until a name is used (``specs.lazy``)
 from ridgeline.analytic import __all__ as _analytic_all
 from ridgeline.errors import CapacityError, ConfigError, RidgelineError, UnknownNameError
-from ridgeline.specs import *  # noqa: F403
 from ridgeline.specs import __all__ as _specs_all
+from ridgeline.specs.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ridgeline.analytic import *  # noqa: F403
+    from ridgeline.specs import *  # noqa: F403
 
 __version__ = "0.1.0"
 __all__ = [
@@ -26,3 +32,7 @@ __all__ = [
     "RidgelineError",
     "UnknownNameError",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"ridgeline.analytic": _analytic_all, "ridgeline.specs": _specs_all}
+)

@@ -229,7 +229,8 @@ class StepCostModel:
             return None
         # the aggregates of ``aggregates`` with one full-attention window (no sliding windows
         # here); integers below 2**53, so their order of summation changes nothing
-        seqs, tokens, keys, att, cac = batch, batch, total + batch, total + batch, total
+        seqs, tokens, keys, cac = batch, batch, total + batch, total
+        att = float(total + batch)
         decode = True
         for n, p in zip(new, prior, strict=True):
             seqs += 1

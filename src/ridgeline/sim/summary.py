@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
-from ridgeline.sim.compiled import CompiledStats
 from ridgeline.sim.metrics import SLO, KVTimeline, Percentiles, RequestLog, SimResult, StepSamples
 
 _TIMELINE_POINTS = 400
+
+
+if TYPE_CHECKING:  # compiled shapes load their dataflow compiler only when used
+    from ridgeline.sim.compiled import CompiledStats
 
 
 @dataclass(frozen=True, slots=True)
