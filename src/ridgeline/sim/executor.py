@@ -263,13 +263,12 @@ class StepCostModel:
                 continue
             todo = range(s, s + k * b, b)  # cached tokens at each step
             if not pieces.kinks:  # one line (decode memory-bound at every context)
-                a, c = pieces.intercepts[0], pieces.slopes[0]
-                times += [a + c * x + base for x in todo]
+                times += _on_line(pieces.intercepts[0], pieces.slopes[0], base, todo)
                 continue
             while todo:
                 _, hi, a, c = pieces.piece(todo[0])
                 cut = bisect_left(todo, hi)  # the steps on this piece: S < hi
-                times += [a + c * x + base for x in todo[:cut]]
+                times += _on_line(a, c, base, todo[:cut])
                 todo = todo[cut:]
         return times
 
@@ -369,6 +368,17 @@ class StepCostModel:
             rows = gc[:, 0] + batch * (gc[:, 1] + gc[:, 2])
             per_op[0] *= np.asarray(self._pad(rows))[:, None]
         return per_op.max(axis=0).sum(axis=0) + self.fixed_s + batch * self.seq_s
+
+
+_NUMPY_FROM = 64  # steps from which one numpy expression beats a list comprehension
+
+
+def _on_line(a: float, c: float, base: float, cached: range) -> list[float]:
+    """a + c·S + base at each S of ``cached`` (numpy computes the same two roundings)."""
+    if len(cached) < _NUMPY_FROM:
+        return [a + c * s + base for s in cached]
+    s = np.arange(cached.start, cached.stop, cached.step, dtype=np.float64)
+    return ((a + c * s) + base).tolist()  # type: ignore[no-any-return]
 
 
 def _windowed_sum(x: float, w: int) -> float:

@@ -41,14 +41,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-import numpy as np
-
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateCounter
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.metrics import SimResult
-from ridgeline.sim.step_log import StepLog
+from ridgeline.sim.step_log import StepLog, column
 from ridgeline.sim.stretch import stretch
 from ridgeline.sim.summary import RunStats, summarize
 
@@ -81,7 +79,7 @@ def run(
     ``late`` stopped it early."""
     state = _FastInstance(sim)
     stopped = state.loop(progress, late)
-    end = np.array(state.steps.end)
+    end = column(state.steps.end, float)
     sim.log.itl_chunks.append(state.steps.shared_gaps(end))
     samples = state.steps.samples(state.num_blocks, state.bs, end)
     return summarize(sim.log, samples, state.stats()), stopped
