@@ -98,6 +98,8 @@ def test_grouped_closed_forms_equal_step_time(hw: str, mode: CostMode) -> None:
     assert long_run is not None
     want = [cost.step_time_s([1] * 4, [j] * 4) for j in range(3000)]
     np.testing.assert_allclose(np.array(long_run), np.array(want), rtol=1e-12)
+    # a long run (one numpy expression) rounds as step-by-step segments (list comprehension)
+    assert long_run == cost.decode_steps_s([(4, 4 * j, 1) for j in range(3000)])
     mixed = cost.grouped_step_s(len(prior), sum(prior), [700, 1], [0, 33])
     assert mixed == pytest.approx(cost.step_time_s([1] * 6 + [700, 1], prior + [0, 33]), rel=1e-12)
 
