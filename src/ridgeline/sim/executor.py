@@ -256,20 +256,14 @@ class StepCostModel:
         if not self.offers_grouped_forms():
             return None
         times: list[float] = []
+        known, fixed_s, seq_s = self._pieces, self.fixed_s, self.seq_s
         for b, s, k in segments:
-            pieces, base = self._decode_pieces(b), self.fixed_s + b * self.seq_s
-            if b == 0:
-                times += [pieces.at(s) + base] * k
-                continue
-            todo = range(s, s + k * b, b)  # cached tokens at each step
-            if not pieces.kinks:  # one line (decode memory-bound at every context)
-                times += _on_line(pieces.intercepts[0], pieces.slopes[0], base, todo)
-                continue
-            while todo:
-                _, hi, a, c = pieces.piece(todo[0])
-                cut = bisect_left(todo, hi)  # the steps on this piece: S < hi
-                times += _on_line(a, c, base, todo[:cut])
-                todo = todo[cut:]
+            pieces, base = known.get(b) or self._decode_pieces(b), fixed_s + b * seq_s
+            if b and not pieces.kinks and k < _NUMPY_FROM:  # one short line: the common case
+                a, c = pieces.intercepts[0], pieces.slopes[0]
+                times += [a + c * x + base for x in range(s, s + k * b, b)]
+            else:
+                times += _segment_s(pieces, base, b, s, k)
         return times
 
     def _decode_pieces(self, batch: int) -> Pieces:
@@ -371,6 +365,21 @@ class StepCostModel:
 
 
 _NUMPY_FROM = 64  # steps from which one numpy expression beats a list comprehension
+
+
+def _segment_s(pieces: Pieces, base: float, b: int, s: int, k: int) -> list[float]:
+    """``k`` decode steps of ``b`` sequences holding s, s + b, ... cached tokens, piece by
+    piece of their time (``decode_steps_s``)."""
+    if b == 0:
+        return [pieces.at(s) + base] * k
+    times: list[float] = []
+    todo = range(s, s + k * b, b)  # cached tokens at each step
+    while todo:
+        _, hi, a, c = pieces.piece(todo[0])
+        cut = bisect_left(todo, hi)  # the steps on this piece: S < hi
+        times += _on_line(a, c, base, todo[:cut])
+        todo = todo[cut:]
+    return times
 
 
 def _on_line(a: float, c: float, base: float, cached: range) -> list[float]:
