@@ -42,3 +42,16 @@ def test_lazy_packages_resolve_names_and_submodules() -> None:
     assert "simulate" in dir(__import__("ridgeline.sim").sim)
     with pytest.raises(AttributeError, match="no_such_name"):
         an.no_such_name  # noqa: B018
+
+
+def test_one_chip_is_read_alone_and_equals_the_catalog() -> None:
+    """A name reads its own file (start-up); the result is the catalog's entry, field for
+    field, for every shipped accelerator and calibration family."""
+    from ridgeline.specs import calibration, catalog
+
+    for name, acc in catalog._catalog().items():
+        assert catalog._shipped(name) == acc
+        assert rl.get_accelerator(name) == acc
+    for name, fam in calibration._families().items():
+        assert calibration._shipped_family(name) == fam
+    assert catalog._shipped("no-such-chip") is None
