@@ -7,7 +7,7 @@ model (``ridgeline.lab.serve_check``), and their ratio. guidellm's own reports (
 console tables) are kept in the output folder.
 
 Usage: python benchmarks/serve.py [--fractions 0.2,0.4,...] [--requests N] [--out DIR]
-  rates are fractions of the capacity the calibrated cost model gives (a full batch of decodes)
+  rates are fractions of the capacity the calibrated cost model gives (prefill + decode share)
 """
 
 from __future__ import annotations

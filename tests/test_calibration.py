@@ -12,6 +12,7 @@ import math
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -232,3 +233,48 @@ def test_simulator_step_equals_analytic_step_calibrated() -> None:
     assert sim.step_time_s([1] * 24, [3000] * 24) == pytest.approx(analytic, rel=1e-9)
     run = sim.decode_run_s([3000] * 24, 3)
     assert run[0] == pytest.approx(analytic, rel=1e-9)
+
+
+# --- overlap: from the roofline's max to the serial sum ----------------------------------------
+
+
+def test_overlap_by_hand() -> None:
+    """overlap 1 is the roofline max, 0 the sum, 0.5 halfway (4 ms compute, 1 ms memory)."""
+    for overlap, expected in ((1.0, 4e-3), (0.0, 5e-3), (0.5, 4.5e-3)):
+        cal = Calibration(overlap=overlap)
+        compute_s, memory_s = op_seconds(4e12, 1e9, 0.0, 0, (1e15, 1e12), cal)
+        assert max(compute_s, memory_s) == pytest.approx(expected)
+        assert compute_s > memory_s  # still compute-bound
+
+
+def test_overlap_rules() -> None:
+    with pytest.raises(ConfigError, match="field overlap"):
+        Calibration(overlap=1.5)
+    with pytest.raises(ConfigError, match="field overlap"):
+        Calibration(overlap=-0.1)
+    with pytest.raises(ConfigError, match="gemm_tile_rows"):
+        Calibration(overlap=0.5, gemm_tile_rows=64)
+    with pytest.raises(ConfigError, match="overlap"):
+        an.Efficiency(overlap=float("nan"))
+
+
+@pytest.mark.parametrize("overlap", [0.0, 0.3])
+def test_simulator_step_equals_analytic_step_with_partial_overlap(overlap: float) -> None:
+    """The executor's closed forms (stepwise, decode runs, grouped decode pieces) keep the
+    analytic formula when loads do not fully hide under compute."""
+    acc, model = get_accelerator("h100-sxm"), get_model("llama-3.1-8b")
+    eff = an.Efficiency(bandwidth=0.7, compute=0.5, overlap=overlap)
+    for w in (an.Workload(an.Phase.DECODE, 24, 3000), an.Workload(an.Phase.PREFILL, 2, 900)):
+        analytic = an.step_cost(model, acc, w, eff).step_time_s
+        full = an.step_cost(model, acc, w, an.Efficiency(0.7, 0.5)).step_time_s
+        assert analytic > full  # something no longer hides
+        sim = StepCostModel(model, acc, efficiency=eff)
+        new = [1] * 24 if w.phase is an.Phase.DECODE else [900] * 2
+        prior = [3000] * 24 if w.phase is an.Phase.DECODE else [0] * 2
+        assert sim.step_time_s(new, prior) == pytest.approx(analytic, rel=1e-9)
+    sim = StepCostModel(model, acc, efficiency=eff)
+    run = sim.decode_run_s([3000] * 24, 4)
+    grouped = sim.decode_steps_s([24] * 4, [24 * (3000 + j) for j in range(4)])
+    assert grouped is not None
+    assert np.allclose(run, grouped, rtol=1e-9)
+    assert run[0] == pytest.approx(sim.step_time_s([1] * 24, [3000] * 24), rel=1e-9)

@@ -28,19 +28,20 @@ def _batch(new: list[int], prior: list[int]) -> ScheduledBatch:
     return ScheduledBatch(0, reqs, 16)
 
 
-def test_the_fit_recovers_the_efficiencies_and_overhead_it_was_made_with() -> None:
+@pytest.mark.parametrize("overlap", [1.0, 0.25, 0.0])
+def test_the_fit_recovers_the_efficiencies_and_overhead_it_was_made_with(overlap: float) -> None:
     spec, acc = get_model("distilgpt2"), get_accelerator("xeon-spr")
-    truth = Efficiency(bandwidth=0.4, compute=0.3, step_overhead_s=2e-3)
+    truth = Efficiency(bandwidth=1.0, compute=0.3, step_overhead_s=2e-3, overlap=overlap)
     cost = StepCostModel(spec, acc, FP32, truth)
     shapes = [([1] * b, [p] * b) for b in (1, 4, 16) for p in (64, 300, 900)]
     shapes += [([128], [0]), ([128, 1, 1], [0, 200, 400]), ([512] * 4, [0] * 4), ([2048], [0])]
     batches = [_batch(n, p) for n, p in shapes]
     times = [cost.step_time_s(n, p) for n, p in shapes]
     eff, err = fit_efficiency(spec, acc, batches, times)
-    assert err < 1e-3  # the grid holds 0.4 and 0.3 up to rounding
-    assert eff.bandwidth == pytest.approx(0.4, abs=1e-9)
+    assert err < 1e-3  # the grid holds 0.3 up to rounding
     assert eff.compute == pytest.approx(0.3, abs=1e-9)
     assert eff.step_overhead_s == pytest.approx(2e-3, rel=1e-3)
+    assert eff.overlap == overlap
 
 
 def _row(start: float, first: float, last: float, end: float, n_in: int, n_out: int) -> dict:
@@ -106,3 +107,27 @@ def test_the_servers_means_are_the_histogram_deltas_of_one_rate() -> None:
     after = {f"{ttft}_sum": 4.0, f"{ttft}_count": 10, f"{tpot}_sum": 0.8, f"{tpot}_count": 10}
     side = _server_side(before, after)
     assert side.ttft_mean_s == pytest.approx(0.5) and side.tpot_mean_s == pytest.approx(0.1)
+
+
+def test_guidellm_runs_one_worker_so_its_poisson_gaps_do_not_repeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: with guidellm's ten default workers, each seeded alike, every inter-arrival
+    gap came ten times over (the 0.50/s run's starts 0, 4.3, 7.5, ... then 1.1 s apart)."""
+    import subprocess
+
+    from ridgeline.lab import loadgen
+
+    seen: dict[str, str] = {}
+
+    def fake_run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
+        env = kw["env"]
+        assert isinstance(env, dict)
+        seen.update(env)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(loadgen.subprocess, "run", fake_run)
+    monkeypatch.setattr(loadgen.shutil, "which", lambda _: "/bin/true")
+    monkeypatch.setattr(loadgen.sys, "executable", str(tmp_path / "python"))
+    loadgen.run_guidellm({"spec": {}}, tmp_path, tmp_path / "log.txt")
+    assert seen["GUIDELLM__MAX_WORKER_PROCESSES"] == "1"

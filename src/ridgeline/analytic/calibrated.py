@@ -7,9 +7,17 @@ only changes the rates and adds fixed latencies::
     memory_s  = other bytes / (bandwidth · bandwidth_efficiency)
               + KV bytes / (bandwidth · kv_bandwidth_efficiency)
     op_s      = max(compute_s, memory_s)                         (roofline, Williams et al. 2009)
+                + (1 − overlap) · min(compute_s, memory_s)        (overlap = 1: the roofline)
     step_s    = Σ op_s + layers · layer_latency_s + step_latency_s + seqs · sequence_latency_s
 
     pad(rows) = ceil(rows / t) · t / rows                        (t = gemm_tile_rows)
+
+``overlap`` spans the two classic bounds of an operator whose loads and arithmetic share one
+instruction stream: perfect overlap (the roofline's max) and none (their sum, the bound of a core
+that stalls on every cache-missing load; Hennessy & Patterson, "Computer Architecture: A
+Quantitative Approach", 6th ed., §2.1, memory stall cycles added to execution cycles). It is
+applied as the pair (compute_s + (1 − o)·memory_s, memory_s + (1 − o)·compute_s), whose max is
+exactly the formula above, so every consumer of the pair keeps taking max().
 
 ``pad`` is the tile quantisation of a matrix unit: a weight-stationary systolic array (TPU MXU,
 Spyre's PE arrays) spends at least t cycles per weight tile, and a GPU's MMA instruction covers t
@@ -40,12 +48,13 @@ def calibration_for(
     bandwidth: float = 1.0,
     compute: float = 1.0,
     step_s: float = 0.0,
+    overlap: float = 1.0,
 ) -> Calibration:
     """The terms a cost uses: the accelerator's calibration in calibrated mode; in ideal mode the
     ideal machine, with any user-given efficiencies and per-step overhead applied."""
     if mode is CostMode.CALIBRATED:
         return acc.calibration
-    if (bandwidth, compute, step_s) == (1.0, 1.0, 0.0):
+    if (bandwidth, compute, step_s, overlap) == (1.0, 1.0, 0.0, 1.0):
         return IDEAL
     return Calibration(
         family="user",
@@ -53,6 +62,7 @@ def calibration_for(
         kv_bandwidth_efficiency=bandwidth,
         compute_efficiency=compute,
         step_latency_s=step_s,
+        overlap=overlap,
         sources={"bandwidth_efficiency": "user", "compute_efficiency": "user"},
     )
 
@@ -83,7 +93,16 @@ def op_seconds(
     memory_s = (nbytes - kv_bytes) / (bandwidth * cal.bandwidth_efficiency) + kv_bytes / (
         bandwidth * cal.kv_bandwidth_efficiency
     )
-    return compute_s, memory_s
+    return overlapped(compute_s, memory_s, cal.overlap)
+
+
+def overlapped(compute_s: Array, memory_s: Array, overlap: float) -> tuple[Array, Array]:
+    """(compute_s, memory_s) with the part that does not overlap added to each side: their max
+    is max(c, m) + (1 − overlap)·min(c, m) (module docstring); unchanged at overlap = 1."""
+    if overlap == 1.0:
+        return compute_s, memory_s
+    hidden = (1.0 - overlap) * np.minimum(compute_s, memory_s)
+    return compute_s + hidden, memory_s + hidden
 
 
 def fixed_step_seconds(layers: Array, cal: Calibration, seqs: Array = 0.0) -> Array:

@@ -48,16 +48,20 @@ class Efficiency:
     bandwidth: float = 1.0
     compute: float = 1.0
     step_overhead_s: float = 0.0
+    overlap: float = 1.0  # 1: the roofline's max(compute, memory); 0: their sum
 
     def __post_init__(self) -> None:
         for name in ("bandwidth", "compute"):
             check_real(f"{name}_efficiency", getattr(self, name), 0.0, 1.0, low_open=True)
         check_real("step_overhead_s", self.step_overhead_s, 0.0, MAX_SECONDS)
+        check_real("overlap", self.overlap, 0.0, 1.0)
 
     def calibration(self, acc: Accelerator, mode: CostMode = CostMode.IDEAL) -> Calibration:
         """The terms a cost in ``mode`` uses on ``acc`` (these efficiencies apply in ideal
         mode; calibrated mode takes the accelerator's own terms)."""
-        return calibration_for(acc, mode, self.bandwidth, self.compute, self.step_overhead_s)
+        return calibration_for(
+            acc, mode, self.bandwidth, self.compute, self.step_overhead_s, self.overlap
+        )
 
 
 @dataclass(frozen=True, slots=True)

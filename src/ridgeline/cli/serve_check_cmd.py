@@ -15,7 +15,7 @@ from ridgeline.errors import ConfigError
 def serve_check_cmd(
     out: Annotated[Path, typer.Option(help="folder for the reports")] = Path("out/serve-check"),
     rates: Annotated[
-        str, typer.Option(help="requests/s, comma-separated (default: 0.3, 0.8, 1.5 x capacity)")
+        str, typer.Option(help="requests/s, comma-separated (default: 0.25, 0.5, 0.75 x capacity)")
     ] = "",
     num_requests: Annotated[int, typer.Option(min=2, help="requests per rate")] = 40,
     prompt_tokens: Annotated[int, typer.Option(min=1)] = 128,
@@ -53,8 +53,9 @@ def _render(result: object) -> None:
     e = d["efficiency"]
     err_console.print(
         f"calibrated: read {d['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s x {e['bandwidth']:.2f}, "
-        f"fp32 {d['peak_flops_per_s'] / 1e9:.0f} GFLOP/s x {e['compute']:.2f}, step overhead "
-        f"{e['step_overhead_s'] * 1e3:.2f} ms (median step error {d['fit_median_rel_error']:.1%}); "
+        f"fp32 {d['peak_flops_per_s'] / 1e9:.0f} GFLOP/s x {e['compute']:.2f}, overlap "
+        f"{e['overlap']:.2f}, step overhead {e['step_overhead_s'] * 1e3:.2f} ms (step error "
+        f"{d['fit_median_rel_error']:.1%}); "
         f"capacity ~{d['capacity_per_s']:.2f} req/s"
     )
     table = Table(title="simulated vs measured (guidellm)")
@@ -75,7 +76,8 @@ def _render(result: object) -> None:
         e = r["efficiency"]
         err_console.print(
             f"fit before {r['rate_per_s']:.2f}/s: bandwidth x {e['bandwidth']:.2f}, compute x "
-            f"{e['compute']:.2f}, overhead {e['step_overhead_s'] * 1e3:.2f} ms "
+            f"{e['compute']:.2f}, overlap {e['overlap']:.2f}, overhead "
+            f"{e['step_overhead_s'] * 1e3:.2f} ms "
             f"(step error {r['fit_error']:.1%}); means server / client: TTFT "
             f"{r['server']['ttft_mean_s'] * 1e3:.1f} / {r['client_ttft_mean_s'] * 1e3:.1f} ms, "
             f"TPOT {r['server']['tpot_mean_s'] * 1e3:.1f} / {r['client_tpot_mean_s'] * 1e3:.1f} ms"

@@ -11,6 +11,7 @@ streamed chunk is one step's token, which guidellm needs to time TTFT and inter-
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -75,10 +76,14 @@ def run_guidellm(spec: dict[str, Any], workdir: Path, log: Path) -> None:
         raise ConfigError("guidellm is not installed: pip install 'ridgeline[serve-test]'")
     path = workdir.resolve() / "scenario.json"
     path.write_text(json.dumps(spec, indent=2))
+    # One worker process: guidellm's Poisson strategy seeds each worker's generator alike, so
+    # with its default ten workers every inter-arrival gap repeats ten times (bursts at a rate
+    # that climbs through the run, not Poisson arrivals); ten processes also crowd the server.
+    env = os.environ | {"GUIDELLM__MAX_WORKER_PROCESSES": "1"}
     with log.open("w") as f:
         done = subprocess.run(
             [exe, "run", "--scenario", str(path), "--disable-console-interactive"],
-            stdout=f, stderr=subprocess.STDOUT, cwd=workdir, check=False,
+            stdout=f, stderr=subprocess.STDOUT, cwd=workdir, check=False, env=env,
         )  # fmt: skip
     if done.returncode != 0:
         raise ConfigError(f"guidellm failed (exit {done.returncode}); see {log}")

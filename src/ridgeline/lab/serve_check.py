@@ -2,11 +2,14 @@
 
 1. Calibrate: this machine's one-thread read bandwidth and fp32 matmul peak (``lab calibrate``,
    the ``measured`` accelerator), then the engine's own step times on a mixed offline workload,
-   fitted as the simulator's cost model: per-step overhead + Σ_op max(FLOPs ÷ (peak·c),
-   bytes ÷ (BW·b)) with the efficiencies b, c chosen on a grid to minimise the mean relative
-   error of the best 90% of steps, the overhead the median residual.
+   fitted as the simulator's cost model: per-step overhead + Σ_op [max(C, M) + (1 − o)·min(C, M)]
+   with C = FLOPs ÷ (peak·c), M = bytes ÷ BW (``analytic.calibrated``: o = 1 is the roofline,
+   o = 0 one core that does not hide its loads under its FMAs). The compute efficiency c and
+   the overlap o are chosen on grids to minimise the relative error of the best 90% of steps,
+   averaged over prefill and decode steps alike; the overhead is the median residual.
 2. Serve: ``ridgeline serve`` in its own process (one engine thread), driven by guidellm
-   (``loadgen``) at three Poisson rates, from light load to past saturation.
+   (``loadgen``) at three Poisson rates below saturation, each with its own prompts (a seed per
+   rate: the server's prefix cache keeps the blocks of the rates before).
 3. Simulate: the same arrivals, prompt and output lengths through ``sim.Simulation`` with the
    engine's scheduler limits, block pool and the calibrated cost model.
 4. Compare TTFT and TPOT (p50, p90) and output throughput, simulated against measured.
@@ -48,7 +51,13 @@ from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, DType, ModelSpec
 
 FP32 = Dtypes(DType.FP32, DType.FP32, DType.FP32)
-GRID = np.linspace(0.05, 1.0, 39)  # candidate bandwidth and compute efficiencies
+GRID = np.linspace(0.05, 1.0, 39)  # candidate compute efficiencies
+OVERLAPS = (0.0, 0.25, 0.5, 0.75, 1.0)
+RATE_FRACTIONS = (
+    0.25,
+    0.5,
+    0.75,
+)  # of the capacity: three loads below saturation  # candidate overlaps: the sum of the two bounds to the max
 Say = Callable[[str], None]
 
 
@@ -60,7 +69,7 @@ class CheckSpec:
     prompt_tokens: int = 128
     output_tokens: int = 64
     num_requests: int = 40
-    rates: tuple[float, ...] = ()  # requests/s; () = 0.3, 0.8 and 1.5 × the estimated capacity
+    rates: tuple[float, ...] = ()  # requests/s; () = RATE_FRACTIONS × the estimated capacity
     max_num_seqs: int = 16
     kv_gib: float = 0.5
     port: int = 8321
@@ -107,30 +116,42 @@ def _step_terms(spec: ModelSpec, batch: ScheduledBatch) -> tuple[np.ndarray, np.
 
 def _trimmed_mean(x: np.ndarray, keep: float = 0.9) -> float:
     """Mean of the smallest ``keep`` share of ``x``: a noisy step (the machine is shared) does
-    not steer the fit, and every regime with more than a tenth of the steps counts."""
+    not steer the fit."""
     n = max(1, int(np.ceil(keep * x.size)))
     return float(np.sort(x)[:n].mean())
+
+
+def _balanced_error(rel: np.ndarray, prefill: np.ndarray) -> float:
+    """Mean over the two regimes (steps with a prefill chunk, pure decode steps) of each one's
+    trimmed mean relative error: the few prefill steps of a workload weigh as much as its many
+    decode steps, as TTFT rests on the former and TPOT on the latter."""
+    parts = [_trimmed_mean(rel[mask]) for mask in (prefill, ~prefill) if mask.any()]
+    return float(np.mean(parts))
 
 
 def fit_efficiency(
     spec: ModelSpec, acc: Accelerator, batches: Sequence[ScheduledBatch], times: Sequence[float]
 ) -> tuple[Efficiency, float]:
-    """(efficiency, its trimmed mean relative error) of the step model on measured steps (the
-    module docstring)."""
+    """(efficiency, its balanced relative error) of the step model on measured steps (the
+    module docstring): the compute efficiency and the overlap on grids, the overhead the
+    median residual. Bytes move at the read bandwidth the probe measured (efficiency 1): every
+    step reads all the weights, so a fitted bandwidth would only trade against the overhead."""
     terms = [_step_terms(spec, b) for b in batches]
     flops = np.stack([f for f, _ in terms]) / acc.peak(DType.FP32)  # (steps, ops) seconds at c=1
-    nbytes = np.stack([b for _, b in terms]) / acc.device_bandwidth_bytes_per_s
+    mem = np.stack([b for _, b in terms]) / acc.device_bandwidth_bytes_per_s
+    prefill = np.array([any(len(r.token_ids) > 1 for r in b.requests) for b in batches])
     t = np.asarray(times)
-    best: tuple[float, float, float, float] = (np.inf, 1.0, 1.0, 0.0)
-    for b in GRID:
+    best: tuple[float, float, float, float] = (np.inf, 1.0, 0.0, 1.0)
+    for overlap in OVERLAPS:
         for c in GRID:
-            model = np.maximum(flops / c, nbytes / b).sum(axis=1)
+            comp = flops / c
+            model = (np.maximum(comp, mem) + (1 - overlap) * np.minimum(comp, mem)).sum(axis=1)
             overhead = max(float(np.median(t - model)), 0.0)
-            err = _trimmed_mean(np.abs(model + overhead - t) / t)
+            err = _balanced_error(np.abs(model + overhead - t) / t, prefill)
             if err < best[0]:
-                best = (err, float(b), float(c), overhead)
-    err, b, c, overhead = best
-    return Efficiency(bandwidth=b, compute=c, step_overhead_s=overhead), err
+                best = (err, float(c), overhead, float(overlap))
+    err, c, overhead, overlap = best
+    return Efficiency(bandwidth=1.0, compute=c, step_overhead_s=overhead, overlap=overlap), err
 
 
 def engine_steps(llm: Any, check: CheckSpec) -> tuple[list[ScheduledBatch], list[float]]:
@@ -153,15 +174,17 @@ def engine_options(check: CheckSpec) -> dict[str, Any]:
 
 
 def capacity_per_s(cfg: SimConfig, check: CheckSpec) -> float:
-    """Requests per second at a full batch of decodes (prefill left out): the saturation rate
-    the default rates are fractions of."""
+    """Requests per second the engine sustains: each request costs its prefill (one step of
+    its prompt alone) and its share of ``output_tokens`` decode steps of a full batch, so the
+    saturation rate is 1 ÷ (prefill + output · step ÷ batch)."""
     from ridgeline.sim.executor import StepCostModel
 
     cost = StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency)
     s = check.max_num_seqs
     mid = check.prompt_tokens + check.output_tokens // 2
     step_s = cost.step_time_s([1] * s, [mid] * s)
-    return s / (check.output_tokens * step_s)
+    prefill_s = cost.step_time_s([check.prompt_tokens], [0])
+    return 1.0 / (prefill_s + check.output_tokens * step_s / s)
 
 
 # ---- 2. serving under guidellm ----------------------------------------------------------------
@@ -234,10 +257,11 @@ def serve_and_load(
     try:
         _wait_up(url, proc)
         runs = []
-        for rate in rates:
+        for i, rate in enumerate(rates):
             before(f"{rate:.2f}")
+            # a seed per rate: the same prompts again would hit the server's prefix cache
             plan = LoadPlan(rate, check.num_requests, check.prompt_tokens, check.output_tokens,
-                            check.seed)  # fmt: skip
+                            check.seed + i)  # fmt: skip
             report = out / f"guidellm-{rate:.2f}.json"
             spec = scenario(url, _served_name(check), tokenizer, plan, report)
             sums = _histogram_sums(url)
@@ -360,7 +384,7 @@ def run_check(check: CheckSpec, out: Path, say: Say) -> ServeCheck:
     cal = Calibrator(check, acc, say)
     eff, err = cal.fit("first")
     cap = capacity_per_s(cal.config("first"), check)
-    rates = check.rates or tuple(round(f * cap, 2) for f in (0.3, 0.8, 1.5))
+    rates = check.rates or tuple(round(f * cap, 2) for f in RATE_FRACTIONS)
 
     def before(rate: str) -> None:
         cal.fit(rate)

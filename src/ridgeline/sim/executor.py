@@ -165,7 +165,12 @@ class StepCostModel:
         """Compute and memory seconds at the calibrated rates (``analytic.calibrated``)."""
         cal = self.calibration
         mem = m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency
-        return f / cal.compute_efficiency, mem, g
+        compute, serial = f / cal.compute_efficiency, 1.0 - cal.overlap
+        if serial:
+            # max(c + s·m, m + s·c) = max(c, m) + s·min(c, m) (``analytic.calibrated``), in a
+            # form that stays linear in the aggregates, so every closed form below holds
+            compute, mem = compute + serial * mem, mem + serial * compute
+        return compute, mem, g
 
     def _pad(self, rows: np.ndarray) -> np.ndarray | float:
         """Tile padding of each op's GEMM (1 everywhere on an ideal machine)."""

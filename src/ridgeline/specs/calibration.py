@@ -15,6 +15,10 @@ term                          what it models
                               blocks (paged attention), often well below streaming
 ``compute_efficiency``        achievable fraction of the dense peak on large GEMMs (MFU)
 ``gemm_tile_rows``            rows of the matrix unit: a GEMM of M rows costs ceil(M/t)·t rows
+``overlap``                   how far an operator's memory traffic hides under its compute: 1 is
+                              the roofline's max(compute, memory) (a GPU's or systolic array's
+                              asynchronous copies), 0 their sum (one CPU core that stalls on the
+                              weight stream between FMAs)
 ``layer_latency_s``           fixed time each layer adds to a step: kernel launches and syncs on
                               a GPU, the per-layer latency of a pipeline laid across a fabric on a
                               spatial machine
@@ -68,6 +72,7 @@ class Term(StrEnum):
     LINK_EFFICIENCY = "link_efficiency"
     COLLECTIVE_LATENCY_S = "collective_latency_s"
     STAGE_LATENCY_S = "stage_latency_s"
+    OVERLAP = "overlap"
 
 
 EFFICIENCY_TERMS = (
@@ -100,6 +105,7 @@ class Calibration:
     link_efficiency: float = 1.0
     collective_latency_s: float = 0.0
     stage_latency_s: float = 0.0
+    overlap: float = 1.0
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -120,6 +126,13 @@ class Calibration:
             raise ConfigError(f"calibration {self.family}: field stage_latency_s: must be >= 0")
         if self.gemm_tile_rows < 1:
             raise ConfigError(f"calibration {self.family}: field gemm_tile_rows: must be >= 1")
+        if not 0.0 <= self.overlap <= 1.0:
+            raise ConfigError(f"calibration {self.family}: field overlap: must be in [0, 1]")
+        if self.overlap < 1.0 and self.gemm_tile_rows > 1:
+            # tile padding stretches compute alone; a partly serial op would pad its bytes too
+            raise ConfigError(
+                f"calibration {self.family}: field overlap: below 1 needs gemm_tile_rows = 1"
+            )
 
     def value(self, term: Term) -> float:
         return float(getattr(self, term.value))
@@ -169,6 +182,7 @@ class _TermsFile(_Strict):
     link_efficiency: _Term | None = None
     collective_latency_s: _Term | None = None
     stage_latency_s: _Term | None = None
+    overlap: _Term | None = None
 
 
 class CalibrationTable(_TermsFile):
