@@ -253,7 +253,12 @@ class StepCostModel:
         compute = (fc @ v) * self._pad(gc @ v)
         return float(np.maximum(compute, bc @ v).sum()) + self.fixed_s + seqs * self.seq_s
 
-    def decode_steps_s(self, segments: Sequence[tuple[int, int, int]]) -> list[float] | None:
+    def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
+        """Times of consecutive decode steps, step j of ``batch[j]`` sequences holding
+        ``total[j]`` cached tokens (``decode_segments_s`` with one step per segment)."""
+        return self.decode_segments_s([(b, s, 1) for b, s in zip(batch, total, strict=True)])
+
+    def decode_segments_s(self, segments: Sequence[tuple[int, int, int]]) -> list[float] | None:
         """Times of consecutive decode steps (a decode run whose members finish along the
         way), given as segments (B, S, k): k steps of B sequences holding S, S + B, ...,
         S + (k − 1)·B cached tokens; the columns x = [1, B, B, S+B, S+B, S] of
@@ -297,7 +302,7 @@ class StepCostModel:
 
     def offers_grouped_forms(self) -> bool:
         """Whether the grouped closed forms apply: an affine model without sliding windows,
-        whose ``grouped_step_s`` and ``decode_steps_s`` were written with (or after) its
+        whose ``grouped_step_s`` and ``decode_segments_s`` were written with (or after) its
         ``step_time_s`` and ``decode_run_s`` (a subclass that reprices or records steps gets
         no closed form it did not write). Decided once: the class and coefficients are fixed."""
         if self._grouped is None:
@@ -315,7 +320,8 @@ class StepCostModel:
             self._steps_coef is not None
             # a decode GEMM's rows must not grow with S: its padding is fixed per batch size
             and (self.tile_rows == 1 or not np.any(self._steps_coef[1][:, 2]))
-            and max(owner("grouped_step_s"), owner("decode_steps_s")) <= pricing
+            # (decode_steps_s goes through decode_segments_s)
+            and max(owner("grouped_step_s"), owner("decode_segments_s")) <= pricing
         )
 
     def decode_run_aggregates(self, prior: Sequence[int], k: int) -> np.ndarray:

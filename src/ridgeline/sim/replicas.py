@@ -124,8 +124,8 @@ class DeploymentStepCost(StepCostModel):
             return None
         return t + self.link_s(batch + len(new), float(batch + sum(new)))
 
-    def decode_steps_s(self, segments: Sequence[tuple[int, int, int]]) -> list[float] | None:
-        times = super().decode_steps_s(segments)
+    def decode_segments_s(self, segments: Sequence[tuple[int, int, int]]) -> list[float] | None:
+        times = super().decode_segments_s(segments)
         if times is None:
             return None
         per_batch: dict[int, float] = {}

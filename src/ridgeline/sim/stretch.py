@@ -7,7 +7,7 @@ and nothing can be admitted, so the steps up to the next arrival are priced at o
     steps     |0|1|2|3|4|5|6|7|8|9|...      ends: t + time_0 + time_1 + ... (one at a time)
 
 With an empty waiting queue a completion changes only B_j and S_j, so one vector of step times
-(``StepCostModel.decode_steps_s``) runs through completions up to the step in flight at the
+(``StepCostModel.decode_segments_s``) runs through completions up to the step in flight at the
 next arrival. Blocks: a member takes one at the steps where D ≡ its key (mod block size), so
 a step's new blocks are the histogram of keys rotated to D, less the finished members' keys.
 The span stops before a step the free blocks might not fund, counting every member's crossings
@@ -118,7 +118,7 @@ def _through_completions(inst: _FastInstance, t: float, horizon: float, k: int) 
         if i >= 0:
             b, s = b - 1, s - cbase[i] - d
     assert inst.closed_forms is not None
-    times = inst.closed_forms.decode_steps_s(segments)
+    times = inst.closed_forms.decode_segments_s(segments)
     assert times is not None
     inst.pace = times[-1]
     acc = list(accumulate(times, initial=t))  # as stepping adds them: acc[j + 1] ends step j
