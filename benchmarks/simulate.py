@@ -9,8 +9,11 @@
    conversation lengths, Poisson 4 QPS), with vidur's vLLM setting (whole prompts, 4,096 tokens
    per batch, batch cap 128): ridgeline's loop time for the first 1,000 and for all 10,000, and
    the whole ``ridgeline simulate`` process, each as a ratio to vidur's stored timing.
+3. Start-up: a fresh process from its start to the first simulation step (imports, catalog,
+   workload, cost model), beside a bare interpreter's start.
 
-Usage: python benchmarks/simulate.py [--requests N] [--repeat K] [--no-baseline]
+Usage: python benchmarks/simulate.py [--requests N] [--repeat K] [--no-baseline] [--no-vidur]
+       [--no-startup]
 """
 
 from __future__ import annotations
@@ -174,12 +177,47 @@ def vidur_run(repeat: int) -> None:
             )
 
 
+# a child process: the simulate path (``ridgeline simulate``'s defaults without the CLI) up to
+# its first step; prints the wall clock there
+_TO_FIRST_STEP = """
+import time
+from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.sim import Simulation, SimConfig, WorkloadSpec, generate
+from ridgeline.specs import get_accelerator, get_model
+cfg = SimConfig(get_model("llama-2-7b"), get_accelerator("a100-80gb"), SchedulerConfig())
+sim = Simulation(cfg, generate(WorkloadSpec(num_requests=1000, rate_per_s=4.0)))
+print(time.time())  # the first step starts now
+"""
+
+
+def startup_run(repeat: int) -> None:
+    """Part 3: from process start to the first simulation step, and the modules it loaded."""
+    waits = []
+    for _ in range(repeat):
+        t = time.time()
+        out = subprocess.run(
+            [sys.executable, "-c", _TO_FIRST_STEP], check=True, capture_output=True, text=True
+        )
+        waits.append(float(out.stdout) - t)
+    bare = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        bare.append(time.perf_counter() - t)
+    print(
+        f"[3] process start to the first step (1,000 requests, defaults): "
+        f"{statistics.median(waits):.3f} s (median of {repeat}: "
+        f"{', '.join(f'{w:.3f}' for w in waits)}); a bare interpreter {statistics.median(bare):.3f} s"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-baseline", action="store_true", help="skip the step-by-step run")
     ap.add_argument("--no-vidur", action="store_true", help="skip the comparison with vidur")
+    ap.add_argument("--no-startup", action="store_true", help="skip the start-up timing")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     print(
@@ -188,6 +226,8 @@ def main() -> None:
     lognormal_run(args.requests, args.repeat, not args.no_baseline)
     if not args.no_vidur:
         vidur_run(args.repeat)
+    if not args.no_startup:
+        startup_run(args.repeat)
 
 
 if __name__ == "__main__":

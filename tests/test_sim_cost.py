@@ -20,7 +20,7 @@ from ridgeline.analytic import (
 )
 from ridgeline.analytic.workload import Dtypes
 from ridgeline.sim.executor import StepCostModel
-from ridgeline.sim.lines import sum_of_maxima
+from ridgeline.sim.lines import Pieces, affine_maxima, sum_of_maxima
 from ridgeline.sim.replicas import DeploymentStepCost
 from ridgeline.specs import get_accelerator, get_model, load_config_file
 from ridgeline.specs.calibration import CostMode
@@ -76,7 +76,8 @@ def test_moe_models_take_the_exact_path() -> None:
 @pytest.mark.parametrize("hw", ["a100-80gb", "h100-sxm", "tpu-v5e"])
 @pytest.mark.parametrize("mode", list(CostMode))
 def test_grouped_closed_forms_equal_step_time(hw: str, mode: CostMode) -> None:
-    """decode_steps_s (batch and tokens per step, members finishing) and grouped_step_s
+    """decode_steps_s (batch and tokens per step, members finishing), decode_segments_s
+    (the same steps as runs of a fixed batch) and grouped_step_s
     (members by count and sum) give step_time_s of the listed sequences."""
     cost = StepCostModel(get_model("llama-2-7b"), get_accelerator(hw), mode=mode)
     prior = [5, 60, 61, 300, 4000, 17]
@@ -90,8 +91,29 @@ def test_grouped_closed_forms_equal_step_time(hw: str, mode: CostMode) -> None:
     steps = cost.decode_steps_s(batch, total)
     assert steps is not None
     np.testing.assert_allclose(np.array(steps), np.array(one_by_one), rtol=1e-12)
+    # the same steps as runs of a fixed batch: (6, ., 2), (5, ., 1), (4, ., 3), (3, ., 3)
+    runs = [(6, total[0], 2), (5, total[2], 1), (4, total[3], 3), (3, total[6], 3)]
+    assert cost.decode_segments_s(runs) == steps
+    long_run = cost.decode_segments_s([(4, 0, 3000)])
+    assert long_run is not None
+    want = [cost.step_time_s([1] * 4, [j] * 4) for j in range(3000)]
+    np.testing.assert_allclose(np.array(long_run), np.array(want), rtol=1e-12)
+    # a long run (one numpy expression) rounds as step-by-step segments (list comprehension)
+    assert long_run == cost.decode_steps_s([4] * 3000, [4 * j for j in range(3000)])
     mixed = cost.grouped_step_s(len(prior), sum(prior), [700, 1], [0, 33])
-    assert mixed == cost.step_time_s([1] * 6 + [700, 1], prior + [0, 33])
+    assert mixed == pytest.approx(cost.step_time_s([1] * 6 + [700, 1], prior + [0, 33]), rel=1e-12)
+
+
+def test_decode_steps_follow_the_pieces_across_kinks() -> None:
+    """A run whose cached tokens cross kinks (and land on one) takes each step's own piece."""
+    cost = StepCostModel(get_model("llama-2-7b"), A100)
+    pieces = Pieces((100.5, 164.0, 2000.0), (1.0, 0.5, 0.25, 2.0), (1e-3, 2e-3, 3e-3, 1e-4))
+    cost._pieces[4] = pieces  # a stand-in with kinks (llama's decode has none on these chips)
+    times = cost.decode_segments_s([(4, 0, 600), (3, 2500, 5)])
+    base4, base3 = cost.fixed_s + 4 * cost.seq_s, cost.fixed_s + 3 * cost.seq_s
+    want = [pieces.at(4 * j) + base4 for j in range(600)]
+    want += [cost._decode_pieces(3).at(2500 + 3 * j) + base3 for j in range(5)]
+    assert times == pytest.approx(want, rel=1e-15)
 
 
 def test_grouped_closed_forms_need_the_base_pricing() -> None:
@@ -125,14 +147,34 @@ def test_sum_of_maxima_pieces_equal_the_sum(
         assert pieces.at(s) == pytest.approx(want, rel=1e-9, abs=1e-6)
 
 
+@given(
+    st.lists(
+        st.tuples(
+            *(st.sampled_from([0.0, 0.0, 1.5, -2.0, 3e-3, 7.0]) for _ in range(8))
+        ),  # two sparse rows of four coefficients: constant, then three variables
+        min_size=1,
+        max_size=12,
+    ),
+    st.tuples(*(st.floats(0, 1e5, allow_nan=False) for _ in range(3))),
+)
+def test_affine_maxima_equal_the_sum(
+    rows: list[tuple[float, ...]], point: tuple[float, float, float]
+) -> None:
+    f = np.array([r[:4] for r in rows])
+    g = np.array([r[4:] for r in rows])
+    x = np.array((1.0, *point))
+    want = float(np.maximum(f @ x, g @ x).sum())
+    assert affine_maxima(f, g).at(tuple(x)) == pytest.approx(want, rel=1e-9, abs=1e-6)
+
+
 def test_a_deployment_prices_grouped_steps_with_its_links() -> None:
     """Tensor/pipeline splits add link time per step; a recording subclass gets no shortcut."""
     model = get_model("llama-2-7b")
     cost = DeploymentStepCost(model, Deployment(get_accelerator("h100-sxm"), 2, 2))
     prior = [40, 7, 900]
     mixed = cost.grouped_step_s(3, sum(prior), [300], [0])
-    assert mixed == cost.step_time_s([1, 1, 1, 300], prior + [0])
-    steps = cost.decode_steps_s([3, 3, 2], [947, 950, 50])
+    assert mixed == pytest.approx(cost.step_time_s([1, 1, 1, 300], prior + [0]), rel=1e-12)
+    steps = cost.decode_segments_s([(3, 947, 2), (2, 50, 1)])
     want = [cost.step_time_s([1] * 3, [p + j for p in prior]) for j in range(2)]
     want.append(cost.step_time_s([1, 1], [42, 8]))
     np.testing.assert_allclose(np.array(steps), np.array(want), rtol=1e-12)

@@ -8,76 +8,83 @@ those as submodules.
 Layer rule: imports ``specs`` (and ``errors``) only; never torch, never a lower layer.
 """
 
-from ridgeline.analytic.architectures import (
-    DEFAULT_ACCELERATORS,
-    ArchRow,
-    Comparison,
-    binding_sentence,
-    compare,
-)
-from ridgeline.analytic.deploy import (
-    Binding,
-    ChipMemory,
-    Collective,
-    Deployment,
-    DeploymentCost,
-    Schedule,
-    auto_deployment,
-    bubble_fraction,
-    deploy_step,
-    deployment_cost,
-    min_chips,
-    ring_allreduce,
-)
-from ridgeline.analytic.kv import (
-    Capacity,
-    Technique,
-    capacity,
-    crossover_context,
-    kv_bytes,
-    kv_bytes_per_token,
-    techniques,
-    weights_bytes,
-)
-from ridgeline.analytic.ops import (
-    MixedShape,
-    OpTerms,
-    StepShape,
-    UniformShape,
-    expected_distinct_experts,
-    op_terms,
-)
-from ridgeline.analytic.questions import (
-    FiveAnswers,
-    Resource,
-    StepReads,
-    decode_reads,
-    five_questions,
-)
-from ridgeline.analytic.roofline import (
-    Bound,
-    DecodeBatching,
-    DecodeIntensity,
-    Efficiency,
-    OpCost,
-    StepCost,
-    Sweep,
-    decode_batching,
-    decode_intensity,
-    ridge_points,
-    step_cost,
-    sweep,
-)
-from ridgeline.analytic.summaries import (
-    AcceleratorSummary,
-    KvSummary,
-    ModelSummary,
-    accelerator_summary,
-    kv_curve,
-    kv_summary,
-    model_summary,
-)
-from ridgeline.analytic.workload import Dtypes, Phase, Workload
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ridgeline.specs.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ridgeline.analytic.architectures import (
+        DEFAULT_ACCELERATORS,
+        ArchRow,
+        Comparison,
+        binding_sentence,
+        compare,
+    )
+    from ridgeline.analytic.deploy import (
+        Binding,
+        ChipMemory,
+        Collective,
+        Deployment,
+        DeploymentCost,
+        Schedule,
+        auto_deployment,
+        bubble_fraction,
+        deploy_step,
+        deployment_cost,
+        min_chips,
+        ring_allreduce,
+    )
+    from ridgeline.analytic.kv import (
+        Capacity,
+        Technique,
+        capacity,
+        crossover_context,
+        kv_bytes,
+        kv_bytes_per_token,
+        techniques,
+        weights_bytes,
+    )
+    from ridgeline.analytic.ops import (
+        MixedShape,
+        OpTerms,
+        StepShape,
+        UniformShape,
+        expected_distinct_experts,
+        op_terms,
+    )
+    from ridgeline.analytic.questions import (
+        FiveAnswers,
+        Resource,
+        StepReads,
+        decode_reads,
+        five_questions,
+    )
+    from ridgeline.analytic.roofline import (
+        Bound,
+        DecodeBatching,
+        DecodeIntensity,
+        Efficiency,
+        OpCost,
+        StepCost,
+        Sweep,
+        decode_batching,
+        decode_intensity,
+        ridge_points,
+        step_cost,
+        sweep,
+    )
+    from ridgeline.analytic.summaries import (
+        AcceleratorSummary,
+        KvSummary,
+        ModelSummary,
+        accelerator_summary,
+        kv_curve,
+        kv_summary,
+        model_summary,
+    )
+    from ridgeline.analytic.workload import Dtypes, Phase, Workload
 
 __all__ = [
     "AcceleratorSummary",
@@ -139,3 +146,83 @@ __all__ = [
     "techniques",
     "weights_bytes",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ridgeline.analytic.architectures": (
+            "DEFAULT_ACCELERATORS",
+            "ArchRow",
+            "Comparison",
+            "binding_sentence",
+            "compare",
+        ),
+        "ridgeline.analytic.deploy": (
+            "Binding",
+            "ChipMemory",
+            "Collective",
+            "Deployment",
+            "DeploymentCost",
+            "Schedule",
+            "auto_deployment",
+            "bubble_fraction",
+            "deploy_step",
+            "deployment_cost",
+            "min_chips",
+            "ring_allreduce",
+        ),
+        "ridgeline.analytic.kv": (
+            "Capacity",
+            "Technique",
+            "capacity",
+            "crossover_context",
+            "kv_bytes",
+            "kv_bytes_per_token",
+            "techniques",
+            "weights_bytes",
+        ),
+        "ridgeline.analytic.ops": (
+            "MixedShape",
+            "OpTerms",
+            "StepShape",
+            "UniformShape",
+            "expected_distinct_experts",
+            "op_terms",
+        ),
+        "ridgeline.analytic.questions": (
+            "FiveAnswers",
+            "Resource",
+            "StepReads",
+            "decode_reads",
+            "five_questions",
+        ),
+        "ridgeline.analytic.roofline": (
+            "Bound",
+            "DecodeBatching",
+            "DecodeIntensity",
+            "Efficiency",
+            "OpCost",
+            "StepCost",
+            "Sweep",
+            "decode_batching",
+            "decode_intensity",
+            "ridge_points",
+            "step_cost",
+            "sweep",
+        ),
+        "ridgeline.analytic.summaries": (
+            "AcceleratorSummary",
+            "KvSummary",
+            "ModelSummary",
+            "accelerator_summary",
+            "kv_curve",
+            "kv_summary",
+            "model_summary",
+        ),
+        "ridgeline.analytic.workload": (
+            "Dtypes",
+            "Phase",
+            "Workload",
+        ),
+    },
+)

@@ -24,6 +24,7 @@ accelerator's calibration terms (``analytic.calibrated``); in ideal mode the roo
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -34,7 +35,7 @@ from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
 from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
-from ridgeline.sim.lines import Pieces, sum_of_maxima
+from ridgeline.sim.lines import AffineMaxima, Pieces, affine_maxima, sum_of_maxima
 from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.calibration import CostMode
 
@@ -115,8 +116,13 @@ class StepCostModel:
         )
         self._steps_coef = self._decode_steps_coefficients() if self._run is not None else None
         self._pieces: dict[int, Pieces] = {}
-        # compute and memory rows stacked: one product prices both sides of a step
-        self._stacked = {d: (np.vstack(c[:2]), c[2]) for d, c in self._coef.items()}
+        self._grouped: bool | None = None  # offers_grouped_forms(), once known
+        # without tile padding a step's Σ_op max(compute, memory) in a few multiply-adds
+        self._sums: dict[bool, AffineMaxima] = (
+            {d: affine_maxima(c[0], c[1]) for d, c in self._coef.items()}
+            if self.tile_rows == 1
+            else {}
+        )
 
     def _shape(self, x: Sequence[float], decode: bool) -> _Aggregates:
         nw = len(self.windows)
@@ -226,34 +232,48 @@ class StepCostModel:
         windows, MoE, or a subclass that prices steps its own way)."""
         if not self.offers_grouped_forms():
             return None
-        x = self.aggregates(new, prior)
-        x[1] += batch
-        x[2] += batch
-        x[3] += total + batch
-        x[4] += total + batch
-        x[5] += total
-        stacked, gc = self._stacked[all(n == 1 for n in new)]
+        # the aggregates of ``aggregates`` with one full-attention window (no sliding windows
+        # here); integers below 2**53, so their order of summation changes nothing
+        seqs, tokens, keys, cac = batch, batch, total + batch, total
+        att = float(total + batch)
+        decode = True
+        for n, p in zip(new, prior, strict=True):
+            seqs += 1
+            tokens += n
+            keys += p + n
+            att += n * p + n * (n + 1) / 2
+            cac += p
+            decode = decode and n == 1
+        x = (1.0, seqs, tokens, keys, att, cac)
+        sums = self._sums.get(decode)
+        if sums is not None:
+            return sums.at(x) + self.fixed_s + seqs * self.seq_s
+        fc, bc, gc = self._coef[decode]
         v = np.array(x)
-        per_op, ops = stacked @ v, len(gc)
-        compute = per_op[:ops] if self.tile_rows == 1 else per_op[:ops] * self._pad(gc @ v)
-        return float(np.maximum(compute, per_op[ops:]).sum()) + self.fixed_s + x[1] * self.seq_s
+        compute = (fc @ v) * self._pad(gc @ v)
+        return float(np.maximum(compute, bc @ v).sum()) + self.fixed_s + seqs * self.seq_s
 
     def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
         """Times of consecutive decode steps, step j of ``batch[j]`` sequences holding
-        ``total[j]`` cached tokens (a decode run whose members finish along the way): the
-        columns x = [1, B, B, S+B, S+B, S] of ``step_time_s``. None when there is no such
-        closed form (see ``grouped_step_s``)."""
+        ``total[j]`` cached tokens (``decode_segments_s`` with one step per segment)."""
+        return self.decode_segments_s([(b, s, 1) for b, s in zip(batch, total, strict=True)])
+
+    def decode_segments_s(self, segments: Sequence[tuple[int, int, int]]) -> list[float] | None:
+        """Times of consecutive decode steps (a decode run whose members finish along the
+        way), given as segments (B, S, k): k steps of B sequences holding S, S + B, ...,
+        S + (k − 1)·B cached tokens; the columns x = [1, B, B, S+B, S+B, S] of
+        ``step_time_s``. None when there is no such closed form (see ``grouped_step_s``)."""
         if not self.offers_grouped_forms():
             return None
         times: list[float] = []
-        b_now, base, lo, hi, a, c = -1, 0.0, 0.0, -1.0, 0.0, 0.0
-        for b, s in zip(batch, total, strict=True):
-            if b != b_now:
-                b_now, pieces, base = b, self._decode_pieces(b), self.fixed_s + b * self.seq_s
-                hi = -1.0
-            if not lo <= s < hi:  # another piece (S grows with every step)
-                lo, hi, a, c = pieces.piece(s)
-            times.append(a + c * s + base)
+        known, fixed_s, seq_s = self._pieces, self.fixed_s, self.seq_s
+        for b, s, k in segments:
+            pieces, base = known.get(b) or self._decode_pieces(b), fixed_s + b * seq_s
+            if b and not pieces.kinks and k < _NUMPY_FROM:  # one short line: the common case
+                a, c = pieces.intercepts[0], pieces.slopes[0]
+                times += [a + c * x + base for x in range(s, s + k * b, b)]
+            else:
+                times += _segment_s(pieces, base, b, s, k)
         return times
 
     def _decode_pieces(self, batch: int) -> Pieces:
@@ -282,9 +302,14 @@ class StepCostModel:
 
     def offers_grouped_forms(self) -> bool:
         """Whether the grouped closed forms apply: an affine model without sliding windows,
-        whose ``grouped_step_s`` and ``decode_steps_s`` were written with (or after) its
+        whose ``grouped_step_s`` and ``decode_segments_s`` were written with (or after) its
         ``step_time_s`` and ``decode_run_s`` (a subclass that reprices or records steps gets
-        no closed form it did not write)."""
+        no closed form it did not write). Decided once: the class and coefficients are fixed."""
+        if self._grouped is None:
+            self._grouped = self._grouped_forms_apply()
+        return self._grouped
+
+    def _grouped_forms_apply(self) -> bool:
         mro = type(self).__mro__
 
         def owner(name: str) -> int:  # how far up the class hierarchy ``name`` is defined
@@ -295,7 +320,8 @@ class StepCostModel:
             self._steps_coef is not None
             # a decode GEMM's rows must not grow with S: its padding is fixed per batch size
             and (self.tile_rows == 1 or not np.any(self._steps_coef[1][:, 2]))
-            and max(owner("grouped_step_s"), owner("decode_steps_s")) <= pricing
+            # (decode_steps_s goes through decode_segments_s)
+            and max(owner("grouped_step_s"), owner("decode_segments_s")) <= pricing
         )
 
     def decode_run_aggregates(self, prior: Sequence[int], k: int) -> np.ndarray:
@@ -347,6 +373,32 @@ class StepCostModel:
             rows = gc[:, 0] + batch * (gc[:, 1] + gc[:, 2])
             per_op[0] *= np.asarray(self._pad(rows))[:, None]
         return per_op.max(axis=0).sum(axis=0) + self.fixed_s + batch * self.seq_s
+
+
+_NUMPY_FROM = 64  # steps from which one numpy expression beats a list comprehension
+
+
+def _segment_s(pieces: Pieces, base: float, b: int, s: int, k: int) -> list[float]:
+    """``k`` decode steps of ``b`` sequences holding s, s + b, ... cached tokens, piece by
+    piece of their time (``decode_steps_s``)."""
+    if b == 0:
+        return [pieces.at(s) + base] * k
+    times: list[float] = []
+    todo = range(s, s + k * b, b)  # cached tokens at each step
+    while todo:
+        _, hi, a, c = pieces.piece(todo[0])
+        cut = bisect_left(todo, hi)  # the steps on this piece: S < hi
+        times += _on_line(a, c, base, todo[:cut])
+        todo = todo[cut:]
+    return times
+
+
+def _on_line(a: float, c: float, base: float, cached: range) -> list[float]:
+    """a + c·S + base at each S of ``cached`` (numpy computes the same two roundings)."""
+    if len(cached) < _NUMPY_FROM:
+        return [a + c * s + base for s in cached]
+    s = np.arange(cached.start, cached.stop, cached.step, dtype=np.float64)
+    return ((a + c * s) + base).tolist()  # type: ignore[no-any-return]
 
 
 def _windowed_sum(x: float, w: int) -> float:

@@ -41,14 +41,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-import numpy as np
-
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateCounter
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.metrics import SimResult
-from ridgeline.sim.step_log import StepLog
+from ridgeline.sim.step_log import StepLog, column
 from ridgeline.sim.stretch import stretch
 from ridgeline.sim.summary import RunStats, summarize
 
@@ -81,7 +79,7 @@ def run(
     ``late`` stopped it early."""
     state = _FastInstance(sim)
     stopped = state.loop(progress, late)
-    end = np.array(state.steps.end)
+    end = column(state.steps.end, float)
     sim.log.itl_chunks.append(state.steps.shared_gaps(end))
     samples = state.steps.samples(state.num_blocks, state.bs, end)
     return summarize(sim.log, samples, state.stats()), stopped
@@ -126,7 +124,7 @@ class _FastInstance:
         self.blocked = False
         self.num_steps = self.num_preemptions = self.queried = self.seq = self.done = 0
         self.steps = StepLog()
-        self._verdicts: dict[tuple[int, int], tuple[str | None, int]] = {}
+        self._verdicts: dict[int, tuple[str | None, int]] = {}
         # the decode group: computed = cbase + D, outputs = obase + D, finished at D = fin
         self.grouped, self.D, self.last_end = True, 0, 0.0
         self.cbase, self.obase = [0] * n, [0] * n
@@ -195,14 +193,14 @@ class _FastInstance:
 
     def _verdict(self, i: int) -> tuple[str | None, int]:
         """(never-fits reason, tokens reserved at admission) of request ``i``, from the real
-        scheduler; both depend on its two lengths only."""
-        key = (self.P[i], self.maxnew[i])
-        out = self._verdicts.get(key)
+        scheduler; both depend on its most tokens (prompt + outputs) only."""
+        most = self.P[i] + self.maxnew[i]
+        out = self._verdicts.get(most)
         if out is None:
-            # NOTE: both read only the two lengths; a stand-in saves building a Request
-            req = cast(Request, _Lengths(key[0], key[0] + key[1]))
+            # NOTE: both read only max_tokens; a stand-in saves building a Request
+            req = cast(Request, _Lengths(self.P[i], most))
             out = (self.sched.never_fits(req), self.sched.policy.reserve_tokens(req) or 0)
-            self._verdicts[key] = out
+            self._verdicts[most] = out
         return out
 
     def advance(self, now: float, horizon: float) -> float | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -30,8 +31,8 @@ class Pieces:
     slopes: tuple[float, ...]
 
     def at(self, s: float) -> float:
-        _, _, a, c = self.piece(s)
-        return a + c * s
+        p = bisect_right(self.kinks, s) if self.kinks else 0
+        return self.intercepts[p] + self.slopes[p] * s
 
     def piece(self, s: float) -> tuple[float, float, float, float]:
         """(lo, hi, intercept, slope) of the piece holding ``s``: lo ≤ s < hi."""
@@ -64,3 +65,57 @@ def sum_of_maxima(a1: np.ndarray, c1: np.ndarray, a2: np.ndarray, c2: np.ndarray
     intercepts = tuple(accumulate(d_a, initial=float(a0.sum())))
     slopes = tuple(accumulate(d_c, initial=float(s0.sum())))
     return Pieces(tuple(kinks), intercepts, slopes)
+
+
+Terms = tuple[tuple[int, float], ...]  # (variable, coefficient) pairs of one affine form
+
+
+@dataclass(frozen=True, slots=True)
+class AffineMaxima:
+    """Σ_op max(F_op·x, G_op·x) for x = (1, x_1, ..., x_d) ≥ 0, in Python floats: the ops that
+    read one variable summed as ``Pieces`` of it, the others term by term, the rest constant.
+
+    A step's operators read few of its aggregates (a GEMM its tokens, attention its attended
+    and cached tokens), so this takes a handful of multiply-adds where a matrix product over
+    every op and aggregate pays numpy's per-call overhead for a dozen numbers."""
+
+    constant: float
+    single: tuple[tuple[int, Pieces], ...]
+    general: tuple[tuple[Terms, Terms], ...]
+
+    def at(self, x: Sequence[float]) -> float:
+        total = self.constant
+        for j, pieces in self.single:
+            total += pieces.at(x[j])
+        for first, second in self.general:
+            a = b = 0.0
+            for j, c in first:
+                a += c * x[j]
+            for j, c in second:
+                b += c * x[j]
+            total += a if a >= b else b
+        return total
+
+
+def affine_maxima(f: np.ndarray, g: np.ndarray) -> AffineMaxima:
+    """``AffineMaxima`` of the rows of ``f`` and ``g`` (ops × (1 + d), column 0 constant)."""
+    constant = 0.0
+    by_var: dict[int, list[int]] = {}
+    general: list[tuple[Terms, Terms]] = []
+    for op, (fr, gr) in enumerate(zip(f, g, strict=True)):
+        used = sorted({int(j) for j in np.flatnonzero((fr != 0) | (gr != 0)) if j > 0})
+        if not used:
+            constant += max(float(fr[0]), float(gr[0]))
+        elif len(used) == 1:
+            by_var.setdefault(used[0], []).append(op)
+        else:
+            general.append((_terms(fr), _terms(gr)))
+    single = tuple(
+        (j, sum_of_maxima(f[ops, 0], f[ops, j], g[ops, 0], g[ops, j]))
+        for j, ops in sorted(by_var.items())
+    )
+    return AffineMaxima(constant, single, tuple(general))
+
+
+def _terms(row: np.ndarray) -> Terms:
+    return tuple((int(j), float(row[j])) for j in np.flatnonzero(row))

@@ -33,6 +33,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -48,12 +49,6 @@ from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec, TierTraffic
 from ridgeline.sim import fast
-from ridgeline.sim.compiled import (
-    CompiledExecutor,
-    CompiledShapes,
-    CompiledStepCost,
-    PrefixCopies,
-)
 from ridgeline.sim.early import LateCounter, LateStop
 from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCost, StepCostModel
 from ridgeline.sim.metrics import SLO, RequestLog, SimResult, StepSamples
@@ -63,6 +58,9 @@ from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.inputs import check_int, check_real
 from ridgeline.specs.limits import MAX_BLOCK_SIZE, MAX_SEED
+
+if TYPE_CHECKING:  # compiled shapes load their dataflow compiler only when a run uses them
+    from ridgeline.sim.compiled import CompiledShapes, CompiledStepCost
 
 MAX_BLOCKS = 1 << 30  # KV blocks of one pool
 
@@ -144,6 +142,15 @@ def kv_pool_blocks(cfg: SimConfig) -> int:
 
 
 _COMPUTED = operator.attrgetter("num_computed_tokens")
+
+
+def _compiled_cost(cfg: SimConfig) -> CompiledStepCost | None:
+    """The compiled-shape step cost of ``cfg`` (None without compiled shapes)."""
+    if cfg.compiled is None:
+        return None
+    from ridgeline.sim.compiled import CompiledStepCost
+
+    return CompiledStepCost(cfg.model, cfg.hw, cfg.compiled, cfg.dtypes, cfg.efficiency)
 
 
 class Role(StrEnum):
@@ -241,10 +248,9 @@ class Simulation:
         self._heap: list[_Event] = []
         self._seq = 0
         self.num_blocks = kv_pool_blocks(cfg)
-        self.cost: StepCost = (
-            CompiledStepCost(cfg.model, cfg.hw, cfg.compiled, cfg.dtypes, cfg.efficiency)
-            if cfg.compiled is not None
-            else StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
+        self.compiled_cost = _compiled_cost(cfg)
+        self.cost: StepCost = self.compiled_cost or StepCostModel(
+            cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode
         )
         self.draft = (
             StepCostModel(cfg.draft_model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
@@ -286,15 +292,12 @@ class Simulation:
             "spec_acceptance": spec.acceptance_rate if spec else 0.0,
             "draft": self.draft,
         }
-        executor = (
-            CompiledExecutor(
-                self.cost,
-                PrefixCopies(cfg.compiled.prefix_copy and role is not Role.DECODE),
-                **args,
-            )
-            if isinstance(self.cost, CompiledStepCost) and cfg.compiled is not None
-            else CostModelExecutor(self.cost, **args)  # type: ignore[arg-type]
-        )
+        executor = CostModelExecutor(self.cost, **args)  # type: ignore[arg-type]
+        if self.compiled_cost is not None and cfg.compiled is not None:
+            from ridgeline.sim.compiled import CompiledExecutor, PrefixCopies
+
+            copies = PrefixCopies(cfg.compiled.prefix_copy and role is not Role.DECODE)
+            executor = CompiledExecutor(self.compiled_cost, copies, **args)
         return _Instance(index, role, Scheduler(cfg.scheduler, kv), executor)
 
     def _push(self, time_s: float, kind: _Kind, payload: object) -> None:
@@ -338,7 +341,7 @@ class Simulation:
             kv_blocks=self.num_blocks,
             block_size=self.cfg.block_size,
             static_slots=first.max_running if first.policy.kind is PolicyKind.STATIC else None,
-            compiled=self.cost.stats() if isinstance(self.cost, CompiledStepCost) else None,
+            compiled=self.compiled_cost.stats() if self.compiled_cost is not None else None,
         )
 
     def _loop(self, progress: Callable[[int], None] | None, late: LateCounter | None) -> None:
@@ -461,8 +464,8 @@ class Simulation:
         acc = np.cumsum(np.concatenate(([self.now], times)))  # acc[j + 1]: end of step j
         horizon = self._heap[0][0] if self._heap else float("inf")
         m = min(k, int(np.searchsorted(acc[1:], horizon, side="left")) + 1)
-        if isinstance(self.cost, CompiledStepCost):
-            self.cost.keep_run(m)  # tally only the steps that run
+        if self.compiled_cost is not None:
+            self.compiled_cost.keep_run(m)  # tally only the steps that run
         self._sample_run(inst, acc[: m + 1])
         ex = inst.executor
         finished = sched.advance_decode(

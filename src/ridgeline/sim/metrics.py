@@ -13,15 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
-from ridgeline.sim.compiled import CompiledStats
 from ridgeline.specs.html import html_table
 from ridgeline.specs.inputs import check_real
 from ridgeline.specs.limits import MAX_SECONDS
+
+if TYPE_CHECKING:  # compiled shapes load their dataflow compiler only when used
+    from ridgeline.sim.compiled import CompiledStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,7 @@ class Percentiles:
         x, w = x[order], w[order]
         cum = np.cumsum(w)
         q = [float(x[min(np.searchsorted(cum, f * cum[-1]), x.size - 1)]) for f in (0.5, 0.9, 0.99)]
-        return Percentiles(float(np.dot(x, w) / cum[-1]), *q)
+        return Percentiles(float(np.add.reduce(x * w)) / float(cum[-1]), *q)  # not BLAS: slower
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,26 +282,25 @@ class RequestLog:
         """Per-request latencies, in arrival order."""
         a = np.asarray(self.arrival, dtype=float)
         cols = self.columns()
-        n = np.asarray(self.num_out)
-        rej = self.rejected
-        return [
-            RequestMetrics(rid, t0, p, o, ttft, tpot, e2e, q, pre, cac, rej.get(i, ""))
-            for i, (rid, t0, p, o, ttft, tpot, e2e, q, pre, cac) in enumerate(
-                zip(
-                    self.ids,
-                    self.arrival,
-                    self.prompt_len,
-                    n.tolist(),
-                    (cols["first"] - a).tolist(),
-                    cols["tpot"].tolist(),
-                    (cols["finish"] - a).tolist(),
-                    (cols["sched"] - a).tolist(),
-                    self.preempt,
-                    self.cached,
-                    strict=True,
-                )
+        reasons = [""] * len(self.ids)
+        for i, reason in self.rejected.items():
+            reasons[i] = reason
+        return list(
+            map(
+                RequestMetrics,
+                self.ids,
+                self.arrival,
+                self.prompt_len,
+                self.num_out,
+                (cols["first"] - a).tolist(),
+                cols["tpot"].tolist(),
+                (cols["finish"] - a).tolist(),
+                (cols["sched"] - a).tolist(),
+                self.preempt,
+                self.cached,
+                reasons,
             )
-        ]
+        )
 
     def columns(self) -> dict[str, np.ndarray]:
         """First scheduled, first token, finish (absolute seconds, NaN if never) and TPOT."""

@@ -124,14 +124,17 @@ class DeploymentStepCost(StepCostModel):
             return None
         return t + self.link_s(batch + len(new), float(batch + sum(new)))
 
-    def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
-        times = super().decode_steps_s(batch, total)
+    def decode_segments_s(self, segments: Sequence[tuple[int, int, int]]) -> list[float] | None:
+        times = super().decode_segments_s(segments)
         if times is None:
             return None
-        links: dict[int, float] = {}
-        for b in set(batch):
-            links[b] = self.link_s(float(b), float(b))
-        return [t + links[b] for t, b in zip(times, batch, strict=True)]
+        per_batch: dict[int, float] = {}
+        links: list[float] = []
+        for b, _, k in segments:
+            if b not in per_batch:
+                per_batch[b] = self.link_s(float(b), float(b))
+            links += [per_batch[b]] * k
+        return [t + link for t, link in zip(times, links, strict=True)]
 
 
 def replica_kv_blocks(cfg: SimConfig, deployment: Deployment) -> int:

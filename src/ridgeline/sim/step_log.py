@@ -50,26 +50,32 @@ class StepLog:
 
     def samples(self, num_blocks: int, block_size: int, end: np.ndarray) -> StepSamples:
         """KV use after every step (as the step-by-step loop samples it); ``end`` is
-        ``self.end`` as an array."""
+        ``self.end`` as an array (``column``)."""
         g = len(self.start)
-        start = np.array(self.start)
-        at = np.asarray(self.ev_at, dtype=np.int64)
-        added = np.asarray(self.blocks, dtype=float)
+        start = column(self.start, float)
+        at = column(self.ev_at, np.int64)
+        added = column(self.blocks, np.int64)
         used = np.cumsum(added + np.bincount(at, weights=self.ev_blocks, minlength=g))
         removed = np.bincount(at, weights=self.ev_comp, minlength=g)
-        computed = np.cumsum(np.asarray(self.tokens, dtype=float) - removed)
+        computed = np.cumsum(column(self.tokens, np.int64) - removed)
         slots = num_blocks * block_size
         return StepSamples(
             start,
             end - start,
             used / num_blocks,
             (used * block_size - computed) / slots,
-            np.asarray(self.running, dtype=float),
+            column(self.running, np.int64).astype(float),
         )
 
     def shared_gaps(self, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Inter-token gaps shared by several requests (end of a step − end of the previous
         one) and how many requests saw each; ``end`` is ``self.end`` as an array."""
-        w = np.asarray(self.gap_w, dtype=float)
+        w = column(self.gap_w, np.int64).astype(float)
         keep = np.flatnonzero(w[1:] > 0) + 1
         return end[keep] - end[keep - 1], w[keep]
+
+
+def column(values: list[float] | list[int], dtype: type) -> np.ndarray:
+    """A list of Python numbers of ``dtype`` as a 1-d array (one pass where ``np.array``
+    makes two; converting while reading would be slower than ``astype`` after)."""
+    return np.fromiter(values, dtype, len(values))

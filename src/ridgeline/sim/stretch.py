@@ -7,7 +7,7 @@ and nothing can be admitted, so the steps up to the next arrival are priced at o
     steps     |0|1|2|3|4|5|6|7|8|9|...      ends: t + time_0 + time_1 + ... (one at a time)
 
 With an empty waiting queue a completion changes only B_j and S_j, so one vector of step times
-(``StepCostModel.decode_steps_s``) runs through completions up to the step in flight at the
+(``StepCostModel.decode_segments_s``) runs through completions up to the step in flight at the
 next arrival. Blocks: a member takes one at the steps where D ≡ its key (mod block size), so
 a step's new blocks are the histogram of keys rotated to D, less the finished members' keys.
 The span stops before a step the free blocks might not fund, counting every member's crossings
@@ -107,18 +107,18 @@ def _through_completions(inst: _FastInstance, t: float, horizon: float, k: int) 
     if not fins:
         k = min(k, done[-1][0])
     # step j: b members holding s + j·b tokens, s = Σ (cbase + d) over them
-    batch: list[int] = []
-    total: list[int] = []
+    segments: list[tuple[int, int, int]] = []  # (members, tokens at its first step, steps)
+    batch: list[int] = []  # members at each step
     b, s, j0 = len(inst.running), inst.gsum + len(inst.running) * d, 0
     for r, i in [*done, (k, -1)]:
         if r > j0:
+            segments.append((b, s + j0 * b, r - j0))
             batch += [b] * (r - j0)
-            total += range(s + j0 * b, s + r * b, b) if b else [0] * (r - j0)
             j0 = r
         if i >= 0:
             b, s = b - 1, s - cbase[i] - d
     assert inst.closed_forms is not None
-    times = inst.closed_forms.decode_steps_s(batch, total)
+    times = inst.closed_forms.decode_segments_s(segments)
     assert times is not None
     inst.pace = times[-1]
     acc = list(accumulate(times, initial=t))  # as stepping adds them: acc[j + 1] ends step j

@@ -235,6 +235,17 @@ def _catalog() -> dict[str, Accelerator]:
     return out
 
 
+@cache
+def _shipped(name: str) -> Accelerator | None:
+    """One shipped accelerator read alone, when its file bears its name (all of them do): a
+    run that names one chip parses one file, not the catalog. None: ask the catalog."""
+    entry = resources.files("ridgeline.data").joinpath("hardware", f"{name}.toml")
+    if "/" in name or not entry.is_file():
+        return None
+    acc = parse_accelerator(tomllib.loads(entry.read_text()), f"catalog/{entry.name}")
+    return acc if acc.name == name else None
+
+
 def accelerator_names() -> list[str]:
     """Names of the shipped accelerators, sorted."""
     return sorted(_catalog())
@@ -256,6 +267,9 @@ def get_accelerator(name_or_path: str | Accelerator) -> Accelerator:
         return name_or_path
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         return load_accelerator_file(name_or_path)
+    shipped = _shipped(name_or_path)
+    if shipped is not None:
+        return shipped
     catalog = _catalog()
     if name_or_path in catalog:
         return catalog[name_or_path]
