@@ -118,16 +118,48 @@ def test_guidellm_runs_one_worker_so_its_poisson_gaps_do_not_repeat(
 
     from ridgeline.lab import loadgen
 
-    seen: dict[str, str] = {}
+    seen: dict[str, object] = {}
 
     def fake_run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
-        env = kw["env"]
-        assert isinstance(env, dict)
-        seen.update(env)
+        seen.update(kw, cmd=cmd)
         return subprocess.CompletedProcess(cmd, 0)
 
+    pytest.importorskip("guidellm")
     monkeypatch.setattr(loadgen.subprocess, "run", fake_run)
-    monkeypatch.setattr(loadgen.shutil, "which", lambda _: "/bin/true")
-    monkeypatch.setattr(loadgen.sys, "executable", str(tmp_path / "python"))
     loadgen.run_guidellm({"spec": {}}, tmp_path, tmp_path / "log.txt")
-    assert seen["GUIDELLM__MAX_WORKER_PROCESSES"] == "1"
+    env = seen["env"]
+    assert isinstance(env, dict) and env["GUIDELLM__MAX_WORKER_PROCESSES"] == "1"
+    assert seen["cmd"][1:3] == ["-m", "ridgeline.lab.guidellm_main"]  # type: ignore[index]
+
+
+def test_the_poisson_clock_starts_before_the_workers_wake() -> None:
+    """Regression: guidellm woke its workers before writing the arrival clock's start, so a
+    worker could add its gaps to -1.0 s and send every request at once (2 of 3 rates)."""
+    pytest.importorskip("guidellm")
+    import multiprocessing
+
+    from guidellm.scheduler.strategies import AsyncPoissonStrategy
+
+    from ridgeline.lab.guidellm_main import close_start_race
+
+    close_start_race()
+    strategy = AsyncPoissonStrategy(rate=2.0, random_seed=1)
+    ctx = multiprocessing.get_context("spawn")
+    strategy.init_processes_timings(1, 1, ctx)
+    seen_at_wake: list[float] = []
+    event = strategy._processes_init_event
+    assert event is not None
+    real_set = event.set
+
+    class Spy:
+        def set(self) -> None:  # what a woken worker would read at that instant
+            assert strategy._offset is not None
+            seen_at_wake.append(strategy._offset.value)
+            real_set()
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(event, name)
+
+    strategy._processes_init_event = Spy()  # type: ignore[assignment]
+    strategy.init_processes_start(1000.0)
+    assert seen_at_wake == [1000.0]

@@ -10,9 +10,9 @@ streamed chunk is one step's token, which guidellm needs to time TTFT and inter-
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -69,10 +69,9 @@ def scenario(url: str, model: str, tokenizer: Path, plan: LoadPlan, out: Path) -
 
 
 def run_guidellm(spec: dict[str, Any], workdir: Path, log: Path) -> None:
-    """Run guidellm on a scenario (its console report goes to ``log``)."""
-    beside = Path(sys.executable).with_name("guidellm")  # this environment's, else PATH's
-    exe = str(beside) if beside.exists() else shutil.which("guidellm")
-    if exe is None:
+    """Run guidellm on a scenario (its console report goes to ``log``), through
+    ``lab.guidellm_main``, which closes a start race of its Poisson profile."""
+    if importlib.util.find_spec("guidellm") is None:
         raise ConfigError("guidellm is not installed: pip install 'ridgeline[serve-test]'")
     path = workdir.resolve() / "scenario.json"
     path.write_text(json.dumps(spec, indent=2))
@@ -80,11 +79,12 @@ def run_guidellm(spec: dict[str, Any], workdir: Path, log: Path) -> None:
     # with its default ten workers every inter-arrival gap repeats ten times (bursts at a rate
     # that climbs through the run, not Poisson arrivals); ten processes also crowd the server.
     env = os.environ | {"GUIDELLM__MAX_WORKER_PROCESSES": "1"}
+    cmd = [sys.executable, "-m", "ridgeline.lab.guidellm_main", "run", "--scenario", str(path),
+           "--disable-console-interactive"]  # fmt: skip
     with log.open("w") as f:
         done = subprocess.run(
-            [exe, "run", "--scenario", str(path), "--disable-console-interactive"],
-            stdout=f, stderr=subprocess.STDOUT, cwd=workdir, check=False, env=env,
-        )  # fmt: skip
+            cmd, stdout=f, stderr=subprocess.STDOUT, cwd=workdir, check=False, env=env
+        )
     if done.returncode != 0:
         raise ConfigError(f"guidellm failed (exit {done.returncode}); see {log}")
 
