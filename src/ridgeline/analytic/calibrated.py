@@ -16,8 +16,8 @@ only changes the rates and adds fixed latencies::
 instruction stream: perfect overlap (the roofline's max) and none (their sum, the bound of a core
 that stalls on every cache-missing load; Hennessy & Patterson, "Computer Architecture: A
 Quantitative Approach", 6th ed., §2.1, memory stall cycles added to execution cycles). It is
-applied as the pair (compute_s + (1 − o)·memory_s, memory_s + (1 − o)·compute_s), whose max is
-exactly the formula above, so every consumer of the pair keeps taking max().
+applied by adding (1 − o)·min(compute_s, memory_s) to both sides of the pair: every consumer
+keeps taking max(), and the larger side still names the bound.
 
 ``pad`` is the tile quantisation of a matrix unit: a weight-stationary systolic array (TPU MXU,
 Spyre's PE arrays) spends at least t cycles per weight tile, and a GPU's MMA instruction covers t

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
+from ridgeline.analytic.calibrated import overlapped
 from ridgeline.errors import ConfigError
 from ridgeline.lab.loadgen import (
     CHAR_VOCAB,
@@ -52,12 +53,8 @@ from ridgeline.specs import Accelerator, DType, ModelSpec
 
 FP32 = Dtypes(DType.FP32, DType.FP32, DType.FP32)
 GRID = np.linspace(0.05, 1.0, 39)  # candidate compute efficiencies
-OVERLAPS = (0.0, 0.25, 0.5, 0.75, 1.0)
-RATE_FRACTIONS = (
-    0.25,
-    0.5,
-    0.75,
-)  # of the capacity: three loads below saturation  # candidate overlaps: the sum of the two bounds to the max
+OVERLAPS = (0.0, 0.25, 0.5, 0.75, 1.0)  # candidate overlaps: the two bounds' sum to their max
+RATE_FRACTIONS = (0.25, 0.5, 0.75)  # of the capacity: three loads below saturation
 Say = Callable[[str], None]
 
 
@@ -144,8 +141,8 @@ def fit_efficiency(
     best: tuple[float, float, float, float] = (np.inf, 1.0, 0.0, 1.0)
     for overlap in OVERLAPS:
         for c in GRID:
-            comp = flops / c
-            model = (np.maximum(comp, mem) + (1 - overlap) * np.minimum(comp, mem)).sum(axis=1)
+            comp, mem_o = overlapped(flops / c, mem, overlap)
+            model = np.maximum(comp, mem_o).sum(axis=1)
             overhead = max(float(np.median(t - model)), 0.0)
             err = _balanced_error(np.abs(model + overhead - t) / t, prefill)
             if err < best[0]:
