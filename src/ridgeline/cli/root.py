@@ -49,6 +49,7 @@ COMMANDS: dict[str, Entry] = {
     "layout": Entry("tiling_cmds", "layout_cmd", "Layout and access: bank conflicts by stride, alignment to the granule, walk order.", _A),
     "kv-manage": Entry("kv_cmds", "kv_manage_cmd", "Who manages the KV cache on each architecture, and what each technique costs or saves.", _S),
     "simulate": Entry("simulate_cmds", "simulate_cmd", "Simulate serving a workload: latency, throughput and KV memory.", _S),
+    "native": Entry("native_cmds", "native_app", "The simulator's fast mode, compiled: build, status, clean.", _S),
     "sweep": Entry("sweep_cmds", "sweep_app", "Capacity sweeps: the highest request rate within SLOs, per configuration.", _S),
     "generate": Entry("engine_cmds", "generate_cmd", "Generate with the real paged-KV engine (random weights unless --weights).", _M),
     "bench": Entry("engine_cmds", "bench_app", "Benchmarks of the real engine.", _M),

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ridgeline.sim.native import guard
 from ridgeline.specs.lazy import lazy_exports
+
+guard()  # before the fast mode's modules load: a stale compiled copy must not (sim.native)
 
 if TYPE_CHECKING:
     from ridgeline.serving.disagg import Disagg

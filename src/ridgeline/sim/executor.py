@@ -27,6 +27,7 @@ import random
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Protocol
 
 import numpy as np
@@ -35,7 +36,15 @@ from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
 from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
-from ridgeline.sim.lines import AffineMaxima, Pieces, affine_maxima, sum_of_maxima
+from ridgeline.sim.lines import (
+    AffineMaxima,
+    Pieces,
+    affine_maxima,
+    decode_segment_ends,
+    decode_segments_s,
+    grouped_x,
+    sum_of_maxima,
+)
 from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.calibration import CostMode
 
@@ -233,25 +242,15 @@ class StepCostModel:
         if not self.offers_grouped_forms():
             return None
         # the aggregates of ``aggregates`` with one full-attention window (no sliding windows
-        # here); integers below 2**53, so their order of summation changes nothing
-        seqs, tokens, keys, cac = batch, batch, total + batch, total
-        att = float(total + batch)
-        decode = True
-        for n, p in zip(new, prior, strict=True):
-            seqs += 1
-            tokens += n
-            keys += p + n
-            att += n * p + n * (n + 1) / 2
-            cac += p
-            decode = decode and n == 1
-        x = (1.0, seqs, tokens, keys, att, cac)
+        # here), summed in compiled code where ``sim.native`` built it
+        x, decode = grouped_x(batch, total, new, prior)
         sums = self._sums.get(decode)
         if sums is not None:
-            return sums.at(x) + self.fixed_s + seqs * self.seq_s
+            return sums.at(x) + self.fixed_s + x[1] * self.seq_s
         fc, bc, gc = self._coef[decode]
         v = np.array(x)
         compute = (fc @ v) * self._pad(gc @ v)
-        return float(np.maximum(compute, bc @ v).sum()) + self.fixed_s + seqs * self.seq_s
+        return float(np.maximum(compute, bc @ v).sum()) + self.fixed_s + x[1] * self.seq_s
 
     def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
         """Times of consecutive decode steps, step j of ``batch[j]`` sequences holding
@@ -265,16 +264,28 @@ class StepCostModel:
         ``step_time_s``. None when there is no such closed form (see ``grouped_step_s``)."""
         if not self.offers_grouped_forms():
             return None
-        times: list[float] = []
-        known, fixed_s, seq_s = self._pieces, self.fixed_s, self.seq_s
-        for b, s, k in segments:
-            pieces, base = known.get(b) or self._decode_pieces(b), fixed_s + b * seq_s
-            if b and not pieces.kinks and k < _NUMPY_FROM:  # one short line: the common case
-                a, c = pieces.intercepts[0], pieces.slopes[0]
-                times += [a + c * x + base for x in range(s, s + k * b, b)]
-            else:
-                times += _segment_s(pieces, base, b, s, k)
-        return times
+        return decode_segments_s(
+            segments, self._pieces, self._decode_pieces, self.fixed_s, self.seq_s
+        )
+
+    def decode_segment_ends(
+        self, segments: Sequence[tuple[int, int, int]], t: float, horizon: float
+    ) -> tuple[list[float], float] | None:
+        """The ends of ``decode_segments_s``'s steps from ``t`` (each added to the previous
+        end, as stepping adds them) through the first that reaches ``horizon``, and the time
+        of the last of them; None without the closed form. The fast mode's stretches."""
+        if type(self).decode_segments_s is StepCostModel.decode_segments_s:
+            if not self.offers_grouped_forms():
+                return None
+            return decode_segment_ends(
+                segments, self._pieces, self._decode_pieces, self.fixed_s, self.seq_s, t, horizon
+            )
+        times = self.decode_segments_s(segments)  # a subclass's own (links added, say)
+        if times is None:
+            return None
+        ends = list(accumulate(times, initial=t))[1:]
+        m = min(len(ends), bisect_left(ends, horizon) + 1)
+        return ends[:m], times[m - 1]
 
     def _decode_pieces(self, batch: int) -> Pieces:
         """Σ_op max(compute, memory) of a decode step of ``batch`` sequences as a piecewise
@@ -373,32 +384,6 @@ class StepCostModel:
             rows = gc[:, 0] + batch * (gc[:, 1] + gc[:, 2])
             per_op[0] *= np.asarray(self._pad(rows))[:, None]
         return per_op.max(axis=0).sum(axis=0) + self.fixed_s + batch * self.seq_s
-
-
-_NUMPY_FROM = 64  # steps from which one numpy expression beats a list comprehension
-
-
-def _segment_s(pieces: Pieces, base: float, b: int, s: int, k: int) -> list[float]:
-    """``k`` decode steps of ``b`` sequences holding s, s + b, ... cached tokens, piece by
-    piece of their time (``decode_steps_s``)."""
-    if b == 0:
-        return [pieces.at(s) + base] * k
-    times: list[float] = []
-    todo = range(s, s + k * b, b)  # cached tokens at each step
-    while todo:
-        _, hi, a, c = pieces.piece(todo[0])
-        cut = bisect_left(todo, hi)  # the steps on this piece: S < hi
-        times += _on_line(a, c, base, todo[:cut])
-        todo = todo[cut:]
-    return times
-
-
-def _on_line(a: float, c: float, base: float, cached: range) -> list[float]:
-    """a + c·S + base at each S of ``cached`` (numpy computes the same two roundings)."""
-    if len(cached) < _NUMPY_FROM:
-        return [a + c * s + base for s in cached]
-    s = np.arange(cached.start, cached.stop, cached.step, dtype=np.float64)
-    return ((a + c * s) + base).tolist()  # type: ignore[no-any-return]
 
 
 def _windowed_sum(x: float, w: int) -> float:

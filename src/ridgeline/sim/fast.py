@@ -46,7 +46,7 @@ from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateCounter
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.metrics import SimResult
-from ridgeline.sim.step_log import StepLog, column
+from ridgeline.sim.step_log import StepLog
 from ridgeline.sim.stretch import stretch
 from ridgeline.sim.summary import RunStats, summarize
 
@@ -79,9 +79,8 @@ def run(
     ``late`` stopped it early."""
     state = _FastInstance(sim)
     stopped = state.loop(progress, late)
-    end = column(state.steps.end, float)
-    sim.log.itl_chunks.append(state.steps.shared_gaps(end))
-    samples = state.steps.samples(state.num_blocks, state.bs, end)
+    samples, gaps = state.steps.arrays(state.num_blocks, state.bs)
+    sim.log.itl_chunks.append(gaps)
     return summarize(sim.log, samples, state.stats()), stopped
 
 
@@ -321,7 +320,7 @@ class _FastInstance:
         nothing could be scheduled)."""
         self._materialize(frozenset(() if self.chunker is None else (self.chunker,)))
         self.chunker = None
-        at = len(self.steps.start)
+        at = len(self.steps.end)
         picked = self._schedule(at)
         self.num_steps += 1
         if not picked:
@@ -334,7 +333,7 @@ class _FastInstance:
                 first[i] = now
         self.steps.add(now, end, sum(new), 0, 0)
         self._update(picked, end, at)
-        self.steps.running.append(len(self.running))
+        self.steps.running_after(at, len(self.running))
         P, nout, run = self.P, self.nout, self.running
         if all(P[i] + nout[i] - comp[i] == 1 for i in run[:-1]):
             last_owes_more = bool(run) and P[run[-1]] + nout[run[-1]] - comp[run[-1]] > 1
@@ -479,7 +478,7 @@ class _FastInstance:
     def group_step(self, now: float) -> float | None:
         """One step: every member takes one token, the chunker its chunk, then admissions (the
         blocks of the first two are known to fit); its end (None when nothing ran)."""
-        run, at, d, comp, c = self.running, len(self.steps.start), self.D, self.comp, self.chunker
+        run, at, d, comp, c = self.running, len(self.steps.end), self.D, self.comp, self.chunker
         members = len(run) - (c is not None)
         cross = self._crossings()
         self.free -= cross
@@ -511,7 +510,7 @@ class _FastInstance:
             self.chunker = chunking[0]  # a prompt in chunks, last in line: the group goes on
         elif chunking:
             self._materialize(frozenset(chunking))
-        self.steps.running.append(len(run))
+        self.steps.running_after(at, len(run))
         return end
 
     def _group_step_s(self, members: int, new: list[int], prior: list[int]) -> float:

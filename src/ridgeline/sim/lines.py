@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -119,3 +119,86 @@ def affine_maxima(f: np.ndarray, g: np.ndarray) -> AffineMaxima:
 
 def _terms(row: np.ndarray) -> Terms:
     return tuple((int(j), float(row[j])) for j in np.flatnonzero(row))
+
+
+def decode_segments_s(
+    segments: Sequence[tuple[int, int, int]],
+    known: dict[int, Pieces],
+    pieces_of: Callable[[int], Pieces],
+    fixed_s: float,
+    seq_s: float,
+) -> list[float]:
+    """Step times of consecutive decode segments (B, S, k): k steps of B sequences holding
+    S, S + B, ... cached tokens, each fixed_s + B·seq_s + the pieces of B at its S
+    (``StepCostModel.decode_segments_s``); ``known`` caches the pieces per B, ``pieces_of``
+    makes missing ones."""
+    return list(_step_times(segments, known, pieces_of, fixed_s, seq_s))
+
+
+def decode_segment_ends(
+    segments: Sequence[tuple[int, int, int]],
+    known: dict[int, Pieces],
+    pieces_of: Callable[[int], Pieces],
+    fixed_s: float,
+    seq_s: float,
+    t: float,
+    horizon: float,
+) -> tuple[list[float], float]:
+    """The ends of the steps of ``decode_segments_s`` from ``t``, each added to the previous
+    end as stepping adds it, through the first that reaches ``horizon``; and the time of the
+    last of them."""
+    ends: list[float] = []
+    dt = 0.0
+    for dt in _step_times(segments, known, pieces_of, fixed_s, seq_s):
+        t = t + dt
+        ends.append(t)
+        if t >= horizon:
+            break
+    return ends, dt
+
+
+def _step_times(
+    segments: Sequence[tuple[int, int, int]],
+    known: dict[int, Pieces],
+    pieces_of: Callable[[int], Pieces],
+    fixed_s: float,
+    seq_s: float,
+) -> Iterator[float]:
+    """One multiply-add a step, the same roundings as numpy's a + c·S + base."""
+    for b, s, k in segments:
+        pieces = known.get(b)
+        if pieces is None:
+            pieces = pieces_of(b)
+        base = fixed_s + b * seq_s
+        if b == 0:
+            dt = pieces.at(s) + base
+            for _ in range(k):
+                yield dt
+            continue
+        x, stop = s, s + k * b
+        while x < stop:
+            _, hi, a, c = pieces.piece(x)
+            while x < stop and x < hi:
+                yield a + c * x + base
+                x += b
+
+
+def grouped_x(
+    batch: int, total: int, new: Sequence[int], prior: Sequence[int]
+) -> tuple[tuple[float, float, float, float, float, float], bool]:
+    """The linear model's aggregates x = (1, seqs, tokens, keys, attended, cached) of a step in
+    which ``batch`` decoding sequences holding ``total`` cached tokens take one token each,
+    beside sequences adding ``new`` tokens on ``prior`` (``StepCostModel.grouped_step_s``),
+    and whether every sequence decodes. Integers below 2**53: any order of summation gives
+    the same floats."""
+    seqs, tokens, keys, cac = batch, batch, total + batch, total
+    att = float(total + batch)
+    decode = True
+    for n, p in zip(new, prior, strict=True):
+        seqs += 1
+        tokens += n
+        keys += p + n
+        att += n * p + n * (n + 1) / 2
+        cac += p
+        decode = decode and n == 1
+    return (1.0, float(seqs), float(tokens), float(keys), att, float(cac)), decode

@@ -27,10 +27,12 @@ Splitwise, ISCA 2024).
 
 from __future__ import annotations
 
+import gc
 import heapq
 import operator
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING
@@ -313,11 +315,12 @@ class Simulation:
         ``stopped`` is True and the requests not finished have no latencies); ``progress`` is
         called with the number of requests done."""
         late = LateCounter(stop, self.log) if stop is not None else None
-        if self.cfg.fast_forward and fast.covers(self):
-            result, self.stopped = fast.run(self, progress, late)
-            return result
-        self._loop(progress, late)
-        return summarize(self.log, self.steps.samples(len(self.instances) > 1), self.stats())
+        with gc_paused():
+            if self.cfg.fast_forward and fast.covers(self):
+                result, self.stopped = fast.run(self, progress, late)
+                return result
+            self._loop(progress, late)
+            return summarize(self.log, self.steps.samples(len(self.instances) > 1), self.stats())
 
     def stats(self) -> RunStats:
         """The run's counters (after ``run``)."""
@@ -525,6 +528,21 @@ class Simulation:
             return
         self.log.finish[i] = t
         self.done += 1
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block, then as it was. A run allocates
+    hundreds of thousands of small lists and tuples and keeps most of them: every collection
+    walks them all again and frees nothing (about a tenth of a fast run's time), while the
+    run makes no reference cycles for it to find."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def simulate(

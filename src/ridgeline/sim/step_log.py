@@ -1,12 +1,14 @@
 """The fast mode's record of every step: a few numbers a step, KV use summed once at the end.
 
-A step appends its start, end, tokens computed, the blocks decoding requests took, the requests
-running after it and how many requests share its inter-token gap; admissions, chunks,
-preemptions and completions add sparse events (step index, blocks added, computed tokens
-removed). ``samples`` then gives the KV use after every step exactly as the step-by-step loop
-samples it — used blocks are a running sum of blocks added, allocated-but-unused slots are
-used × block size minus the running sum of computed tokens — and ``shared_gaps`` the
-inter-token gaps of decode steps, each with the number of requests that saw it.
+A step appends its end, tokens computed and the blocks decoding requests took; its start, how
+many requests share its inter-token gap and the requests running after it are kept only where
+they differ from the previous step's end, its token count and the previous step's running
+count (a run of decode steps changes none of them); admissions, chunks, preemptions and
+completions add sparse events (step index, blocks added, computed tokens removed).
+``arrays`` then gives the KV use after every step exactly as the step-by-step loop samples it
+— used blocks are a running sum of blocks added, allocated-but-unused slots are used × block
+size minus the running sum of computed tokens — and the inter-token gaps of decode steps, each
+with the number of requests that saw it.
 """
 
 from __future__ import annotations
@@ -17,23 +19,27 @@ from ridgeline.sim.metrics import StepSamples
 
 
 class StepLog:
-    """Per-step records — start, end, tokens computed, blocks added, requests running after,
-    and how many requests share the step's inter-token gap — plus sparse events (sample
-    index, blocks added, computed tokens removed)."""
+    """Per-step records — end, tokens computed and blocks added — with what rarely changes
+    kept sparse: a step's start where it is not the previous step's end (the instance was
+    idle), its gap weight where it is not its token count, and the requests running after
+    it where that changed; plus events (step index, blocks added, computed tokens removed)."""
 
-    __slots__ = ("start", "end", "tokens", "blocks", "running", "gap_w", "ev_at", "ev_blocks",
-                 "ev_comp")  # fmt: skip
+    __slots__ = ("end", "tokens", "blocks", "ev_at", "ev_blocks", "ev_comp", "idle_at",
+                 "idle_start", "w_at", "w_val", "run_at", "run_val")  # fmt: skip
 
     def __init__(self) -> None:
-        self.start: list[float] = []
         self.end: list[float] = []
         self.tokens: list[int] = []
         self.blocks: list[int] = []
-        self.running: list[int] = []
-        self.gap_w: list[int] = []
         self.ev_at: list[int] = []
         self.ev_blocks: list[int] = []
         self.ev_comp: list[int] = []
+        self.idle_at: list[int] = []  # steps that did not start at the previous step's end
+        self.idle_start: list[float] = []
+        self.w_at: list[int] = []  # steps whose gap weight is not their token count
+        self.w_val: list[int] = []
+        self.run_at: list[int] = []  # run_val[i] requests ran after steps run_at[i], ... (to
+        self.run_val: list[int] = []  # the next change)
 
     def event(self, at: int, blocks: int, removed: int = 0) -> None:
         self.ev_at.append(at)
@@ -41,38 +47,74 @@ class StepLog:
         self.ev_comp.append(removed)
 
     def add(self, start: float, end: float, tokens: int, blocks: int, gap_w: int) -> None:
-        """One step (its running count is appended after it is applied)."""
-        self.start.append(start)
+        """One step (``running_after`` gives its running count once it is applied)."""
+        self._starts(start)
+        at = len(self.end)
         self.end.append(end)
         self.tokens.append(tokens)
         self.blocks.append(blocks)
-        self.gap_w.append(gap_w)
+        if gap_w != tokens:
+            self.w_at.append(at)
+            self.w_val.append(gap_w)
 
-    def samples(self, num_blocks: int, block_size: int, end: np.ndarray) -> StepSamples:
-        """KV use after every step (as the step-by-step loop samples it); ``end`` is
-        ``self.end`` as an array (``column``)."""
-        g = len(self.start)
-        start = column(self.start, float)
+    def extend(self, start: float, ends: list[float], tokens: list[int], blocks: list[int],
+               first_gap_w: int) -> None:  # fmt: skip
+        """Consecutive steps from ``start`` (each starts at the previous one's end), the first
+        with gap weight ``first_gap_w`` and the others their token count."""
+        self._starts(start)
+        if first_gap_w != tokens[0]:
+            self.w_at.append(len(self.end))
+            self.w_val.append(first_gap_w)
+        self.end += ends
+        self.tokens += tokens
+        self.blocks += blocks
+
+    def _starts(self, start: float) -> None:
+        if not self.end or start != self.end[-1]:
+            self.idle_at.append(len(self.end))
+            self.idle_start.append(start)
+
+    def running_after(self, at: int, running: int) -> None:
+        """``running`` requests run after step ``at`` and every later one until told again."""
+        if self.run_at and self.run_at[-1] == at:
+            self.run_val[-1] = running
+        elif not self.run_val or self.run_val[-1] != running:
+            self.run_at.append(at)
+            self.run_val.append(running)
+
+    def arrays(
+        self, num_blocks: int, block_size: int
+    ) -> tuple[StepSamples, tuple[np.ndarray, np.ndarray]]:
+        """KV use after every step (as the step-by-step loop samples it), and the inter-token
+        gaps shared by several requests (end of a step − end of the previous one) with how
+        many requests saw each."""
+        # in place where it can be: every new array of this size is fresh pages to fault in
+        g = len(self.end)
+        end = column(self.end, float)
+        start = np.empty(g)
+        start[1:] = end[:-1]
+        start[column(self.idle_at, np.int64)] = column(self.idle_start, float)
         at = column(self.ev_at, np.int64)
-        added = column(self.blocks, np.int64)
-        used = np.cumsum(added + np.bincount(at, weights=self.ev_blocks, minlength=g))
-        removed = np.bincount(at, weights=self.ev_comp, minlength=g)
-        computed = np.cumsum(column(self.tokens, np.int64) - removed)
-        slots = num_blocks * block_size
-        return StepSamples(
+        used = column(self.blocks, np.int64)
+        np.add.at(used, at, column(self.ev_blocks, np.int64))
+        np.cumsum(used, out=used)
+        tokens = column(self.tokens, np.int64)
+        w = tokens.astype(float)  # the gap weights, before tokens become the computed count
+        w[column(self.w_at, np.int64)] = column(self.w_val, np.int64)
+        np.subtract.at(tokens, at, column(self.ev_comp, np.int64))
+        computed = np.cumsum(tokens, out=tokens)
+        unused = used * block_size
+        unused -= computed
+        lasting = np.diff(column(self.run_at, np.int64), append=g)  # steps each value holds
+        samples = StepSamples(
             start,
             end - start,
             used / num_blocks,
-            (used * block_size - computed) / slots,
-            column(self.running, np.int64).astype(float),
+            unused / (num_blocks * block_size),
+            np.repeat(column(self.run_val, np.int64), lasting).astype(float),
         )
-
-    def shared_gaps(self, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Inter-token gaps shared by several requests (end of a step − end of the previous
-        one) and how many requests saw each; ``end`` is ``self.end`` as an array."""
-        w = column(self.gap_w, np.int64).astype(float)
         keep = np.flatnonzero(w[1:] > 0) + 1
-        return end[keep] - end[keep - 1], w[keep]
+        return samples, (end[keep] - end[keep - 1], w[keep])
 
 
 def column(values: list[float] | list[int], dtype: type) -> np.ndarray:

@@ -7,7 +7,7 @@ and nothing can be admitted, so the steps up to the next arrival are priced at o
     steps     |0|1|2|3|4|5|6|7|8|9|...      ends: t + time_0 + time_1 + ... (one at a time)
 
 With an empty waiting queue a completion changes only B_j and S_j, so one vector of step times
-(``StepCostModel.decode_segments_s``) runs through completions up to the step in flight at the
+(``StepCostModel.decode_segment_ends``) runs through completions up to the step in flight at the
 next arrival. Blocks: a member takes one at the steps where D ≡ its key (mod block size), so
 a step's new blocks are the histogram of keys rotated to D, less the finished members' keys.
 The span stops before a step the free blocks might not fund, counting every member's crossings
@@ -108,31 +108,50 @@ def _through_completions(inst: _FastInstance, t: float, horizon: float, k: int) 
         k = min(k, done[-1][0])
     # step j: b members holding s + j·b tokens, s = Σ (cbase + d) over them
     segments: list[tuple[int, int, int]] = []  # (members, tokens at its first step, steps)
-    batch: list[int] = []  # members at each step
     b, s, j0 = len(inst.running), inst.gsum + len(inst.running) * d, 0
     for r, i in [*done, (k, -1)]:
         if r > j0:
             segments.append((b, s + j0 * b, r - j0))
-            batch += [b] * (r - j0)
             j0 = r
         if i >= 0:
             b, s = b - 1, s - cbase[i] - d
     assert inst.closed_forms is not None
-    times = inst.closed_forms.decode_segments_s(segments)
-    assert times is not None
-    inst.pace = times[-1]
-    acc = list(accumulate(times, initial=t))  # as stepping adds them: acc[j + 1] ends step j
-    m = min(k, bisect_left(acc, horizon, 1))
+    priced = inst.closed_forms.decode_segment_ends(segments, t, horizon)
+    assert priced is not None
+    ends, inst.pace = priced  # ends[j] ends step j: up to the one in flight at the horizon
+    m = len(ends)
     for r, i in done:
         if r > m:  # still decoding when the horizon comes
             heapq.heappush(fins, (r + d, i))
     finished = [x for x in done if x[0] <= m]
-    blocks = _blocks(inst, m, finished)
-    at = len(inst.steps.start)
-    _record(inst, acc[: m + 1], batch[:m], blocks, [*batch[1:m], b if m == k else batch[m]])
+    at = len(inst.steps.end)
+    _record(inst, t, ends, _members(inst, segments, at, m, b), _blocks(inst, m, finished))
     for r, i in finished:
-        inst.finish_member(i, d + r, acc[r], at + r - 1)
-    return acc[m]
+        inst.finish_member(i, d + r, ends[r - 1], at + r - 1)
+    return ends[-1]
+
+
+def _members(
+    inst: _FastInstance, segments: list[tuple[int, int, int]], at: int, m: int, final: int
+) -> list[int]:
+    """The members at each of the first ``m`` steps of ``segments`` (from step ``at``); logs
+    the requests running after each: a segment's members after the step before it, and
+    after the last step those of the step that would come next (``final`` past the end)."""
+    members: list[int] = []
+    after = final
+    for b, _, n in segments:
+        if len(members) == m:  # this segment starts at step m
+            after = b
+            break
+        if members:
+            inst.steps.running_after(at + len(members) - 1, b)
+        take = min(n, m - len(members))
+        members += [b] * take
+        if take < n:  # step m is in this segment
+            after = b
+            break
+    inst.steps.running_after(at + m - 1, after)
+    return members
 
 
 def _blocks(inst: _FastInstance, m: int, finished: list[tuple[int, int]]) -> list[int]:
@@ -150,19 +169,12 @@ def _blocks(inst: _FastInstance, m: int, finished: list[tuple[int, int]]) -> lis
 
 
 def _record(
-    inst: _FastInstance, acc: list[float], tokens: list[int], blocks: list[int], after: list[int]
+    inst: _FastInstance, start: float, ends: list[float], tokens: list[int], blocks: list[int]
 ) -> None:
-    """Log the group steps from acc[j] to acc[j + 1], with ``tokens`` members each and
-    ``after`` running after each."""
-    m, steps, ends = len(acc) - 1, inst.steps, acc[1:]
-    steps.start += acc[:-1]
-    steps.end += ends
-    steps.tokens += tokens
-    steps.blocks += blocks
-    steps.running += after
-    gaps = list(tokens)
-    gaps[0] -= len(inst.stale)
-    steps.gap_w += gaps
+    """Log the group steps from ``start`` to ``ends[-1]``, step j ending at ends[j], with
+    ``tokens`` members each (the caller logs the requests running after them)."""
+    m = len(ends)
+    inst.steps.extend(start, ends, tokens, blocks, tokens[0] - len(inst.stale))
     inst.free -= sum(blocks)
     inst.stale_gaps(ends[0])
     decoded = sum(tokens)
@@ -176,14 +188,14 @@ def _record(
 def _apply_segment(inst: _FastInstance, members: int, acc: list[float]) -> float:
     """Apply ``len(acc) − 1`` steps of the same ``members`` (step j from acc[j] to acc[j + 1])."""
     m, bs = len(acc) - 1, inst.bs
-    at, ends = len(inst.steps.start), acc[1:]
+    at, ends = len(inst.steps.end), acc[1:]
     if inst.num_tight:
         s = inst.D % bs
         rot = inst.hist[s:] + inst.hist[:s]
         blocks = (rot * (m // bs + 1))[:m]
     else:
         blocks = [0] * m
-    _record(inst, acc, [members] * m, blocks, [members] * m)
+    _record(inst, acc[0], ends, [members] * m, blocks)
     inst.finish_members(ends[-1], at + m - 1)
-    inst.steps.running[-1] = len(inst.running)
+    inst.steps.running_after(at + m - 1, len(inst.running))
     return ends[-1]

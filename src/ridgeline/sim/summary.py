@@ -153,6 +153,6 @@ def summarize(log: RequestLog, steps: StepSamples, stats: RunStats) -> SimResult
         kv_blocks=stats.kv_blocks,
         block_size=stats.block_size,
         timeline=_timeline(steps),
-        requests=tuple(reqs),
+        requests=reqs,
         compiled=stats.compiled,
     )
