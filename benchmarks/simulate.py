@@ -12,6 +12,9 @@
 3. Start-up: a fresh process from its start to the first simulation step (imports, catalog,
    workload, cost model), beside a bare interpreter's start.
 
+The fast mode runs compiled where ``ridgeline native build`` has built it (``make`` does); part 1
+then also times the interpreted modules in a child process (``RIDGELINE_NATIVE=0``).
+
 Usage: python benchmarks/simulate.py [--requests N] [--repeat K] [--no-baseline] [--no-vidur]
        [--no-startup]
 """
@@ -38,6 +41,7 @@ from ridgeline.sim import (
     WorkloadSpec,
     generate,
     load_trace,
+    native,
     simulate,
 )
 from ridgeline.specs import get_accelerator, get_model
@@ -96,8 +100,8 @@ def compare(fast: SimResult, steps: SimResult) -> tuple[bool, str]:
     return same, note
 
 
-def lognormal_run(n: int, repeat: int, baseline: bool) -> None:
-    """Part 1: the ten-thousand-request run, fast mode against stepping."""
+def lognormal_case(n: int) -> tuple[SimConfig, list[RequestSpec]]:
+    """Part 1's configuration and workload."""
     spec = WorkloadSpec(
         num_requests=n,
         rate_per_s=4.0,
@@ -105,12 +109,34 @@ def lognormal_run(n: int, repeat: int, baseline: bool) -> None:
         output=Lengths(LengthDist.LOGNORMAL, 200, sigma=0.8),
         seed=0,
     )
-    workload = generate(spec)
     cfg = SimConfig(
         get_model("llama-2-7b"),
         get_accelerator("a100-80gb"),
         SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=256),
     )
+    return cfg, generate(spec)
+
+
+# a child process: part 1's fast mode with the interpreted modules (RIDGELINE_NATIVE=0); prints
+# its median wall time
+_INTERPRETED = """
+import runpy, sys
+bench = runpy.run_path(sys.argv[1])
+cfg, workload = bench["lognormal_case"](int(sys.argv[2]))
+print(bench["_median_runs"](cfg, workload, int(sys.argv[3]))[0])
+"""
+
+
+def _interpreted_wall(n: int, repeat: int) -> float:
+    env = {**os.environ, native.DISABLE_ENV: "0"}
+    args = [sys.executable, "-c", _INTERPRETED, __file__, str(n), str(repeat)]
+    return float(subprocess.run(args, env=env, check=True, capture_output=True, text=True).stdout)
+
+
+def lognormal_run(n: int, repeat: int, baseline: bool) -> None:
+    """Part 1: the ten-thousand-request run, fast mode against stepping (and, where the fast
+    mode runs compiled, against its interpreted modules)."""
+    cfg, workload = lognormal_case(n)
     wall, cpu, walls, res = _median_runs(cfg, workload, repeat)
     print(f"[1] {n} requests, Poisson 4/s, lognormal prompt mean 1000 and output mean 200;")
     print(f"    paged ({res.kv_blocks} blocks of 16), chunked prefill, budget 2048")
@@ -125,6 +151,10 @@ def lognormal_run(n: int, repeat: int, baseline: bool) -> None:
         f"{', '.join(f'{w:.3f}' for w in walls)}), {cpu:.3f} s cpu; "
         f"{n / wall:,.0f} requests and {res.num_steps / wall:,.0f} steps per second of wall"
     )
+    if native.mode() == "compiled":
+        slow = _interpreted_wall(n, repeat)
+        print(f"    interpreted modules (RIDGELINE_NATIVE=0): {slow:.3f} s wall (median of "
+              f"{repeat}): the compiled ones are {slow / wall:.2f}x faster")  # fmt: skip
     if baseline:
         step_wall, step_cpu, steps = _timed(replace(cfg, fast_forward=False), workload)
         same, note = compare(res, steps)
@@ -221,7 +251,8 @@ def main() -> None:
     args = ap.parse_args()
     load = os.getloadavg()[0]
     print(
-        f"simulator speed, llama-2-7b on a100-80gb; load average {load:.2f} on {os.cpu_count()} cores"
+        f"simulator speed, llama-2-7b on a100-80gb; load average {load:.2f} on {os.cpu_count()} "
+        f"cores; fast mode {native.decide()}"
     )
     lognormal_run(args.requests, args.repeat, not args.no_baseline)
     if not args.no_vidur:

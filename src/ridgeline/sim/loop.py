@@ -251,9 +251,7 @@ class Simulation:
         self._seq = 0
         self.num_blocks = kv_pool_blocks(cfg)
         self.compiled_cost = _compiled_cost(cfg)
-        self.cost: StepCost = self.compiled_cost or StepCostModel(
-            cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode
-        )
+        self.cost: StepCost = self._make_cost()
         self.draft = (
             StepCostModel(cfg.draft_model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
             if cfg.draft_model
@@ -267,6 +265,13 @@ class Simulation:
         self.done = 0
         self.stopped = False  # run() ended early: the TTFT objective was certainly missed
         self.originals: dict[str, Request] = {}  # disaggregation: requests in their prefill
+
+    def _make_cost(self) -> StepCost:
+        """The cost model that prices steps (a subclass prices them its own way)."""
+        cfg = self.cfg
+        return self.compiled_cost or StepCostModel(
+            cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode
+        )
 
     def _make_instances(self) -> list[_Instance]:
         d = self.cfg.disagg

@@ -36,7 +36,7 @@ from ridgeline.analytic.kv import weights_bytes
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateStop
-from ridgeline.sim.executor import StepCostModel
+from ridgeline.sim.executor import StepCost, StepCostModel
 from ridgeline.sim.loop import Role, SimConfig, Simulation, _Instance
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
@@ -85,6 +85,8 @@ class DeploymentStepCost(StepCostModel):
         check_deployment(model, deployment)
         self.deployment = deployment  # read by _terms while the base class builds its tables
         super().__init__(model, deployment.accelerator, dtypes, efficiency, mode)
+        # link times by (sequences, tokens): a run asks for the same few shapes step after step
+        self._links: dict[tuple[float, float], float] = {}
 
     def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
         costs = chip_op_costs(self.model, self.deployment.tensor_parallel, shape, self.dtypes)  # type: ignore[arg-type]
@@ -98,10 +100,14 @@ class DeploymentStepCost(StepCostModel):
 
     def link_s(self, num_seqs: float, num_tokens: float) -> float:
         """Link time of one step of ``num_seqs`` sequences adding ``num_tokens`` tokens."""
-        links = pass_links(
-            self.model, self.deployment, num_seqs, num_tokens, self.dtypes, self.calibration
-        )
-        return links.time_s
+        key = (num_seqs, num_tokens)
+        t = self._links.get(key)
+        if t is None:
+            links = pass_links(
+                self.model, self.deployment, num_seqs, num_tokens, self.dtypes, self.calibration
+            )
+            t = self._links[key] = links.time_s
+        return t
 
     def link_terms(self, num_seqs: float, num_tokens: float) -> LinkTerms:
         """``link_s`` split by calibration term (``analytic.collectives.LinkTerms``)."""
@@ -189,13 +195,13 @@ class ReplicaSimulation(Simulation):
         self._arrivals = 0
         super().__init__(cfg, workload)
 
-    def _make_instances(self) -> list[_Instance]:
-        # NOTE: the base constructor builds a one-chip cost model first; every instance is
-        # created here, so swapping it before they are built prices every step by deployment.
+    def _make_cost(self) -> StepCost:
         cfg = self.cfg
-        self.cost = self._given_cost or DeploymentStepCost(
+        return self._given_cost or DeploymentStepCost(
             cfg.model, self.replica_set.deployment, cfg.dtypes, cfg.efficiency, cfg.mode
         )
+
+    def _make_instances(self) -> list[_Instance]:
         return [self._instance(i, Role.MIXED) for i in range(self.replica_set.replicas)]
 
     def _least_loaded(self, role: Role) -> _Instance:
