@@ -166,6 +166,26 @@ def test_bad_inputs_are_422_naming_the_field(
     assert field_of(client.post("/api/roofline", json=body))[:2] == ["body", field]
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/simulate", {"seed": True}),
+        ("/api/kv-manage", {"output_len": True}),
+        ("/api/roofline", {"batch": False}),
+        ("/api/kv", {"reserve_fraction": True}),
+        ("/api/simulate", {"num_requests": "12"}),
+    ],
+)
+def test_true_false_or_a_string_for_a_number_is_a_422(
+    client: TestClient, path: str, body: dict[str, Any]
+) -> None:
+    """Regression (found by schemathesis): pydantic's lax mode read JSON true as 1 (and "12"
+    as 12), so a body the schema rejects was accepted."""
+    r = client.post(path, json=body)
+    assert r.status_code == 422, r.text
+    assert next(iter(body)) in r.text
+
+
 def test_kv_at_zero_context_is_a_422_not_a_500(client: TestClient) -> None:
     """Regression: analytic.techniques divides by the KV at the context, 0 at context 0."""
     assert field_of(client.post("/api/kv", json={"context": 0})) == ["body", "context"]

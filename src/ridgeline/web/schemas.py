@@ -8,9 +8,17 @@ request stays cheap.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from ridgeline.analytic import DEFAULT_ACCELERATORS, Dtypes, dataflow, tiling
@@ -74,9 +82,21 @@ def _unsatisfiable(message: str) -> PydanticCustomError:
 
 
 class _Body(BaseModel):
-    """Every body: no unknown field, no NaN or infinity (JSON has none; Python's parser does)."""
+    """Every body: no unknown field, no NaN or infinity (JSON has none; Python's parser does),
+    and no true, false or string where the schema says number (pydantic's lax mode reads
+    them as 1, 0 and the number written)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_or_strings_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool | str) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = get_args(annotation) or (annotation,)
+            if {int, float} & set(kinds) and type(value) not in kinds:
+                raise ValueError(f"expected a number, got {value!r}")
+        return value
 
 
 class ModelBody(_Body):
