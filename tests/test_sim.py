@@ -239,3 +239,42 @@ def test_closed_form_matches_steps_when_admission_waits_for_memory(policy: str) 
     assert [r.e2e_s for r in fast.requests] == pytest.approx(
         [r.e2e_s for r in slow.requests], rel=1e-9, nan_ok=True
     )
+
+
+def test_request_table_reads_compares_and_pickles_as_its_rows() -> None:
+    """``SimResult.requests`` keeps columns and makes ``RequestMetrics`` when read."""
+    import pickle
+    from dataclasses import asdict, astuple
+
+    from ridgeline.sim.metrics import RequestMetrics, RequestTable
+
+    rows = (
+        RequestMetrics("a", 0.0, 10, 4, 0.1, 0.02, 0.16, 0.01, 0, 0),
+        RequestMetrics("b", 0.5, 20, 0, float("nan"), float("nan"), float("nan"), float("nan"),
+                       0, 0, "larger than the KV pool"),
+    )  # fmt: skip
+    table = RequestTable(list(zip(*map(astuple, rows), strict=True)))
+    assert len(table) == 2 and table[1].rejected == "larger than the KV pool"
+    assert table[:1] == rows[:1] and list(table) == list(rows)
+    assert table == rows[:1] + (table[1],)  # NaN equals itself only as the same object
+    copy = pickle.loads(pickle.dumps(table))  # its NaNs are new objects, so unequal, as a
+    assert copy[:1] == rows[:1] and repr(list(copy)) == repr(list(rows))  # tuple's would be
+    assert hash(table) == hash(RequestTable(table._columns))
+    assert repr(table) == "RequestTable(2 requests)"
+    assert [asdict(r) for r in table] == [asdict(r) for r in (rows[0], table[1])]
+
+
+def test_a_run_pauses_the_collector_and_restores_it() -> None:
+    import gc
+
+    from ridgeline.sim.loop import gc_paused
+
+    workload = generate(WorkloadSpec(num_requests=5, rate_per_s=2.0))
+    simulate(SimConfig(LLAMA, A100), workload)
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # an inner block leaves it as it found it: off
+    assert gc.isenabled()

@@ -15,7 +15,16 @@ import pytest
 
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.scheduler import SchedulerConfig
-from ridgeline.sim import LengthDist, Lengths, SimConfig, WorkloadSpec, generate, native, simulate
+from ridgeline.sim import (
+    LengthDist,
+    Lengths,
+    RequestSpec,
+    SimConfig,
+    WorkloadSpec,
+    generate,
+    native,
+    simulate,
+)
 from ridgeline.specs import get_accelerator, get_model
 
 
@@ -101,12 +110,16 @@ def _configs() -> list[SimConfig]:
     ]  # fmt: skip
 
 
-def numbers() -> dict[str, object]:
-    """What the runs of ``_configs`` measured, every float as it came out."""
+def _workload() -> list[RequestSpec]:
     spec = WorkloadSpec(num_requests=300, rate_per_s=40.0, seed=3,
                         prompt=Lengths(LengthDist.LOGNORMAL, 900, sigma=0.9),
                         output=Lengths(LengthDist.LOGNORMAL, 150, sigma=0.9))  # fmt: skip
-    workload = generate(spec)
+    return generate(spec)
+
+
+def numbers() -> dict[str, object]:
+    """What the runs of ``_configs`` measured, every float as it came out."""
+    workload = _workload()
     out: dict[str, object] = {"mode": native.mode()}
     for cfg in _configs():
         r = simulate(cfg, workload)
@@ -143,3 +156,5 @@ def test_the_comparison_reaches_preemptions_and_chunks() -> None:
     """The comparison above means something: the runs preempt and chunk prompts."""
     got = numbers()
     assert got["fcfs"][1] > 0  # type: ignore[index]
+    budget = _configs()[0].scheduler.max_num_batched_tokens
+    assert sum(r.prompt_len > budget for r in _workload()) > 10

@@ -14,7 +14,7 @@ from ridgeline.analytic.roofline import LevelRidge
 from ridgeline.analytic.speed import SpeedQuote, quote_step
 from ridgeline.defaults import DEFAULT_ACCELERATOR
 from ridgeline.report import plots
-from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
+from ridgeline.report.document import ReportFiles, Section, Table, write_report
 from ridgeline.report.figures import save_figure
 from ridgeline.report.kv_manage_section import kv_manage_section
 from ridgeline.report.layout_section import layout_section
@@ -36,14 +36,6 @@ class ReportContext:
 
     def figure(self, name: str) -> Path:
         return self.out_dir / "figures" / name
-
-
-@dataclass(frozen=True, slots=True)
-class ReportFiles:
-    html: Path
-    markdown: Path
-    json: Path
-    sections: tuple[str, ...]
 
 
 def _model_section(ctx: ReportContext) -> Section:
@@ -321,11 +313,4 @@ def build_report(
     (out / "figures").mkdir(parents=True, exist_ok=True)
     ctx = ReportContext(get_model(model), get_accelerator(hw), out)
     built = [builder(ctx) for builder in (sections or SECTIONS)]
-    title = f"ridgeline report: {ctx.model.name}"
-    files = ReportFiles(
-        out / "report.html", out / "report.md", out / "report.json", tuple(s.key for s in built)
-    )
-    files.html.write_text(to_html(title, built))
-    files.markdown.write_text(to_markdown(title, built, out))
-    files.json.write_text(to_json(title, built))
-    return files
+    return write_report(out, "report", f"ridgeline report: {ctx.model.name}", built)

@@ -89,3 +89,28 @@ def to_json(title: str, sections: list[Section]) -> str:
         "sections": {s.key: {"title": s.title, **s.data} for s in sections},
     }
     return json.dumps(payload, indent=2, default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFiles:
+    """The three files of a written report, and the keys of its sections."""
+
+    html: Path
+    markdown: Path
+    json: Path
+    sections: tuple[str, ...]
+
+
+def write_report(out_dir: Path, stem: str, title: str, sections: list[Section]) -> ReportFiles:
+    """Write ``stem``.html (self-contained), ``stem``.md (figures beside it) and ``stem``.json
+    into ``out_dir``."""
+    files = ReportFiles(
+        out_dir / f"{stem}.html",
+        out_dir / f"{stem}.md",
+        out_dir / f"{stem}.json",
+        tuple(s.key for s in sections),
+    )
+    files.html.write_text(to_html(title, sections))
+    files.markdown.write_text(to_markdown(title, sections, out_dir))
+    files.json.write_text(to_json(title, sections))
+    return files

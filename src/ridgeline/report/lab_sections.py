@@ -29,7 +29,7 @@ from ridgeline.lab.gap import (
 from ridgeline.lab.machine import Calibration
 from ridgeline.lab.store import Record, open_existing
 from ridgeline.report import lab_plots
-from ridgeline.report.document import Section, Table, to_html, to_json, to_markdown
+from ridgeline.report.document import ReportFiles, Section, Table, write_report
 from ridgeline.report.figures import save_figure
 from ridgeline.report.lab_growth import growth_table
 from ridgeline.specs import DType
@@ -505,30 +505,16 @@ def lab_sections(data: LabData, figure: FigurePath) -> list[Section]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class LabFiles:
-    html: Path
-    markdown: Path
-    json: Path
-    sections: tuple[str, ...]
-
-
 def build_lab_report(
     db: str | Path, out_dir: str | Path, hw: str | None = None, timer: str = "wall"
-) -> LabFiles:
+) -> ReportFiles:
     """Write lab.html (self-contained), lab.md (figures beside it) and lab.json."""
     out = Path(out_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     data = load_lab(db, hw, timer)
     sections = lab_sections(data, lambda name: out / "figures" / name)
     title = "ridgeline lab: measured decode against the analytic model"
-    files = LabFiles(
-        out / "lab.html", out / "lab.md", out / "lab.json", tuple(s.key for s in sections)
-    )
-    files.html.write_text(to_html(title, sections))
-    files.markdown.write_text(to_markdown(title, sections, out))
-    files.json.write_text(to_json(title, sections))
-    return files
+    return write_report(out, "lab", title, sections)
 
 
 _NEEDS = {

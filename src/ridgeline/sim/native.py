@@ -96,10 +96,13 @@ class _SourceFinder:
         return None if source is None else importlib.util.spec_from_file_location(fullname, source)
 
 
+NOT_BUILT = "interpreted: not built"
+
+
 def decide(package_dir: Path = PACKAGE_DIR) -> str:
     """Whether ``MODULES`` load compiled ("compiled") or why not ("interpreted: ...")."""
     if not compiled_files(package_dir):
-        return "interpreted: not built"
+        return NOT_BUILT
     if os.environ.get(DISABLE_ENV) == "0":
         return f"interpreted: {DISABLE_ENV}=0"
     if _built_digest(package_dir) != digest(package_dir):
@@ -111,7 +114,7 @@ def guard(package_dir: Path = PACKAGE_DIR, package: str = PACKAGE) -> str:
     """Before any of ``MODULES`` is imported: keep compiled copies out when they are stale or
     disabled (``RIDGELINE_NATIVE=0``); returns ``decide``'s answer."""
     why = decide(package_dir)
-    if why == "compiled" or not compiled_files(package_dir):
+    if why in ("compiled", NOT_BUILT):  # nothing to keep out
         return why
     sources = {f"{package}.{m}": package_dir / f"{m}.py" for m in MODULES}
     if not any(isinstance(f, _SourceFinder) and f.sources == sources for f in sys.meta_path):

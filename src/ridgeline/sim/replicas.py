@@ -134,12 +134,9 @@ class DeploymentStepCost(StepCostModel):
         times = super().decode_segments_s(segments)
         if times is None:
             return None
-        per_batch: dict[int, float] = {}
         links: list[float] = []
         for b, _, k in segments:
-            if b not in per_batch:
-                per_batch[b] = self.link_s(float(b), float(b))
-            links += [per_batch[b]] * k
+            links += [self.link_s(float(b), float(b))] * k
         return [t + link for t, link in zip(times, links, strict=True)]
 
 
