@@ -156,3 +156,12 @@ def test_malformed_config_names_the_field(tmp_path: Path) -> None:
 def test_kv_with_zero_context_is_a_user_error() -> None:
     code, _, err = run("kv", "--context", "0")
     assert code == 2 and "field context" in err
+
+
+def test_fp32_activations_on_a_chip_without_an_fp32_peak() -> None:
+    # regression: exited 2 with "tpu-v5e: no peak_flops_per_s for fp32 or a fallback"
+    d = run_json("roofline", "--hw", "tpu-v5e", "--act-dtype", "fp32", "--batch", "1")
+    assert d["peak_flops_per_s"] == pytest.approx(197e12 / 6)
+    assert d["ridge_point_flops_per_byte"] == pytest.approx(197e12 / 6 / 819e9)
+    code, out, _ = run("hw", "show", "tpu-v5e")
+    assert code == 0 and "fp32 = bf16 ÷ 6" in out

@@ -120,10 +120,22 @@ def hw_show(
     console.print(table)
     peaks = ", ".join(f"{k} {fmt_rate(v, 'FLOP/s')}" for k, v in d["peak_flops_per_s"].items())
     console.print(f"dense peaks: {peaks}")
+    _print_fallbacks(get_accelerator(name))
     if d["interconnect"] is not None:
         _print_links(d["interconnect"])
     for note in d["notes"]:
         console.print(f"note: {note}")
+
+
+def _print_fallbacks(acc: Accelerator) -> None:
+    """The formats the file gives no peak for, and which peak prices them (``specs.peaks``)."""
+    rules = [acc.peak_rule(d) for d in DType if d not in acc.peak_flops_per_s]
+    parts = [
+        f"{r.dtype} = {r.stand.dtype}" + (f" ÷ {r.stand.passes}" if r.stand.passes > 1 else "")
+        for r in rules
+    ]
+    if parts:
+        console.print(f"unlisted formats: {', '.join(parts)} (data/peak_fallback.toml)")
 
 
 def _print_links(link: dict) -> None:
