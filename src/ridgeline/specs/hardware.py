@@ -225,4 +225,3 @@ class Accelerator:
         if lvl.bandwidth_bytes_per_s is None:
             return None
         return self.peak(dtype) / lvl.bandwidth_bytes_per_s
-

@@ -47,6 +47,8 @@ def fallback_chains() -> dict[DType, tuple[Stand, ...]]:
     text = resources.files("ridgeline.data").joinpath("peak_fallback.toml").read_text()
     chains = {}
     for name, table in tomllib.loads(text).items():
-        chain = tuple(Stand(DType(s["dtype"]), int(s["passes"]), s["source"]) for s in table["chain"])
+        chain = tuple(
+            Stand(DType(s["dtype"]), int(s["passes"]), s["source"]) for s in table["chain"]
+        )
         chains[DType(name)] = chain
     return chains
