@@ -67,6 +67,7 @@ def test_model_show_from_a_config_path(tmp_path: Path) -> None:
     assert d["attention"] == "mqa" and d["kv_bytes_per_token"] == 2 * 2 * 1 * 16 * 2
 
 
+@pytest.mark.slow
 def test_roofline_json_and_plot(tmp_path: Path) -> None:
     plot = tmp_path / "r.png"
     d = run_json(
@@ -115,6 +116,7 @@ def test_questions_and_compare_tables() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_report_writes_three_files(tmp_path: Path) -> None:
     d = run_json("report", "--model", "gpt2", "--out", str(tmp_path))
     html = Path(d["html"]).read_text()

@@ -9,6 +9,7 @@ import inspect
 import subprocess
 import sys
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -20,6 +21,7 @@ from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_ENGINE_MODEL, DEFAUL
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_version_matches_the_package_and_python_m_runs_the_cli() -> None:
     assert ridgeline.__version__ == VERSION
     out = subprocess.run(
@@ -86,6 +88,7 @@ def test_one_default_accelerator_and_model() -> None:
     assert _defaults("generate")["model"] == DEFAULT_ENGINE_MODEL
 
 
+@pytest.mark.slow
 def test_help_loads_no_heavy_module() -> None:
     """The packages' lazy ``__init__`` (a table of names) may load; none of their modules."""
     code = (
@@ -100,6 +103,7 @@ def test_help_loads_no_heavy_module() -> None:
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow
 def test_piped_output_is_not_wrapped() -> None:
     cmd = [sys.executable, "-m", "ridgeline", "kv", "--context", "32768", "--hw", "h100-sxm"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()

@@ -42,6 +42,7 @@ def _wait_healthy(base: str, proc: subprocess.Popen, timeout_s: float) -> None:
     raise AssertionError("the server did not come up")
 
 
+@pytest.mark.slow
 def test_ctrl_c_finishes_the_request_in_flight_and_exits_0(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps(CONFIG))

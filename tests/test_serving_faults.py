@@ -73,6 +73,7 @@ def test_a_tier_prefix_hit_stays_in_its_tier_while_its_own_admission_evicts() ->
     kv.pool.check()
 
 
+@pytest.mark.slow
 def test_the_tier_reproducer_of_the_issue_finishes_every_request() -> None:
     code = runner.invoke(
         app,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ridgeline.cli import app
@@ -16,6 +17,7 @@ DATA = Path(__file__).parent / "data"
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_simulate_json_reports_one_result() -> None:
     r = runner.invoke(
         app,
@@ -42,6 +44,7 @@ def test_simulate_json_reports_one_result() -> None:
     assert res["ttft_s"]["p50"] > 0 and res["kv_blocks"] == 6976
 
 
+@pytest.mark.slow
 def test_simulate_compare_table_and_plots(tmp_path: Path) -> None:
     args = [
         "simulate",
@@ -65,6 +68,7 @@ def test_simulate_compare_table_and_plots(tmp_path: Path) -> None:
     assert (tmp_path / "latency_cdf.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_trace_spec_decode_disagg_and_tiers_options() -> None:
     r = runner.invoke(
         app,
@@ -102,6 +106,7 @@ def test_errors_are_one_stderr_line_with_exit_2() -> None:
     assert r.exit_code == 2 and "field disagg" in r.stderr
 
 
+@pytest.mark.slow
 def test_report_serving_section(tmp_path: Path) -> None:
     ctx = ReportContext(get_model("gpt2"), get_accelerator("a100-80gb"), tmp_path)
     s = serving_section(ctx, num_requests=60)

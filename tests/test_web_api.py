@@ -224,6 +224,7 @@ def test_config_error_message_names_the_inner_field(client: TestClient) -> None:
     assert "'n_embd' (768) is not divisible by 'n_head' (7)" in r.json()["detail"][0]["msg"]
 
 
+@pytest.mark.slow
 def test_page_openapi_and_plotly_are_served(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200 and 'id="batch-range"' in page.text
@@ -236,6 +237,7 @@ def test_page_openapi_and_plotly_are_served(client: TestClient) -> None:
     assert {"/api/schedule", "/api/flash", "/api/simulate", "/api/simulate/{job_id}"} <= set(paths)
 
 
+@pytest.mark.slow
 def test_explore_command_is_registered_and_the_cli_starts_without_fastapi() -> None:
     import subprocess
     import sys
@@ -309,6 +311,7 @@ def wait_for(client: TestClient, job_id: str, timeout_s: float = 60.0) -> dict[s
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_simulation_runs_with_progress_and_returns_its_curves(client: TestClient) -> None:
     body = {"num_requests": 60, "rate_per_s": 20, "prompt_len": 256, "output_len": 32}
     started = client.post("/api/simulate", json=body)
@@ -336,6 +339,7 @@ def test_oversized_simulations_are_refused_with_a_clear_message(client: TestClie
     assert missing.status_code == 404 and missing.json()["detail"][0]["loc"] == ["path", "job_id"]
 
 
+@pytest.mark.slow
 def test_a_simulation_past_the_time_limit_is_stopped() -> None:
     quick = TestClient(create_app(sim_time_limit_s=0.02))
     # sparse arrivals of long outputs, the explorer's most tokens (10^6): the fast mode takes
@@ -347,6 +351,7 @@ def test_a_simulation_past_the_time_limit_is_stopped() -> None:
     assert job["done"] < 1000 and job["result"] is None
 
 
+@pytest.mark.slow
 def test_shutdown_stops_a_running_simulation() -> None:
     import time
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Annotated
 
 import typer
 
-from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, writable_dir
+from ridgeline.cli.common import (
+    HwOpt,
+    ModelOpt,
+    Tick,
+    console,
+    emit_json,
+    progress_bar,
+    writable_dir,
+)
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
-from ridgeline.report.build import SECTIONS, build_report
+from ridgeline.report.build import SECTIONS, SectionBuilder, build_report
 from ridgeline.report.sweep_section import sweep_section
 
 
@@ -31,7 +40,9 @@ def report_cmd(
         bool, typer.Option("--validate", help="add predictions against published measurements")
     ] = False,
 ) -> None:
-    """Write the full report (report.html, report.md, report.json and figures) for one model."""
+    """Write the full report (report.html, report.md, report.json and figures) for one model.
+
+    Example: ridgeline report --model llama-3.1-8b --out out/report --validate"""
     sections = list(SECTIONS)
     if lab is not None:
         from ridgeline.report.lab_sections import lab_builders
@@ -39,12 +50,20 @@ def report_cmd(
         sections += lab_builders(lab)
     if sweep_db is not None:
         sections.append(sweep_section(sweep_db))
-    if validate:
-        from ridgeline.fidelity.validate import validate as run_validation
-        from ridgeline.report.fidelity_section import fidelity_section
+    # progress on stderr: the validation's predictions, then each section as it is built
+    total = len(sections) + 2 * validate  # the predictions, then their section
+    with progress_bar(total, not json_out, "report") as tick:
+        if validate:
+            sections.append(_validated(tick))
+        steps = itertools.count(validate)
 
-        sections.append(fidelity_section(run_validation()))
-    files = build_report(model, out, hw, sections)
+        def started(name: str) -> None:
+            if tick is not None:
+                tick(next(steps), name)
+
+        files = build_report(model, out, hw, sections, started)
+        if tick is not None:
+            tick(total, "written")
     if json_out:
         emit_json(
             {
@@ -60,3 +79,15 @@ def report_cmd(
         f"wrote {files.html}, {files.markdown}, {files.json} "
         f"(sections: {', '.join(files.sections)})"
     )
+
+
+def _validated(tick: Tick | None) -> SectionBuilder:
+    """The validation section, its predictions made now (each named on the progress bar)."""
+    from ridgeline.fidelity.validate import validate as run_validation
+    from ridgeline.report.fidelity_section import fidelity_section
+
+    def recording(key: str) -> None:
+        if tick is not None:
+            tick(0, f"validation: {key}")
+
+    return fidelity_section(run_validation(progress=recording))

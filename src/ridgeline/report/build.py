@@ -302,15 +302,27 @@ SECTIONS: list[SectionBuilder] = [
 ]
 
 
+def section_name(builder: SectionBuilder) -> str:
+    """A builder's name as progress shows it (``_kv_section`` -> ``kv``)."""
+    name = getattr(builder, "__name__", "section")
+    return name.strip("_").removesuffix("_section")
+
+
 def build_report(
     model: str | ModelSpec,
     out_dir: str | Path,
     hw: str | Accelerator = DEFAULT_ACCELERATOR,
     sections: list[SectionBuilder] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ReportFiles:
-    """Write report.html (self-contained), report.md and report.json into ``out_dir``."""
+    """Write report.html (self-contained), report.md and report.json into ``out_dir``;
+    ``progress`` is told the name of each section as it starts."""
     out = Path(out_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     ctx = ReportContext(get_model(model), get_accelerator(hw), out)
-    built = [builder(ctx) for builder in (sections or SECTIONS)]
+    built = []
+    for builder in sections or SECTIONS:
+        if progress is not None:
+            progress(section_name(builder))
+        built.append(builder(ctx))
     return write_report(out, "report", f"ridgeline report: {ctx.model.name}", built)

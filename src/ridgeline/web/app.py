@@ -175,12 +175,7 @@ def accelerator_summary(acc: Accelerator) -> dict[str, Any]:
 
 
 def _workload(body: WorkloadBody) -> tuple[ModelSpec, Accelerator]:
-    acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
-    try:
-        acc.peak(body.act_dtype)
-    except RidgelineError as e:  # this accelerator has no peak at that dtype
-        raise FieldError(("body", "act_dtype"), str(e), UNSATISFIABLE) from None
-    return resolve_model(body), acc
+    return resolve_model(body), catalog_accelerator(body.accelerator, ("body", "accelerator"))
 
 
 def roofline(body: WorkloadBody) -> dict[str, Any]:
