@@ -282,3 +282,12 @@ def test_transformers5_rope_parameters_are_read() -> None:
         {**base, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}, "y"
     )
     assert plain.rope_theta == 1e4 and plain.rope_scaling is None
+
+
+def test_accelerator_and_model_names_are_case_insensitive() -> None:
+    # regression: the docs' 'predict --hw H100-SXM' failed with "unknown accelerator"
+    assert get_accelerator("H100-SXM") == get_accelerator("h100-sxm")
+    assert get_accelerator("TPU-v5e").name == "tpu-v5e"
+    assert get_model("Llama-3.1-8B") == get_model("llama-3.1-8b")
+    with pytest.raises(UnknownNameError, match="did you mean h100-sxm"):
+        get_accelerator("H100-SXN")

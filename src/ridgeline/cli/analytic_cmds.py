@@ -8,7 +8,6 @@ import typer
 from rich.table import Table
 
 from ridgeline import analytic as an
-from ridgeline.analytic.speed import quote_step
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
@@ -261,7 +260,7 @@ def roofline_cmd(
     """One step on the roofline: per-operator FLOPs and bytes, intensity, bound, time."""
     m, acc = get_model(model), get_accelerator(hw)
     w = an.Workload(phase, batch, context, prompt, dtypes(weight_dtype, act_dtype, kv_dtype))
-    cost, quote = quote_step(m, acc, w, an.Efficiency(bw_eff, compute_eff))
+    cost, quote = an.speed.quote_step(m, acc, w, an.Efficiency(bw_eff, compute_eff))
     if plot:
         _roofline_plot(m, acc, cost, plot)
     if json_out:

@@ -3,12 +3,11 @@ deployment, and every prediction held against published measurements."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-import ridgeline.fidelity.prediction as pr
 from ridgeline.cli.common import (
     HwOpt,
     JsonOpt,
@@ -19,11 +18,20 @@ from ridgeline.cli.common import (
     err_console,
     save_plot,
 )
-from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
-from ridgeline.fidelity.validate import FIT_HEADERS, SUMMARY_HEADERS, Validation, validate
+from ridgeline.defaults import (
+    DEFAULT_ACCELERATOR,
+    DEFAULT_MAX_SEQS,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MEMORY_FRACTION,
+    DEFAULT_MODEL,
+)
 from ridgeline.specs import DType
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_seconds
+
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
+    import ridgeline.fidelity.prediction as pr
+    from ridgeline.fidelity.validate import Validation
 
 TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel chips per stage")]
 PpOpt = Annotated[int, typer.Option("--pp", help="pipeline stages")]
@@ -43,8 +51,11 @@ RateOpt = Annotated[
 IdealOpt = Annotated[
     bool, typer.Option("--ideal", help="the ideal roofline instead of the calibrated model")
 ]
-MAX_SEQS, MAX_TOKENS = pr.DEFAULT_MAX_SEQS, pr.DEFAULT_MAX_TOKENS
-MEMORY_FRACTION = pr.DEFAULT_MEMORY_FRACTION
+MAX_SEQS, MAX_TOKENS, MEMORY_FRACTION = (
+    DEFAULT_MAX_SEQS,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MEMORY_FRACTION,
+)
 
 
 def predict_cmd(
@@ -70,6 +81,8 @@ def predict_cmd(
 
     Throughput per system and per user; calibrated by default (the catalog's fitted terms),
     the ideal roofline with --ideal."""
+    import ridgeline.fidelity.prediction as pr
+
     req = pr.PredictRequest(
         hardware=hw, model=model, isl=isl, osl=osl, tensor_parallel=tp, pipeline_parallel=pp,
         data_parallel=dp, weight_dtype=DType.parse(weight_dtype),
@@ -117,6 +130,8 @@ def validate_cmd(
 
     Each measurement predicted calibrated and ideal, and how far each is from what was
     measured: per accelerator, overall, and leave-one-source-out."""
+    from ridgeline.fidelity.validate import validate
+
     with err_console.status("predicting the published measurements...") as status:
         v = validate(loso=loso, progress=lambda key: status.update(f"recording {key}"))
     if plot:
@@ -133,6 +148,8 @@ def validate_cmd(
 
 
 def summary_table(v: Validation) -> Table:
+    from ridgeline.fidelity.validate import SUMMARY_HEADERS
+
     """Per accelerator and overall: median absolute error ideal, calibrated, left out."""
     t = Table(*SUMMARY_HEADERS, title="median |predicted / published - 1|")
     for row in v.summary_rows():
@@ -141,6 +158,8 @@ def summary_table(v: Validation) -> Table:
 
 
 def fits_table(v: Validation) -> Table:
+    from ridgeline.fidelity.validate import FIT_HEADERS
+
     """The fitted numbers of each family and how many rows they rest on."""
     t = Table(*FIT_HEADERS, title="fitted terms (one set per family: every model, dtype, workload)")
     for row in v.fit_rows():

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, print_table
+from ridgeline.cli.common import (
+    JsonOpt,
+    ModelOpt,
+    Tick,
+    console,
+    emit_json,
+    print_table,
+    progress_bar,
+)
 from ridgeline.defaults import DEFAULT_MODEL
-from ridgeline.report.kv_manage_section import kv_manage_tables
-from ridgeline.serving.scheduler import SchedulerConfig
-from ridgeline.sim import WorkloadSpec, generate, parse_lengths
-from ridgeline.sim.kv_manage import FIVE, KVManageOptions, KVManageReport, kv_manage
-from ridgeline.specs import get_model
+
+if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.sim.kv_manage import KVManageReport
 
 
 def _opt(*names: str, help: str) -> typer.models.OptionInfo:
@@ -38,7 +45,17 @@ def kv_manage_cmd(
     """Who manages the KV cache on each architecture, and what each technique costs or saves.
 
     What each runtime technique becomes on each architecture, and what it costs or saves on a
-    workload (two simulations per technique)."""
+    workload (two simulations per technique).
+
+    \b
+    Example:
+      ridgeline kv-manage --model llama-3.1-8b --requests 60 --hw h100-sxm --hw ibm-spyre
+    """
+    from ridgeline.serving.scheduler import SchedulerConfig
+    from ridgeline.sim import WorkloadSpec, generate, parse_lengths
+    from ridgeline.sim.kv_manage import FIVE, KVManageOptions, kv_manage
+    from ridgeline.specs import get_model
+
     spec = WorkloadSpec(
         num_requests=requests,
         rate_per_s=rate,
@@ -55,14 +72,35 @@ def kv_manage_cmd(
         + (f" after {prefixes} shared prefixes of {prefix_len}" if prefixes else "")
         + f", outputs {output}, chunk {chunk}, max_model_len {max_model_len}"
     )
-    rep = kv_manage(get_model(model), generate(spec), KVManageOptions(sched), hw or FIVE, label)
+    accelerators = hw or FIVE
+    with progress_bar(len(accelerators), not json_out, "kv-manage") as tick:
+        opts = KVManageOptions(sched)
+        rep = kv_manage(get_model(model), generate(spec), opts, accelerators, label, _on_bar(tick))
+        if tick is not None:
+            tick(len(accelerators), "done")
     if json_out:
         emit_json(rep)
         return
     _print(rep)
 
 
+def _on_bar(tick: Tick | None) -> Callable[[str, str], None]:
+    """Progress for ``kv_manage``: the bar counts the architectures done and names the
+    simulation running."""
+    seen: list[str] = []
+
+    def progress(accelerator: str, variant: str) -> None:
+        if accelerator not in seen:
+            seen.append(accelerator)
+        if tick is not None:
+            tick(len(seen) - 1, f"{accelerator}: {variant}")
+
+    return progress
+
+
 def _print(rep: KVManageReport) -> None:
+    from ridgeline.report.kv_manage_section import kv_manage_tables
+
     for t in kv_manage_tables(rep):
         print_table(t.headers, t.rows, t.caption)
     console.print(

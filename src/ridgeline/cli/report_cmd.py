@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,8 +17,9 @@ from ridgeline.cli.common import (
     writable_dir,
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
-from ridgeline.report.build import SECTIONS, SectionBuilder, build_report
-from ridgeline.report.sweep_section import sweep_section
+
+if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.report.build import SectionBuilder
 
 
 def report_cmd(
@@ -43,6 +44,9 @@ def report_cmd(
     """Write the full report (report.html, report.md, report.json and figures) for one model.
 
     Example: ridgeline report --model llama-3.1-8b --out out/report --validate"""
+    from ridgeline.report.build import SECTIONS, build_report
+    from ridgeline.report.sweep_section import sweep_section
+
     sections = list(SECTIONS)
     if lab is not None:
         from ridgeline.report.lab_sections import lab_builders

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -22,12 +22,10 @@ from ridgeline.cli.simulate_options import (
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.errors import ConfigError
 from ridgeline.serving.policies import PolicyKind
-from ridgeline.sim import RequestSpec, SimConfig, SimResult, simulate
-from ridgeline.sim.compiled import is_compiled_schedule
-from ridgeline.sim.options import parse_disagg, parse_tiers
-from ridgeline.sim.static_variants import ShapeOptions, compiled_note, static_variant
-from ridgeline.sim.variants import compare
-from ridgeline.specs import get_accelerator, get_model
+
+if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.sim import RequestSpec, SimConfig, SimResult
+    from ridgeline.sim.static_variants import ShapeOptions
 
 PROGRESS_MIN_REQUESTS = 2000
 
@@ -85,6 +83,10 @@ def _sim_config(
     out: OutputOptions, seed: int,
 ) -> SimConfig:  # fmt: skip
     """The simulated server: one accelerator, its scheduler, KV pool, tiers and cost model."""
+    from ridgeline.sim import SimConfig
+    from ridgeline.sim.options import parse_disagg, parse_tiers
+    from ridgeline.specs import get_accelerator, get_model
+
     m, acc = get_model(model), get_accelerator(hw)
     return SimConfig(
         m, acc, serving.scheduler(m.max_position_embeddings, topo.spec()),
@@ -106,6 +108,9 @@ def _run(
     shapes: ShapeOptions,
 ) -> list[SimResult]:
     """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``."""
+    from ridgeline.sim import simulate
+    from ridgeline.sim.variants import compare
+
     if variants is None:
         with progress_bar(len(wl), show, "simulating") as tick:
             return [simulate(cfg, wl, tick)]
@@ -138,6 +143,9 @@ def simulate_cmd(
     """Simulate serving a workload: latency, throughput and KV memory.
 
     One configuration, or several side by side (simulate compare --configs paged,static)."""
+    from ridgeline.sim.compiled import is_compiled_schedule
+    from ridgeline.sim.static_variants import static_variant
+
     cfg = _sim_config(model, hw, serving, cost, topology, output, workload.seed)
     variants = output.variants(cfg.hw) if mode is Mode.COMPARE else None
     if topology.spec_k and variants and any("spec" in v for v in variants):
@@ -168,6 +176,8 @@ def _render(
             console.print(f"[yellow]{r.label}: rejected {'; '.join(r.reject_reasons)}[/]")
     for r in results:
         if r.compiled is not None:
+            from ridgeline.sim.static_variants import compiled_note
+
             console.print(compiled_note(r), highlight=False)
     for f in figs:
         console.print(f"wrote {f}")

@@ -6,24 +6,23 @@ to the library's configuration with one method; the rules live in the library
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ridgeline.analytic import Efficiency
 from ridgeline.cli.common import writable_dir
-from ridgeline.data import trace_path
 from ridgeline.serving.eviction import EvictionKind
-from ridgeline.serving.policies import PolicyKind, step_token_budget
-from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
-from ridgeline.serving.spec_decode import SpecDecodeConfig
-from ridgeline.sim import SLO, RequestSpec, WorkloadSpec, generate, load_trace, parse_lengths
-from ridgeline.sim.buckets import CompileBudget
-from ridgeline.sim.compiled import is_compiled_schedule
-from ridgeline.sim.presets import WorkloadKind, workload_of_kind
-from ridgeline.sim.static_variants import COMPILED_DEFAULT, ShapeOptions
-from ridgeline.sim.variants import DEFAULT_VARIANTS
-from ridgeline.specs.hardware import Accelerator
+from ridgeline.serving.policies import PolicyKind
+from ridgeline.serving.scheduler import PreemptionMode
+from ridgeline.sim.presets import WorkloadKind
+
+if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.analytic import Efficiency
+    from ridgeline.serving.scheduler import SchedulerConfig
+    from ridgeline.serving.spec_decode import SpecDecodeConfig
+    from ridgeline.sim import SLO, RequestSpec
+    from ridgeline.sim.static_variants import ShapeOptions
+    from ridgeline.specs.hardware import Accelerator
 
 
 def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:
@@ -60,6 +59,10 @@ class WorkloadOptions:
 
     def requests_to_serve(self) -> list[RequestSpec]:
         """The requests: the trace's first ``requests`` lines, or the synthetic workload."""
+        from ridgeline.data import trace_path
+        from ridgeline.sim import WorkloadSpec, generate, load_trace, parse_lengths
+        from ridgeline.sim.presets import workload_of_kind
+
         if self.trace:
             return load_trace(trace_path(self.trace), limit=self.requests)
         spec = WorkloadSpec(
@@ -98,6 +101,9 @@ class ServingOptions:
 
     def scheduler(self, model_context: int, spec: SpecDecodeConfig | None) -> SchedulerConfig:
         """The scheduler's limits; its token budget follows the policy (``step_token_budget``)."""
+        from ridgeline.serving.policies import step_token_budget
+        from ridgeline.serving.scheduler import SchedulerConfig
+
         max_model_len = self.max_model_len or model_context
         return SchedulerConfig(
             max_num_batched_tokens=step_token_budget(self.policy, self.chunk, max_model_len),
@@ -119,6 +125,8 @@ class CostOptions:
     overhead: Annotated[float, _opt("--overhead", "fixed seconds per step", _C)] = 0.0
 
     def efficiency(self) -> Efficiency:
+        from ridgeline.analytic import Efficiency
+
         return Efficiency(self.bw_eff, self.compute_eff, self.overhead)
 
 
@@ -135,6 +143,8 @@ class TopologyOptions:
     link_latency: Annotated[float, _opt("--link-latency", "disagg link latency s", _T)] = 1e-3
 
     def spec(self) -> SpecDecodeConfig | None:
+        from ridgeline.serving.spec_decode import SpecDecodeConfig
+
         return SpecDecodeConfig(self.spec_k, self.spec_accept) if self.spec_k else None
 
 
@@ -148,6 +158,9 @@ class ShapeGroupOptions:
     recompile: Annotated[bool, _opt("--recompile", "compile a missing bucket instead of refusing", _X)] = False  # fmt: skip
 
     def shape_options(self) -> ShapeOptions:
+        from ridgeline.sim.buckets import CompileBudget
+        from ridgeline.sim.static_variants import ShapeOptions
+
         budget = CompileBudget(self.compile_s, self.compile_budget)
         return ShapeOptions(budget, self.prefill_chunk, recompile=self.recompile)
 
@@ -163,11 +176,17 @@ class OutputOptions:
     plot: Annotated[str | None, typer.Option("--plot", help="write KV-use and latency-CDF PNGs here", callback=writable_dir, rich_help_panel=_O)] = None  # fmt: skip
 
     def slo(self) -> SLO:
+        from ridgeline.sim import SLO
+
         return SLO(self.slo_ttft, self.slo_tpot)
 
     def variants(self, hw: Accelerator) -> list[str]:
         """The named variants, or the default set of ``hw``'s kind (the compiled-shape
         techniques on a compiled-schedule accelerator)."""
+        from ridgeline.sim.compiled import is_compiled_schedule
+        from ridgeline.sim.static_variants import COMPILED_DEFAULT
+        from ridgeline.sim.variants import DEFAULT_VARIANTS
+
         if self.configs is None:
             return list(COMPILED_DEFAULT if is_compiled_schedule(hw) else DEFAULT_VARIANTS)
         return [c.strip() for c in self.configs.split(",") if c.strip()]

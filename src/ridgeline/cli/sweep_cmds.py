@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -19,24 +19,14 @@ from ridgeline.cli.common import (
     save_plot,
 )
 from ridgeline.errors import ConfigError
-from ridgeline.report.document import Table
-from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
-from ridgeline.report.sweep_section import markdown as md_table
-from ridgeline.sweep import (
-    BackendKind,
-    ChipSplit,
-    Objective,
-    StoreFormat,
-    load_simulator,
-    load_spec,
-    make_backend,
-    open_store,
-    read_store,
-    run_sweep,
-    sweep_report,
-    with_overrides,
-)
-from ridgeline.sweep import Progress as SweepProgress
+from ridgeline.sweep.backends import BackendKind
+from ridgeline.sweep.spec import Objective
+from ridgeline.sweep.store import StoreFormat
+
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
+    from ridgeline.report.document import Table
+    from ridgeline.sweep import ChipSplit, SweepReport
+    from ridgeline.sweep import Progress as SweepProgress
 
 sweep_app = new_app("Capacity sweeps: the highest request rate within SLOs, per configuration.")
 
@@ -62,6 +52,8 @@ def _split(text: str | None) -> tuple[str, ...] | None:
 
 def _chips(text: str | None) -> tuple[ChipSplit, ...] | None:
     """``--chips 1,2,4``: tensor parallel over all chips, as the spec's ``sweep.chips``."""
+    from ridgeline.sweep import ChipSplit
+
     if text is None:
         return None
     try:
@@ -77,6 +69,12 @@ def _rich(t: Table) -> RichTable:
     for row in t.rows:
         table.add_row(*(escape(cell) for cell in row))  # labels hold [knob=value]
     return table
+
+
+def _ranked(rep: SweepReport, top: int) -> RichTable:
+    from ridgeline.report.sweep_section import ranked_table
+
+    return _rich(ranked_table(rep, top))
 
 
 def _describe(p: SweepProgress) -> str:
@@ -102,6 +100,17 @@ def run_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Run (or resume) the sweep of SPEC; every probe is stored as it finishes."""
+    from ridgeline.sweep import (
+        load_simulator,
+        load_spec,
+        make_backend,
+        open_store,
+        read_store,
+        run_sweep,
+        sweep_report,
+        with_overrides,
+    )
+
     spec = with_overrides(
         load_spec(spec_path), objective=objective, seed=seed, models=_split(models),
         accelerators=_split(accelerators), deployments=_chips(chips),
@@ -127,7 +136,7 @@ def run_cmd(
         emit_json({"schema": "ridgeline.sweep-run/1", "num_configs": n, **counts,
                    "wall_s": outcome.wall_s, "report": rep.to_dict()})  # fmt: skip
         return
-    console.print(_rich(ranked_table(rep, 10)))
+    console.print(_ranked(rep, 10))
     console.print(
         f"{n} configurations, {outcome.num_simulated} simulations run "
         f"({outcome.num_decided_early} stopped once the SLOs were missed), "
@@ -141,6 +150,8 @@ def status_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """How far a stored sweep got: configurations by status, probes stored, best so far."""
+    from ridgeline.sweep import read_store, sweep_report
+
     rep = sweep_report(read_store(db))
     best = rep.best_by_model()
     payload = {
@@ -172,6 +183,10 @@ def report_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """The best configurations and the Pareto front of latency vs throughput per chip."""
+    from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
+    from ridgeline.report.sweep_section import markdown as md_table
+    from ridgeline.sweep import read_store, sweep_report
+
     rep = sweep_report(read_store(db), model)
     if plot:
         save_plot(plot_front(rep), plot)

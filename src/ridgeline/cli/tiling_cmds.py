@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Column, Table
 
 from ridgeline import analytic as an
-from ridgeline.analytic import dataflow, flash, layout, orchestrate, tiling
+
+if TYPE_CHECKING:  # for the type checker; at run time ``an.tiling`` loads on first use
+    import ridgeline.analytic.dataflow
+    import ridgeline.analytic.flash
+    import ridgeline.analytic.layout
+    import ridgeline.analytic.orchestrate
+    import ridgeline.analytic.tiling  # noqa: F401
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
@@ -52,9 +58,9 @@ def tile_cmd(
 ) -> None:
     """Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile."""
     dt = DType.parse(dtype)
-    mm = tiling.Matmul(m, k, n, dt.bytes, dt.bytes, dt.bytes)
+    mm = an.tiling.Matmul(m, k, n, dt.bytes, dt.bytes, dt.bytes)
     accs = tuple(get_accelerator(h) for h in (hw or ["ibm-spyre"]))
-    cmp = tiling.compare_tiles(accs, mm, dt, buffers)
+    cmp = an.tiling.compare_tiles(accs, mm, dt, buffers)
     if plot:
         curves = [(r.scratchpad.name, r.curve) for r in cmp.reports]
         from ridgeline.report import tiling_plots
@@ -69,7 +75,7 @@ def tile_cmd(
         _print_best(rep)
 
 
-def _print_curves(cmp: tiling.TileComparison) -> None:
+def _print_curves(cmp: an.tiling.TileComparison) -> None:
     edges = sorted({p.edge for r in cmp.reports for p in r.curve.points})
     table = Table("edge", *(f"{r.scratchpad.name} AI (resident)" for r in cmp.reports))
     for edge in edges:
@@ -83,7 +89,7 @@ def _print_curves(cmp: tiling.TileComparison) -> None:
     console.print("square tiles, C-stationary, double-buffered; * = does not fit the scratchpad")
 
 
-def _print_best(rep: tiling.TileReport) -> None:
+def _print_best(rep: an.tiling.TileReport) -> None:
     b, pad = rep.best, rep.scratchpad
     if b is None:
         console.print(f"{pad.name}: no legal tile fits {fmt_bytes(pad.capacity_bytes)}")
@@ -110,7 +116,7 @@ def flash_cmd(
     """FlashAttention traffic against N on each accelerator's per-core scratchpad."""
     spec = get_model(model)
     accs = tuple(get_accelerator(h) for h in (hw or DEFAULT_FLASH_HW))
-    table = flash.flash_for_model(spec.name, spec.head_dim, spec.num_heads, accs, context)
+    table = an.flash.flash_for_model(spec.name, spec.head_dim, spec.num_heads, accs, context)
     if plot:
         from ridgeline.report import tiling_plots
 
@@ -162,9 +168,9 @@ def schedule_cmd(
     """Compile one step for a scratchpad accelerator and simulate its timeline."""
     w = an.Workload(phase, batch, context, prompt)
     bucket = _bucket(w, bucket_batch, bucket_context)
-    opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
-    s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
-    listing = dataflow.program_of(s, program) if program else None  # a typo fails before output
+    opts = an.dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
+    s = an.dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
+    listing = an.dataflow.program_of(s, program) if program else None  # a typo fails before output
     if timeline:
         from ridgeline.report import tiling_plots
 
@@ -174,22 +180,22 @@ def schedule_cmd(
         return
     _print_schedule(s)
     if listing is not None:
-        for line in dataflow.listing(listing, max_steps=4):
+        for line in an.dataflow.listing(listing, max_steps=4):
             console.print(line, highlight=False, soft_wrap=True)
 
 
-def _bucket(w: an.Workload, batch: int | None, context: int | None) -> dataflow.Bucket | None:
+def _bucket(w: an.Workload, batch: int | None, context: int | None) -> an.dataflow.Bucket | None:
     """The compiled bucket the options name (the default bucket fills what they leave out), or
     None for the default bucket."""
     if batch is None and context is None:
         return None
-    d = dataflow.default_bucket(w)
-    return dataflow.Bucket(
+    d = an.dataflow.default_bucket(w)
+    return an.dataflow.Bucket(
         d.batch if batch is None else batch, d.context if context is None else context
     )
 
 
-def _print_schedule(s: dataflow.Schedule) -> None:
+def _print_schedule(s: an.dataflow.Schedule) -> None:
     table = Table("op", "×", "tile per core", "loaded", "ring", "LX", "time", "roofline")
     for o in s.ops:
         table.add_row(o.name, str(o.count), o.tile or o.kind.value, fmt_bytes(o.dram_load_bytes),
@@ -220,7 +226,7 @@ def orchestrate_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """One KV cache, three orchestrators: bytes per level, time, and the level that binds."""
-    rep = orchestrate.orchestrate(
+    rep = an.orchestrate.orchestrate(
         get_model(model),
         batch,
         context,
@@ -275,8 +281,8 @@ def layout_cmd(
     useful byte of a row-major against a column-major walk."""
     from ridgeline.report import layout_section
 
-    d = layout.LayoutQuery()
-    q = layout.LayoutQuery(
+    d = an.layout.LayoutQuery()
+    q = an.layout.LayoutQuery(
         tuple(stride) if stride else d.strides,
         size,
         tuple(offset) if offset else d.offsets,
@@ -286,7 +292,7 @@ def layout_cmd(
         cache,
     )
     g = granule if granule is not None else layout_section.granule_of("ibm-spyre")
-    rep = layout.layout_report(get_accelerator(hw).level(level), g, q)
+    rep = an.layout.layout_report(get_accelerator(hw).level(level), g, q)
     if plot:
         save_plot(layout_section.layout_plot(rep), plot)
     if json_out:

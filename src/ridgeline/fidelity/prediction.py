@@ -34,6 +34,7 @@ from ridgeline.analytic.deploy import (
     kv_share,
 )
 from ridgeline.analytic.kv import kv_bytes_per_token, weights_bytes
+from ridgeline.defaults import DEFAULT_MAX_SEQS, DEFAULT_MAX_TOKENS, DEFAULT_MEMORY_FRACTION
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.fidelity.trace import Recorder, Trace
 from ridgeline.serving.scheduler import SchedulerConfig
@@ -46,9 +47,6 @@ from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.dtypes import DType
 
 DEFAULT_REQUESTS = 1000
-DEFAULT_MAX_SEQS = 256  # vLLM's max_num_seqs
-DEFAULT_MAX_TOKENS = 8192  # TensorRT-LLM's max_num_tokens
-DEFAULT_MEMORY_FRACTION = 0.9  # TensorRT-LLM's kv_cache_free_gpu_mem_fraction
 BLOCK_SIZE = 16
 MAX_PREDICT_REQUESTS = 100_000
 CLIENT_REQUESTS = 4  # requests per closed-loop client when none are given

@@ -36,6 +36,7 @@ from ridgeline.specs.kv_practice import KVPractice, Provider, Technique, kv_prac
 
 FIVE = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
 BLOCK_TOKENS = 16  # vLLM's default KV block (Kwon et al., SOSP 2023)
+Progress = Callable[[str, str], None]  # (accelerator, the variant about to be simulated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,9 +235,12 @@ class _Runs:
     ) -> None:
         self.acc, self.base, self.wl, self.shapes = acc, base, wl, shapes
         self.done: dict[str, SimResult] = {}
+        self.progress: Progress | None = None
 
     def get(self, name: str) -> SimResult:
         if name not in self.done:
+            if self.progress is not None:
+                self.progress(self.acc.name, name)
             serial = name.startswith("serial-")
             cfg = variant(self.base, name.removeprefix("serial-"), self.wl, self.shapes)
             self.done[name] = simulate(_serial(cfg) if serial else cfg, self.wl)
@@ -279,9 +283,14 @@ def _vmem_tile(model: ModelSpec, runs: _Runs) -> str:
 
 
 def architecture_kv(
-    model: ModelSpec, acc: Accelerator, wl: Sequence[RequestSpec], opts: KVManageOptions
+    model: ModelSpec,
+    acc: Accelerator,
+    wl: Sequence[RequestSpec],
+    opts: KVManageOptions,
+    progress: Progress | None = None,
 ) -> ArchitectureKV:
-    """One architecture's KV management and the seven techniques on ``wl``."""
+    """One architecture's KV management and the seven techniques on ``wl`` (``progress`` is
+    told each simulation as it starts)."""
     practice = kv_practice(acc.kind)
     limit = opts.scheduler.max_model_len
     dep = auto_deployment(model, acc, Workload(Phase.DECODE, 1, limit))
@@ -290,6 +299,7 @@ def architecture_kv(
     util = 1.0 - default_reserve_fraction(acc)  # a compiler places SRAM bytes statically
     base = SimConfig(model, whole, opts.scheduler, memory_utilization=util)
     runs = _Runs(acc, base, wl, shapes)
+    runs.progress = progress
     pairs = COMPILED_PAIRS if is_compiled_schedule(acc) else RUNTIME_PAIRS
     techniques = tuple(_technique(practice, t, runs, pairs[t]) for t in Technique)
     room = whole.device_capacity_bytes * util - weights_bytes(model)
@@ -316,7 +326,11 @@ def kv_manage(
     opts: KVManageOptions,
     accelerators: Sequence[str] = FIVE,
     label: str = "",
+    progress: Progress | None = None,
 ) -> KVManageReport:
-    """The architectures side by side (``FIVE`` by default) for ``model`` on ``wl``."""
-    rows = tuple(architecture_kv(model, get_accelerator(a), wl, opts) for a in accelerators)
+    """The architectures side by side (``FIVE`` by default) for ``model`` on ``wl``;
+    ``progress(accelerator, variant)`` is told each simulation as it starts."""
+    rows = tuple(
+        architecture_kv(model, get_accelerator(a), wl, opts, progress) for a in accelerators
+    )
     return KVManageReport(model.name, label, rows)
