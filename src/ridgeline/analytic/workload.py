@@ -6,7 +6,6 @@ import numbers
 from dataclasses import dataclass
 from enum import StrEnum
 
-
 from ridgeline.errors import ConfigError
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT
