@@ -225,3 +225,18 @@ def test_two_processes_submitting_at_once_lose_nothing(tmp_path: Path) -> None:
     for i in range(5):
         assert [a.attempt_no for a in store.status(f"shared-{i}", QUIZ_ID).attempts] == [1, 2, 3]
     assert sum(refused) == 5 * 3
+
+
+def test_a_blank_sheet_is_refused_and_uses_no_attempt(tmp_path: Path) -> None:
+    # regression: the README's steps graded the blank sheet quiz export writes (0/22) and used
+    # one of the learner's three attempts
+    db = str(tmp_path / "q.db")
+    code, _, _ = run("export", "--seed", "7", "--out", str(tmp_path), "--db", db)
+    assert code == 0
+    blank = tmp_path / "quiz-7-answers.json"
+    code, _, err = run("start", "--user", "ada", "--answers", str(blank), "--db", db)
+    assert code == 2 and err == (
+        f"error: {blank}: field answers: every answer is blank; fill in the sheet first "
+        "(no attempt was used)\n"
+    )
+    assert AttemptStore(db).status("ada", QUIZ_ID).attempts == ()
