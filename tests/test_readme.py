@@ -10,6 +10,7 @@ as a reader would type them, and may write only under ``out/`` (and that home di
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 from doc_commands import (  # noqa: E402
     FENCE,
+    REPO,
     SERVERS,
     Clone,
     Command,
@@ -75,16 +77,14 @@ def test_every_fence_says_its_language_and_commands_sit_in_console_blocks() -> N
     for doc in docs():
         for info, body, line in blocks(doc):
             lang = (info.split() or [""])[0]
-            where = f"{doc.relative_to(doc.parent.parent if doc.parent.name == 'docs' else doc.parent)}:{line}"
+            where = f"{doc.relative_to(REPO)}:{line}"
             if lang not in LANGUAGES:
                 bad.append(f"{where}: fence language {lang!r} (one of {sorted(LANGUAGES)})")
             if lang in ("console", "python"):
                 continue
             for text in body.splitlines():
                 runnable = text.startswith(("$ ", "ridgeline ", "python "))
-                if runnable and (
-                    text.startswith("$ ") or not __import__("re").search(PLACEHOLDER, text)
-                ):
+                if runnable and (text.startswith("$ ") or not re.search(PLACEHOLDER, text)):
                     bad.append(
                         f"{where}: {text.strip()[:60]!r} is a command outside a console block"
                     )
@@ -147,3 +147,20 @@ def test_doc_command_runs_in_a_fresh_clone(
         finally:
             if i + 1 == len(mine):
                 clone.stop_servers()
+
+
+def test_every_image_the_docs_show_is_drawn_by_a_command() -> None:
+    """docs/figures/ are redrawn by ``make figures`` (tools/docs_figures.sh: each a command of
+    the docs, its output directed there); docs/explorer/ are the browser tests' screenshots
+    (``make screenshots``)."""
+    drawn = (REPO / "tools" / "docs_figures.sh").read_text()
+    drawn += (REPO / "src" / "ridgeline" / "cli" / "simulate_cmds.py").read_text()  # --plot DIR
+    shot = (REPO / "tests" / "test_web_browser.py").read_text()
+    missing = []
+    for doc in docs():
+        for folder, name in re.findall(
+            r"\]\((?:docs/)?(figures|explorer)/([\w.-]+\.png)\)", doc.read_text()
+        ):
+            if name not in (drawn if folder == "figures" else shot):
+                missing.append(f"{doc.name}: {folder}/{name}")
+    assert not missing, "images no command draws: " + ", ".join(missing)

@@ -62,7 +62,12 @@ def _hw_dict(name: str) -> dict:
 
 @hw_app.command("list")
 def hw_list(json_out: JsonOpt = False) -> None:
-    """List the catalog's accelerators with device memory, bandwidth, bf16 peak and ridge."""
+    """List the catalog's accelerators with device memory, bandwidth, bf16 peak and ridge.
+
+    \b
+    Example:
+      ridgeline hw list
+    """
     rows = [_hw_dict(n) for n in accelerator_names()]
     if json_out:
         emit_json({"schema": "ridgeline.hw-list/1", "accelerators": rows})
@@ -84,7 +89,12 @@ def hw_list(json_out: JsonOpt = False) -> None:
 def hw_show(
     name: Annotated[str, typer.Argument(help="name or .toml path")], json_out: JsonOpt = False
 ) -> None:
-    """Memory levels (fastest first), who manages each, peaks and sources of one accelerator."""
+    """Memory levels (fastest first), who manages each, peaks and sources of one accelerator.
+
+    \b
+    Example:
+      ridgeline hw show ibm-spyre
+    """
     d = _hw_dict(name)
     if json_out:
         emit_json(d)
@@ -155,7 +165,12 @@ def model_dict(name: str, kv_dtype: str = "bf16") -> dict:
 
 @model_app.command("list")
 def model_list(json_out: JsonOpt = False) -> None:
-    """List the shipped model configs."""
+    """List the shipped model configs.
+
+    \b
+    Example:
+      ridgeline model list
+    """
     rows = [model_dict(n) for n in model_names()]
     if json_out:
         emit_json({"schema": "ridgeline.model-list/1", "models": rows})
@@ -179,7 +194,12 @@ def model_show(
     kv_dtype: DtypeOpt = "bf16",
     json_out: JsonOpt = False,
 ) -> None:
-    """Shapes, parameter counts and KV bytes per token of one model."""
+    """Shapes, parameter counts and KV bytes per token of one model.
+
+    \b
+    Example:
+      ridgeline model show llama-3.1-8b --kv-dtype fp8
+    """
     d = model_dict(name, kv_dtype)
     if json_out:
         emit_json(d)
@@ -257,7 +277,12 @@ def roofline_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """One step on the roofline: per-operator FLOPs and bytes, intensity, bound, time."""
+    """One step on the roofline: per-operator FLOPs and bytes, intensity, bound, time.
+
+    \b
+    Example:
+      ridgeline roofline --hw a100-80gb --model llama-2-7b --batch 1 --context 640
+    """
     m, acc = get_model(model), get_accelerator(hw)
     w = an.Workload(phase, batch, context, prompt, dtypes(weight_dtype, act_dtype, kv_dtype))
     cost, quote = an.speed.quote_step(m, acc, w, an.Efficiency(bw_eff, compute_eff))
@@ -314,7 +339,12 @@ def kv_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """KV cache: bytes per token and in total, crossover with the weights, what fits, techniques."""
+    """KV cache: bytes per token and in total, crossover with the weights, what fits, techniques.
+
+    \b
+    Example:
+      ridgeline kv --model llama-3.1-8b --context 32768 --hw h100-sxm
+    """
     m = get_model(model)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
     acc = get_accelerator(hw) if hw else None
@@ -341,7 +371,12 @@ def questions_cmd(
     weight_dtype: DtypeOpt = "bf16",
     json_out: JsonOpt = False,
 ) -> None:
-    """The five questions for an accelerator and workload, and what one decode step reads."""
+    """The five questions for an accelerator and workload, and what one decode step reads.
+
+    \b
+    Example:
+      ridgeline questions --hw ibm-spyre --model llama-3.1-8b --context 4096
+    """
     m, acc = get_model(model), get_accelerator(hw)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
     ans = an.five_questions(m, acc, an.Workload(phase, batch, context, dtypes=dt))
@@ -388,7 +423,12 @@ def compare_cmd(
 ) -> None:
     """Five architectures side by side, each on the smallest deployment that holds the model.
 
-    Per accelerator: chips, decode tokens/s per user and per system, what binds, prefill."""
+    Per accelerator: chips, decode tokens/s per user and per system, what binds, prefill.
+
+    \b
+    Example:
+      ridgeline compare --model llama-3.1-70b --plot out/compare.png
+    """
     m = get_model(model)
     cmp = an.compare(m, hw or an.DEFAULT_ACCELERATORS, batch, context, prompt)
     if plot:

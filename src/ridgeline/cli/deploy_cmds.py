@@ -44,7 +44,12 @@ def deploy_cmd(
 
     Per-chip memory and work, all-reduces, pipeline sends and bubble, step time, tokens/s per
     user and per system. Without --tp and --pp, the smallest deployment that holds the weights
-    plus the KV."""
+    plus the KV.
+
+    \b
+    Example:
+      ridgeline deploy --hw h100-sxm --model llama-3.1-70b --tp 8
+    """
     m, acc = get_model(model), get_accelerator(hw)
     w = an.Workload(phase, batch, context, dtypes=dtypes(weight=weight_dtype, kv=kv_dtype))
     cost = an.deploy_step(m, acc, w, tp, pp)

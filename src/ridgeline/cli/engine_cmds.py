@@ -76,7 +76,12 @@ def generate_cmd(
     kv_gib: Annotated[float, typer.Option(help="KV cache budget in GiB (2^30 bytes)")] = 0.25,
     json_out: JsonOpt = False,
 ) -> None:
-    """Generate with the real paged-KV engine (random weights unless --weights)."""
+    """Generate with the real paged-KV engine (random weights unless --weights).
+
+    \b
+    Example:
+      ridgeline generate --model distilgpt2 --prompt-tokens 128 --max-tokens 32 --batch 8
+    """
     if prompt is None:  # the random prompts are built before the engine can refuse them
         check_int("prompt_tokens × batch", prompt_tokens * batch, 1, MAX_GENERATE_TOKENS)
     llm_mod = _engine()
@@ -136,7 +141,12 @@ def bench_engine_cmd(
     """Decode step time of the engine against the roofline (fp32, one thread, random weights):
     per operator max(bytes ÷ bandwidth, FLOPs ÷ matmul peak), both measured here.
 
-    transformers' caches are compared in benchmarks/engine.py."""
+    transformers' caches are compared in benchmarks/engine.py.
+
+    \b
+    Example:
+      ridgeline bench engine --model distilgpt2 -b 1 -t 128 --steps 3
+    """
     _engine()
     from ridgeline.engine import bench
     from ridgeline.specs import get_model

@@ -80,7 +80,12 @@ def predict_cmd(
     """Expected throughput, TTFT and TPOT of a deployment, through the serving simulator.
 
     Throughput per system and per user; calibrated by default (the catalog's fitted terms),
-    the ideal roofline with --ideal."""
+    the ideal roofline with --ideal.
+
+    \b
+    Example:
+      ridgeline predict --hw h100-sxm -m llama-3.1-8b --weight-dtype fp8 --isl 2048 --osl 128
+    """
     import ridgeline.fidelity.prediction as pr
 
     req = pr.PredictRequest(
@@ -129,7 +134,12 @@ def validate_cmd(
     """Hold every prediction against the published measurements of the dataset.
 
     Each measurement predicted calibrated and ideal, and how far each is from what was
-    measured: per accelerator, overall, and leave-one-source-out."""
+    measured: per accelerator, overall, and leave-one-source-out.
+
+    \b
+    Example:
+      ridgeline validate --rows --plot out/validation.png
+    """
     from ridgeline.fidelity.validate import validate
 
     with err_console.status("predicting the published measurements...") as status:

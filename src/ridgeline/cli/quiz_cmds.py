@@ -122,7 +122,12 @@ def start_cmd(
     db: DbOpt = Path(DEFAULT_DB),
     as_json: JsonOpt = False,
 ) -> None:
-    """Take the quiz: one question at a time, or grade an answer sheet with --answers."""
+    """Take the quiz: one question at a time, or grade an answer sheet with --answers.
+
+    \b
+    Example:
+      ridgeline quiz start --user ada --db out/quiz.db
+    """
     if as_json and answers is None:
         raise ConfigError("option --json: needs --answers (the interactive quiz talks to a person)")
     store = AttemptStore(db)
@@ -177,7 +182,12 @@ def _show_status(st: UserStatus) -> None:
 
 
 def status_cmd(user: UserOpt, db: DbOpt = Path(DEFAULT_DB), as_json: JsonOpt = False) -> None:
-    """A learner's attempts; the highest score counts."""
+    """A learner's attempts; the highest score counts.
+
+    \b
+    Example:
+      ridgeline quiz status --user ada --db out/quiz.db
+    """
     st = AttemptStore(db).status(user, QUIZ_ID)
     if as_json:
         emit_json(st)
@@ -202,7 +212,12 @@ def export_cmd(
 
     The key of a seed that a learner's open (or next) attempt uses is withheld unless
     --instructor-key, which writes a marked instructor copy instead; a seed whose key is
-    exported is recorded in --db, and no attempt is graded on it afterwards."""
+    exported is recorded in --db, and no attempt is graded on it afterwards.
+
+    \b
+    Example:
+      ridgeline quiz export --seed 7 --out out/quiz --db out/quiz.db
+    """
     quiz = draw_quiz(seed)
     out.mkdir(parents=True, exist_ok=True)
     store = AttemptStore(db)

@@ -43,7 +43,12 @@ def report_cmd(
 ) -> None:
     """Write the full report (report.html, report.md, report.json and figures) for one model.
 
-    Example: ridgeline report --model llama-3.1-8b --out out/report --validate"""
+
+
+    \b
+    Example:
+      ridgeline report --model llama-3.1-8b --out out/report --validate
+    """
     from ridgeline.report.build import SECTIONS, build_report
     from ridgeline.report.sweep_section import sweep_section
 

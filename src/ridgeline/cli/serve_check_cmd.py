@@ -26,7 +26,12 @@ def serve_check_cmd(
 ) -> None:
     """Calibrate the engine as the simulator's cost model, serve distilgpt2's shape (random
     weights, a character tokenizer) under guidellm at three Poisson rates, replay the same
-    arrivals and lengths in the simulator, and compare TTFT, TPOT and throughput."""
+    arrivals and lengths in the simulator, and compare TTFT, TPOT and throughput.
+
+    \b
+    Example:
+      ridgeline lab serve-check --out out/serve-check
+    """
     from ridgeline.lab.serve_check import CheckSpec, model_config, run_check
 
     out.mkdir(parents=True, exist_ok=True)

@@ -142,7 +142,12 @@ def simulate_cmd(
 ) -> None:
     """Simulate serving a workload: latency, throughput and KV memory.
 
-    One configuration, or several side by side (simulate compare --configs paged,static)."""
+    One configuration, or several side by side (simulate compare --configs paged,static).
+
+    \b
+    Example:
+      ridgeline simulate compare --workload shared-prefix --requests 300 --configs paged,prefix
+    """
     from ridgeline.sim.compiled import is_compiled_schedule
     from ridgeline.sim.static_variants import static_variant
 

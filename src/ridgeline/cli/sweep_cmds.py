@@ -99,7 +99,12 @@ def run_cmd(
     progress: Annotated[bool, typer.Option(help="show a progress bar on stderr")] = True,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run (or resume) the sweep of SPEC; every probe is stored as it finishes."""
+    """Run (or resume) the sweep of SPEC; every probe is stored as it finishes.
+
+    \b
+    Example:
+      ridgeline sweep run examples/sweep_example.toml --db out/example.db
+    """
     from ridgeline.sweep import (
         load_simulator,
         load_spec,
@@ -149,7 +154,12 @@ def status_cmd(
     db: Annotated[str, typer.Argument(metavar="DB", help="result store")],
     json_out: JsonOpt = False,
 ) -> None:
-    """How far a stored sweep got: configurations by status, probes stored, best so far."""
+    """How far a stored sweep got: configurations by status, probes stored, best so far.
+
+    \b
+    Example:
+      ridgeline sweep status out/example.db
+    """
     from ridgeline.sweep import read_store, sweep_report
 
     rep = sweep_report(read_store(db))
@@ -182,7 +192,12 @@ def report_cmd(
     markdown: Annotated[bool, typer.Option(help="print Markdown tables")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """The best configurations and the Pareto front of latency vs throughput per chip."""
+    """The best configurations and the Pareto front of latency vs throughput per chip.
+
+    \b
+    Example:
+      ridgeline sweep report out/example.db --plot out/front.png
+    """
     from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
     from ridgeline.report.sweep_section import markdown as md_table
     from ridgeline.sweep import read_store, sweep_report

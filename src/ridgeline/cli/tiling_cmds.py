@@ -56,7 +56,12 @@ def tile_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile."""
+    """Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile.
+
+    \b
+    Example:
+      ridgeline tile --hw ibm-spyre --hw h100-sxm --m 1 --k 4096 --n 14336
+    """
     dt = DType.parse(dtype)
     mm = an.tiling.Matmul(m, k, n, dt.bytes, dt.bytes, dt.bytes)
     accs = tuple(get_accelerator(h) for h in (hw or ["ibm-spyre"]))
@@ -113,7 +118,12 @@ def flash_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """FlashAttention traffic against N on each accelerator's per-core scratchpad."""
+    """FlashAttention traffic against N on each accelerator's per-core scratchpad.
+
+    \b
+    Example:
+      ridgeline flash --model llama-3.1-8b --context 8192
+    """
     spec = get_model(model)
     accs = tuple(get_accelerator(h) for h in (hw or DEFAULT_FLASH_HW))
     table = an.flash.flash_for_model(spec.name, spec.head_dim, spec.num_heads, accs, context)
@@ -165,7 +175,12 @@ def schedule_cmd(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Compile one step for a scratchpad accelerator and simulate its timeline."""
+    """Compile one step for a scratchpad accelerator and simulate its timeline.
+
+    \b
+    Example:
+      ridgeline schedule --hw ibm-spyre --batch 1 --context 4096 --timeline out/timeline.png
+    """
     w = an.Workload(phase, batch, context, prompt)
     bucket = _bucket(w, bucket_batch, bucket_context)
     opts = an.dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
@@ -225,7 +240,12 @@ def orchestrate_cmd(
     spyre: Annotated[str, typer.Option(help="the compiler-only machine")] = "ibm-spyre",
     json_out: JsonOpt = False,
 ) -> None:
-    """One KV cache, three orchestrators: bytes per level, time, and the level that binds."""
+    """One KV cache, three orchestrators: bytes per level, time, and the level that binds.
+
+    \b
+    Example:
+      ridgeline orchestrate --model llama-3.1-8b --batch 1 --context 4096
+    """
     rep = an.orchestrate.orchestrate(
         get_model(model),
         batch,
@@ -278,7 +298,12 @@ def layout_cmd(
     """Layout and access: bank conflicts by stride, alignment to the granule, walk order.
 
     Bank conflicts by stride, alignment to the transfer granule, and the bytes fetched per
-    useful byte of a row-major against a column-major walk."""
+    useful byte of a row-major against a column-major walk.
+
+    \b
+    Example:
+      ridgeline layout --hw h100-sxm --plot out/layout.png
+    """
     from ridgeline.report import layout_section
 
     d = an.layout.LayoutQuery()
