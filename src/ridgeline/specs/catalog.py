@@ -275,7 +275,13 @@ def get_accelerator(name_or_path: str | Accelerator) -> Accelerator:
     catalog = _catalog()
     if name in catalog:
         return catalog[name]
-    for user_file in dict.fromkeys(user_hardware_dir() / f"{n}.toml" for n in (name_or_path, name)):
+    user_dir = user_hardware_dir()
+    for user_file in dict.fromkeys(user_dir / f"{n}.toml" for n in (name_or_path, name)):
         if user_file.is_file():
             return load_accelerator_file(user_file)
+    if name.startswith("measured"):  # the lab's spec of this machine, not measured yet
+        raise ConfigError(
+            f"accelerator '{name_or_path}': no {user_dir / (name + '.toml')} yet; "
+            "'ridgeline lab calibrate' measures this machine and writes it there"
+        )
     raise UnknownNameError("accelerator", name_or_path, catalog)
