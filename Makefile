@@ -46,9 +46,10 @@ run: $(CORE)
 	@echo "== writing the report for $(MODEL) to $(OUT)/"
 	$(BIN)/ridgeline report --model $(MODEL) --out $(OUT) --validate
 	@echo
-	@echo "Open $(OUT)/report.html. To run the commands of README.md and docs/:"
-	@echo "  source $(BIN)/activate      # then: ridgeline --help"
-	@echo "  or, without activating:     $(BIN)/ridgeline hw list"
+	@echo "Open $(OUT)/report.html. To run the commands of README.md and docs/, activate the environment:"
+	@echo "  source $(BIN)/activate          (then: ridgeline --help)"
+	@echo "or call the command by its path:"
+	@echo "  $(BIN)/ridgeline hw list"
 	@echo "The explorer, the engine and the lab need the extras: make install (or pip install -e '.[web,torch]')."
 
 test: $(STAMP) kernels native

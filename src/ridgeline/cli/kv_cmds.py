@@ -19,6 +19,7 @@ from ridgeline.cli.common import (
 from ridgeline.defaults import DEFAULT_MODEL
 
 if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.sim import RequestSpec
     from ridgeline.sim.kv_manage import KVManageReport
 
 
@@ -52,36 +53,44 @@ def kv_manage_cmd(
       ridgeline kv-manage --model llama-3.1-8b --requests 60 --hw h100-sxm --hw ibm-spyre
     """
     from ridgeline.serving.scheduler import SchedulerConfig
-    from ridgeline.sim import WorkloadSpec, generate, parse_lengths
     from ridgeline.sim.kv_manage import FIVE, KVManageOptions, kv_manage
     from ridgeline.specs import get_model
 
-    spec = WorkloadSpec(
-        num_requests=requests,
-        rate_per_s=rate,
-        prompt=parse_lengths(prompt, 512),
-        output=parse_lengths(output, 128),
-        num_prefixes=prefixes,
-        prefix_len=prefix_len if prefixes else 0,
-        seed=seed,
-    )
+    wl, label = _trace(requests, rate, (prompt, output), (prefixes, prefix_len), seed)
     sched = SchedulerConfig(max_num_batched_tokens=chunk, max_num_seqs=256,
                             max_model_len=max_model_len)  # fmt: skip
-    label = (
-        f"{requests} requests, Poisson {rate}/s, prompts {prompt}"
-        + (f" after {prefixes} shared prefixes of {prefix_len}" if prefixes else "")
-        + f", outputs {output}, chunk {chunk}, max_model_len {max_model_len}"
-    )
+    label += f", chunk {chunk}, max_model_len {max_model_len}"
     accelerators = hw or FIVE
     with progress_bar(len(accelerators), not json_out, "kv-manage") as tick:
         opts = KVManageOptions(sched)
-        rep = kv_manage(get_model(model), generate(spec), opts, accelerators, label, _on_bar(tick))
+        rep = kv_manage(get_model(model), wl, opts, accelerators, label, _on_bar(tick))
         if tick is not None:
             tick(len(accelerators), "done")
     if json_out:
         emit_json(rep)
         return
     _print(rep)
+
+
+def _trace(
+    requests: int, rate: float, lengths: tuple[str, str], prefixes: tuple[int, int], seed: int
+) -> tuple[list[RequestSpec], str]:
+    """The workload (Poisson arrivals, shared prefixes) and how the tables title it."""
+    from ridgeline.sim import WorkloadSpec, generate, parse_lengths
+
+    (prompt, output), (num_prefixes, prefix_len) = lengths, prefixes
+    spec = WorkloadSpec(
+        num_requests=requests,
+        rate_per_s=rate,
+        prompt=parse_lengths(prompt, 512),
+        output=parse_lengths(output, 128),
+        num_prefixes=num_prefixes,
+        prefix_len=prefix_len if num_prefixes else 0,
+        seed=seed,
+    )
+    shared = f" after {num_prefixes} shared prefixes of {prefix_len}" if num_prefixes else ""
+    label = f"{requests} requests, Poisson {rate}/s, prompts {prompt}{shared}, outputs {output}"
+    return generate(spec), label
 
 
 def _on_bar(tick: Tick | None) -> Callable[[str, str], None]:

@@ -6,6 +6,7 @@ inside the commands that measure, so ``ridgeline --help`` stays fast without the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ import typer
 from ridgeline.cli.common import (
     JsonOpt,
     ModelOpt,
+    Tick,
     console,
     emit_json,
     new_app,
@@ -175,12 +177,7 @@ def sweep_cmd(
     backends = parse_backends(backend or list(DEFAULT_BACKENDS))
     spec = SweepSpec(backends, parse_ints(batch, "--batch"), parse_ints(context, "--context"), base)
     with ResultsStore(db) as store, progress_bar(len(spec.points()), not json_out) as tick:
-
-        def progress(cfg: PointConfig, status: str) -> None:
-            if tick is not None:
-                tick(description=f"{cfg.label} B={cfg.batch} T={cfg.context} {status}")
-
-        outcome = run_sweep(spec, store, progress)
+        outcome = run_sweep(spec, store, _point_progress(tick))
     counts = {"measured": outcome.measured, "skipped": outcome.skipped, "total": outcome.total}
     if json_out:
         emit_json({"schema": "ridgeline.lab-sweep/1", "db": db, **counts})
@@ -189,6 +186,16 @@ def sweep_cmd(
         f"{outcome.measured} measured, {outcome.skipped} already stored, {outcome.total} points "
         f"in {db}"
     )
+
+
+def _point_progress(tick: Tick | None) -> Callable[[Any, str], None]:
+    """The progress bar's description: the point being measured and its status."""
+
+    def progress(cfg: Any, status: str) -> None:
+        if tick is not None:
+            tick(description=f"{cfg.label} B={cfg.batch} T={cfg.context} {status}")
+
+    return progress
 
 
 @lab_app.command("profile")

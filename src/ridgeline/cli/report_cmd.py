@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -20,6 +21,7 @@ from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 
 if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
     from ridgeline.report.build import SectionBuilder
+    from ridgeline.report.document import ReportFiles
 
 
 def report_cmd(
@@ -43,36 +45,20 @@ def report_cmd(
 ) -> None:
     """Write the full report (report.html, report.md, report.json and figures) for one model.
 
-
-
     \b
     Example:
       ridgeline report --model llama-3.1-8b --out out/report --validate
     """
-    from ridgeline.report.build import SECTIONS, build_report
     from ridgeline.report.sweep_section import sweep_section
 
-    sections = list(SECTIONS)
+    extra = []
     if lab is not None:
         from ridgeline.report.lab_sections import lab_builders
 
-        sections += lab_builders(lab)
+        extra += lab_builders(lab)
     if sweep_db is not None:
-        sections.append(sweep_section(sweep_db))
-    # progress on stderr: the validation's predictions, then each section as it is built
-    total = len(sections) + 2 * validate  # the predictions, then their section
-    with progress_bar(total, not json_out, "report") as tick:
-        if validate:
-            sections.append(_validated(tick))
-        steps = itertools.count(validate)
-
-        def started(name: str) -> None:
-            if tick is not None:
-                tick(next(steps), name)
-
-        files = build_report(model, out, hw, sections, started)
-        if tick is not None:
-            tick(total, "written")
+        extra.append(sweep_section(sweep_db))
+    files = _build(ReportRequest(model, hw, out, tuple(extra), validate), show=not json_out)
     if json_out:
         emit_json(
             {
@@ -88,6 +74,40 @@ def report_cmd(
         f"wrote {files.html}, {files.markdown}, {files.json} "
         f"(sections: {', '.join(files.sections)})"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRequest:
+    """What ``report`` writes: the model on ``hw`` into ``out``, the standard sections, then
+    ``extra`` ones (lab, sweep) and the validation if asked."""
+
+    model: str
+    hw: str
+    out: str
+    extra: tuple[SectionBuilder, ...]
+    validate: bool
+
+
+def _build(req: ReportRequest, show: bool) -> ReportFiles:
+    """Build the report with progress on stderr: the validation's predictions, then each
+    section as it is built."""
+    from ridgeline.report.build import SECTIONS, build_report
+
+    sections = [*SECTIONS, *req.extra]
+    total = len(sections) + 2 * req.validate  # the predictions, then their section
+    with progress_bar(total, show, "report") as tick:
+        if req.validate:
+            sections.append(_validated(tick))
+        steps = itertools.count(req.validate)
+
+        def started(name: str) -> None:
+            if tick is not None:
+                tick(next(steps), name)
+
+        files = build_report(req.model, req.out, req.hw, sections, started)
+        if tick is not None:
+            tick(total, "written")
+    return files
 
 
 def _validated(tick: Tick | None) -> SectionBuilder:

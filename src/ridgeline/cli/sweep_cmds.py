@@ -25,7 +25,7 @@ from ridgeline.sweep.store import StoreFormat
 
 if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
     from ridgeline.report.document import Table
-    from ridgeline.sweep import ChipSplit, SweepReport
+    from ridgeline.sweep import ChipSplit, SweepOutcome, SweepReport
     from ridgeline.sweep import Progress as SweepProgress
 
 sweep_app = new_app("Capacity sweeps: the highest request rate within SLOs, per configuration.")
@@ -105,24 +105,15 @@ def run_cmd(
     Example:
       ridgeline sweep run examples/sweep_example.toml --db out/example.db
     """
-    from ridgeline.sweep import (
-        load_simulator,
-        load_spec,
-        make_backend,
-        open_store,
-        read_store,
-        run_sweep,
-        sweep_report,
-        with_overrides,
-    )
+    import ridgeline.sweep as sw  # a lazy package: each name loads its module when used
 
-    spec = with_overrides(
-        load_spec(spec_path), objective=objective, seed=seed, models=_split(models),
+    spec = sw.with_overrides(
+        sw.load_spec(spec_path), objective=objective, seed=seed, models=_split(models),
         accelerators=_split(accelerators), deployments=_chips(chips),
     )  # fmt: skip
-    sim = load_simulator(simulator)
+    sim = sw.load_simulator(simulator)
     db = db or f"{spec_path.stem}.{'parquet' if fmt is StoreFormat.PARQUET else 'db'}"
-    store = open_store(db, fmt)
+    store = sw.open_store(db, fmt)
     n = len(spec.configurations())
     with progress_bar(n, progress, "sweep") as tick:
 
@@ -131,10 +122,14 @@ def run_cmd(
                 tick(p.num_finished, _describe(p))
 
         try:
-            outcome = run_sweep(spec, store, make_backend(backend, workers, address), sim, update)
+            backend_ = sw.make_backend(backend, workers, address)
+            outcome = sw.run_sweep(spec, store, backend_, sim, update)
         finally:
             store.close()
-    rep = sweep_report(read_store(db))
+    _print_run(sw.sweep_report(sw.read_store(db)), n, outcome, json_out)
+
+
+def _print_run(rep: SweepReport, n: int, outcome: SweepOutcome, json_out: bool) -> None:
     if json_out:
         counts = {"num_simulated": outcome.num_simulated, "num_reused": outcome.num_reused,
                   "num_decided_early": outcome.num_decided_early}  # fmt: skip
