@@ -22,6 +22,7 @@ from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
     from ridgeline.report.build import SectionBuilder
     from ridgeline.report.document import ReportFiles
+    from ridgeline.specs import Accelerator, ModelSpec
 
 
 def report_cmd(
@@ -50,7 +51,9 @@ def report_cmd(
       ridgeline report --model llama-3.1-8b --out out/report --validate
     """
     from ridgeline.report.sweep_section import sweep_section
+    from ridgeline.specs import get_accelerator, get_model
 
+    spec, acc = get_model(model), get_accelerator(hw)  # a bad name fails before any work
     extra = []
     if lab is not None:
         from ridgeline.report.lab_sections import lab_builders
@@ -58,7 +61,11 @@ def report_cmd(
         extra += lab_builders(lab)
     if sweep_db is not None:
         extra.append(sweep_section(sweep_db))
-    files = _build(ReportRequest(model, hw, out, tuple(extra), validate), show=not json_out)
+    files = _build(ReportRequest(spec, acc, out, tuple(extra), validate), show=not json_out)
+    _print_files(files, json_out)
+
+
+def _print_files(files: ReportFiles, json_out: bool) -> None:
     if json_out:
         emit_json(
             {
@@ -81,8 +88,8 @@ class ReportRequest:
     """What ``report`` writes: the model on ``hw`` into ``out``, the standard sections, then
     ``extra`` ones (lab, sweep) and the validation if asked."""
 
-    model: str
-    hw: str
+    model: ModelSpec
+    hw: Accelerator
     out: str
     extra: tuple[SectionBuilder, ...]
     validate: bool
