@@ -658,3 +658,157 @@ def _api_cases() -> list[ApiCase]:
 
 
 API_CASES = _api_cases()
+
+
+# ---- the server's bodies (ridgeline serve) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServeCase:
+    """A request to ``ridgeline serve``: a JSON ``body`` or ``raw`` bytes; ``keyed`` sends it
+    to a server that wants an API key. ``param`` is the OpenAI error's field (None: none)."""
+
+    id: str
+    path: str
+    status: int
+    param: str | None
+    needle: str
+    body: Any = None
+    raw: bytes | None = None
+    method: str = "POST"
+    headers: dict[str, str] = field(default_factory=dict)
+    keyed: bool = False
+
+
+SERVE_KEY = "sk-corpus-key"
+P = [1, 2, 3]  # a prompt of token ids
+SERVE_FIELDS: tuple[tuple[str, dict[str, Any], str], ...] = (
+    # (tag, what the body adds to a valid one, the field named)
+    ("max-tokens-string", {"max_tokens": "5"}, "max_tokens"),
+    ("max-tokens-true", {"max_tokens": True}, "max_tokens"),
+    ("max-tokens-float", {"max_tokens": 5.0}, "max_tokens"),
+    ("max-tokens-zero", {"max_tokens": 0}, "max_tokens"),
+    ("max-tokens-negative", {"max_tokens": -3}, "max_tokens"),
+    ("max-tokens-huge", {"max_tokens": 10**30}, "max_tokens"),
+    ("max-tokens-list", {"max_tokens": [5]}, "max_tokens"),
+    ("max-completion-tokens-string", {"max_completion_tokens": "5"}, "max_completion_tokens"),
+    ("stream-yes", {"stream": "yes"}, "stream"),
+    ("stream-one", {"stream": 1}, "stream"),
+    (
+        "stream-options-usage-yes",
+        {"stream": True, "stream_options": {"include_usage": "yes"}},
+        "stream_options",
+    ),
+    ("stream-options-list", {"stream_options": [True]}, "stream_options"),
+    ("temperature-string", {"temperature": "0.5"}, "temperature"),
+    ("temperature-true", {"temperature": True}, "temperature"),
+    ("temperature-negative", {"temperature": -1}, "temperature"),
+    ("temperature-huge", {"temperature": 1e9}, "temperature"),
+    ("top-p-zero", {"top_p": 0}, "top_p"),
+    ("top-p-string", {"top_p": "0.9"}, "top_p"),
+    ("top-k-true", {"top_k": True}, "top_k"),
+    ("top-k-negative", {"top_k": -2}, "top_k"),
+    ("seed-negative", {"seed": -1}, "seed"),
+    ("seed-huge", {"seed": 10**40}, "seed"),
+    ("seed-string", {"seed": "7"}, "seed"),
+    ("n-two", {"n": 2}, "n"),
+    ("n-string", {"n": "1"}, "n"),
+    ("ignore-eos-string", {"ignore_eos": "no"}, "ignore_eos"),
+    ("echo", {"echo": True}, "echo"),
+    ("logprobs", {"logprobs": 5}, "logprobs"),
+    ("stop", {"stop": ["x"]}, "stop"),
+    ("stop-number", {"stop": 5}, "stop"),
+    ("model-number", {"model": 5}, "model"),
+    ("prompt-bools", {"prompt": [True, 1]}, "prompt"),
+    ("prompt-floats", {"prompt": [1.5]}, "prompt"),
+    ("prompt-deep", {"prompt": [[[1]]]}, "prompt"),
+    ("prompt-empty-list", {"prompt": []}, "prompt"),
+    ("prompt-empty-text", {"prompt": ""}, "prompt"),
+    ("prompt-object", {"prompt": {"text": "hi"}}, "prompt"),
+    ("prompt-two", {"prompt": [[1], [2]]}, "prompt"),
+    ("prompt-id-negative", {"prompt": [-1]}, "prompt"),
+    ("prompt-id-outside", {"prompt": [10**30]}, "prompt"),
+    ("prompt-too-long", {"prompt": [1] * 600}, "prompt"),
+    ("prompt-plus-output-too-long", {"max_tokens": 100_000}, "max_tokens"),
+    ("prompt-text-too-long", {"prompt": "decode " * 2000}, "prompt"),
+)
+SERVE_CHAT: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("messages-empty", {"messages": []}, "messages"),
+    ("messages-null", {"messages": None}, "messages"),
+    ("messages-text", {"messages": "hello"}, "messages"),
+    ("content-number", {"messages": [{"role": "user", "content": 5}]}, "messages"),
+    ("content-parts", {"messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages"),
+    ("role-wizard", {"messages": [{"role": "wizard", "content": "hi"}]}, "messages"),
+    ("role-missing", {"messages": [{"content": "hi"}]}, "messages"),
+    ("max-tokens-string", {"max_tokens": "5"}, "max_tokens"),
+    ("stream-yes", {"stream": "yes"}, "stream"),
+    ("too-long", {"messages": [{"role": "user", "content": "decode " * 2000}]}, "messages"),
+)
+CHAT_OK = {"messages": [{"role": "user", "content": "hi"}]}
+HUGE_BODY = b'{"prompt": "' + b"a" * (4 * 2**20) + b'"}'  # past the default 4 MiB
+
+
+def _serve_cases() -> list[ServeCase]:
+    comp, chat = "/v1/completions", "/v1/chat/completions"
+    cases = [
+        ServeCase(f"serve-{tag}", comp, 400, name, f"field {name}", {"prompt": P, **change})
+        for tag, change, name in SERVE_FIELDS
+    ]  # fmt: skip
+    cases += [
+        ServeCase(f"serve-chat-{tag}", chat, 400, name, f"field {name}", {**CHAT_OK, **change})
+        for tag, change, name in SERVE_CHAT
+    ]
+    raw: list[tuple[str, str, bytes, int, str]] = [
+        ("malformed", comp, b'{"prompt": [1,', 400, "not valid JSON"),
+        ("empty", comp, b"", 400, "not valid JSON"),
+        ("array", comp, b"[1, 2]", 400, "expected a JSON object"),
+        ("string", comp, b'"prompt"', 400, "expected a JSON object"),
+        ("deep", comp, b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "JSON"),
+        ("deep-ignored-field", comp, b'{"x": ' + b"[" * 5000 + b"]" * 5000 + b', "prompt": [1]}',
+         400, "JSON"),
+        ("not-utf8", comp, b'{"prompt": "\xff\xfe"}', 400, "not UTF-8"),
+        ("binary", comp, BINARY, 400, "not UTF-8"),
+        ("nul", comp, b'{"prompt": [1]}\x00', 400, "not valid JSON"),
+        ("lone-surrogate", comp, b'{"prompt": "ab\\ud800cd"}', 400, "surrogate"),
+        ("lone-low-surrogate", comp, b'{"prompt": "ab\\udc00cd"}', 400, "surrogate"),
+        ("chat-lone-surrogate", chat,
+         b'{"messages": [{"role": "user", "content": "ab\\ud800cd"}]}', 400, "surrogate"),
+        ("temperature-nan", comp, b'{"prompt": [1], "temperature": NaN}', 400, "finite"),
+        ("temperature-infinity", comp, b'{"prompt": [1], "temperature": Infinity}', 400, "finite"),
+        ("max-tokens-1e999", comp, b'{"prompt": [1], "max_tokens": 1e999}', 400, "max_tokens"),
+        ("max-tokens-5000-digits", comp, b'{"prompt": [1], "max_tokens": ' + b"9" * 5000 + b"}",
+         400, "not valid JSON"),
+        ("too-large", comp, HUGE_BODY, 413, "larger than this server reads"),
+    ]  # fmt: skip
+    for tag, path, body, status, needle in raw:
+        param = {"temperature-nan": "temperature", "temperature-infinity": "temperature",
+                 "max-tokens-1e999": "max_tokens"}.get(tag)  # fmt: skip
+        cases.append(ServeCase(f"serve-raw-{tag}", path, status, param, needle, raw=body))
+    cases += [
+        ServeCase("serve-chat-messages-missing", chat, 400, "messages", "field messages",
+                  {"max_tokens": 3}),
+        ServeCase("serve-model-other", comp, 404, "model", "field model",
+                  {"prompt": P, "model": "gpt-9"}),
+        ServeCase("serve-model-path", comp, 404, "model", "field model",
+                  {"prompt": P, "model": "/etc/passwd"}),
+        ServeCase("serve-route-unknown", "/v1/nothing", 404, None, "no such route", {"prompt": P}),
+        ServeCase("serve-route-docs", "/docs", 404, None, "no such route", method="GET"),
+        ServeCase("serve-route-openapi", "/openapi.json", 404, None, "no such route", method="GET"),
+        ServeCase("serve-method-get", comp, 405, None, "method not allowed", method="GET"),
+        ServeCase("serve-method-put", "/health", 405, None, "method not allowed", method="PUT"),
+        ServeCase("serve-key-missing", comp, 401, None, "no API key", {"prompt": P}, keyed=True),
+        ServeCase("serve-key-wrong", comp, 401, None, "incorrect API key", {"prompt": P},
+                  headers={"Authorization": "Bearer sk-wrong"}, keyed=True),
+        ServeCase("serve-key-basic", comp, 401, None, "incorrect API key", {"prompt": P},
+                  headers={"Authorization": f"Basic {SERVE_KEY}"}, keyed=True),
+        ServeCase("serve-key-bare", "/v1/models", 401, None, "incorrect API key", method="GET",
+                  headers={"Authorization": SERVE_KEY}, keyed=True),
+        ServeCase("serve-key-metrics", "/metrics", 401, None, "no API key", method="GET",
+                  keyed=True),
+        ServeCase("serve-key-unknown-route", "/v1/nothing", 401, None, "no API key",
+                  method="GET", keyed=True),
+    ]  # fmt: skip
+    return cases
+
+
+SERVE_CASES = _serve_cases()

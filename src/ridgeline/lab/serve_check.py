@@ -157,11 +157,11 @@ def engine_steps(llm: Any, check: CheckSpec) -> tuple[list[ScheduledBatch], list
 
     rng = np.random.default_rng(check.seed)
     params = SamplingParams(max_tokens=check.output_tokens // 2, eos_token_id=None)
-    start = len(llm.stats.batches)
+    start = llm.stats.steps
     for n in sorted({1, 4, check.max_num_seqs // 2, check.max_num_seqs}):
         prompts = rng.integers(0, CHAR_VOCAB - 2, (n, check.prompt_tokens)).tolist()
         llm.generate(prompts, params)
-    return llm.stats.batches[start:], llm.stats.step_times[start:]
+    return llm.stats.recent(start)
 
 
 def engine_options(check: CheckSpec) -> dict[str, Any]:
