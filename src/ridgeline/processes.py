@@ -1,22 +1,25 @@
-"""Builds that leave no process behind: a command (a compiler and all it starts) runs in a process
-group of its own, under a small reaper, so that however the caller ends the group ends too.
+"""Builds that leave no process behind: a command (a compiler and all it starts) runs in a session
+of its own, under a small reaper, so that however the caller ends, the build ends too.
 
 ::
 
-    caller (ridgeline)            its own session/group
+    caller (ridgeline)            a session of its own
     ──────────────────            ──────────────────────────────────────────────
     run_group(cmd) ──Popen──▶     reaper (python -c REAPER)  ──▶  cmd ─▶ ninja ─▶ cc1plus ...
 
 - an exception in the caller while it waits (Ctrl-C's ``KeyboardInterrupt``, or SIGTERM where
-  the caller turns it into one) kills the group: ``os.killpg``;
+  the caller turns it into one): the caller sends the reaper SIGTERM;
 - the caller killed outright (SIGKILL, or SIGTERM's default action): the kernel sends the reaper
-  SIGTERM (Linux ``PR_SET_PDEATHSIG``, "parent death signal"), and the reaper kills its group.
+  SIGTERM (Linux ``PR_SET_PDEATHSIG``, "parent death signal");
+- on SIGTERM the reaper kills every process of its session (it leads a new one), then itself.
+  The session rather than the group, because ninja puts each compiler it starts in a process
+  group of its own.
 
 ``sigterm_as_ctrl_c`` makes SIGTERM raise ``KeyboardInterrupt`` for a while, so a caller's
 ``finally`` runs on ``kill`` as on Ctrl-C.
 
-Without the group, ``kill`` on a build left its compiler processes running as orphans (they are
-in the caller's group only when a terminal sends the signal to the whole foreground group).
+Without this, ``kill`` on a build left its compiler processes running as orphans (a terminal's
+Ctrl-C reaches the whole foreground group; ``kill PID`` reaches one process).
 
 Layer rule: a leaf; the standard library only.
 """
@@ -32,11 +35,37 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-# The reaper: die with the caller (prctl option 1 is PR_SET_PDEATHSIG), kill the group on
-# SIGTERM or SIGINT, otherwise run the command and exit with its status.
+# The reaper: die with the caller (prctl option 1 is PR_SET_PDEATHSIG); on SIGTERM or SIGINT
+# kill every process of its session, then itself; otherwise run the command and exit with its
+# status. The session, not the group: ninja starts each compiler in a process group of its own.
 REAPER = r"""
-import ctypes, os, signal, subprocess, sys
+import ctypes, os, signal, subprocess, sys, time
+def session():
+    me, sid, found = os.getpid(), os.getsid(0), []
+    for entry in os.listdir("/proc"):
+        try:
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError, ValueError):
+            continue
+        if entry.isdigit() and int(entry) != me and int(fields[3]) == sid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
 def end(*_):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for _ in range(100):
+        try:
+            pids = session()
+        except OSError:
+            break
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
     os.killpg(0, signal.SIGKILL)
 signal.signal(signal.SIGTERM, end)
 signal.signal(signal.SIGINT, end)
@@ -48,23 +77,30 @@ if os.getppid() != int(sys.argv[1]):
     end()
 sys.exit(subprocess.call(sys.argv[2:]))
 """
+KILL_WAIT_S = 10.0  # how long the reaper gets to sweep its session before its group is killed
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL ``proc``'s process group (``proc`` leads it) and reap ``proc``."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    """Have the reaper ``proc`` kill its session (SIGTERM), then SIGKILL its group if it has
+    not ended within ``KILL_WAIT_S``; reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def run_group(
     cmd: Sequence[str], cwd: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``cmd`` to the end in a process group of its own (the module docstring); its exit
+    """Run ``cmd`` to the end in a session of its own (the module docstring); its exit
     status and its stdout and stderr together, as text.
 
-    The group is killed if this call is interrupted (any exception, ``KeyboardInterrupt``
-    included), and by the reaper if this process dies.
+    Everything it started is killed if this call is interrupted (any exception,
+    ``KeyboardInterrupt`` included), and by the reaper if this process dies.
     """
     full = [sys.executable, "-c", REAPER, str(os.getpid()), *cmd]
     proc = subprocess.Popen(
