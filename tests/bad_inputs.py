@@ -32,12 +32,14 @@ class FileCase:
 
 @dataclass(frozen=True)
 class CliCase:
-    """A command line; ``files`` are written under ``{tmp}`` first."""
+    """A command line; ``files`` are written under ``{tmp}`` first; ``env`` is set (``{tmp}``
+    in its values too)."""
 
     id: str
     args: tuple[str, ...]
     needle: str
     files: dict[str, bytes] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -568,6 +570,107 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("bench-batch", "bench engine --batch 0", "batch"),
     ("bench-context", "bench engine --context -1", "context"),
     ("bench-bandwidth-nan", "bench engine --bandwidth-gbs nan", "--bandwidth-gbs"),
+    ("bench-bandwidth-negative", "bench engine --bandwidth-gbs -1", "bandwidth_gbs"),
+    ("bench-bandwidth-zero", "bench engine --bandwidth-gbs 0", "bandwidth_gbs"),
+    # ridgeline serve: every option before the engine is built (compiling kernels for minutes)
+    ("serve-threads-negative", "serve --threads -2", "--threads"),
+    ("serve-threads-zero", "serve --threads 0", "--threads"),
+    ("serve-drain-negative", "serve --drain-s -5", "--drain-s"),
+    ("serve-drain-nan", "serve --drain-s nan", "--drain-s"),
+    ("serve-drain-inf", "serve --drain-s inf", "--drain-s"),
+    ("serve-max-waiting-negative", "serve --max-waiting -1", "--max-waiting"),
+    ("serve-kv-gib-negative", "serve --kv-gib -1", "kv_budget_bytes"),
+    ("serve-kv-gib-zero", "serve --kv-gib 0", "kv_budget_bytes"),
+    ("serve-kernels", "serve --kernels fast", "kernels"),
+    ("serve-seed-negative", "serve --seed -1", "seed"),
+    ("serve-port-zero", "serve --port 0", "--port"),
+    ("serve-port-huge", "serve --port 70000", "--port"),
+    ("serve-block-size-huge", "serve --block-size 100000000", "block_size"),
+    ("serve-max-num-tokens-zero", "serve --max-num-tokens 0", "--max-num-tokens"),
+    ("serve-max-body-zero", "serve --max-body-mib 0", "--max-body-mib"),
+    ("serve-max-body-huge", "serve --max-body-mib 100000", "--max-body-mib"),
+    ("serve-model-missing", "serve --model {tmp}/none.json", "no such file"),
+    ("serve-model-binary", "serve --model {tmp}/config.json", "binary"),
+    ("serve-tokenizer-missing", "serve --tokenizer {tmp}/nothing", "--tokenizer"),
+    ("serve-weights-file", "serve --weights {tmp}/bin.json", "--weights"),
+    # lab serve-check: before the calibration compiles and runs
+    ("serve-check-rates-nan", "lab serve-check --out {tmp}/sc --rates nan", "rates"),
+    ("serve-check-rates-negative", "lab serve-check --out {tmp}/sc --rates -1", "rates"),
+    ("serve-check-rates-zero", "lab serve-check --out {tmp}/sc --rates 0", "rates"),
+    ("serve-check-rates-inf", "lab serve-check --out {tmp}/sc --rates 1,inf", "rates"),
+    ("serve-check-rates-huge", "lab serve-check --out {tmp}/sc --rates 1e300", "rates"),
+    ("serve-check-rates-text", "lab serve-check --out {tmp}/sc --rates 1,fast", "--rates"),
+    ("serve-check-rates-empty", "lab serve-check --out {tmp}/sc --rates ,", "--rates"),
+    ("serve-check-prompt-too-long", "lab serve-check --out {tmp}/sc --prompt-tokens 5000",
+     "prompt_tokens"),
+    ("serve-check-output-too-long", "lab serve-check --out {tmp}/sc --output-tokens 2000",
+     "output_tokens"),
+    ("serve-check-requests-one", "lab serve-check --out {tmp}/sc --num-requests 1",
+     "--num-requests"),
+    ("serve-check-requests-huge", "lab serve-check --out {tmp}/sc --num-requests 100000000",
+     "--num-requests"),
+    ("serve-check-seqs-zero", "lab serve-check --out {tmp}/sc --max-num-seqs 0", "--max-num-seqs"),
+    ("serve-check-port-zero", "lab serve-check --out {tmp}/sc --port 0", "--port"),
+    ("serve-check-out-file", "lab serve-check --out {tmp}/bin.json", "--out"),
+    # conflicting and ignored options
+    ("predict-batch-and-rate", "predict --batch 4 --rate 2", "rate"),
+    ("predict-rate-huge", "predict --rate 1e300", "rate"),
+    ("predict-rate-negative", "predict --rate -1", "rate"),
+    ("generate-draft-layers-alone", "generate --draft-layers 2", "--spec-k"),
+    ("generate-draft-layers-negative-alone", "generate --draft-layers -1", "draft_layers"),
+    ("simulate-link-bw-negative-alone", "simulate --link-bw -1", "link_bw"),
+    ("simulate-link-latency-negative-alone", "simulate --link-latency -1", "link_latency"),
+    ("simulate-link-bw-inf-alone", "simulate --link-bw inf", "--link-bw"),
+    ("simulate-prefill-chunk-zero", "simulate --prefill-chunk 0", "prefill_chunk"),
+    ("simulate-compile-s-zero", "simulate --compile-s 0", "compile_s"),
+    ("simulate-compile-budget-negative", "simulate --compile-budget -1", "compile_budget"),
+    ("simulate-trace-with-bad-rate", "simulate --trace {tmp}/ok.csv --rate -1", "rate"),
+    ("simulate-trace-with-bad-cv", "simulate --trace {tmp}/ok.csv --cv -1", "cv"),
+    ("simulate-trace-with-bad-prompt", "simulate --trace {tmp}/ok.csv --prompt fixed:0", "mean"),
+    # layout: whole bytes, no negative sizes
+    ("layout-granule-fraction", "layout --granule 0.3", "granule"),
+    ("layout-granule-zero", "layout --granule 0", "granule"),
+    ("layout-granule-not-whole", "layout --granule 1.5", "granule"),
+    ("layout-granule-huge", "layout --granule 1e300", "granule"),
+    ("layout-cache-negative", "layout --cache -1", "cache"),
+    ("layout-cache-fraction", "layout --cache 0.5", "cache"),
+    ("layout-stride-zero", "layout --stride 0", "stride"),
+    ("layout-stride-negative", "layout --stride -3", "stride"),
+    ("layout-offset-fraction", "layout --offset 0.5", "offset"),
+    ("layout-offset-negative", "layout --offset -1", "offset"),
+    ("layout-size-fraction", "layout --size 0.5", "size"),
+    ("layout-size-zero", "layout --size 0", "size"),
+    ("layout-elem-fraction", "layout --elem 0.3", "elem_bytes"),
+    ("layout-rows-zero", "layout --rows 0", "rows"),
+    ("layout-cols-negative", "layout --cols -4", "cols"),
+    # the kernel build's lock wait
+    ("engine-build-lock-timeout-negative", "engine build --root {tmp}/k --lock-timeout-s -1",
+     "--lock-timeout-s"),
+    ("engine-build-lock-timeout-nan", "engine build --root {tmp}/k --lock-timeout-s nan",
+     "--lock-timeout-s"),
+    ("engine-build-target", "engine build --root {tmp}/k --target fast", "fast"),
+)  # fmt: skip
+CLI_ENV_BAD: tuple[tuple[str, str, dict[str, str], str], ...] = (
+    # (id, arguments, environment, what the error line contains): variables checked as flags
+    ("env-lock-timeout-nan", "engine build --root {tmp}/k",
+     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-lock-timeout-negative", "engine build --root {tmp}/k",
+     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "-1"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-lock-timeout-inf", "engine build --root {tmp}/k",
+     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "inf"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-lock-timeout-text", "engine build --root {tmp}/k",
+     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "soon"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-lock-timeout-serve", "serve", {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"},
+     "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-lock-timeout-serve-check", "lab serve-check --out {tmp}/sc",
+     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-api-key-empty", "serve", {"RIDGELINE_API_KEY": ""}, "RIDGELINE_API_KEY"),
+    ("env-api-key-space", "serve", {"RIDGELINE_API_KEY": "two words"}, "RIDGELINE_API_KEY"),
+    ("env-api-key-control", "serve", {"RIDGELINE_API_KEY": "key\x07"}, "RIDGELINE_API_KEY"),
+    ("env-kernel-dir-file", "engine build", {"RIDGELINE_KERNEL_DIR": "{tmp}/bin.json"},
+     "RIDGELINE_KERNEL_DIR"),
+    ("env-hw-dir-file", "roofline --hw mychip", {"RIDGELINE_HW_DIR": "{tmp}/bin.toml"},
+     "RIDGELINE_HW_DIR"),
 )  # fmt: skip
 CLI_FILES: dict[str, bytes] = {
     "bin.toml": BINARY,
@@ -578,8 +681,10 @@ CLI_FILES: dict[str, bytes] = {
     "sheet.json": _json({"answers": {}}),
     "spec.toml": SPEC.encode(),
     "d.json": _json(GPT2),
+    "ok.csv": b"arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,2\n0.5,12,3\n",
 }
 CLI_CASES = [CliCase(i, tuple(a.split()), n, CLI_FILES) for i, a, n in CLI_BAD]
+CLI_CASES += [CliCase(i, tuple(a.split()), n, CLI_FILES, env) for i, a, env, n in CLI_ENV_BAD]
 
 # ---- API bodies ---------------------------------------------------------------------------
 

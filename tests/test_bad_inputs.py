@@ -86,8 +86,9 @@ def cli() -> Iterator[typer.testing.CliRunner]:
 
 
 def _needs_torch(case: CliCase) -> bool:
-    engine = case.args[0] in ("generate", "bench") or case.args[:2] in (
+    engine = case.args[0] in ("generate", "bench", "serve", "engine") or case.args[:2] in (
         ("lab", "sweep"), ("lab", "profile"), ("lab", "kv"), ("lab", "calibrate"),
+        ("lab", "serve-check"),
     )  # fmt: skip
     return engine and importlib.util.find_spec("torch") is None
 
@@ -101,7 +102,8 @@ def test_a_command_refuses_in_one_line(
     for name, content in case.files.items():
         _write(tmp_path, name, content)
     args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
-    result = cli.invoke(app, args)
+    env = {k: v.replace("{tmp}", str(tmp_path)) for k, v in case.env.items()}
+    result = cli.invoke(app, args, env=env)
     err = result.stderr
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(
         result.exception

@@ -75,6 +75,21 @@ def test_a_live_lock_is_waited_on_then_one_error(tmp_path: Path) -> None:
     assert "\n" not in str(e.value) and not p.marker.exists()
 
 
+@pytest.mark.parametrize("bound", [float("nan"), float("inf"), -1.0])
+def test_a_bound_that_is_no_bound_is_refused(tmp_path: Path, bound: float) -> None:
+    """Regression: ``RIDGELINE_KERNEL_LOCK_TIMEOUT_S=nan`` made the bounded wait endless (no
+    time is past a NaN deadline) and ``-1`` reported "waited -1 s"."""
+    from ridgeline.errors import ConfigError
+
+    with (
+        pytest.raises(ConfigError, match="timeout_s"),
+        build_lock(tmp_path / "x.lock", bound, lambda owner: None),
+    ):
+        pass
+    with pytest.raises(ConfigError, match="lock_timeout_s"):
+        kb.resolve_lock_timeout_s(bound)
+
+
 def test_the_cli_exits_2_with_one_line_on_a_live_lock(tmp_path: Path) -> None:
     p = kb.plan("native", tmp_path)
     with build_lock(p.lock_path, 5, lambda owner: None):

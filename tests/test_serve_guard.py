@@ -253,3 +253,35 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_a_tiny_temperature_is_served_and_the_engine_lives(served: Any) -> None:
+    """Regression (found by the fuzz test): temperature 1e-300 made NaN probabilities and the
+    exception killed the engine thread; every later request was a 503."""
+    c = _client(served, Access())
+    body = {"prompt": [5, 9, 200], "max_tokens": 4, "temperature": 1e-300, "ignore_eos": True}
+    r = c.post("/v1/completions", json=body)
+    greedy = c.post("/v1/completions", json={**body, "temperature": 0})
+    assert r.status_code == 200 and served.engine.alive
+    assert r.json()["choices"][0]["token_ids"] == greedy.json()["choices"][0]["token_ids"]
+
+
+def test_stopping_the_engine_counts_the_requests_it_cut_short() -> None:
+    """What ``serve`` turns into its exit status: 0 after a clean drain, 1 when the drain's
+    deadline cut requests short."""
+    from ridgeline.engine.sampling import SamplingParams
+
+    served = serve_llm(tiny_llm(None, hidden=256, layers=8))
+    engine, events = served.engine, []
+    engine.start()
+    handle = engine.submit((1, 2, 3), SamplingParams(max_tokens=400, eos_token_id=None),
+                           events.append)  # fmt: skip
+    assert handle is not None
+    deadline = time.monotonic() + 30
+    while not events and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.stop() == 1
+    assert events[-1].finish_reason == "abort" and engine.state.in_system == 0
+    idle = serve_llm(tiny_llm(None))
+    idle.engine.start()
+    assert idle.engine.stop() == 0

@@ -34,6 +34,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 # The reaper: die with the caller (prctl option 1 is PR_SET_PDEATHSIG); on SIGTERM or SIGINT
 # kill every process of its session, then itself; otherwise run the command and exit with its
@@ -93,26 +94,40 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
+def start_group(
+    cmd: Sequence[str],
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    output: IO[str] | int = subprocess.PIPE,
+) -> subprocess.Popen[str]:
+    """Start ``cmd`` in a session of its own under the reaper (the module docstring); its
+    stdout and stderr go to ``output``. End it with ``kill_group``."""
+    full = [sys.executable, "-c", REAPER, str(os.getpid()), *cmd]
+    return subprocess.Popen(
+        full, cwd=cwd, env=None if env is None else dict(env), stdout=output,
+        stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
+    )  # fmt: skip
+
+
 def run_group(
-    cmd: Sequence[str], cwd: str | Path | None = None, env: Mapping[str, str] | None = None
+    cmd: Sequence[str],
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    output: IO[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``cmd`` to the end in a session of its own (the module docstring); its exit
-    status and its stdout and stderr together, as text.
+    """Run ``cmd`` to the end in a session of its own (``start_group``); its exit status, and
+    its stdout and stderr together as text (empty when they went to ``output``).
 
     Everything it started is killed if this call is interrupted (any exception,
     ``KeyboardInterrupt`` included), and by the reaper if this process dies.
     """
-    full = [sys.executable, "-c", REAPER, str(os.getpid()), *cmd]
-    proc = subprocess.Popen(
-        full, cwd=cwd, env=None if env is None else dict(env), stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
-    )  # fmt: skip
+    proc = start_group(cmd, cwd, env, subprocess.PIPE if output is None else output)
     try:
         out, _ = proc.communicate()
     except BaseException:
         kill_group(proc)
         raise
-    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, "")
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out or "", "")
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -127,7 +127,10 @@ def compiler_version() -> str:
 def default_root() -> Path:
     """This environment's kernel folder (see the module docstring)."""
     if os.environ.get(DIR_ENV):
-        return Path(os.environ[DIR_ENV])
+        path = Path(os.environ[DIR_ENV])
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"{DIR_ENV}: {path} is not a directory")
+        return path
     prefix = Path(sys.prefix)
     if os.access(prefix, os.W_OK):
         return prefix / "var" / "ridgeline-kernels"

@@ -91,7 +91,7 @@ def _directory(value: str | None, name: str) -> None:
         raise ConfigError(f"option --{name}: {value} is not a directory")
 
 
-def _listen_check(host: str, port: int) -> None:
+def listen_check(host: str, port: int) -> None:
     """The host resolves and the port is free (bound and released at once, as uvicorn will)."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
@@ -124,7 +124,7 @@ def check_settings(settings: ServeSettings) -> None:
     get_model(settings.model)
     _directory(settings.weights, "weights")
     _directory(settings.tokenizer, "tokenizer")
-    _listen_check(settings.host, settings.port)
+    listen_check(settings.host, settings.port)
 
 
 def _loopback_only(host: str) -> bool:
