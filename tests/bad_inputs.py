@@ -836,6 +836,7 @@ SERVE_FIELDS: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("prompt-too-long", {"prompt": [1] * 600}, "prompt"),
     ("prompt-plus-output-too-long", {"max_tokens": 100_000}, "max_tokens"),
     ("prompt-text-too-long", {"prompt": "decode " * 2000}, "prompt"),
+    ("prompt-text-far-too-long", {"prompt": "a" * 100_000}, "prompt"),
 )
 SERVE_CHAT: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("messages-empty", {"messages": []}, "messages"),
@@ -848,6 +849,7 @@ SERVE_CHAT: tuple[tuple[str, dict[str, Any], str], ...] = (
     ("max-tokens-string", {"max_tokens": "5"}, "max_tokens"),
     ("stream-yes", {"stream": "yes"}, "stream"),
     ("too-long", {"messages": [{"role": "user", "content": "decode " * 2000}]}, "messages"),
+    ("far-too-long", {"messages": [{"role": "user", "content": "a" * 100_000}]}, "messages"),
 )
 CHAT_OK = {"messages": [{"role": "user", "content": "hi"}]}
 HUGE_BODY = b'{"prompt": "' + b"a" * (4 * 2**20) + b'"}'  # past the default 4 MiB

@@ -16,8 +16,6 @@ import pytest
 
 from ridgeline.processes import run_group
 
-pytestmark = pytest.mark.slow
-
 # A caller that runs a "build" whose grandchild sleeps and writes its pid, then waits on it.
 CALLER = """
 import sys

@@ -144,6 +144,40 @@ def test_a_prompt_longer_than_the_server_holds_is_refused_from_its_count(tokeniz
         codec.encode("the roofline says " * 20, most_tokens=n - 1)
 
 
+class _CountingTokenizer:
+    """A slow tokenizer's face (no ``backend_tokenizer``) that records what it tokenises."""
+
+    eos_token_id = None
+    chat_template = None
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def get_vocab(self) -> dict[str, int]:
+        return {"a": 0, "ab": 1, "<|eos|>": 2}
+
+    def encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        self.seen.append(len(text))
+        return [0] * len(text)
+
+
+def test_a_text_far_too_long_is_refused_before_tokenising() -> None:
+    """A 10 MB prompt took 72 s to tokenise only to be refused; a text longer than the tokens
+    allowed could span is refused from its length (4 × most_tokens × the longest entry)."""
+    tok = _CountingTokenizer()
+    codec = TextCodec(tok)
+    assert codec.longest_token_chars == len("<|eos|>") == 7
+    bound = 4 * 100 * 7
+    with pytest.raises(ConfigError, match=r"^field prompt: 2,800 tokens, more than"):
+        codec.encode("a" * bound, most_tokens=100)  # tokenised: the count refuses it
+    assert tok.seen == [bound]
+    with pytest.raises(ConfigError, match=r"^field prompt: 2,801 characters, more than 100 tok"):
+        codec.encode("a" * (bound + 1), most_tokens=100)
+    assert tok.seen == [bound]  # not tokenised
+    assert codec.encode("a" * 100, most_tokens=100) == [0] * 100
+
+
+@pytest.mark.slow
 def test_a_slow_tokenisation_does_not_hold_the_event_loop(
     served: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -172,6 +206,7 @@ def test_a_slow_tokenisation_does_not_hold_the_event_loop(
     assert waited < 1.0, waited
 
 
+@pytest.mark.slow
 def test_a_client_that_leaves_a_non_streaming_request_frees_its_blocks() -> None:
     """Regression: the disconnect check ran only when no token came for 0.25 s, so a request
     producing tokens every step ran to its end after its client had gone."""

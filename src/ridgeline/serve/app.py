@@ -122,15 +122,15 @@ def _params(s: Served, body: Any) -> SamplingParams:
 
 
 def _job(s: Served, body: Any, ids: list[int], params: SamplingParams) -> Job:
-    """Check the ids against the vocabulary and the room of one request."""
-    bad = next((t for t in ids if not 0 <= t < s.limits.vocab_size), None)
-    if bad is not None:
-        raise HttpError(400, f"field prompt: token id {bad} outside the vocabulary "
-                        f"({s.limits.vocab_size})", INVALID, "prompt")  # fmt: skip
+    """Check the ids against the room of one request (first: it is cheap) and the vocabulary."""
     need, most = len(ids) + params.max_tokens, s.limits.most_tokens
     if len(ids) >= most:  # no room left for one output token
         raise HttpError(400, f"field prompt: {len(ids):,} tokens, more than this server holds "
                         f"({most - 1:,} with one to generate)", INVALID, "prompt")  # fmt: skip
+    bad = next((t for t in ids if not 0 <= t < s.limits.vocab_size), None)
+    if bad is not None:
+        raise HttpError(400, f"field prompt: token id {bad} outside the vocabulary "
+                        f"({s.limits.vocab_size})", INVALID, "prompt")  # fmt: skip
     if need > most:
         raise HttpError(
             400, f"field max_tokens: prompt ({len(ids)}) + max_tokens ({params.max_tokens}) = "

@@ -3,18 +3,30 @@ chat template, and output ids back to text one streamed chunk at a time.
 
 Without a tokenizer the server speaks token ids only: prompts are id arrays and each choice
 carries ``token_ids`` (its ``text`` is empty). Encoding runs on a worker thread of the HTTP side
-(never on the event loop, never on the engine thread); a prompt with more tokens than the server
-holds is refused from the tokenizer's count, before its ids become a Python list.
+(never on the event loop, never on the engine thread). Two bounds keep a huge text cheap:
+
+- a text far longer than ``most_tokens`` tokens can hold is refused before tokenising: a token
+  spans at most ``longest_token_chars`` characters (the longest entry of the vocabulary, as its
+  tokenizer writes it, which is never shorter than the text it stands for), so a text over
+  ``TEXT_SLACK`` times ``most_tokens × longest_token_chars`` characters cannot fit. The slack
+  covers what the normalizers of decoder models' tokenizers fold (none, NFC composition, spaces
+  replaced); one that deletes or collapses runs of characters (BERT's, T5's) could fold more,
+  and such a text past the bound is refused although it might fit. A 10 MB prompt cost 72 s of
+  tokenising on the character tokenizer;
+- otherwise, a prompt with more tokens than the server holds is refused from the tokenizer's
+  count, before its ids become a Python list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from ridgeline.errors import ConfigError
 
 REPLACEMENT = "\ufffd"  # what a decoder shows for the first bytes of an unfinished character
+TEXT_SLACK = 4  # characters of text a normalizer may fold into one (NFC joins 2-3)
 
 
 class TextCodec:
@@ -35,6 +47,24 @@ class TextCodec:
     def eos_token_id(self) -> int | None:
         return None if self.tokenizer is None else self.tokenizer.eos_token_id
 
+    @cached_property
+    def longest_token_chars(self) -> int:
+        """Characters of the vocabulary's longest entry (special tokens included)."""
+        vocab = self.tokenizer.get_vocab() if self.tokenizer is not None else {}
+        return max((len(t) for t in vocab), default=1)
+
+    def check_length(self, field: str, chars: int, most_tokens: int | None) -> None:
+        """Refuse ``chars`` characters of text that ``most_tokens`` tokens cannot hold (the
+        module docstring), before any tokenising."""
+        if most_tokens is None:
+            return
+        most_chars = TEXT_SLACK * most_tokens * self.longest_token_chars
+        if chars > most_chars:
+            raise ConfigError(
+                f"field {field}: {chars:,} characters, more than {most_tokens:,} tokens can hold "
+                f"(refused past {most_chars:,}, before tokenising)"
+            )
+
     def encode(self, prompt: str, most_tokens: int | None = None) -> list[int]:
         """A text prompt's ids (no special tokens added: the prompt is the text as sent).
 
@@ -48,6 +78,7 @@ class TextCodec:
                 "send token ids instead"
             )
         check_text("prompt", prompt)
+        self.check_length("prompt", len(prompt), most_tokens)
         backend = getattr(self.tokenizer, "backend_tokenizer", None)
         if backend is None:  # a slow (Python) tokenizer: no count before the ids
             ids = list(self.tokenizer.encode(prompt, add_special_tokens=False))
@@ -74,6 +105,7 @@ class TextCodec:
             )
         for i, m in enumerate(messages):
             check_text(f"messages[{i}].content", m["content"])
+        self.check_length("messages", sum(len(m["content"]) for m in messages), most_tokens)
         from jinja2 import TemplateError
 
         try:
