@@ -45,6 +45,7 @@ from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.dtypes import DType
+from ridgeline.specs.limits import MAX_RATE_PER_S
 
 DEFAULT_REQUESTS = 1000
 BLOCK_SIZE = 16
@@ -99,8 +100,15 @@ class PredictRequest:
             raise ConfigError(
                 f"field memory_fraction: must be in (0, 1], got {self.memory_fraction}"
             )
-        if self.rate_rps is not None and not 0.0 < self.rate_rps < math.inf:
-            raise ConfigError(f"field rate_rps: must be a positive number, got {self.rate_rps}")
+        if self.rate_rps is not None and not 0.0 < self.rate_rps <= MAX_RATE_PER_S:
+            raise ConfigError(
+                f"field rate_rps: must be in (0, {MAX_RATE_PER_S:g}], got {self.rate_rps}"
+            )
+        if self.rate_rps is not None and (self.batch or self.concurrency) is not None:
+            other = "batch" if self.batch is not None else "concurrency"
+            raise ConfigError(  # the rate would have been dropped: a batch starts at t = 0
+                f"field rate_rps/{other}: Poisson arrivals or a {other} at t = 0, not both"
+            )
 
     @property
     def dtypes(self) -> Dtypes:
