@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from ridgeline.sim import native
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 from doc_commands import (  # noqa: E402
     FENCE,
@@ -114,6 +116,8 @@ def _clone(clones: dict[str, Clone], doc: str, factory: pytest.TempPathFactory) 
 def _check(cmd: Command, clone: Clone) -> None:
     if cmd.needs_torch:
         pytest.importorskip("torch", reason="the command needs the torch extra")
+    if cmd.needs_native and native.decide() != "compiled":
+        pytest.skip("its figures are the compiled fast mode's; build it with make native")
     server = next((k for k in SERVERS if cmd.text.startswith(k)), None)
     if server is not None:
         pytest.importorskip(SERVERS[server][0], reason=f"{server} needs its extra")

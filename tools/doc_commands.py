@@ -50,6 +50,8 @@ SERVERS = {
     "ridgeline explore": ("fastapi", "/api/models"),
     "ridgeline serve": ("prometheus_client", "/health"),
 }
+# Commands whose documented figures are the simulator's compiled fast mode (``make native``).
+NATIVE_COMMANDS = ("python benchmarks/simulate.py",)
 NUMBER = re.compile(r"\d[\d,]*(\.\d+)?(e[-+]?\d+)?")
 WRITABLE = ("out", "home")  # where a command may write, relative to the clone
 
@@ -88,6 +90,10 @@ class Command:
         # the engine; a spec the lab measured; a client of the engine's server
         needs = ("ridgeline.engine", "--hw measured", "from openai import")
         return self.text.startswith(TORCH_COMMANDS) or any(n in self.text for n in needs)
+
+    @property
+    def needs_native(self) -> bool:
+        return self.text.startswith(NATIVE_COMMANDS)
 
     @property
     def expects_error(self) -> bool:

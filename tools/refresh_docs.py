@@ -25,6 +25,8 @@ from pathlib import Path
 
 from doc_commands import REPO, Clone, Command, commands, docs, mismatch, shown
 
+from ridgeline.sim import native
+
 TORCH = importlib.util.find_spec("torch") is not None
 
 
@@ -38,6 +40,9 @@ def _outputs(path: Path, measured: bool) -> tuple[dict[Command, tuple[str, ...]]
         for cmd in cmds:
             if cmd.needs_torch and not TORCH:
                 problems.append(f"{cmd.where}: skipped (needs torch)")
+                continue
+            if cmd.needs_native and native.decide() != "compiled":
+                problems.append(f"{cmd.where}: skipped (needs the compiled fast mode: make native)")
                 continue
             print(f"{cmd.where}: {cmd.text[:90]}", file=sys.stderr, flush=True)
             try:
