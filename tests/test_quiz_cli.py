@@ -134,7 +134,9 @@ def test_an_interrupted_attempt_does_not_count(tmp_path: Path) -> None:
 
 
 def test_export_writes_quiz_key_and_blank_sheet(tmp_path: Path) -> None:
-    code, out, _ = run("export", "--seed", "7", "--out", str(tmp_path))
+    code, out, _ = run(
+        "export", "--seed", "7", "--out", str(tmp_path), "--db", str(tmp_path / "q.db")
+    )
     assert code == 0 and out.count("wrote") == 5
     quiz_md = (tmp_path / "quiz-7.md").read_text()
     key_md = (tmp_path / "quiz-7-key.md").read_text()
