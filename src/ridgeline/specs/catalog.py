@@ -272,6 +272,8 @@ def get_accelerator(name_or_path: str | Accelerator) -> Accelerator:
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         return load_accelerator_file(name_or_path)
     name = name_or_path.lower()
+    if _catalog.cache_info().currsize and name in _catalog():
+        return _catalog()[name]  # the whole catalog is read already (hw list): no second parse
     shipped = _shipped(name)
     if shipped is not None:
         return shipped
