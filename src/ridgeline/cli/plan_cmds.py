@@ -3,17 +3,17 @@ asked, with how sure each figure is (``ridgeline.plan``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from ridgeline.cli.common import ModelOpt, console, emit_json, err_console
+from ridgeline.cli.common import console, emit_json, err_console
 from ridgeline.cli.options import grouped
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.fidelity.residuals import Interval, NoInterval
-from ridgeline.plan import Plan, PlanRequest, Targets, load_prices, run_plan
+from ridgeline.plan import Plan, PlanRequest, Targets, load_prices, run_plans
 from ridgeline.plan.request import DEFAULT_PROBE_REQUESTS, DEFAULT_PROBE_S, WorkloadChoice
 from ridgeline.plan.result import AcceleratorPlan, Candidate, copies_text
 from ridgeline.specs import accelerator_names
@@ -134,7 +134,10 @@ class RunOptions:
 
 @grouped(TrafficOptions, TargetOptions, SearchOptions, RunOptions)
 def plan_cmd(
-    model: ModelOpt = DEFAULT_MODEL,
+    model: Annotated[
+        str,
+        typer.Option("--model", "-m", help="models (names or config.json paths), comma-separated"),
+    ] = DEFAULT_MODEL,
     *,
     traffic: TrafficOptions,
     targets: TargetOptions,
@@ -147,8 +150,33 @@ def plan_cmd(
     or disaggregated serving and token budgets; bounds every layout analytically, simulates
     the best, and prints the winners, the Pareto front, why the others lost, and the winner's
     vLLM and SGLang command lines. Every figure carries an interval from validation."""
-    req = PlanRequest(
-        model=model,
+    reqs = _requests(model, traffic, targets, search, run)
+    backend = make_backend(run.backend, run.workers, run.address)
+    with err_console.status("planning...") as status:
+        plans = run_plans(reqs, backend, progress=lambda text: status.update(text))
+    if run.json_out:
+        one = len(plans) == 1
+        emit_json(
+            plans[0]
+            if one
+            else {"schema": "ridgeline.plans/1", "plans": [p.to_dict() for p in plans]}
+        )
+        return
+    for plan in plans:
+        render(plan, search.top)
+
+
+def _requests(
+    model: str,
+    traffic: TrafficOptions,
+    targets: TargetOptions,
+    search: SearchOptions,
+    run: RunOptions,
+) -> list[PlanRequest]:
+    """One request per model named (``-m a,b``), alike in everything else."""
+    models = [m.strip() for m in model.split(",") if m.strip()] or [DEFAULT_MODEL]
+    base = PlanRequest(
+        model=models[0],
         workload=traffic.choice().spec(),
         rate_rps=traffic.rate,
         targets=targets.targets(),
@@ -162,13 +190,7 @@ def plan_cmd(
         simulated=search.simulate,
         seed=traffic.seed,
     )
-    backend = make_backend(run.backend, run.workers, run.address)
-    with err_console.status("planning...") as status:
-        plan = run_plan(req, backend, progress=lambda text: status.update(text))
-    if run.json_out:
-        emit_json(plan)
-        return
-    render(plan, req.top)
+    return [replace(base, model=m) for m in dict.fromkeys(models)]
 
 
 def render(plan: Plan, top: int) -> None:

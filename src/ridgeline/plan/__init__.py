@@ -14,7 +14,7 @@ Layer rule: imports ``errors``, ``specs``, ``analytic``, ``serving``, ``sim``, `
 from ridgeline.plan.bound import Bound, Limit, Miss, Targets, Traffic
 from ridgeline.plan.request import PlanRequest, load_prices
 from ridgeline.plan.result import AcceleratorPlan, Candidate, Plan, Probe, RateCheck
-from ridgeline.plan.search import run_plan, traffic_of
+from ridgeline.plan.search import run_plan, run_plans, traffic_of
 from ridgeline.plan.space import Formats, Knobs, Layout, Serving, Split
 
 __all__ = [
@@ -36,5 +36,6 @@ __all__ = [
     "Traffic",
     "load_prices",
     "run_plan",
+    "run_plans",
     "traffic_of",
 ]

@@ -39,20 +39,20 @@ class PlanSimulator:
     """A ``PointSimulator`` over the layouts of one plan (module docstring).
 
     Attributes:
-        model: the served model.
+        models: model name -> spec, for every plan run together.
         accelerators: catalog name -> accelerator, for every layout's chip.
-        layouts: layout key -> layout.
+        layouts: (model name, layout key) -> layout.
         mode: the cost mode every step is priced in.
     """
 
-    model: ModelSpec
+    models: Mapping[str, ModelSpec]
     accelerators: Mapping[str, Accelerator]
-    layouts: Mapping[str, Layout]
+    layouts: Mapping[tuple[str, str], Layout]
     mode: CostMode = CostMode.CALIBRATED
 
     def fits(self, config: Configuration) -> bool:
         """Every layout of the table passed the screen's memory rule."""
-        return config.policy.name in self.layouts
+        return (config.model, config.policy.name) in self.layouts
 
     def simulate(self, config: Configuration, requests: Requests, seed: int) -> RequestLatencies:
         return self._run(config, requests, seed, None)
@@ -64,7 +64,9 @@ class PlanSimulator:
         stop = LateStop(slo.ttft_s, late_limit(requests.num_requests, slo.percentile))
         return self._run(config, requests, seed, stop)
 
-    def simulation(self, layout: Layout, requests: Requests, seed: int) -> Simulation:
+    def simulation(
+        self, model: ModelSpec, layout: Layout, requests: Requests, seed: int
+    ) -> Simulation:
         """The simulation of one copy of ``layout`` serving ``requests``."""
         acc = self.accelerators[layout.accelerator]
         longest = int(np.max(requests.prompt_tokens + requests.output_tokens))
@@ -74,7 +76,7 @@ class PlanSimulator:
             max_model_len=longest,
         )
         cfg = SimConfig(
-            self.model,
+            model,
             acc,
             sched,
             block_size=BLOCK_SIZE,
@@ -96,7 +98,8 @@ class PlanSimulator:
     def _run(
         self, config: Configuration, requests: Requests, seed: int, stop: LateStop | None
     ) -> RequestLatencies:
-        sim = self.simulation(self.layouts[config.policy.name], requests, seed)
+        layout = self.layouts[(config.model, config.policy.name)]
+        sim = self.simulation(self.models[config.model], layout, requests, seed)
         result = sim.run(stop=stop)
         return request_latencies(result, requests.num_requests, sim.stopped)
 
