@@ -46,6 +46,7 @@ class Searched:
     met: int | None
     missed: int
     probes: tuple[Probe, ...]
+    beaten: int | None = None  # stopped: others met the targets on this many chips
 
     def probe(self, copies: int | None) -> Probe | None:
         return next((p for p in self.probes if p.copies == copies), None)
@@ -73,7 +74,7 @@ def candidate(s: Searched, ctx: Context) -> Candidate:
             time_interval(acc, r.ttft_p_s),
             time_interval(acc, r.tpot_p_s),
         )
-    return Candidate(s.bound, s.met, met, missed, per_chip, usd, binds.value, intervals)
+    return Candidate(s.bound, s.met, met, missed, per_chip, usd, binds.value, intervals, s.beaten)
 
 
 def order(c: Candidate) -> tuple[int, float, float, str]:
@@ -120,6 +121,14 @@ def winner_of(plans: Sequence[AcceleratorPlan]) -> tuple[Candidate | None, str]:
 def _why(c: Candidate, winner: Candidate, ranked_by: str, targets: Targets) -> str:
     """Why ``c`` lost to ``winner``, in words: what it costs more, and what stops it from
     costing less (the targets it misses with fewer copies, or its bound)."""
+    if c.copies is None and c.beaten is not None:
+        tried = (
+            f" ({c.missed.missed(targets)} with {copies_text(c.missed.copies)})" if c.missed else ""
+        )
+        return (
+            f"needs more than {c.beaten} chips{tried}, where others meet the targets on "
+            f"{c.beaten}: its search stopped there; {c.binds} binds its decode step"
+        )
     if c.copies is None:
         n = c.missed.copies if c.missed is not None else 0
         what = c.missed.missed(targets) if c.missed is not None else "the targets"

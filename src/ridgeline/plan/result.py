@@ -84,6 +84,8 @@ class Candidate:
         usd_per_hour: the deployment's price, when the user gave one.
         binds: what binds the decode step at the bound's batch (``analytic.deploy.Binding``).
         intervals: how sure the figures are.
+        beaten: its search stopped once others met the targets on this many chips, fewer than
+            it could still need.
     """
 
     bound: Bound
@@ -94,6 +96,7 @@ class Candidate:
     usd_per_hour: float | None
     binds: str
     intervals: Intervals | None
+    beaten: int | None = None
 
     @property
     def chips(self) -> int | None:
@@ -142,6 +145,7 @@ class Candidate:
             "bound_capacity_rps": self.bound.capacity_rps,
             "bound_limit": self.bound.limit.value,
             "binds": self.binds,
+            "beaten_at_chips": self.beaten,
             "met": None if self.met is None else self.met.to_dict(),
             "missed": None if self.missed is None else self.missed.to_dict(),
             "intervals": None if self.intervals is None else self.intervals.to_dict(),

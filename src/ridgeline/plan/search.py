@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -49,6 +49,8 @@ from ridgeline.sweep.point import Configuration, PointResult, Slo
 from ridgeline.sweep.workload import RequestTable, load_table
 
 GROWTH = 1.5  # copies grow by this factor until a count meets the targets, then bisect
+FAR_FROM_BOUND = 4  # a layout that misses with 4x its bound's copies is not searched further
+MIN_PROBE_REQUESTS = 100  # requests of one probe at least (its p90 rests on the last 10)
 MAX_ROUNDS = 24
 CHECK_FACTORS = (0.5, 1.0, 1.5)
 Progress = Callable[[str], None]
@@ -77,21 +79,30 @@ class _Search:
     missed: int = 0  # most copies seen to miss the targets
     met: int | None = None  # fewest copies seen to meet them
     probes: dict[int, Probe] = field(default_factory=dict)
+    beaten: int | None = None  # stopped: ``top`` others met the targets on this many chips
 
     def next_copies(self) -> int | None:
+        if self.beaten is not None:
+            return None
         if self.met is None and self.missed == 0:
             return self.start
         if self.met is not None:
             done = self.met == self.start or self.met - self.missed <= 1
             return None if done else (self.missed + self.met) // 2
-        if self.missed >= self.most:
+        most = min(self.most, FAR_FROM_BOUND * self.start)
+        if self.missed >= most:
             return None
-        return min(self.most, max(self.missed + 1, math.ceil(self.missed * GROWTH)))
+        return min(most, max(self.missed + 1, math.ceil(self.missed * GROWTH)))
 
     def done(self) -> Searched:
         """What the search found, frozen."""
         probes = tuple(self.probes[n] for n in sorted(self.probes))
-        return Searched(self.bound, self.met, self.missed, probes)
+        return Searched(self.bound, self.met, self.missed, probes, self.beaten)
+
+    def fewest_chips(self) -> int:
+        """The fewest chips this layout can still need: more copies than the most that missed
+        (at least the bound's count)."""
+        return max(self.start, self.missed + 1) * self.bound.layout.chips
 
     def observe(self, probe: Probe) -> None:
         self.probes[probe.copies] = probe
@@ -109,9 +120,13 @@ class _Runner:
         self.num_simulations = 0
 
     def probes(self, wanted: Sequence[tuple[Configuration, int, float]]) -> list[Probe]:
-        """Simulate one copy of each (configuration, copies, per-copy rate), in order."""
+        """Simulate one copy of each (configuration, copies, per-copy rate), in order; each
+        with at least ``MIN_PROBE_REQUESTS`` requests (a copy that carries a small share of
+        the rate gets a longer window of arrivals, so its percentiles mean something)."""
         tasks = [
-            ProbeTask(f"{c.model}: {c.policy.name} x{n} @{rate:.9g}", c, rate, self.seed)
+            ProbeTask(
+                f"{c.model}: {c.policy.name} x{n} @{rate:.9g}", _enough(c, rate), rate, self.seed
+            )
             for c, n, rate in wanted
         ]
         found: dict[str, PointResult] = {}
@@ -120,9 +135,16 @@ class _Runner:
             self.num_simulations += 1
         return [Probe(n, rate, found[t.key]) for t, (_, n, rate) in zip(tasks, wanted, strict=True)]
 
-    def search(self, searches: Sequence[_Search], progress: Progress | None) -> None:
-        """Rounds until every search has its fewest copies (or ran out of chips)."""
+    def search(
+        self, groups: Sequence[Sequence[_Search]], top: int, progress: Progress | None
+    ) -> None:
+        """Rounds until every search has its fewest copies, ran out of chips, or was beaten:
+        within a group (one model on one accelerator), a search stops once ``top`` others
+        have met the targets on fewer chips than it can still need (the sweep's early stop)."""
+        searches = [s for g in groups for s in g]
         for k in range(MAX_ROUNDS):
+            for g in groups:
+                _stop_beaten(g, top)
             planned = [(s, n) for s in searches if (n := s.next_copies()) is not None]
             if not planned:
                 return
@@ -131,6 +153,24 @@ class _Runner:
             wanted = [(s.config, n, self.rate_rps / n) for s, n in planned]
             for (s, _), probe in zip(planned, self.probes(wanted), strict=True):
                 s.observe(probe)
+
+
+def _stop_beaten(group: Sequence[_Search], top: int) -> None:
+    met = sorted(s.met * s.bound.layout.chips for s in group if s.met is not None)
+    if len(met) < top:
+        return
+    for s in group:
+        if s.met is None and s.beaten is None and s.fewest_chips() > met[top - 1]:
+            s.beaten = met[top - 1]
+
+
+def _enough(config: Configuration, rate_rps: float) -> Configuration:
+    """``config`` with a window of arrivals holding at least ``MIN_PROBE_REQUESTS`` at
+    ``rate_rps`` (``duration_s`` workloads)."""
+    w = config.workload
+    if w.duration_s is None or w.duration_s * rate_rps >= MIN_PROBE_REQUESTS:
+        return config
+    return replace(config, workload=replace(w, duration_s=MIN_PROBE_REQUESTS / rate_rps))
 
 
 def _shortlist(s: Screen, count: int) -> list[Bound]:
@@ -261,7 +301,8 @@ def _simulate(
     backend.start(shared)
     try:
         runner = _Runner(backend, first.rate_rps, first.seed)
-        runner.search([s for p in parts for ss in p.searches.values() for s in ss], progress)
+        groups = [ss for p in parts for ss in p.searches.values()]
+        runner.search(groups, first.top, progress)
         ranked = [_ranked(p) for p in parts]
         checks = _checks(runner, [(p.ctx, r[1]) for p, r in zip(parts, ranked, strict=True)])
     finally:
