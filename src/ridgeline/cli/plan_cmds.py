@@ -14,7 +14,12 @@ from ridgeline.cli.options import grouped
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.fidelity.residuals import Interval, NoInterval
 from ridgeline.plan import Plan, PlanRequest, Targets, load_prices, run_plans
-from ridgeline.plan.request import DEFAULT_PROBE_REQUESTS, DEFAULT_PROBE_S, WorkloadChoice
+from ridgeline.plan.request import (
+    DEFAULT_PROBE_REQUESTS,
+    DEFAULT_PROBE_S,
+    DEFAULT_SIMULATED,
+    WorkloadChoice,
+)
 from ridgeline.plan.result import AcceleratorPlan, Candidate, copies_text
 from ridgeline.specs import accelerator_names
 from ridgeline.specs.calibration import CostMode
@@ -101,7 +106,9 @@ class SearchOptions:
     ideal: Annotated[
         bool, _opt("--ideal", "the ideal roofline instead of the calibrated model", _S)
     ] = False
-    simulate: Annotated[int, _opt("--simulate", "layouts simulated per accelerator", _S)] = 4
+    simulate: Annotated[int, _opt("--simulate", "layouts simulated per accelerator", _S)] = (
+        DEFAULT_SIMULATED
+    )
     top: Annotated[int, _opt("--top", "layouts shown per accelerator", _S)] = 3
 
     def accelerators(self) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from ridgeline.sweep.spec import load_workload
 from ridgeline.sweep.workload import Arrival, Lengths, WorkloadSpec
 
 DEFAULT_TOP = 3  # layouts shown per accelerator
-DEFAULT_SIMULATED = 4  # layouts simulated per accelerator (the bound's best, diverse)
+DEFAULT_SIMULATED = 3  # layouts simulated per accelerator (the bound's best, diverse)
 MAX_TOP = 100
 MAX_USD_PER_HOUR = 1e6
 

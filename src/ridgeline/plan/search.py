@@ -49,7 +49,7 @@ from ridgeline.sweep.point import Configuration, PointResult, Slo
 from ridgeline.sweep.workload import RequestTable, load_table
 
 GROWTH = 1.5  # copies grow by this factor until a count meets the targets, then bisect
-FAR_FROM_BOUND = 4  # a layout that misses with 4x its bound's copies is not searched further
+FAR_FROM_BOUND = 2  # a layout that misses with twice its bound's copies is not searched further
 MIN_PROBE_REQUESTS = 100  # requests of one probe at least (its p90 rests on the last 10)
 MAX_ROUNDS = 24
 CHECK_FACTORS = (0.5, 1.0, 1.5)
