@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -231,10 +232,10 @@ def test_engine_command_lines_by_hand() -> None:
         "--max-running-requests 128 --chunked-prefill-size 8192 --mem-fraction-static 0.9 "
         "--kv-cache-dtype fp8_e4m3 --quantization fp8",
     )
-    assert vllm.note.startswith("3 replica(s)")
+    assert vllm.note == "3 replicas behind a load balancer"
     pd = Layout("h200", BF16, Split(2), Knobs(64, 4096), Split(1), num_prefill=3, num_decode=1)
     lines = commands(pd, H200, 1)[0].lines
-    assert lines[0] == "# 3 prefill instance(s):" and "NixlConnector" in lines[1]
+    assert lines[0] == "# each of the 3 prefill instances:" and "NixlConnector" in lines[1]
     assert "--tensor-parallel-size 2" in lines[3] and "--quantization" not in lines[3]
     groq = commands(lay, get_accelerator("groq-lpu"), 1)
     assert groq[0].lines == () and "does not run on groq-lpu" in groq[0].note
@@ -295,3 +296,34 @@ def test_local_pool_gives_the_in_process_plan() -> None:
     a.pop("wall_s"), b.pop("wall_s")
     assert a == b
     assert math.isfinite(here.wall_s)
+
+
+@pytest.mark.slow
+def test_two_models_in_one_run_and_the_ideal_mode() -> None:
+    """run_plans: one backend session for both models, each answered as alone; in ideal mode
+    no figure claims an interval (the residuals are the calibrated model's)."""
+    from ridgeline.plan import run_plans
+
+    wl = WorkloadChoice(isl=512, osl=64, duration_s=10).spec()
+    base = PlanRequest(M8, wl, 5.0, Targets(0.5, 0.05), ("h100-sxm",), simulated=2)
+    both = run_plans([base, replace(base, model=M70)])
+    alone = run_plan(replace(base, model=M70))
+    assert [p.model for p in both] == ["llama-3.1-8b", "llama-3.1-70b"]
+    assert both[1].winner is not None and alone.winner is not None
+    assert both[1].winner.chips == alone.winner.chips
+    assert both[1].winner.bound.layout == alone.winner.bound.layout
+    ideal = run_plan(replace(base, mode=CostMode.IDEAL))
+    assert ideal.winner is not None and ideal.winner.intervals is None
+    assert "ideal roofline: no interval" in ideal.accelerators[0].interval_note
+    with pytest.raises(ConfigError, match="share workload, rate, targets, seed and mode"):
+        run_plans([base, replace(base, rate_rps=6.0)])
+
+
+def test_a_workload_file_in_the_sweep_form(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "w.toml"
+    path.write_text("[workload]\nprompt_tokens = [200, 2000]\noutput_tokens = 64\n")
+    spec = WorkloadChoice(workload_file=str(path), duration_s=30).spec()
+    assert spec.name == "w" and spec.duration_s == 30 and spec.prompt.lo == 200
+    path.write_text("[workload]\nprompt_tokens = 0\noutput_tokens = 64\n")
+    with pytest.raises(ConfigError, match=r"\[workload\] field prompt_tokens"):
+        WorkloadChoice(workload_file=str(path)).spec()

@@ -133,11 +133,16 @@ def _why(c: Candidate, winner: Candidate, ranked_by: str, targets: Targets) -> s
         n = c.missed.copies if c.missed is not None else 0
         what = c.missed.missed(targets) if c.missed is not None else "the targets"
         return f"misses the targets even with {copies_text(n)} ({what}); {c.binds} binds its decode step"
-    if ranked_by == "price" and c.usd_per_hour is not None and winner.usd_per_hour is not None:
+    priced = ranked_by == "price" and c.usd_per_hour is not None
+    tied = c.usd_per_hour == winner.usd_per_hour if priced else c.chips == winner.chips
+    if priced and not tied:
         head = f"${c.usd_per_hour:,.2f}/h against ${winner.usd_per_hour:,.2f}/h"
-    elif c.chips == winner.chips:
+    elif tied:
         mine, theirs = c.headroom(targets), winner.headroom(targets)
-        head = f"as many chips ({c.chips}) with less headroom ({mine:.0%} against {theirs:.0%})"
+        same = (
+            f"the same price (${c.usd_per_hour:,.2f}/h)" if priced else f"as many chips ({c.chips})"
+        )
+        head = f"{same} with less headroom ({mine:.0%} against {theirs:.0%})"
         return f"{head}; {c.binds} binds its decode step"
     else:
         head = f"{c.chips} chips against {winner.chips}"

@@ -102,21 +102,34 @@ def _lines(layout: Layout, acc: Accelerator, engine: str) -> tuple[str, ...]:
     if layout.prefill is None:
         return (make(layout, layout.decode, mem, None),)
     return (
-        f"# {layout.num_prefill} prefill instance(s):",
+        f"# {_each(layout.num_prefill, 'prefill instance')}:",
         make(layout, layout.prefill, mem, "prefill"),
-        f"# {layout.num_decode} decode instance(s):",
+        f"# {_each(layout.num_decode, 'decode instance')}:",
         make(layout, layout.decode, mem, "decode"),
     )
 
 
+def _count(n: int, what: str) -> str:
+    """``1 replica``, ``3 replicas``."""
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
+def _each(n: int, what: str) -> str:
+    """``the decode instance``, ``each of the 5 prefill instances``."""
+    return f"the {what}" if n == 1 else f"each of the {n} {what}s"
+
+
 def commands(layout: Layout, acc: Accelerator, copies: int) -> tuple[EngineCommands, ...]:
     """vLLM's and SGLang's command lines for ``copies`` copies of ``layout`` on ``acc``."""
-    spread = (
-        f"{copies} replica(s) behind a load balancer"
-        if layout.prefill is None
-        else f"{copies} unit(s), each prefill then decode behind a router (vLLM's disaggregated "
-        "proxy; sglang_router --pd-disaggregation)"
-    )
+    if layout.prefill is None:
+        spread = f"{_count(copies, 'replica')} behind a load balancer"
+    else:
+        spread = (
+            f"{_count(copies, 'unit')} of {_count(layout.num_prefill, 'prefill instance')} and "
+            f"{_count(layout.num_decode, 'decode instance')}, behind a router that sends each "
+            "request to a prefill then a decode instance (vLLM's disaggregated proxy; "
+            "sglang_router --pd-disaggregation)"
+        )
     out = []
     for engine, kinds in (("vllm", _VLLM_KINDS), ("sglang", _SGLANG_KINDS)):
         if acc.kind in kinds:
