@@ -327,3 +327,16 @@ def test_a_workload_file_in_the_sweep_form(tmp_path) -> None:  # type: ignore[no
     path.write_text("[workload]\nprompt_tokens = 0\noutput_tokens = 64\n")
     with pytest.raises(ConfigError, match=r"\[workload\] field prompt_tokens"):
         WorkloadChoice(workload_file=str(path)).spec()
+
+
+@pytest.mark.slow
+def test_ray_gives_the_local_plan() -> None:
+    """The sweep's Ray backend runs a plan's simulations too, with the same answer."""
+    pytest.importorskip("ray")
+    from ridgeline.sweep.backends import RayBackend
+
+    wl = WorkloadChoice(isl=1000, osl=100, duration_s=20).spec()
+    req = PlanRequest(M8, wl, 20.0, Targets(0.5, 0.03), ("h100-sxm",), simulated=2)
+    a, b = run_plan(req).to_dict(), run_plan(req, RayBackend(num_cpus=2)).to_dict()
+    a.pop("wall_s"), b.pop("wall_s")
+    assert a == b

@@ -37,7 +37,7 @@ from ridgeline.fidelity.prediction import Prediction
 from ridgeline.fidelity.validate import RowResult, Validation, family_of
 from ridgeline.specs import Accelerator, get_accelerator
 
-MIN_ROWS = 8  # the fewest published rows an interval rests on (issue 28's bar for a fitted term)
+MIN_ROWS = 8  # the fewest published rows an interval rests on (the bar for fitting a term)
 COVERAGE = 0.8  # from the 10th to the 90th percentile
 TIME_METRICS = (Metric.TTFT_S, Metric.TPOT_S)
 RESIDUALS_FILE = ("residuals", "loso.toml")

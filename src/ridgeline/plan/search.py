@@ -174,19 +174,24 @@ def _enough(config: Configuration, rate_rps: float) -> Configuration:
 
 
 def _shortlist(s: Screen, count: int) -> list[Bound]:
-    """The best ``count`` bounds of distinct (serving, formats, parallel) families, and the
-    best of the other serving kind when none made the list."""
+    """The bounds simulated: of distinct (serving, formats, parallel) families, the best
+    ``max(count - 1, 1)`` of each serving kind, at most ``count + 1`` in all, in the bound's
+    order (both kinds reach the simulator: their bounds are near where they matter most)."""
+    per_kind = max(count - 1, 1)
+    taken: dict[str, int] = {}
     out: list[Bound] = []
     seen: set[tuple[str, str, str]] = set()
     for b in s.bounds:
         lay = b.layout
         family = (lay.serving.value, lay.formats.label, lay.parallel_label)
-        if family not in seen and len(out) < count:
-            seen.add(family)
-            out.append(b)
-    kinds = {b.layout.serving for b in out}
-    other = next((b for b in s.bounds if b.layout.serving not in kinds), None)
-    return out + ([other] if other is not None else [])
+        if family in seen or taken.get(lay.serving.value, 0) >= per_kind:
+            continue
+        seen.add(family)
+        taken[lay.serving.value] = taken.get(lay.serving.value, 0) + 1
+        out.append(b)
+        if len(out) > count:
+            break
+    return out
 
 
 def _context(req: PlanRequest) -> tuple[Context, RequestTable]:
