@@ -31,7 +31,12 @@ def serve_cmd(
     ] = 64,
     max_num_tokens: Annotated[int, typer.Option(min=1, help="token budget per step")] = 512,
     block_size: Annotated[int, typer.Option(min=1, help="tokens per KV block")] = 16,
-    kv_gib: Annotated[float, typer.Option(help="KV cache budget in GiB (2^30 bytes)")] = 0.5,
+    kv_gib: Annotated[
+        float,
+        typer.Option(
+            help="KV cache budget in GiB (2^30 bytes), in place of the memory rule (vLLM's --kv-cache-memory-bytes)"
+        ),
+    ] = 0.5,
     threads: Annotated[
         int | None, typer.Option(help="torch threads (default: all cores but one)")
     ] = None,
