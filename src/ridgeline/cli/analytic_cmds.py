@@ -307,7 +307,7 @@ def fit_lines(fit: an.KvFit) -> list[str]:
     one chip's memory goes, the largest batch at the context and the longest context at the
     batch (never "None": what does not fit is said)."""
     dep = fit.deployment
-    where = f"on {dep.label}"
+    where = f"on one {dep.accelerator.name}" if dep.chips == 1 else f"on {dep.label}"
     if fit.chosen:
         where += (
             f", the smallest deployment that holds the weights (one {dep.accelerator.name} "
