@@ -204,9 +204,18 @@ def kv_pool_bytes(
             f"{model.name} leaves no room for KV on {deployment.label}: each chip has "
             f"{fmt_bytes(budget.usable_bytes)} (memory_utilization "
             f"{budget.memory_utilization:g}) for {fmt_bytes(budget.weights_bytes)} of weights and a "
-            f"{budget.reserve_text()}; short by {fmt_bytes(-budget.kv_bytes)}"
+            f"{budget.reserve_text()}; short by {fmt_bytes(-budget.kv_bytes)}{_room(budget)}"
         )
     return budget.kv_bytes * distinct_kv_chips(model, deployment)
+
+
+def _room(budget: ChipBudget) -> str:
+    """What would leave room for KV: a higher ``memory_utilization`` where one exists, else
+    more chips."""
+    need = (budget.weights_bytes + budget.reserve_bytes) / budget.capacity_bytes
+    if need < 1:
+        return f"; memory_utilization above {need:.3f} leaves some, or more chips"
+    return "; more chips (--tp, --pp) are needed"
 
 
 def kv_pool_blocks(
