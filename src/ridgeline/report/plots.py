@@ -192,10 +192,11 @@ def _deployment_label(cost: DeploymentCost) -> str:
 
 
 def _time_shares(ax: Axes, costs: Sequence[DeploymentCost]) -> None:
-    """Stacked fractions of the step: busy time split by resource, then the bubble; each part
-    of 8% or more carries its percentage."""
-    parts = ("compute", "memory", "links", "pipeline bubble")
-    palette = ("tab:red", "tab:blue", "tab:green", "lightgray")
+    """Stacked fractions of the step: busy time split by resource (fixed latency: the
+    calibrated per-layer time), then the bubble; each part of 8% or more carries its
+    percentage."""
+    parts = ("compute", "memory", "links", "fixed latency", "pipeline bubble")
+    palette = ("tab:red", "tab:blue", "tab:green", "tab:purple", "lightgray")
     left = np.zeros(len(costs))
     for name, color in zip(parts, palette, strict=True):
         share = np.array([_share(c, name) for c in costs])
@@ -206,7 +207,7 @@ def _time_shares(ax: Axes, costs: Sequence[DeploymentCost]) -> None:
         left += share
     ax.set_xlim(0, 1)
     ax.set_xlabel("fraction of one chip's decode step")
-    ax.legend(fontsize=7, ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+    ax.legend(fontsize=7, ncols=5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
 
 
 def _share(cost: DeploymentCost, part: str) -> float:
@@ -216,5 +217,6 @@ def _share(cost: DeploymentCost, part: str) -> float:
         "compute": s.compute_s * busy,
         "memory": s.memory_s * busy,
         "links": s.interconnect_s * busy,
+        "fixed latency": s.layer_s * busy,
         "pipeline bubble": cost.bubble_s / total,
     }[part]

@@ -277,7 +277,9 @@ class Simulation:
         self.num_blocks = kv_pool_blocks(cfg)
         self.compiled_cost = _compiled_cost(cfg)
         self.cost: StepCost = self._make_cost()
-        self.draft = step_cost_model(cfg.draft_model, cfg.pricing) if cfg.draft_model else None
+        # NOTE: the draft model is small: it runs on one chip of the deployment
+        one = cfg.pricing.on(cfg.hw)
+        self.draft = step_cost_model(cfg.draft_model, one) if cfg.draft_model else None
         self.rng = random.Random(cfg.seed)
         self.instances = self._make_instances()
         self.tiers = [
