@@ -20,9 +20,26 @@ from ridgeline.cli.common import (
     writable_dir,
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
-from ridgeline.report.build import SECTIONS, build_report
+from ridgeline.report.build import SECTIONS, SectionBuilder, build_report
 from ridgeline.report.sweep_section import sweep_section
 from ridgeline.specs import get_accelerator
+
+
+def _sections(lab: str | None, sweep_db: str | None, validate: bool) -> list[SectionBuilder]:
+    """The stock sections, then those the options add (lab results, a sweep, validation)."""
+    sections = list(SECTIONS)
+    if lab is not None:
+        from ridgeline.report.lab_sections import lab_builders
+
+        sections += lab_builders(lab)
+    if sweep_db is not None:
+        sections.append(sweep_section(sweep_db))
+    if validate:
+        from ridgeline.fidelity.validate import validate as run_validation
+        from ridgeline.report.fidelity_section import fidelity_section
+
+        sections.append(fidelity_section(run_validation()))
+    return sections
 
 
 def report_cmd(
@@ -51,18 +68,7 @@ def report_cmd(
 
     Every section prices steps calibrated (the expected times) unless --ideal, on the --hw
     deployment (--tp, --pp), and says so. Example: ridgeline report --model llama-3.1-8b"""
-    sections = list(SECTIONS)
-    if lab is not None:
-        from ridgeline.report.lab_sections import lab_builders
-
-        sections += lab_builders(lab)
-    if sweep_db is not None:
-        sections.append(sweep_section(sweep_db))
-    if validate:
-        from ridgeline.fidelity.validate import validate as run_validation
-        from ridgeline.report.fidelity_section import fidelity_section
-
-        sections.append(fidelity_section(run_validation()))
+    sections = _sections(lab, sweep_db, validate)
     pricing = Pricing.of(Deployment(get_accelerator(hw), tp, pp), mode_of(ideal))
     files = build_report(model, out, pricing, sections)
     if json_out:

@@ -28,6 +28,9 @@ from ridgeline.sweep import (
     ChipSplit,
     Objective,
     StoreFormat,
+    SweepOutcome,
+    SweepReport,
+    SweepSpec,
     load_simulator,
     load_spec,
     make_backend,
@@ -128,7 +131,12 @@ def run_cmd(
             outcome = run_sweep(spec, store, make_backend(backend, workers, address), sim, update)
         finally:
             store.close()
-    rep = sweep_report(read_store(db))
+    _print_run(spec, outcome, sweep_report(read_store(db)), json_out)
+
+
+def _print_run(spec: SweepSpec, outcome: SweepOutcome, rep: SweepReport, json_out: bool) -> None:
+    """What ``sweep run`` prints: the ranked table and the counts, or them as JSON."""
+    n = len(spec.configurations())
     if json_out:
         counts = {"num_simulated": outcome.num_simulated, "num_reused": outcome.num_reused,
                   "num_decided_early": outcome.num_decided_early}  # fmt: skip

@@ -155,8 +155,7 @@ def schedule_cmd(
     ] = False,
     ideal: IdealOpt = False,
     bw_eff: Annotated[
-        float,
-        typer.Option(help="with --ideal: fraction of device bandwidth reached (Spyre: 0.75)"),
+        float, typer.Option(help="with --ideal: fraction of bandwidth reached (Spyre: 0.75)")
     ] = 1.0,
     program: Annotated[
         str | None, typer.Option(help="also print this op's per-core program (e.g. lm_head)")
@@ -183,10 +182,7 @@ def schedule_cmd(
     if json_out:
         emit_json({**s.to_dict(), "mode": pricing.mode.value, "pricing": pricing.to_dict()})
         return
-    _print_schedule(s, f"{pricing.label}: device memory at {eff:g} of its bandwidth")
-    if listing is not None:
-        for line in dataflow.listing(listing, max_steps=4):
-            console.print(line, highlight=False, soft_wrap=True)
+    _print_schedule(s, f"{pricing.label}: device memory at {eff:g} of its bandwidth", listing)
 
 
 def _bucket(w: an.Workload, batch: int | None, context: int | None) -> dataflow.Bucket | None:
@@ -200,7 +196,10 @@ def _bucket(w: an.Workload, batch: int | None, context: int | None) -> dataflow.
     )
 
 
-def _print_schedule(s: dataflow.Schedule, label: str) -> None:
+def _print_schedule(
+    s: dataflow.Schedule, label: str, listing: dataflow.OpProgram | None = None
+) -> None:
+    """The compiled step's table and totals, then the listing of ``--program`` if asked."""
     heads = ("op", "×", "tile per core", "loaded", "ring", "LX", "time", "roofline")
     table = Table(*heads, title=f"{s.model} on {s.accelerator}, compiled — {label}")
     for o in s.ops:
@@ -220,6 +219,9 @@ def _print_schedule(s: dataflow.Schedule, label: str) -> None:
         f"compute {s.compute_utilisation:.2%}, bandwidth {s.bandwidth_utilisation:.1%}, "
         f"peak LX {fmt_bytes(s.peak_occupancy_bytes)} of {fmt_bytes(s.core.capacity_bytes)}"
     )
+    if listing is not None:
+        for line in dataflow.listing(listing, max_steps=4):
+            console.print(line, highlight=False, soft_wrap=True)
 
 
 def orchestrate_cmd(

@@ -235,6 +235,7 @@ def questions(body: WorkloadBody) -> dict[str, Any]:
 def comparison(body: CompareBody) -> dict[str, Any]:
     """The five-architecture comparison (``compare``)."""
     m = resolve_model(body)
+    catalog_accelerator(body.accelerator, ("body", "accelerator"))  # unused here, still checked
     accs = [catalog_accelerator(n, ("body", "accelerators")) for n in body.accelerators]
     cmp = an.compare(m, accs, body.batch, body.context, body.prompt, body.dtypes(), body.mode)
     return cmp.to_dict()
