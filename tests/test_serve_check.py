@@ -123,12 +123,12 @@ def test_guidellm_runs_one_worker_so_its_poisson_gaps_do_not_repeat(
 
     seen: dict[str, object] = {}
 
-    def fake_run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
+    def fake_run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
         seen.update(kw, cmd=cmd)
-        return subprocess.CompletedProcess(cmd, 0)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
 
     pytest.importorskip("guidellm")
-    monkeypatch.setattr(loadgen.subprocess, "run", fake_run)
+    monkeypatch.setattr(loadgen, "run_group", fake_run)
     loadgen.run_guidellm({"spec": {}}, tmp_path, tmp_path / "log.txt")
     env = seen["env"]
     assert isinstance(env, dict) and env["GUIDELLM__MAX_WORKER_PROCESSES"] == "1"

@@ -27,6 +27,8 @@ from ridgeline.sim.static_variants import COMPILED_DEFAULT, ShapeOptions
 from ridgeline.sim.variants import DEFAULT_VARIANTS
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_BYTES_PER_S, MAX_CONTEXT, MAX_SECONDS
 
 
 def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:
@@ -62,9 +64,9 @@ class WorkloadOptions:
     seed: Annotated[int, _opt("--seed", "workload and acceptance seed", _W)] = 0
 
     def requests_to_serve(self) -> list[RequestSpec]:
-        """The requests: the trace's first ``requests`` lines, or the synthetic workload."""
-        if self.trace:
-            return load_trace(trace_path(self.trace), limit=self.requests)
+        """The requests: the trace's first ``requests`` lines, or the synthetic workload (its
+        options are checked either way: a bad ``--rate`` beside ``--trace`` is refused, not
+        ignored)."""
         spec = WorkloadSpec(
             num_requests=self.requests,
             rate_per_s=self.rate,
@@ -76,6 +78,8 @@ class WorkloadOptions:
             turns=self.turns,
             seed=self.seed,
         )
+        if self.trace:
+            return load_trace(trace_path(self.trace), limit=self.requests)
         return generate(workload_of_kind(self.workload, spec))
 
 
@@ -171,6 +175,10 @@ class TopologyOptions:
     link_bw: Annotated[float, _opt("--link-bw", "disagg link bytes/s", _T)] = 50e9
     link_latency: Annotated[float, _opt("--link-latency", "disagg link latency s", _T)] = 1e-3
 
+    def __post_init__(self) -> None:  # checked with or without --disagg (else ignored)
+        check_real("link_bw", self.link_bw, 0, MAX_BYTES_PER_S, low_open=True)
+        check_real("link_latency", self.link_latency, 0, MAX_SECONDS)
+
     def spec(self) -> SpecDecodeConfig | None:
         return SpecDecodeConfig(self.spec_k, self.spec_accept) if self.spec_k else None
 
@@ -183,6 +191,11 @@ class ShapeGroupOptions:
     compile_s: Annotated[float, _opt("--compile-s", "seconds to compile a program", _X)] = 20.0
     compile_budget: Annotated[float, _opt("--compile-budget", "compile seconds the deployment affords", _X)] = 1200.0  # fmt: skip
     recompile: Annotated[bool, _opt("--recompile", "compile a missing bucket instead of refusing", _X)] = False  # fmt: skip
+
+    def __post_init__(self) -> None:  # checked on every accelerator (else ignored off Spyre/TPU)
+        check_int("prefill_chunk", self.prefill_chunk, 1, MAX_CONTEXT)
+        check_real("compile_s", self.compile_s, 0, MAX_SECONDS, low_open=True)
+        check_real("compile_budget", self.compile_budget, 0, MAX_SECONDS)
 
     def shape_options(self) -> ShapeOptions:
         budget = CompileBudget(self.compile_s, self.compile_budget)

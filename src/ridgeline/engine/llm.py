@@ -63,6 +63,7 @@ from ridgeline.specs.model import Position
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DEFAULT_KV_BUDGET_BYTES = 1 << 30  # 1 GiB when neither hw nor a budget is given
+STATS_WINDOW_STEPS = 4096  # steps ``EngineStats`` keeps (a serve-check fit uses a few hundred)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +193,13 @@ class _Timing:
 
 @dataclass(slots=True)
 class EngineStats:
-    """Counters over the engine's life."""
+    """Counters over the engine's life, and its last steps.
+
+    The counters are running totals; ``batches`` and ``step_times`` keep the last
+    ``window``..2·``window`` steps only (trimmed by halves, amortised O(1) a step), so a server
+    that runs for weeks holds a bounded history. ``recent(since)`` returns the steps after
+    step number ``since`` while the window still holds them.
+    """
 
     steps: int = 0
     busy_s: float = 0.0
@@ -201,6 +208,31 @@ class EngineStats:
     accepted_tokens: int = 0
     batches: list[ScheduledBatch] = field(default_factory=list)
     step_times: list[float] = field(default_factory=list)
+    window: int = STATS_WINDOW_STEPS
+
+    def record(self, batch: ScheduledBatch, time_s: float) -> None:
+        """Count one step and keep it in the window."""
+        self.steps += 1
+        self.busy_s += time_s
+        self.batches.append(batch)
+        self.step_times.append(time_s)
+        if len(self.batches) >= 2 * self.window:
+            del self.batches[: self.window]
+            del self.step_times[: self.window]
+
+    def recent(self, since: int) -> tuple[list[ScheduledBatch], list[float]]:
+        """The batches and times of steps ``since + 1`` .. ``steps``.
+
+        Raises:
+            ConfigError: the window no longer holds them all (ask for fewer steps).
+        """
+        first = self.steps - len(self.batches)  # the step number before the window's first
+        if since < first:
+            raise ConfigError(
+                f"field since: steps after {since} asked, the window starts after {first}"
+            )
+        start = since - first
+        return self.batches[start:], self.step_times[start:]
 
 
 def set_threads(n: int) -> None:
@@ -428,10 +460,7 @@ class LLM:
 
     def _account(self, batch: ScheduledBatch, result: StepResult) -> None:
         st = self.stats
-        st.steps += 1
-        st.busy_s += result.time_s
-        st.batches.append(batch)
-        st.step_times.append(result.time_s)
+        st.record(batch, result.time_s)
         for sr in batch.requests:
             toks = result.sampled.get(sr.request_id, ())
             if not toks:

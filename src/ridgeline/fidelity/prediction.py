@@ -46,6 +46,7 @@ from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.dtypes import DType
+from ridgeline.specs.limits import MAX_RATE_PER_S
 
 DEFAULT_REQUESTS = 1000
 DEFAULT_MAX_SEQS = 256  # vLLM's max_num_seqs
@@ -100,8 +101,15 @@ class PredictRequest:
         u = self.memory_utilization
         if u is not None and (not 0.0 < u <= 1.0 or math.isnan(u)):
             raise ConfigError(f"field memory_utilization: must be in (0, 1], got {u}")
-        if self.rate_rps is not None and not 0.0 < self.rate_rps < math.inf:
-            raise ConfigError(f"field rate_rps: must be a positive number, got {self.rate_rps}")
+        if self.rate_rps is not None and not 0.0 < self.rate_rps <= MAX_RATE_PER_S:
+            raise ConfigError(
+                f"field rate_rps: must be in (0, {MAX_RATE_PER_S:g}], got {self.rate_rps}"
+            )
+        if self.rate_rps is not None and (self.batch or self.concurrency) is not None:
+            other = "batch" if self.batch is not None else "concurrency"
+            raise ConfigError(  # the rate would have been dropped: a batch starts at t = 0
+                f"field rate_rps/{other}: Poisson arrivals or a {other} at t = 0, not both"
+            )
 
     @property
     def dtypes(self) -> Dtypes:
