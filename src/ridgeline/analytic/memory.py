@@ -7,11 +7,11 @@ which gets what is left (vLLM ``Worker.determine_available_memory``: profile one
 give the rest to the KV cache; the memory profile it logs is quoted in
 ``data/runtime_memory.toml``)::
 
-    kv per chip   = u × capacity − weights / chips − reserve
-    reserve       = activation_share × (T × act_bytes × (hidden + m × ffn / tp)    the MLP's widest
-                                        + S × vocab × sampler_bytes_per_logit)     point; the sampler
-                    + workspace
-    KV of a replica = kv per chip × pp / kv_share(tp)      (the chips holding distinct KV heads)
+    kv per chip = u × capacity − weights / chips − reserve
+    reserve     = activation_share × (T × act_bytes × (hidden + m × ffn / tp)   the MLP's widest
+                                      + S × vocab × sampler_bytes_per_logit)    point; the sampler
+                  + workspace
+    KV of a replica = kv per chip × pp / kv_share(tp)    (the chips holding distinct KV heads)
 
 T is the profile step's tokens (``max_num_batched_tokens``), S its sequences (``max_num_seqs``):
 vLLM's profile run is one forward pass of T tokens and a sampler run over S sequences. m = 3 for
@@ -202,8 +202,8 @@ def kv_pool_bytes(
     if not budget.fits:
         raise CapacityError(
             f"{model.name} leaves no room for KV on {deployment.label}: each chip has "
-            f"{fmt_bytes(budget.usable_bytes)} (memory_utilization "
-            f"{budget.memory_utilization:g}) for {fmt_bytes(budget.weights_bytes)} of weights and a "
+            f"{fmt_bytes(budget.usable_bytes)} (memory_utilization {budget.memory_utilization:g}) "
+            f"for {fmt_bytes(budget.weights_bytes)} of weights and a "
             f"{budget.reserve_text()}; short by {fmt_bytes(-budget.kv_bytes)}{_room(budget)}"
         )
     return budget.kv_bytes * distinct_kv_chips(model, deployment)

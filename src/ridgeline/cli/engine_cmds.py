@@ -76,10 +76,7 @@ def generate_cmd(
     spec_k: Annotated[int, typer.Option(help="speculative tokens per step (0 = off)")] = 0,
     threads: Annotated[int, positive(help="torch threads", most=1024)] = 1,
     kv_gib: Annotated[
-        float,
-        typer.Option(
-            help="KV cache budget in GiB (2^30 bytes), in place of the memory rule (vLLM's --kv-cache-memory-bytes)"
-        ),
+        float, typer.Option(help="KV cache budget in GiB (2^30 bytes), in place of the memory rule")
     ] = 0.25,
     json_out: JsonOpt = False,
 ) -> None:
