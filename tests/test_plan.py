@@ -9,7 +9,10 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
+from ridgeline.analytic import Deployment
 from ridgeline.analytic.kv import kv_bytes_per_token, weights_bytes
+from ridgeline.analytic.memory import chip_budget
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.cli import app
 from ridgeline.errors import ConfigError
 from ridgeline.plan import Formats, Knobs, Layout, PlanRequest, Split, Targets, run_plan
@@ -31,15 +34,17 @@ BF16 = Formats(DType.BF16, DType.BF16)
 
 
 def test_70b_fits_one_mi300x_at_a_short_context_but_needs_two_at_a_long_one() -> None:
-    """bf16 weights of llama-3.1-70b: 70,553,706,496 x 2 B = 141.1 GB; 90% of 192 GB leaves
-    31.69 GB, 96,718 tokens of 327,680 B each. A 1,100-token request fits one chip; a
+    """bf16 weights of llama-3.1-70b: 70,553,706,496 x 2 B = 141.1 GB. Under the KV-pool rule
+    one MI300X keeps 90% of 192 GB, less the weights and the profile step's reserve, for KV of
+    327,680 B a token: about 86,500 tokens. A 1,100-token request fits one chip; a
     120,100-token one needs TP2 (each chip: half the weights, half the KV heads)."""
     assert weights_bytes(M70) == 141_107_412_992
     assert kv_bytes_per_token(M70) == 327_680
-    assert kv_tokens(M70, MI300X, Split(1), BF16) == pytest.approx(
-        (0.9 * 192e9 - 141_107_412_992) / 327_680
-    )
-    assert kv_tokens(M70, MI300X, Split(1), BF16) == pytest.approx(96_718.1, abs=0.1)
+    budget = chip_budget(M70, Deployment(MI300X), BF16.dtypes)
+    assert budget.usable_bytes == pytest.approx(0.9 * 192e9)
+    tokens = (0.9 * 192e9 - 141_107_412_992 - budget.reserve_bytes) / 327_680
+    assert kv_tokens(M70, MI300X, Split(1), BF16) == pytest.approx(tokens)
+    assert 80_000 < tokens < 96_719  # the reserve takes a few GB of the 31.7 left
     short = splits_of(M70, MI300X, BF16, 1_100, 8)
     long = splits_of(M70, MI300X, BF16, 120_100, 8)
     assert [s.tensor for s in short] == [1, 2, 4, 8]
@@ -82,7 +87,7 @@ def test_largest_is_the_last_true_of_a_monotone_predicate() -> None:
 def test_decode_rate_is_the_largest_batch_within_tpot_by_brute_force() -> None:
     """A decode instance's batch: the largest b whose step is within the TPOT target; its rate
     b / ((O - 1) x step(b))."""
-    prices = StepPrices(M8, H200, CostMode.CALIBRATED)
+    prices = StepPrices(M8, H200, Pricing.expected(H200))
     traffic = Traffic(1000, 101, 1000, 1101)
     inst = Instance(Split(1), BF16)
     rate = decode_rate(prices, inst, traffic, Targets(1.0, 0.015))

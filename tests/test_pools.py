@@ -7,14 +7,15 @@ from dataclasses import replace
 import pytest
 
 from ridgeline.analytic import Deployment, kv_bytes_per_token
+from ridgeline.analytic.memory import kv_pool_blocks
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
 from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.sim.executor import step_cost_model
 from ridgeline.sim.loop import Role, SimConfig, Simulation
 from ridgeline.sim.pools import PoolSet, PoolSimulation, pool_link
-from ridgeline.sim.replicas import DeploymentStepCost, replica_kv_blocks
 from ridgeline.sim.workload import Lengths, RequestSpec, WorkloadSpec, generate
 from ridgeline.specs import get_accelerator, get_model
-from ridgeline.specs.calibration import CostMode
 
 H200 = get_accelerator("h200")
 M8 = get_model("llama-3.1-8b")
@@ -41,14 +42,12 @@ def test_one_request_hand_checked() -> None:
     """A 1,000-token prompt and two output tokens: TTFT is the prefill instance's step; the
     KV then crosses the link (1 us + 1,000 x 131,072 B / 450 GB/s) and the decode instance's
     TP2 step of one sequence on 1,000 cached tokens gives the second token."""
-    cfg = SimConfig(
-        M8, H200, SchedulerConfig(max_num_batched_tokens=4096), mode=CostMode.CALIBRATED
-    )
+    cfg = SimConfig(M8, Pricing.expected(H200), SchedulerConfig(max_num_batched_tokens=4096))
     req = RequestSpec("r0", 0.0, list(range(1000)), [7, 8])
     pools = PoolSet(Deployment(H200, 1), Deployment(H200, 2))
     run = PoolSimulation(cfg, [req], pools).run()
-    prefill = DeploymentStepCost(M8, Deployment(H200, 1), mode=CostMode.CALIBRATED)
-    decode = DeploymentStepCost(M8, Deployment(H200, 2), mode=CostMode.CALIBRATED)
+    prefill = step_cost_model(M8, Pricing.expected(Deployment(H200, 1)))
+    decode = step_cost_model(M8, Pricing.expected(Deployment(H200, 2)))
     t_prefill = prefill.step_time_s([1000], [0])
     assert kv_bytes_per_token(M8) == 131_072
     t_link = 1e-6 + 1000 * 131_072 / 450e9
@@ -59,16 +58,20 @@ def test_one_request_hand_checked() -> None:
 
 
 def test_each_pool_has_its_own_cost_and_kv_pool() -> None:
-    cfg = SimConfig(M8, H200, mode=CostMode.CALIBRATED)
+    cfg = SimConfig(M8, Pricing.expected(H200))
     pools = PoolSet(Deployment(H200, 1), Deployment(H200, 2), 2, 1)
     sim = PoolSimulation(cfg, [], pools)
     roles = [i.role for i in sim.instances]
     assert roles == [Role.PREFILL, Role.PREFILL, Role.DECODE]
-    tps = [i.executor.cost.deployment.tensor_parallel for i in sim.instances]  # type: ignore[attr-defined]
+    tps = [
+        getattr(i.executor.cost, "deployment", Deployment(H200)).tensor_parallel
+        for i in sim.instances
+    ]
     assert tps == [1, 1, 2]
     blocks = [i.scheduler.kv.pool.num_blocks for i in sim.instances]
-    assert blocks[0] == replica_kv_blocks(cfg, Deployment(H200, 1))
-    assert blocks[2] == replica_kv_blocks(cfg, Deployment(H200, 2))
+    rule, block_bytes = cfg.memory_rule, cfg.block_bytes
+    assert blocks[0] == kv_pool_blocks(M8, Deployment(H200, 1), cfg.dtypes, block_bytes, rule)
+    assert blocks[2] == kv_pool_blocks(M8, Deployment(H200, 2), cfg.dtypes, block_bytes, rule)
     assert blocks[2] > 2 * blocks[0]  # two chips, and only 8B/2 of weights on each
 
 
@@ -83,7 +86,7 @@ def test_one_chip_pools_are_the_base_loops_disaggregation() -> None:
     )
     work = generate(spec)
     pools = PoolSet(Deployment(H200), Deployment(H200), 2, 1)
-    cfg = SimConfig(M8, H200, mode=CostMode.CALIBRATED)
+    cfg = SimConfig(M8, Pricing.expected(H200))
     ours = PoolSimulation(cfg, work, pools).run()
     base = Simulation(replace(cfg, disagg=pool_link(pools)), work).run()
     assert [r.e2e_s for r in ours.requests] == pytest.approx(

@@ -215,7 +215,8 @@ def render(plan: Plan, top: int) -> None:
     notes = [f"{a.accelerator}: {a.interval_note}" for a in plan.accelerators if a.interval_note]
     for note in notes:
         console.print(f"  no interval: {note}")
-    console.print(ruled_out_table(plan.accelerators))
+    if any(a.ruled_out for a in plan.accelerators):
+        console.print(ruled_out_table(plan.accelerators))
     if plan.front:
         console.print(front_table(plan))
     for key, why in plan.reasons:

@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.fidelity.residuals import NoInterval, speed_interval, time_interval
 from ridgeline.plan.bound import Bound, Targets, Traffic
 from ridgeline.plan.request import PlanRequest
@@ -63,7 +64,7 @@ def candidate(s: Searched, ctx: Context) -> Candidate:
     per_chip = None if chips is None else ctx.req.rate_rps * ctx.traffic.mean_output_tokens / chips
     price = ctx.req.prices.get(lay.accelerator)
     usd = None if price is None or chips is None else price * chips
-    binds = StepPrices(ctx.model, acc, ctx.req.mode).binding(
+    binds = StepPrices(ctx.model, acc, Pricing.of(acc, ctx.req.mode)).binding(
         lay.decode, lay.formats, s.bound.batch, ctx.traffic.decode_context
     )
     intervals = None

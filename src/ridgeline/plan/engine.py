@@ -27,9 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ridgeline.plan.space import Layout, Split, memory_utilization
+from ridgeline.plan.space import Layout, Split
 from ridgeline.specs import Accelerator
 from ridgeline.specs.dtypes import DType
+from ridgeline.specs.runtime_memory import runtime_memory
 
 _VLLM_KINDS = ("gpu", "tpu", "cpu", "dataflow")  # dataflow: IBM Spyre (vllm-spyre)
 _SGLANG_KINDS = ("gpu", "cpu")
@@ -98,7 +99,7 @@ def _sglang(layout: Layout, split: Split, mem: float, role: str | None) -> str:
 
 def _lines(layout: Layout, acc: Accelerator, engine: str) -> tuple[str, ...]:
     make = _vllm if engine == "vllm" else _sglang
-    mem = memory_utilization(acc)
+    mem = runtime_memory(acc).memory_utilization
     if layout.prefill is None:
         return (make(layout, layout.decode, mem, None),)
     return (

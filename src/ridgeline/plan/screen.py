@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.plan.bound import (
     Bound,
     DecodeRate,
@@ -72,7 +73,7 @@ def rank_key(bound: Bound, rate_rps: float) -> tuple[int, float, int, str]:
 
 def screen(q: Question, acc: Accelerator) -> Screen:
     """Bound every layout of ``q.model`` on ``acc`` (module docstring)."""
-    prices = StepPrices(q.model, acc, q.mode)
+    prices = StepPrices(q.model, acc, Pricing.of(acc, q.mode))
     bounds: list[Bound] = []
     misses: list[Miss] = []
     for formats in formats_of(acc, q.weight_dtypes, q.kv_dtypes):

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
 from ridgeline.plan.answer import (
     Context,
@@ -278,7 +279,8 @@ def run_plans(
     models = {p.ctx.model.name: p.ctx.model for p in parts}
     accs = {name: a for p in parts for name, a in p.ctx.accelerators.items()}
     first = reqs[0]
-    sim = PlanSimulator(models, accs, layouts, first.mode)
+    # the plan's pricing value: its mode, moved to each layout's deployment and formats
+    sim = PlanSimulator(models, accs, layouts, Pricing.of(next(iter(accs.values())), first.mode))
     slo = Slo(first.targets.ttft_s, first.targets.tpot_s, first.targets.percentile)
     shared = SharedContext(sim, {first.workload.name: prepared[0][1]}, slo)
     return _simulate(parts, shared, backend or LocalBackend(1), progress, start)

@@ -6,11 +6,12 @@ layout's key, and this simulator reads the layout (formats, splits, instance cou
 from its own table, which travels to every worker once with the backend's shared context::
 
     Configuration(policy.name = layout.key) ──▶ PlanSimulator.layouts[key]
-        aggregated     ──▶ sim.replicas.ReplicaSimulation (one replica of the split)
+        aggregated     ──▶ sim.loop.Simulation on the split's deployment (one replica)
         disaggregated  ──▶ sim.pools.PoolSimulation (x prefill + y decode instances)
 
-Every step is priced as ``predict`` prices it: the deployment's cost model in the plan's cost
-mode, with the layout's formats (``Formats.dtypes``).
+Every step is priced as ``predict`` prices it: the plan's pricing value on the layout's
+deployment and formats (``analytic.pricing``), the KV pool by the one rule (``analytic.memory``)
+with the layout's token budget and max seqs as the profile step.
 """
 
 from __future__ import annotations
@@ -20,15 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ridgeline.plan.space import BLOCK_SIZE, Layout, memory_utilization
+from ridgeline.analytic.pricing import Pricing
+from ridgeline.plan.space import BLOCK_SIZE, Layout
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import SimConfig
 from ridgeline.sim.early import LateStop, late_limit
 from ridgeline.sim.loop import Simulation
 from ridgeline.sim.pools import PoolSet, PoolSimulation
-from ridgeline.sim.replicas import ReplicaSet, ReplicaSimulation
 from ridgeline.specs import Accelerator, ModelSpec
-from ridgeline.specs.calibration import CostMode
 from ridgeline.sweep.point import ChipSplit, Configuration, Policy, RequestLatencies, Slo
 from ridgeline.sweep.simulator import request_latencies, request_specs
 from ridgeline.sweep.workload import Requests, WorkloadSpec
@@ -42,13 +42,14 @@ class PlanSimulator:
         models: model name -> spec, for every plan run together.
         accelerators: catalog name -> accelerator, for every layout's chip.
         layouts: (model name, layout key) -> layout.
-        mode: the cost mode every step is priced in.
+        pricing: the plan's pricing value (mode and terms), moved to each layout's deployment
+            and formats.
     """
 
     models: Mapping[str, ModelSpec]
     accelerators: Mapping[str, Accelerator]
     layouts: Mapping[tuple[str, str], Layout]
-    mode: CostMode = CostMode.CALIBRATED
+    pricing: Pricing
 
     def fits(self, config: Configuration) -> bool:
         """Every layout of the table passed the screen's memory rule."""
@@ -75,21 +76,12 @@ class PlanSimulator:
             max_num_seqs=layout.knobs.max_num_seqs,
             max_model_len=longest,
         )
-        cfg = SimConfig(
-            model,
-            acc,
-            sched,
-            block_size=BLOCK_SIZE,
-            memory_utilization=memory_utilization(acc),
-            mode=self.mode,
-            dtypes=layout.formats.dtypes,
-            seed=seed,
-            label=layout.key,
-        )
-        specs = request_specs(requests)
         decode = layout.decode.deployment(acc)
+        pricing = self.pricing.on(decode).with_dtypes(layout.formats.dtypes)
+        cfg = SimConfig(model, pricing, sched, block_size=BLOCK_SIZE, seed=seed, label=layout.key)
+        specs = request_specs(requests)
         if layout.prefill is None:
-            return ReplicaSimulation(cfg, specs, ReplicaSet(decode))
+            return Simulation(cfg, specs)
         pools = PoolSet(
             layout.prefill.deployment(acc), decode, layout.num_prefill, layout.num_decode
         )

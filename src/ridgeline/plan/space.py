@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ridgeline.analytic import Deployment, Dtypes
-from ridgeline.analytic.deployment import kv_share, tensor_parallel_degrees
+from ridgeline.analytic.deployment import tensor_parallel_degrees
 from ridgeline.analytic.kv import kv_bytes_per_token, weights_bytes
-from ridgeline.errors import ConfigError
+from ridgeline.analytic.memory import MemoryRule, chip_budget, kv_pool_bytes, kv_share
+from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.fidelity.prediction import compute_dtype
 from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.dtypes import DType
@@ -46,7 +47,7 @@ from ridgeline.specs.hardware import ManagedBy, Parallelism
 TOKEN_BUDGETS = (1024, 2048, 4096, 8192, 16384)
 SPLIT_SPAN = 8  # largest split searched, as a multiple of the smallest one's chips
 PIPELINE_SPAN = 3  # pipeline depths searched past the shallowest that fits
-RUNTIME_MEMORY_UTILIZATION = 0.9  # vLLM's gpu_memory_utilization (analytic.deployment)
+MAX_STAGES = 4096  # a whole-graph compiler may cut layers across stages (Groq: 78 for 70B)
 BLOCK_SIZE = 16  # tokens per KV block (vLLM's default)
 
 
@@ -157,19 +158,22 @@ class Layout:
         )
 
 
-def memory_utilization(acc: Accelerator) -> float:
-    """Share of each chip's device memory for weights + KV: vLLM's 0.9 where a runtime
-    allocator manages it, all of it where a compiler places every byte (Groq, Cerebras)."""
-    return RUNTIME_MEMORY_UTILIZATION if acc.device.managed_by is ManagedBy.RUNTIME else 1.0
-
-
-def kv_tokens(model: ModelSpec, acc: Accelerator, split: Split, formats: Formats) -> float:
-    """KV tokens one instance holds: each chip's usable memory less its share of the weights,
-    over its share of a token's KV, times the stages (``sim.replicas.replica_kv_blocks``)."""
-    per_chip = acc.device_capacity_bytes * memory_utilization(acc)
-    free = per_chip - weights_bytes(model, formats.weight) / split.chips
-    per_token = kv_bytes_per_token(model, formats.kv) * kv_share(model, split.tensor)
-    return max(0.0, free * split.pipeline / per_token)
+def kv_tokens(
+    model: ModelSpec,
+    acc: Accelerator,
+    split: Split,
+    formats: Formats,
+    rule: MemoryRule | None = None,
+) -> float:
+    """KV tokens one instance holds under the one KV-pool rule (``analytic.memory``: each
+    chip's share of the runtime's memory, less its weights and the profile step's reserve),
+    0 where nothing is left."""
+    dep = split.deployment(acc)
+    try:
+        pool = kv_pool_bytes(model, dep, formats.dtypes, rule)
+    except CapacityError:
+        return 0.0
+    return pool / kv_bytes_per_token(model, formats.kv)
 
 
 def _sixteen(acc: Accelerator) -> DType:
@@ -239,7 +243,7 @@ def _pipelines(
 ) -> list[Split]:
     """Per tensor-parallel degree, the shallowest pipeline that fits and ``PIPELINE_SPAN``
     deeper ones (each a quarter deeper: more chips, more KV room)."""
-    most = model.num_layers if acc.device.managed_by is not ManagedBy.COMPILER else 4096
+    most = model.num_layers if acc.device.managed_by is not ManagedBy.COMPILER else MAX_STAGES
     out = []
     for tp in degrees:
         need = _stages_needed(model, acc, formats, tp, longest_tokens)
@@ -255,10 +259,13 @@ def _pipelines(
 def _stages_needed(
     model: ModelSpec, acc: Accelerator, formats: Formats, tp: int, longest_tokens: int
 ) -> int | None:
-    """Fewest stages of ``tp`` chips holding the weights and ``longest_tokens`` of KV: each
-    chip keeps usable − weights/(tp·pp) bytes, and the pp stages hold tokens × KV/tp·share."""
-    usable = acc.device_capacity_bytes * memory_utilization(acc)
+    """Fewest stages of ``tp`` chips holding the weights and ``longest_tokens`` of KV under
+    the KV-pool rule: each chip keeps u·capacity − reserve − weights/(tp·pp) for KV, and the
+    pp stages hold the tokens' KV × kv_share(tp) per chip; the reserve is read at pp = 1 (it
+    does not depend on the stages)."""
+    budget = chip_budget(model, Deployment(acc, tp), formats.dtypes)
+    usable = budget.usable_bytes - budget.reserve_bytes
     weights = weights_bytes(model, formats.weight) / tp
     kv = longest_tokens * kv_bytes_per_token(model, formats.kv) * kv_share(model, tp)
-    # usable·pp − weights ≥ kv  ⇔  pp ≥ (weights + kv) / usable
+    # pp·usable − weights ≥ kv  ⇔  pp ≥ (weights + kv) / usable
     return max(1, math.ceil((weights + kv) / usable)) if usable > 0 else None

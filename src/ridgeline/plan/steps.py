@@ -1,8 +1,9 @@
 """Step times of the instances ``plan`` considers, priced once and shared by every candidate.
 
-One cost model per (split, formats) on an accelerator (``sim.replicas.DeploymentStepCost``, the
-model the simulator and ``predict`` price steps with, in the plan's cost mode); every layout
-that uses the same instance reads the same one, so its tables are built once per plan.
+One cost model per (split, formats) on an accelerator (``sim.executor.step_cost_model``, the
+model the simulator and ``predict`` price steps with, under the plan's pricing value moved to
+that deployment and those formats); every layout that uses the same instance reads the same
+one, so its tables are built once per plan.
 
 Three shapes of step, all through ``grouped_step_s`` (closed form) where the model offers it:
 
@@ -17,25 +18,29 @@ import math
 
 from ridgeline.analytic import Phase, Workload
 from ridgeline.analytic.deploy import Binding, deployment_cost
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.plan.space import Formats, Split
-from ridgeline.sim.replicas import DeploymentStepCost
+from ridgeline.sim.executor import StepCostModel, step_cost_model
 from ridgeline.specs import Accelerator, ModelSpec
-from ridgeline.specs.calibration import CostMode
 
 
 class StepPrices:
-    """Cached step costs of one model on one accelerator (module docstring)."""
+    """Cached step costs of one model on one accelerator (module docstring); ``pricing`` is
+    the plan's (its mode and terms), on any deployment of ``acc``."""
 
-    def __init__(self, model: ModelSpec, acc: Accelerator, mode: CostMode) -> None:
-        self.model, self.acc, self.mode = model, acc, mode
-        self._costs: dict[tuple[Split, Formats], DeploymentStepCost] = {}
+    def __init__(self, model: ModelSpec, acc: Accelerator, pricing: Pricing) -> None:
+        self.model, self.acc, self.base = model, acc, pricing
+        self._costs: dict[tuple[Split, Formats], StepCostModel] = {}
 
-    def cost(self, split: Split, formats: Formats) -> DeploymentStepCost:
+    def pricing(self, split: Split, formats: Formats) -> Pricing:
+        """The plan's pricing on ``split`` of this accelerator, in ``formats``."""
+        return self.base.on(split.deployment(self.acc)).with_dtypes(formats.dtypes)
+
+    def cost(self, split: Split, formats: Formats) -> StepCostModel:
         key = (split, formats)
         cost = self._costs.get(key)
         if cost is None:
-            dep = split.deployment(self.acc)
-            cost = DeploymentStepCost(self.model, dep, formats.dtypes, mode=self.mode)
+            cost = step_cost_model(self.model, self.pricing(split, formats))
             self._costs[key] = cost
         return cost
 
@@ -87,5 +92,5 @@ class StepPrices:
         """What binds a decode step of ``batch`` sequences at ``context`` tokens (the analytic
         deployment's largest share: compute, memory, links or fixed latency)."""
         w = Workload(Phase.DECODE, max(1, batch), max(1, round(context)), dtypes=formats.dtypes)
-        dep = split.deployment(self.acc)
-        return deployment_cost(self.model, dep, w, microbatches=1, mode=self.mode).binding
+        pricing = self.pricing(split, formats)
+        return deployment_cost(self.model, pricing, w, microbatches=1).binding

@@ -2,22 +2,23 @@
 each instance a deployment of its own (tensor x pipeline parallel), the KV crossing the
 accelerator's interconnect in between.
 
-The base loop's disaggregation (``sim.loop``, ``serving.disagg``) runs one-chip instances that
-share a cost model; here each pool has its own::
+The base loop's disaggregation (``sim.loop``, ``serving.disagg``) runs instances that share
+the configuration's deployment; here each pool has its own::
 
     arrivals --> prefill pool: num_prefill x (TP_p x PP_p chips) --KV over the links-->
                  decode pool:  num_decode  x (TP_d x PP_d chips)
 
-- step time: ``sim.replicas.DeploymentStepCost`` of the pool's deployment;
-- KV pool: ``sim.replicas.replica_kv_blocks`` of the pool's deployment (what each chip keeps
-  after its share of the weights);
+- step time: the configuration's pricing moved to the pool's deployment
+  (``Pricing.on``; ``sim.executor.step_cost_model``);
+- KV pool: the one rule (``analytic.memory``) on the pool's deployment;
 - the KV transfer (``pool_link``): a prompt's KV is sharded over the prefill instance's chips
   and lands sharded over the decode instance's; every chip sends its own shard over its own
   links, so min(chips_p, chips_d) chips' egress carries it at once, after one hop's latency
   (the shard-to-shard layout of vLLM's NIXL connector, vllm/distributed/kv_transfer; DistServe,
   Zhong et al., OSDI 2024, §4 places the two phases in one node for this bandwidth).
 
-Requests go to the least loaded instance of each pool (the base loop's rule).
+``SimConfig.pricing`` is the decode pool's; requests go to the least loaded instance of each
+pool (the base loop's rule).
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ridgeline.analytic import Deployment
+from ridgeline.analytic.memory import kv_pool_blocks as rule_blocks
 from ridgeline.errors import ConfigError
 from ridgeline.serving.disagg import MAX_INSTANCES, Disagg
-from ridgeline.sim.executor import StepCost
+from ridgeline.sim.executor import StepCost, step_cost_model
 from ridgeline.sim.loop import Role, SimConfig, Simulation
-from ridgeline.sim.replicas import DeploymentStepCost, replica_kv_blocks
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs.inputs import check_int
 
@@ -82,19 +83,13 @@ class PoolSimulation(Simulation):
 
     def __init__(self, cfg: SimConfig, workload: Sequence[RequestSpec], pools: PoolSet) -> None:
         self.pools = pools
-        cfg = replace(cfg, hw=pools.decode.accelerator, disagg=pool_link(pools))
-        self._prefill_blocks = replica_kv_blocks(cfg, pools.prefill)
-        cfg = replace(cfg, num_blocks=replica_kv_blocks(cfg, pools.decode))
-        self._prefill_cost = DeploymentStepCost(
-            cfg.model, pools.prefill, cfg.dtypes, cfg.efficiency, cfg.mode
+        cfg = replace(cfg, pricing=cfg.pricing.on(pools.decode), disagg=pool_link(pools))
+        self._prefill_pricing = cfg.pricing.on(pools.prefill)
+        self._prefill_blocks = rule_blocks(
+            cfg.model, pools.prefill, cfg.dtypes, cfg.block_bytes, cfg.memory_rule
         )
+        self._prefill_cost = step_cost_model(cfg.model, self._prefill_pricing)
         super().__init__(cfg, workload)
-
-    def _make_cost(self) -> StepCost:
-        cfg = self.cfg
-        return DeploymentStepCost(
-            cfg.model, self.pools.decode, cfg.dtypes, cfg.efficiency, cfg.mode
-        )
 
     def _role_cost(self, role: Role) -> StepCost:
         return self._prefill_cost if role is Role.PREFILL else self.cost
