@@ -45,11 +45,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.plan import Formats, PlanRequest, Split, Targets, run_plan
 from ridgeline.plan.request import WorkloadChoice
 from ridgeline.plan.steps import StepPrices
 from ridgeline.specs import DType, get_accelerator, get_model
-from ridgeline.specs.calibration import CostMode
 from ridgeline.sweep.backends import LocalBackend
 
 ISL, OSL, GPUS = 4000, 500, 8
@@ -189,7 +189,8 @@ def report(s: Search, aic: str, workers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows, aic_t = run_aic(aic, s, Path(tmp))
     pick = max(rows, key=lambda k: float(rows[k]["tokens/s/gpu"]))
-    prices = StepPrices(get_model(s.model), get_accelerator(s.hardware), CostMode.CALIBRATED)
+    acc = get_accelerator(s.hardware)
+    prices = StepPrices(get_model(s.model), acc, Pricing.expected(acc))
     ours = {
         "agg": ours_agg(prices, s, rows["agg"]),
         "disagg": ours_disagg(prices, s, rows["disagg"]),
