@@ -406,9 +406,10 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("roofline-plot-directory", "roofline --plot {tmp}", "--plot"),
     ("kv-batch-zero", "kv --batch 0", "batch"),
     ("kv-context-zero", "kv --context 0", "context"),
-    ("kv-reserve-negative", "kv --reserve -0.5", "reserve"),
-    ("kv-reserve-one", "kv --reserve 1", "reserve"),
-    ("kv-reserve-inf", "kv --reserve inf --hw h100-sxm", "--reserve"),
+    ("kv-memory-utilization-negative", "kv --memory-utilization -0.5", "memory_utilization"),
+    ("kv-memory-utilization-big", "kv --memory-utilization 1.5", "memory_utilization"),
+    ("kv-memory-utilization-inf", "kv --memory-utilization inf --hw h100-sxm", "--memory-utilization"),
+    ("kv-tp-odd", "kv --hw h100-sxm --tp 3", "tensor_parallel"),
     ("kv-dtype", "kv --kv-dtype fp9", "fp9"),
     ("kv-hw-directory", "kv --hw {tmp}", "directory"),
     ("questions-batch-zero", "questions --batch 0", "batch"),
@@ -479,8 +480,10 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("simulate-block-size-negative", "simulate --block-size -16", "block_size"),
     ("simulate-block-size-huge", "simulate --block-size 100000000", "block_size"),
     ("simulate-eviction", "simulate --eviction mru", "mru"),
-    ("simulate-mem-util-zero", "simulate --mem-util 0", "memory_utilization"),
-    ("simulate-mem-util-big", "simulate --mem-util 1.5", "memory_utilization"),
+    ("simulate-memory-utilization-zero", "simulate --memory-utilization 0", "memory_utilization"),
+    ("simulate-memory-utilization-big", "simulate --memory-utilization 1.5", "memory_utilization"),
+    ("simulate-tp-odd", "simulate --tp 3", "tensor_parallel"),
+    ("simulate-efficiency-calibrated", "simulate --bw-eff 0.5", "--ideal"),
     ("simulate-spec-k-negative", "simulate --spec-k -1", "spec_k"),
     ("simulate-spec-k-huge", "simulate --spec-k 1000", "spec_k"),
     ("simulate-spec-accept", "simulate --spec-accept 2", "--spec-accept"),
@@ -710,8 +713,9 @@ API_BAD_FIELDS: dict[str, tuple[tuple[str, Any, str], ...]] = {
                  ("prompt", 0, "prompt"), ("accelerator", "nope", "accelerator"),
                  ("act_dtype", "fp9", "act_dtype"), ("act_dtype", 8, "act_dtype"),
                  ("batch", "many", "batch")),
-    "kv": (("reserve_fraction", 1.0, "reserve_fraction"), ("reserve_fraction", -1,
-           "reserve_fraction"), ("context", 0, "context"), ("kv_dtype", "fp9", "kv_dtype")),
+    "kv": (("memory_utilization", 1.5, "memory_utilization"), ("memory_utilization", 0,
+           "memory_utilization"), ("context", 0, "context"), ("kv_dtype", "fp9", "kv_dtype"),
+           ("tensor_parallel", 0, "tensor_parallel"), ("tensor_parallel", 3, "tensor_parallel")),
     "questions": (("batch", 0, "batch"), ("context", 10**9, "context")),
     "compare": (("accelerators", [], "accelerators"), ("accelerators", ["x"], "accelerators"),
                 ("accelerators", ["h100-sxm"] * 9, "accelerators"), ("batch", -1, "batch")),
@@ -722,10 +726,11 @@ API_BAD_FIELDS: dict[str, tuple[tuple[str, Any, str], ...]] = {
     "simulate": (("num_requests", 0, "num_requests"), ("num_requests", 50_000, "num_requests"),
                  ("rate_per_s", 0, "rate_per_s"), ("prompt_len", 0, "prompt_len"),
                  ("output_len", 10**6, "output_len"), ("seed", -1, "seed"),
-                 ("accelerator", "nope", "accelerator")),
+                 ("accelerator", "nope", "accelerator"), ("mode", "cheap", "mode"),
+                 ("tensor_parallel", 3, "tensor_parallel"), ("arrival", "gamma", "arrival")),
     "models/parse": (("config", 3, "config"), ("config", "llama", "config")),
 }  # fmt: skip
-NAN_FIELDS = {"kv": "reserve_fraction", "simulate": "rate_per_s"}
+NAN_FIELDS = {"kv": "memory_utilization", "simulate": "rate_per_s"}
 
 
 def _api_cases() -> list[ApiCase]:

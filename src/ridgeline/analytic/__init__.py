@@ -21,31 +21,38 @@ if TYPE_CHECKING:
     from ridgeline.analytic.architectures import binding_sentence as binding_sentence
     from ridgeline.analytic.architectures import compare as compare
     from ridgeline.analytic.deploy import Binding as Binding
-    from ridgeline.analytic.deploy import ChipMemory as ChipMemory
     from ridgeline.analytic.deploy import Collective as Collective
-    from ridgeline.analytic.deploy import Deployment as Deployment
     from ridgeline.analytic.deploy import DeploymentCost as DeploymentCost
     from ridgeline.analytic.deploy import Schedule as Schedule
-    from ridgeline.analytic.deploy import auto_deployment as auto_deployment
-    from ridgeline.analytic.deploy import bubble_fraction as bubble_fraction
     from ridgeline.analytic.deploy import deploy_step as deploy_step
     from ridgeline.analytic.deploy import deployment_cost as deployment_cost
-    from ridgeline.analytic.deploy import min_chips as min_chips
     from ridgeline.analytic.deploy import ring_allreduce as ring_allreduce
-    from ridgeline.analytic.kv import Capacity as Capacity
+    from ridgeline.analytic.deployment import ChipMemory as ChipMemory
+    from ridgeline.analytic.deployment import Deployment as Deployment
+    from ridgeline.analytic.deployment import auto_deployment as auto_deployment
+    from ridgeline.analytic.deployment import bubble_fraction as bubble_fraction
+    from ridgeline.analytic.deployment import min_chips as min_chips
     from ridgeline.analytic.kv import Technique as Technique
-    from ridgeline.analytic.kv import capacity as capacity
     from ridgeline.analytic.kv import crossover_context as crossover_context
     from ridgeline.analytic.kv import kv_bytes as kv_bytes
     from ridgeline.analytic.kv import kv_bytes_per_token as kv_bytes_per_token
     from ridgeline.analytic.kv import techniques as techniques
     from ridgeline.analytic.kv import weights_bytes as weights_bytes
+    from ridgeline.analytic.memory import ChipBudget as ChipBudget
+    from ridgeline.analytic.memory import KvFit as KvFit
+    from ridgeline.analytic.memory import MemoryRule as MemoryRule
+    from ridgeline.analytic.memory import chip_budget as chip_budget
+    from ridgeline.analytic.memory import kv_fit as kv_fit
+    from ridgeline.analytic.memory import kv_pool_blocks as kv_pool_blocks
+    from ridgeline.analytic.memory import kv_pool_bytes as kv_pool_bytes
     from ridgeline.analytic.ops import MixedShape as MixedShape
     from ridgeline.analytic.ops import OpTerms as OpTerms
     from ridgeline.analytic.ops import StepShape as StepShape
     from ridgeline.analytic.ops import UniformShape as UniformShape
     from ridgeline.analytic.ops import expected_distinct_experts as expected_distinct_experts
     from ridgeline.analytic.ops import op_terms as op_terms
+    from ridgeline.analytic.pricing import Efficiency as Efficiency
+    from ridgeline.analytic.pricing import Pricing as Pricing
     from ridgeline.analytic.questions import FiveAnswers as FiveAnswers
     from ridgeline.analytic.questions import Resource as Resource
     from ridgeline.analytic.questions import StepReads as StepReads
@@ -54,7 +61,6 @@ if TYPE_CHECKING:
     from ridgeline.analytic.roofline import Bound as Bound
     from ridgeline.analytic.roofline import DecodeBatching as DecodeBatching
     from ridgeline.analytic.roofline import DecodeIntensity as DecodeIntensity
-    from ridgeline.analytic.roofline import Efficiency as Efficiency
     from ridgeline.analytic.roofline import OpCost as OpCost
     from ridgeline.analytic.roofline import StepCost as StepCost
     from ridgeline.analytic.roofline import Sweep as Sweep

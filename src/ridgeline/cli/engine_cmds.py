@@ -75,7 +75,9 @@ def generate_cmd(
     ] = 0,
     spec_k: Annotated[int, typer.Option(help="speculative tokens per step (0 = off)")] = 0,
     threads: Annotated[int, positive(help="torch threads", most=1024)] = 1,
-    kv_gib: Annotated[float, typer.Option(help="KV cache budget in GiB (2^30 bytes)")] = 0.25,
+    kv_gib: Annotated[
+        float, typer.Option(help="KV cache budget in GiB (2^30 bytes), in place of the memory rule")
+    ] = 0.25,
     json_out: JsonOpt = False,
 ) -> None:
     """Generate with the real paged-KV engine (random weights unless --weights).

@@ -8,17 +8,20 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ridgeline.cli.common import (
+    IdealOpt,
     JsonOpt,
+    MemoryUtilizationOpt,
     ModelOpt,
     Tick,
     console,
     emit_json,
+    mode_of,
     print_table,
     progress_bar,
 )
 from ridgeline.defaults import DEFAULT_MODEL
 
-if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
     from ridgeline.sim import RequestSpec
     from ridgeline.sim.kv_manage import KVManageReport
 
@@ -41,16 +44,18 @@ def kv_manage_cmd(
     max_model_len: Annotated[int, _opt("--max-model-len", help="longest request")] = 4096,
     chunk: Annotated[int, _opt("--chunk", help="prefill chunk tokens")] = 512,
     seed: Annotated[int, _opt("--seed", help="workload seed")] = 0,
+    ideal: IdealOpt = False,
+    memory_utilization: MemoryUtilizationOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Who manages the KV cache on each architecture, and what each technique costs or saves.
 
     What each runtime technique becomes on each architecture, and what it costs or saves on a
-    workload (two simulations per technique).
+    workload (two simulations per technique, priced calibrated unless --ideal).
 
     \b
     Example:
-      ridgeline kv-manage --model llama-3.1-8b --requests 60 --hw h100-sxm --hw ibm-spyre
+      ridgeline kv-manage --model llama-3.1-8b --hw h100-sxm --hw groq-lpu -n 30
     """
     from ridgeline.serving.scheduler import SchedulerConfig
     from ridgeline.sim.kv_manage import FIVE, KVManageOptions, kv_manage
@@ -60,12 +65,10 @@ def kv_manage_cmd(
     sched = SchedulerConfig(max_num_batched_tokens=chunk, max_num_seqs=256,
                             max_model_len=max_model_len)  # fmt: skip
     label += f", chunk {chunk}, max_model_len {max_model_len}"
+    opts = KVManageOptions(sched, mode=mode_of(ideal), memory_utilization=memory_utilization)
     accelerators = hw or FIVE
     with progress_bar(len(accelerators), not json_out, "kv-manage") as tick:
-        opts = KVManageOptions(sched)
         rep = kv_manage(get_model(model), wl, opts, accelerators, label, _on_bar(tick))
-        if tick is not None:
-            tick(len(accelerators), "done")
     if json_out:
         emit_json(rep)
         return
@@ -94,7 +97,7 @@ def _trace(
 
 
 def _on_bar(tick: Tick | None) -> Callable[[str, str], None]:
-    """Progress for ``kv_manage``: the bar counts the architectures done and names the
+    """Progress for ``kv_manage``: the bar counts the architectures started and names the
     simulation running."""
     seen: list[str] = []
 
@@ -113,8 +116,7 @@ def _print(rep: KVManageReport) -> None:
     for t in kv_manage_tables(rep):
         print_table(t.headers, t.rows, t.caption)
     console.print(
-        "effects: the technique's metric without → with it, from two simulations of the same "
-        "trace on the deployment (ideal split, no collective cost); 'would' where nobody "
-        "provides it",
+        f"effects: the technique's metric without → with it, from two simulations of the same "
+        f"trace on the deployment, steps priced {rep.label}; 'would' where nobody provides it",
         highlight=False,
     )

@@ -10,24 +10,47 @@ import typer
 
 from ridgeline.cli.common import (
     HwOpt,
+    IdealOpt,
     ModelOpt,
+    PpOpt,
     Tick,
+    TpOpt,
     console,
     emit_json,
+    mode_of,
     progress_bar,
     writable_dir,
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 
 if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.analytic.pricing import Pricing
     from ridgeline.report.build import SectionBuilder
     from ridgeline.report.document import ReportFiles
-    from ridgeline.specs import Accelerator, ModelSpec
+
+
+def _sections(lab: str | None, sweep_db: str | None) -> list[SectionBuilder]:
+    """The stock sections, then those the options add (lab results, a sweep); the validation
+    is added as the report is built (``_build``), its progress shown."""
+    from ridgeline.report.build import SECTIONS
+    from ridgeline.report.sweep_section import sweep_section
+
+    sections = list(SECTIONS)
+    if lab is not None:
+        from ridgeline.report.lab_sections import lab_builders
+
+        sections += lab_builders(lab)
+    if sweep_db is not None:
+        sections.append(sweep_section(sweep_db))
+    return sections
 
 
 def report_cmd(
     model: ModelOpt = DEFAULT_MODEL,
     hw: HwOpt = DEFAULT_ACCELERATOR,
+    tp: TpOpt = 1,
+    pp: PpOpt = 1,
+    ideal: IdealOpt = False,
     out: Annotated[
         str, typer.Option("--out", help="output directory", callback=writable_dir)
     ] = "out/report",
@@ -46,30 +69,29 @@ def report_cmd(
 ) -> None:
     """Write the full report (report.html, report.md, report.json and figures) for one model.
 
+    Every section prices steps calibrated (the expected times) unless --ideal, on the --hw
+    deployment (--tp, --pp), and says so.
+
     \b
     Example:
       ridgeline report --model llama-3.1-8b --out out/report --validate
     """
-    from ridgeline.report.sweep_section import sweep_section
+    from ridgeline.analytic.deployment import Deployment
+    from ridgeline.analytic.pricing import Pricing
     from ridgeline.specs import get_accelerator, get_model
 
-    spec, acc = get_model(model), get_accelerator(hw)  # a bad name fails before any work
-    extra = []
-    if lab is not None:
-        from ridgeline.report.lab_sections import lab_builders
-
-        extra += lab_builders(lab)
-    if sweep_db is not None:
-        extra.append(sweep_section(sweep_db))
-    files = _build(ReportRequest(spec, acc, out, tuple(extra), validate), show=not json_out)
-    _print_files(files, json_out)
+    spec = get_model(model)  # a bad name fails before any work
+    pricing = Pricing.of(Deployment(get_accelerator(hw), tp, pp), mode_of(ideal))
+    req = ReportRequest(spec.name, pricing, out, tuple(_sections(lab, sweep_db)), validate)
+    _print_files(_build(req, show=not json_out), pricing, json_out)
 
 
-def _print_files(files: ReportFiles, json_out: bool) -> None:
+def _print_files(files: ReportFiles, pricing: Pricing, json_out: bool) -> None:
     if json_out:
         emit_json(
             {
-                "schema": "ridgeline.report-files/1",
+                "schema": "ridgeline.report-files/2",
+                "mode": pricing.mode.value,
                 "html": str(files.html),
                 "markdown": str(files.markdown),
                 "json": str(files.json),
@@ -85,22 +107,22 @@ def _print_files(files: ReportFiles, json_out: bool) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ReportRequest:
-    """What ``report`` writes: the model on ``hw`` into ``out``, the standard sections, then
-    ``extra`` ones (lab, sweep) and the validation if asked."""
+    """What ``report`` writes: the model priced by ``pricing`` into ``out``, the ``sections``,
+    then the validation if asked."""
 
-    model: ModelSpec
-    hw: Accelerator
+    model: str
+    pricing: Pricing
     out: str
-    extra: tuple[SectionBuilder, ...]
+    sections: tuple[SectionBuilder, ...]
     validate: bool
 
 
 def _build(req: ReportRequest, show: bool) -> ReportFiles:
     """Build the report with progress on stderr: the validation's predictions, then each
     section as it is built."""
-    from ridgeline.report.build import SECTIONS, build_report
+    from ridgeline.report.build import build_report
 
-    sections = [*SECTIONS, *req.extra]
+    sections = list(req.sections)
     total = len(sections) + 2 * req.validate  # the predictions, then their section
     with progress_bar(total, show, "report") as tick:
         if req.validate:
@@ -111,7 +133,7 @@ def _build(req: ReportRequest, show: bool) -> ReportFiles:
             if tick is not None:
                 tick(next(steps), name)
 
-        files = build_report(req.model, req.out, req.hw, sections, started)
+        files = build_report(req.model, req.out, req.pricing, sections, started)
         if tick is not None:
             tick(total, "written")
     return files

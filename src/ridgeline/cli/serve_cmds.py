@@ -36,7 +36,10 @@ class EngineOptions:
     max_num_seqs: Annotated[int, _opt(min=1, help="requests running at once", panel=_E)] = 32
     max_num_tokens: Annotated[int, _opt(min=1, help="token budget per step", panel=_E)] = 512
     block_size: Annotated[int, _opt(min=1, help="tokens per KV block", panel=_E)] = 16
-    kv_gib: Annotated[float, _opt(help="KV cache budget in GiB (2^30 bytes)", panel=_E)] = 0.5
+    kv_gib: Annotated[
+        float,
+        _opt(help="KV cache budget in GiB (2^30 bytes), in place of the memory rule", panel=_E),
+    ] = 0.5
     threads: Annotated[int | None, _opt(min=1, help="torch threads (default: all cores but one)", panel=_E)] = None  # fmt: skip
     seed: Annotated[int, _opt(help="random weights and unseeded sampling", panel=_E)] = 0
     kernels: Annotated[str, _opt(help="native or portable kernel build", panel=_E)] = "native"

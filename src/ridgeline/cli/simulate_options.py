@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ridgeline.cli.common import writable_dir
+from ridgeline.cli.common import mode_of, writable_dir
 from ridgeline.serving.eviction import EvictionKind
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.scheduler import PreemptionMode
@@ -18,8 +18,8 @@ from ridgeline.sim.presets import WorkloadKind
 from ridgeline.specs.inputs import check_int, check_real
 from ridgeline.specs.limits import MAX_BYTES_PER_S, MAX_CONTEXT, MAX_SECONDS
 
-if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
-    from ridgeline.analytic import Efficiency
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
+    from ridgeline.analytic.pricing import Pricing
     from ridgeline.serving.scheduler import SchedulerConfig
     from ridgeline.serving.spec_decode import SpecDecodeConfig
     from ridgeline.sim import SLO, RequestSpec
@@ -98,7 +98,15 @@ class ServingOptions:
     eviction: Annotated[EvictionKind, _opt("--eviction", "cached-block eviction", _S)] = (
         EvictionKind.LRU
     )
-    mem_util: Annotated[float, _opt("--mem-util", "device memory for weights + KV", _S)] = 0.9
+    memory_utilization: Annotated[
+        float | None,
+        _opt(
+            "--memory-utilization",
+            "fraction of each chip's memory for weights, reserve and KV "
+            "(vLLM's gpu_memory_utilization; default: the runtime's)",
+            _S,
+        ),
+    ] = None
     preemption: Annotated[PreemptionMode, _opt("--preemption", "recompute or swap", _S)] = (
         PreemptionMode.RECOMPUTE
     )
@@ -122,16 +130,45 @@ class ServingOptions:
 
 @dataclass(frozen=True, slots=True)
 class CostOptions:
-    """How far the cost model's step times fall short of the roofline's."""
+    """How steps are priced (``analytic.pricing``): the calibrated expectation (default) or the
+    ideal roofline, optionally scaled by the user's efficiencies; on which deployment of the
+    accelerator; at which data types."""
 
-    bw_eff: Annotated[float, _opt("--bw-eff", "fraction of peak bandwidth", _C)] = 1.0
-    compute_eff: Annotated[float, _opt("--compute-eff", "fraction of peak FLOP/s", _C)] = 1.0
-    overhead: Annotated[float, _opt("--overhead", "fixed seconds per step", _C)] = 0.0
+    ideal: Annotated[
+        bool,
+        _opt(
+            "--ideal",
+            "price on the ideal roofline (datasheet peaks, no latencies) "
+            "instead of the calibrated expectation",
+            _C,
+        ),
+    ] = False
+    bw_eff: Annotated[float, _opt("--bw-eff", "with --ideal: fraction of peak bandwidth", _C)] = 1.0
+    compute_eff: Annotated[
+        float, _opt("--compute-eff", "with --ideal: fraction of peak FLOP/s", _C)
+    ] = 1.0
+    overhead: Annotated[float, _opt("--overhead", "with --ideal: fixed seconds per step", _C)] = 0.0
+    tp: Annotated[int, _opt("--tp", "tensor-parallel chips per instance", _C)] = 1
+    pp: Annotated[int, _opt("--pp", "pipeline stages per instance", _C)] = 1
+    weight_dtype: Annotated[str, _opt("--weight-dtype", "bf16, fp16, fp8, int8, int4, fp4", _C)] = (
+        "bf16"
+    )
+    kv_dtype: Annotated[
+        str | None,
+        _opt("--kv-dtype", "KV format (default: fp8 with fp8/fp4 weights, else bf16)", _C),
+    ] = None
 
-    def efficiency(self) -> Efficiency:
-        from ridgeline.analytic import Efficiency
+    def pricing(self, acc: Accelerator) -> Pricing:
+        """The one pricing of the run (``Pricing.of``; efficiencies need ``--ideal``)."""
+        from ridgeline.analytic.deployment import Deployment
+        from ridgeline.analytic.pricing import Efficiency, Pricing
+        from ridgeline.analytic.workload import Dtypes
+        from ridgeline.specs.dtypes import DType
 
-        return Efficiency(self.bw_eff, self.compute_eff, self.overhead)
+        kv = DType.parse(self.kv_dtype) if self.kv_dtype else None
+        dt = Dtypes.serving(DType.parse(self.weight_dtype), kv)
+        eff = Efficiency(self.bw_eff, self.compute_eff, self.overhead)
+        return Pricing.of(Deployment(acc, self.tp, self.pp), mode_of(self.ideal), dt, eff)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,6 +13,7 @@ from rich.table import Table as RichTable
 from ridgeline.cli.common import (
     JsonOpt,
     PlotOpt,
+    Tick,
     console,
     emit_json,
     new_app,
@@ -19,13 +21,14 @@ from ridgeline.cli.common import (
     save_plot,
 )
 from ridgeline.errors import ConfigError
+from ridgeline.specs.calibration import CostMode
 from ridgeline.sweep.backends import BackendKind
 from ridgeline.sweep.spec import Objective
 from ridgeline.sweep.store import StoreFormat
 
 if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
     from ridgeline.report.document import Table
-    from ridgeline.sweep import ChipSplit, SweepOutcome, SweepReport
+    from ridgeline.sweep import ChipSplit, SweepOutcome, SweepReport, SweepSpec
     from ridgeline.sweep import Progress as SweepProgress
 
 sweep_app = new_app("Capacity sweeps: the highest request rate within SLOs, per configuration.")
@@ -71,12 +74,6 @@ def _rich(t: Table) -> RichTable:
     return table
 
 
-def _ranked(rep: SweepReport, top: int) -> RichTable:
-    from ridgeline.report.sweep_section import ranked_table
-
-    return _rich(ranked_table(rep, top))
-
-
 def _describe(p: SweepProgress) -> str:
     best = "—" if p.best_label is None else f"{p.best_label} ({p.best_objective:.3g})"
     return escape(f"{p.num_simulated} sims, {p.num_reused} reused · best: {best}")
@@ -96,47 +93,64 @@ def run_cmd(
     accelerators: ListOpt = None,
     chips: ListOpt = None,
     simulator: SimulatorOpt = None,
+    ideal: Annotated[
+        bool, typer.Option("--ideal", help="price on the ideal roofline (replaces the spec's mode)")
+    ] = False,
     progress: Annotated[bool, typer.Option(help="show a progress bar on stderr")] = True,
     json_out: JsonOpt = False,
 ) -> None:
     """Run (or resume) the sweep of SPEC; every probe is stored as it finishes.
 
+    Probes are priced calibrated (the expected step times) unless the spec's mode or --ideal
+    says ideal.
+
     \b
     Example:
-      ridgeline sweep run examples/sweep_example.toml --db out/example.db
+      ridgeline sweep run examples/sweep_example.toml
     """
     import ridgeline.sweep as sw  # a lazy package: each name loads its module when used
 
     spec = sw.with_overrides(
         sw.load_spec(spec_path), objective=objective, seed=seed, models=_split(models),
         accelerators=_split(accelerators), deployments=_chips(chips),
+        mode=CostMode.IDEAL if ideal else None,
     )  # fmt: skip
     sim = sw.load_simulator(simulator)
     db = db or f"{spec_path.stem}.{'parquet' if fmt is StoreFormat.PARQUET else 'db'}"
     store = sw.open_store(db, fmt)
     n = len(spec.configurations())
     with progress_bar(n, progress, "sweep") as tick:
-
-        def update(p: SweepProgress) -> None:
-            if tick is not None:
-                tick(p.num_finished, _describe(p))
-
+        update = _on_progress(tick)
         try:
-            backend_ = sw.make_backend(backend, workers, address)
-            outcome = sw.run_sweep(spec, store, backend_, sim, update)
+            runner = sw.make_backend(backend, workers, address)
+            outcome = sw.run_sweep(spec, store, runner, sim, update)
         finally:
             store.close()
-    _print_run(sw.sweep_report(sw.read_store(db)), n, outcome, json_out)
+    _print_run(spec, outcome, sw.sweep_report(sw.read_store(db)), json_out)
 
 
-def _print_run(rep: SweepReport, n: int, outcome: SweepOutcome, json_out: bool) -> None:
+def _on_progress(tick: Tick | None) -> Callable[[SweepProgress], None]:
+    """The bar: configurations finished, and the best so far."""
+
+    def update(p: SweepProgress) -> None:
+        if tick is not None:
+            tick(p.num_finished, _describe(p))
+
+    return update
+
+
+def _print_run(spec: SweepSpec, outcome: SweepOutcome, rep: SweepReport, json_out: bool) -> None:
+    """What ``sweep run`` prints: the ranked table and the counts, or them as JSON."""
+    from ridgeline.report.sweep_section import ranked_table
+
+    n = len(spec.configurations())
     if json_out:
         counts = {"num_simulated": outcome.num_simulated, "num_reused": outcome.num_reused,
                   "num_decided_early": outcome.num_decided_early}  # fmt: skip
-        emit_json({"schema": "ridgeline.sweep-run/1", "num_configs": n, **counts,
-                   "wall_s": outcome.wall_s, "report": rep.to_dict()})  # fmt: skip
+        emit_json({"schema": "ridgeline.sweep-run/2", "mode": spec.mode.value, "num_configs": n,
+                   **counts, "wall_s": outcome.wall_s, "report": rep.to_dict()})  # fmt: skip
         return
-    console.print(_ranked(rep, 10))
+    console.print(_rich(ranked_table(rep, 10)))
     console.print(
         f"{n} configurations, {outcome.num_simulated} simulations run "
         f"({outcome.num_decided_early} stopped once the SLOs were missed), "
@@ -160,8 +174,9 @@ def status_cmd(
     rep = sweep_report(read_store(db))
     best = rep.best_by_model()
     payload = {
-        "schema": "ridgeline.sweep-status/1",
+        "schema": "ridgeline.sweep-status/2",
         "name": rep.name,
+        "mode": rep.mode,
         "num_configs": rep.num_configs,
         "num_probes": rep.num_probes,
         "status_counts": rep.status_counts,
@@ -171,7 +186,10 @@ def status_cmd(
         emit_json(payload)
         return
     counts = ", ".join(f"{k} {v}" for k, v in rep.status_counts.items())
-    console.print(f"sweep '{rep.name}': {rep.num_configs} configurations ({counts})", markup=False)
+    console.print(
+        f"sweep '{rep.name}' ({rep.label}): {rep.num_configs} configurations ({counts})",
+        markup=False,
+    )
     console.print(f"{rep.num_probes} probes stored")
     for b in best.values():
         line = f"best so far for {b.model}: {b.label}: {b.objective or 0:.4g} {rep.objective}"

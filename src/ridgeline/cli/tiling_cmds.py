@@ -9,18 +9,12 @@ import typer
 from rich.table import Column, Table
 
 from ridgeline import analytic as an
-
-if TYPE_CHECKING:  # for the type checker; at run time ``an.tiling`` loads on first use
-    import ridgeline.analytic.dataflow
-    import ridgeline.analytic.flash
-    import ridgeline.analytic.layout
-    import ridgeline.analytic.orchestrate
-    import ridgeline.analytic.tiling  # noqa: F401
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
     DtypeOpt,
     HwOpt,
+    IdealOpt,
     JsonOpt,
     ModelOpt,
     PhaseOpt,
@@ -28,6 +22,7 @@ from ridgeline.cli.common import (
     PromptOpt,
     console,
     emit_json,
+    mode_of,
     print_table,
     save_plot,
     writable_file,
@@ -36,6 +31,12 @@ from ridgeline.defaults import DEFAULT_MODEL
 from ridgeline.specs import DType, get_accelerator, get_model
 from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT, MAX_VOCAB
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
+
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
+    import ridgeline.analytic.dataflow
+    import ridgeline.analytic.orchestrate  # noqa: F401
+    from ridgeline.analytic import dataflow, tiling
+
 
 DEFAULT_FLASH_HW = ["h100-sxm", "tpu-v6e", "ibm-spyre"]
 BuffersOpt = Annotated[int, typer.Option(min=1, max=4, help="1 = single, 2 = double buffering")]
@@ -62,10 +63,12 @@ def tile_cmd(
     Example:
       ridgeline tile --hw ibm-spyre --hw h100-sxm --m 1 --k 4096 --n 14336
     """
+    from ridgeline.analytic import tiling
+
     dt = DType.parse(dtype)
-    mm = an.tiling.Matmul(m, k, n, dt.bytes, dt.bytes, dt.bytes)
+    mm = tiling.Matmul(m, k, n, dt.bytes, dt.bytes, dt.bytes)
     accs = tuple(get_accelerator(h) for h in (hw or ["ibm-spyre"]))
-    cmp = an.tiling.compare_tiles(accs, mm, dt, buffers)
+    cmp = tiling.compare_tiles(accs, mm, dt, buffers)
     if plot:
         curves = [(r.scratchpad.name, r.curve) for r in cmp.reports]
         from ridgeline.report import tiling_plots
@@ -80,7 +83,7 @@ def tile_cmd(
         _print_best(rep)
 
 
-def _print_curves(cmp: an.tiling.TileComparison) -> None:
+def _print_curves(cmp: tiling.TileComparison) -> None:
     edges = sorted({p.edge for r in cmp.reports for p in r.curve.points})
     table = Table("edge", *(f"{r.scratchpad.name} AI (resident)" for r in cmp.reports))
     for edge in edges:
@@ -94,7 +97,7 @@ def _print_curves(cmp: an.tiling.TileComparison) -> None:
     console.print("square tiles, C-stationary, double-buffered; * = does not fit the scratchpad")
 
 
-def _print_best(rep: an.tiling.TileReport) -> None:
+def _print_best(rep: tiling.TileReport) -> None:
     b, pad = rep.best, rep.scratchpad
     if b is None:
         console.print(f"{pad.name}: no legal tile fits {fmt_bytes(pad.capacity_bytes)}")
@@ -124,9 +127,11 @@ def flash_cmd(
     Example:
       ridgeline flash --model llama-3.1-8b --context 8192
     """
+    from ridgeline.analytic import flash
+
     spec = get_model(model)
     accs = tuple(get_accelerator(h) for h in (hw or DEFAULT_FLASH_HW))
-    table = an.flash.flash_for_model(spec.name, spec.head_dim, spec.num_heads, accs, context)
+    table = flash.flash_for_model(spec.name, spec.head_dim, spec.num_heads, accs, context)
     if plot:
         from ridgeline.report import tiling_plots
 
@@ -167,8 +172,9 @@ def schedule_cmd(
     no_ring: Annotated[
         bool, typer.Option("--no-ring", help="cores re-read shared inputs from device memory")
     ] = False,
+    ideal: IdealOpt = False,
     bw_eff: Annotated[
-        float, typer.Option(help="fraction of device bandwidth reached (Spyre measured: 0.75)")
+        float, typer.Option(help="with --ideal: fraction of bandwidth reached (Spyre: 0.75)")
     ] = 1.0,
     program: Annotated[
         str | None, typer.Option(help="also print this op's per-core program (e.g. lm_head)")
@@ -177,41 +183,64 @@ def schedule_cmd(
 ) -> None:
     """Compile one step for a scratchpad accelerator and simulate its timeline.
 
+    Device memory streams at the calibration's bandwidth efficiency (the expected schedule)
+    unless --ideal (the datasheet's, or --bw-eff of it).
+
     \b
     Example:
-      ridgeline schedule --hw ibm-spyre --batch 1 --context 4096 --timeline out/timeline.png
+      ridgeline schedule --hw ibm-spyre --model llama-3.1-8b --batch 4
     """
-    w = an.Workload(phase, batch, context, prompt)
+    acc = get_accelerator(hw)
+    pricing = an.Pricing.of(acc, mode_of(ideal), efficiency=an.Efficiency(bandwidth=bw_eff))
+    w = pricing.workload(phase, batch, context, prompt)
     bucket = _bucket(w, bucket_batch, bucket_context)
-    opts = an.dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
-    s = an.dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
-    listing = an.dataflow.program_of(s, program) if program else None  # a typo fails before output
+    eff = pricing.calibration.bandwidth_efficiency
+    opts = an.dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=eff)
+    s = an.dataflow.compile_schedule(get_model(model), acc, w, bucket, opts)
+    listing = an.dataflow.program_of(s, program) if program else None  # a typo fails first
+    _emit_schedule(s, pricing, listing, timeline, json_out)
+
+
+def _emit_schedule(
+    s: dataflow.Schedule,
+    pricing: an.Pricing,
+    listing: dataflow.OpProgram | None,
+    timeline: str | None,
+    json_out: bool,
+) -> None:
+    """The timeline plot if asked, then the schedule as JSON or as tables."""
     if timeline:
         from ridgeline.report import tiling_plots
 
         save_plot(tiling_plots.timeline_plot(s), timeline)
     if json_out:
-        emit_json(s)
+        emit_json({**s.to_dict(), "mode": pricing.mode.value, "pricing": pricing.to_dict()})
         return
-    _print_schedule(s)
-    if listing is not None:
-        for line in an.dataflow.listing(listing, max_steps=4):
-            console.print(line, highlight=False, soft_wrap=True)
+    eff = pricing.calibration.bandwidth_efficiency
+    _print_schedule(s, f"{pricing.label}: device memory at {eff:g} of its bandwidth", listing)
 
 
-def _bucket(w: an.Workload, batch: int | None, context: int | None) -> an.dataflow.Bucket | None:
+def _bucket(w: an.Workload, batch: int | None, context: int | None) -> dataflow.Bucket | None:
     """The compiled bucket the options name (the default bucket fills what they leave out), or
     None for the default bucket."""
+    from ridgeline.analytic import dataflow
+
     if batch is None and context is None:
         return None
-    d = an.dataflow.default_bucket(w)
-    return an.dataflow.Bucket(
+    d = dataflow.default_bucket(w)
+    return dataflow.Bucket(
         d.batch if batch is None else batch, d.context if context is None else context
     )
 
 
-def _print_schedule(s: an.dataflow.Schedule) -> None:
-    table = Table("op", "×", "tile per core", "loaded", "ring", "LX", "time", "roofline")
+def _print_schedule(
+    s: dataflow.Schedule, label: str, listing: dataflow.OpProgram | None = None
+) -> None:
+    """The compiled step's table and totals, then the listing of ``--program`` if asked."""
+    from ridgeline.analytic import dataflow
+
+    heads = ("op", "×", "tile per core", "loaded", "ring", "LX", "time", "roofline")
+    table = Table(*heads, title=f"{s.model} on {s.accelerator}, compiled — {label}")
     for o in s.ops:
         table.add_row(o.name, str(o.count), o.tile or o.kind.value, fmt_bytes(o.dram_load_bytes),
                       fmt_bytes(o.ring_bytes), fmt_bytes(o.occupancy_bytes),
@@ -229,6 +258,9 @@ def _print_schedule(s: an.dataflow.Schedule) -> None:
         f"compute {s.compute_utilisation:.2%}, bandwidth {s.bandwidth_utilisation:.1%}, "
         f"peak LX {fmt_bytes(s.peak_occupancy_bytes)} of {fmt_bytes(s.core.capacity_bytes)}"
     )
+    if listing is not None:
+        for line in dataflow.listing(listing, max_steps=4):
+            console.print(line, highlight=False, soft_wrap=True)
 
 
 def orchestrate_cmd(
@@ -238,13 +270,16 @@ def orchestrate_cmd(
     gpu: Annotated[str, typer.Option(help="the GPU")] = "h100-sxm",
     tpu: Annotated[str, typer.Option(help="the TPU")] = "tpu-v6e",
     spyre: Annotated[str, typer.Option(help="the compiler-only machine")] = "ibm-spyre",
+    ideal: IdealOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """One KV cache, three orchestrators: bytes per level, time, and the level that binds.
 
+    Device memory at the calibration's KV bandwidth efficiency (expected) unless --ideal.
+
     \b
     Example:
-      ridgeline orchestrate --model llama-3.1-8b --batch 1 --context 4096
+      ridgeline orchestrate --model llama-3.1-8b --batch 8 --context 8192
     """
     rep = an.orchestrate.orchestrate(
         get_model(model),
@@ -253,11 +288,13 @@ def orchestrate_cmd(
         get_accelerator(gpu),
         get_accelerator(tpu),
         get_accelerator(spyre),
+        mode_of(ideal),
     )
     if json_out:
         emit_json(rep)
         return
-    table = Table("accelerator", "orchestrator", "level", "placed by", "moved by", "bytes", "time")
+    heads = ("accelerator", "orchestrator", "level", "placed by", "moved by", "bytes", "time")
+    table = Table(*heads, title=f"one decode step's attention — {rep.label}")
     for r in rep.rows:
         for i, mv in enumerate(r.moves):
             t = mv.time_s
@@ -304,10 +341,11 @@ def layout_cmd(
     Example:
       ridgeline layout --hw h100-sxm --plot out/layout.png
     """
+    from ridgeline.analytic import layout
     from ridgeline.report import layout_section
 
-    d = an.layout.LayoutQuery()
-    q = an.layout.LayoutQuery(
+    d = layout.LayoutQuery()
+    q = layout.LayoutQuery(
         tuple(stride) if stride else d.strides,
         size,
         tuple(offset) if offset else d.offsets,
@@ -317,7 +355,7 @@ def layout_cmd(
         cache,
     )
     g = granule if granule is not None else layout_section.granule_of("ibm-spyre")
-    rep = an.layout.layout_report(get_accelerator(hw).level(level), g, q)
+    rep = layout.layout_report(get_accelerator(hw).level(level), g, q)
     if plot:
         save_plot(layout_section.layout_plot(rep), plot)
     if json_out:

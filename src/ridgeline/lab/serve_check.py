@@ -34,6 +34,7 @@ import numpy as np
 
 from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
 from ridgeline.analytic.calibrated import overlapped
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
 from ridgeline.lab.loadgen import (
     CHAR_VOCAB,
@@ -51,6 +52,7 @@ from ridgeline.serving.executor import ScheduledBatch
 from ridgeline.sim.loop import SimConfig, Simulation
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, DType, ModelSpec
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.inputs import check_int, check_real
 from ridgeline.specs.limits import MAX_CONTEXT, MAX_RATE_PER_S
 
@@ -207,7 +209,7 @@ def capacity_per_s(cfg: SimConfig, check: CheckSpec) -> float:
     saturation rate is 1 ÷ (prefill + output · step ÷ batch)."""
     from ridgeline.sim.executor import StepCostModel
 
-    cost = StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency)
+    cost = StepCostModel(cfg.model, cfg.pricing)
     s = check.max_num_seqs
     mid = check.prompt_tokens + check.output_tokens // 2
     step_s = cost.step_time_s([1] * s, [mid] * s)
@@ -360,11 +362,13 @@ class ServeCheck:
 
 
 def sim_config(llm: Any, acc: Accelerator, eff: Efficiency) -> SimConfig:
-    """The simulator configured as the engine is: its scheduler, pool and block size."""
+    """The simulator configured as the engine is: its scheduler, pool and block size, its
+    steps priced on the ideal roofline scaled by the efficiencies fitted on its own steps."""
+    pricing = Pricing.of(acc, CostMode.IDEAL, FP32, eff)
     return SimConfig(
-        model=llm.spec, hw=acc, scheduler=llm.scheduler.config, block_size=llm.config.block_size,
-        prefix_caching=llm.config.prefix_caching, num_blocks=llm.num_blocks, efficiency=eff,
-        dtypes=FP32,
+        model=llm.spec, pricing=pricing, scheduler=llm.scheduler.config,
+        block_size=llm.config.block_size, prefix_caching=llm.config.prefix_caching,
+        num_blocks=llm.num_blocks,
     )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ridgeline.sim.executor import CostModelExecutor as CostModelExecutor
     from ridgeline.sim.executor import RequestPlan as RequestPlan
     from ridgeline.sim.executor import StepCostModel as StepCostModel
+    from ridgeline.sim.executor import step_cost_model as step_cost_model
     from ridgeline.sim.loop import SimConfig as SimConfig
     from ridgeline.sim.loop import Simulation as Simulation
     from ridgeline.sim.loop import kv_pool_blocks as kv_pool_blocks
