@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -22,8 +22,10 @@ from ridgeline.cli.simulate_options import (
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.errors import ConfigError
 from ridgeline.serving.policies import PolicyKind
-from ridgeline.sim import RequestSpec, SimConfig, SimResult
-from ridgeline.sim.static_variants import ShapeOptions
+
+if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.sim import RequestSpec, SimConfig, SimResult
+    from ridgeline.sim.static_variants import ShapeOptions
 
 PROGRESS_MIN_REQUESTS = 2000
 
@@ -83,6 +85,7 @@ def _sim_config(
     """The simulated server: its pricing (mode, deployment, data types: built once here),
     scheduler, KV pool, tiers and topology."""
     from ridgeline.analytic.deployment import check_deployment
+    from ridgeline.sim import SimConfig
     from ridgeline.sim.options import parse_disagg, parse_tiers
     from ridgeline.specs import get_accelerator, get_model
 
