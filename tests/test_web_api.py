@@ -384,7 +384,7 @@ def test_kv_manage_view_equals_the_library(client: TestClient) -> None:
     r = client.post("/api/kv-manage", json=body)
     assert r.status_code == 200, r.text
     d = r.json()
-    assert d["schema"] == "ridgeline.kv-manage/1" and d["rows"][0]["allocator"] == "runtime"
+    assert d["schema"] == "ridgeline.kv-manage/2" and d["rows"][0]["allocator"] == "runtime"
     assert len(d["rows"][0]["techniques"]) == 7
     too_many = client.post("/api/kv-manage", json={**body, "num_requests": 500})
     assert field_of(too_many) == ["body", "num_requests"]

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
         binding_sentence,
         compare,
     )
+    from ridgeline.analytic.binding import Resource, Verdict
     from ridgeline.analytic.deploy import (
-        Binding,
         ChipMemory,
         Collective,
         Deployment,
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     )
     from ridgeline.analytic.questions import (
         FiveAnswers,
-        Resource,
         StepReads,
         decode_reads,
         five_questions,
@@ -96,7 +95,6 @@ __all__ = [
     "model_summary",
     "DEFAULT_ACCELERATORS",
     "ArchRow",
-    "Binding",
     "ChipMemory",
     "Collective",
     "Deployment",
@@ -125,6 +123,7 @@ __all__ = [
     "StepReads",
     "StepShape",
     "UniformShape",
+    "Verdict",
     "MixedShape",
     "Sweep",
     "Technique",
@@ -157,8 +156,8 @@ __getattr__, __dir__ = lazy_exports(
             "binding_sentence",
             "compare",
         ),
+        "ridgeline.analytic.binding": ("Resource", "Verdict"),
         "ridgeline.analytic.deploy": (
-            "Binding",
             "ChipMemory",
             "Collective",
             "Deployment",
@@ -191,7 +190,6 @@ __getattr__, __dir__ = lazy_exports(
         ),
         "ridgeline.analytic.questions": (
             "FiveAnswers",
-            "Resource",
             "StepReads",
             "decode_reads",
             "five_questions",

@@ -353,7 +353,12 @@ def render_questions(ans: an.FiveAnswers, reads: an.StepReads) -> None:
             f"{ridge:.3g}" if ridge else "—",
         )
     console.print(table)
-    console.print(f"5. scarce: [bold]{ans.scarce.value}[/bold] — {ans.reason}")
+    console.print(
+        f"5. scarce on the roofline: [bold]{ans.roofline.text}[/bold] — {ans.reason}; "
+        f"expected (calibrated) to bind: [bold]{ans.expected.text}[/bold]"
+        + (f" ({ans.expected.share:.0%} of the step)" if ans.expected.share < 1 else ""),
+        highlight=False,
+    )
     console.print(f"one step: {ans.speed.sentence()}")
     console.print(
         f"one decode step (B={reads.batch}, T={reads.context}) reads weights "
@@ -403,7 +408,7 @@ def compare_table(cmp: an.Comparison) -> Table:
         "decode step",
         "tok/s per user",
         "tok/s per system",
-        "binds",
+        "binds (expected)",
         "prefill step",
         title=(
             f"{cmp.model}: batch {cmp.batch}, context {cmp.context}, prompt {cmp.prompt} — "
@@ -425,7 +430,7 @@ def compare_table(cmp: an.Comparison) -> Table:
             f"{fmt_seconds(d.step_time_s)} ({fmt_seconds(di.step_time_s)})",
             f"{d.tokens_per_s_per_seq:,.0f} ({di.tokens_per_s_per_seq:,.0f})",
             f"{d.tokens_per_s:,.0f} ({di.tokens_per_s:,.0f})",
-            d.binding.value,
+            d.binding.text,
             f"{fmt_seconds(p.step_time_s)} ({fmt_seconds(pi.step_time_s)})",
         )
     return table

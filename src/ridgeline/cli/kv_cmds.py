@@ -68,6 +68,7 @@ def _print(rep: KVManageReport) -> None:
     console.print(
         "effects: the technique's metric without → with it, from two simulations of the same "
         "trace on the deployment (ideal split, no collective cost); 'would' where nobody "
-        "provides it",
+        "provides it; chunked prefill on its own trace (long prompts among running decodes), "
+        "judged by the longest stall a decode sees",
         highlight=False,
     )

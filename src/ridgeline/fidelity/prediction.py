@@ -142,7 +142,7 @@ class Prediction:
         per_user_tokens_per_s: 1 / mean TPOT, what one user sees while generating.
         ttft_s, tpot_s: means over requests.
         batch: time-weighted mean running batch of an instance.
-        bound: what limits a representative decode step (``analytic.deploy.Binding``).
+        bound: what limits a representative decode step (``analytic.binding.Verdict.text``).
         mode: ``calibrated`` or ``ideal``.
     """
 
@@ -278,7 +278,7 @@ def _summary(
         ttft_s=ttft,
         tpot_s=tpot,
         batch=result.mean_running,
-        bound=_bound(model, dep, req, result.mean_running).binding.value,
+        bound=_bound(model, dep, req, result.mean_running).binding.text,
         kv_blocks=cfg.num_blocks or 0,
         num_requests=result.num_requests,
         makespan_s=result.makespan_s,

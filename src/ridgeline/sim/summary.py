@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
-from ridgeline.sim.metrics import SLO, KVTimeline, Percentiles, RequestLog, SimResult, StepSamples
+from ridgeline.sim.metrics import (
+    SLO,
+    KVTimeline,
+    Percentiles,
+    RequestLog,
+    SimResult,
+    StepSamples,
+)
 
 _TIMELINE_POINTS = 400
 
@@ -140,6 +147,7 @@ def summarize(log: RequestLog, steps: StepSamples, stats: RunStats) -> SimResult
         ttft_s=Percentiles.of(_finite(ttft[done])),
         tpot_s=Percentiles.of(_finite(tpot[done])),
         itl_s=log.itl_percentiles(),
+        itl_tail=log.itl_tail(slo.tpot_s),
         e2e_s=Percentiles.of(e2e[done]),
         queue_s=Percentiles.of(_finite(queue[done])),
         num_preemptions=stats.num_preemptions,

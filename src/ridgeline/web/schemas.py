@@ -216,6 +216,8 @@ class QuestionsOut(_Out):
     bound: str
     scarce: str
     reason: str
+    roofline: dict[str, Any]
+    expected: dict[str, Any]
     levels: list[dict[str, Any]]
     decode_reads: dict[str, Any]
     speed: dict[str, Any]
@@ -358,7 +360,7 @@ class FlashBody(ModelBody):
     context: Annotated[int, Field(ge=1, le=MAX_CONTEXT)] = 32_768
     accelerators: Annotated[list[ScratchpadName], Field(min_length=1, max_length=MAX_COMPARE)] = [
         "h100-sxm",
-        "tpu-v6e",
+        "tpu-v5e",
         "ibm-spyre",
     ]
 
