@@ -273,7 +273,7 @@ def test_schedule_equals_the_library_and_refuses_what_it_cannot_compile(client: 
 
 def test_flash_traffic_table(client: TestClient) -> None:
     f = client.post("/api/flash", json={"context": 4096}).json()
-    assert [m["name"] for m in f["memories"]] == ["h100-sxm:smem", "tpu-v6e:vmem", "ibm-spyre:lx"]
+    assert [m["name"] for m in f["memories"]] == ["h100-sxm:smem", "tpu-v5e:vmem", "ibm-spyre:lx"]
     assert sorted({r["n"] for r in f["rows"]}) == [512, 1024, 2048, 4096]
     assert all(r["prefill_flash_bytes_per_layer"] < r["prefill_standard_bytes_per_layer"]
                for r in f["rows"] if r["n"] == 4096)  # fmt: skip

@@ -171,7 +171,7 @@ tiling_plots.timeline_plot(s)""",
         """One KV cache, one orchestrator per architecture: the managers on the KV's path from where it
 lives to where it is computed on (`Accelerator.orchestrator`, the label `orchestrate`,
 `kv-manage`, the report and the quiz all use). On Spyre the runtime (vLLM-Spyre) places each
-sequence's KV in LPDDR5 and the compiler alone moves it into LX during a step.""",
+sequence's KV in LPDDR5, and during a step only instructions the compiler emitted move it into LX.""",
     ),
     (
         "code",

@@ -68,17 +68,38 @@ def hw_list(json_out: JsonOpt = False) -> None:
     if json_out:
         emit_json({"schema": "ridgeline.hw-list/1", "accelerators": rows})
         return
-    table = Table("name", "kind", "device memory", "bandwidth", "bf16 peak", "ridge (FLOP/B)")
+    table = Table(
+        "name",
+        "kind",
+        "device memory (usable of installed)",
+        "bandwidth",
+        "bf16 peak",
+        "ridge (FLOP/B)",
+    )
     for r in rows:
         table.add_row(
             r["name"],
             r["kind"],
-            f"{fmt_bytes(r['device_capacity_bytes'])} {r['device_level']}",
+            f"{_usable_of_installed(r['device_capacity_bytes'], r['device_installed_bytes'])} "
+            f"{r['device_level']}",
             fmt_rate(r["device_bandwidth_bytes_per_s"], "B/s"),
             fmt_rate(get_accelerator(r["name"]).peak(DType.BF16), "FLOP/s"),
             f"{r['ridge_point_flops_per_byte']:.1f}",
         )
     console.print(table)
+
+
+LOCAL_MEMORY_KINDS = (
+    "the three kinds of local memory (course module 3): hardware-managed cache, "
+    "software-managed scratchpad (kernel code), compiler-managed local memory"
+)
+
+
+def _usable_of_installed(usable: float, installed: float) -> str:
+    """``112 GB of 128 GB`` where ECC or a reservation takes a part, else ``80 GB``."""
+    if usable >= installed:
+        return fmt_bytes(installed)
+    return f"{fmt_bytes(usable)} of {fmt_bytes(installed)}"
 
 
 @hw_app.command("show")
@@ -93,11 +114,12 @@ def hw_show(
     console.print(f"[bold]{d['name']}[/bold] — {d['description']} ({d['cores']} {d['core_name']}s)")
     table = Table(
         "level",
-        "per instance",
+        "per instance (usable of installed)",
         "instances",
         "total",
         "bandwidth",
         "managed by",
+        "kind of local memory",
         "scope",
         "ridge bf16",
         "source",
@@ -106,18 +128,21 @@ def hw_show(
     for lvl in d["levels"]:
         bw = lvl["bandwidth_bytes_per_s"]
         ridge = ridges[lvl["name"]]
+        usable = lvl["usable_bytes"] or lvl["capacity_bytes"]
         table.add_row(
             lvl["name"],
-            fmt_bytes(lvl["capacity_bytes"]),
+            _usable_of_installed(usable, lvl["capacity_bytes"]),
             str(lvl["instances"]),
             fmt_bytes(lvl["total_capacity_bytes"]),
             fmt_rate(bw, "B/s") if bw else "—",
             lvl["managed_by"],
+            lvl["local_memory"] or "— (device or host memory)",
             lvl["scope"],
             f"{ridge:.3g}" if ridge else "—",
             lvl["sources"].get("capacity_bytes", ""),
         )
     console.print(table)
+    console.print(LOCAL_MEMORY_KINDS + f"; KV orchestrated by {d['orchestrator']}", highlight=False)
     peaks = ", ".join(f"{k} {fmt_rate(v, 'FLOP/s')}" for k, v in d["peak_flops_per_s"].items())
     console.print(f"dense peaks: {peaks}")
     if d["interconnect"] is not None:

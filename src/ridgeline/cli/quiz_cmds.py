@@ -232,8 +232,10 @@ def _key_files(
     holders = tuple(h.describe() for h in ledger.holders(seed))
     if not holders:
         ledger.record_key_export(seed)  # no attempt is graded on this seed later
-        return {f"quiz-{seed}-key.md": render_key_markdown(quiz),
-                f"quiz-{seed}-key.html": render_html(quiz, key=True)}  # fmt: skip
+        return {
+            f"quiz-{seed}-key.md": render_key_markdown(quiz),
+            f"quiz-{seed}-key.html": render_html(quiz, key=True),
+        }
     if instructor_key:
         check_secret(ledger.home, os.environ.get(SECRET_ENV))
         return {f"quiz-{seed}-instructor-key.md": render_key_markdown(quiz, holders)}

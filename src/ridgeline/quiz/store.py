@@ -210,13 +210,11 @@ class AttemptStore:
         answers: dict[str, Any],
         attempt_no: int | None = None,
     ) -> AttemptRecord:
-        """Record a graded attempt, atomically checking the limit. ``attempt_no`` (default: the
-        next in this file) numbers it as the learner's ledger did, in a class record that saw
-        fewer of the learner's attempts.
+        """Record a graded attempt, atomically checking the limit; ``attempt_no`` (default: the
+        next in this file) numbers it as the learner's ledger did.
 
         Raises:
-            AttemptLimitError: when the user already has ``MAX_ATTEMPTS`` attempts (or the
-                number is past the limit).
+            AttemptLimitError: the user has ``MAX_ATTEMPTS`` attempts (or the number is past it).
         """
         with self._tx() as con:
             done = self._records(con, user, quiz_id)

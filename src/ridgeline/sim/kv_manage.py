@@ -271,8 +271,8 @@ def _technique(
     except RidgelineError as e:  # e.g. no host level to tier to
         return TechniqueCost(t, p.provider, p.becomes, p.source, m.name, m.unit, None, None,
                              f"not simulated: {e}")  # fmt: skip
-    cost = TechniqueCost(t, p.provider, p.becomes, p.source, m.name, m.unit, m.read(before),
-                         m.read(after))  # fmt: skip
+    values = (m.read(before), m.read(after))
+    cost = TechniqueCost(t, p.provider, p.becomes, p.source, m.name, m.unit, *values)
     detail = stall_detail(before, after) if t is Technique.CHUNKED_PREFILL else ""
     unchanged = cost.change is None or abs(cost.change) < NO_CHANGE
     why = why_no_change(t, before, after, trace_rate_per_s(runs.wl)) if unchanged else ""
