@@ -129,6 +129,9 @@ def test_calibrate_gives_plausible_figures_and_a_loadable_spec(
         m.best_flops_per_s for m in cal.matmul if m.dtype == "fp32"
     )
     assert cal.cpu is not None and Calibration.from_dict(cal.to_dict()) == cal
+    # the largest read was measured again at the end, and the load around it kept
+    assert cal.steadiness is not None and cal.steadiness.probe_threads == 1
+    assert cal.steadiness.again_bytes_per_s > 1e8
     # the FMA loop (lab/csrc, built by engine.kernel_build) runs the table's FLOP per cycle at
     # the clock its add chain measured, where the table knows this CPU
     (core,) = cal.core

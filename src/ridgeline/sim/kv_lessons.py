@@ -89,8 +89,8 @@ def why_no_change(t: Technique, without: SimResult, with_: SimResult, rate: floa
             peak = max(with_.kv_peak_frac, 1e-3)
             return (
                 f"no prefix block was evicted to host memory at this load (KV peak "
-                f"{with_.kv_peak_frac:.0%} of the pool); try {_faster(rate, 1.0 / peak)}, "
-                f"where the pool would fill"
+                f"{with_.kv_peak_frac:.0%} of the pool); try more distinct --prefixes, or "
+                f"{_faster(rate, 1.0 / peak)} where the running requests grow with the rate"
             )
     if t is Technique.CONTINUOUS_BATCHING:
         # one at a time, a request holds the machine for about its end-to-end latency
