@@ -7,7 +7,8 @@ inside the commands that measure, so ``ridgeline --help`` stays fast without the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -181,12 +182,7 @@ def sweep_cmd(
     )  # fmt: skip
     backends = parse_backends(backend or list(DEFAULT_BACKENDS))
     spec = SweepSpec(backends, parse_ints(batch, "--batch"), parse_ints(context, "--context"), base)
-    with ResultsStore(db) as store, progress_bar(len(spec.points()), not json_out) as tick:
-
-        def progress(cfg: PointConfig, status: str) -> None:
-            if tick is not None:
-                tick(description=f"{cfg.label} B={cfg.batch} T={cfg.context} {status}")
-
+    with ResultsStore(db) as store, _point_progress(len(spec.points()), json_out) as progress:
         outcome = run_sweep(spec, store, progress)
     counts = {"measured": outcome.measured, "skipped": outcome.skipped, "total": outcome.total}
     if json_out:
@@ -196,6 +192,25 @@ def sweep_cmd(
         f"{outcome.measured} measured, {outcome.skipped} already stored, {outcome.total} points "
         f"in {db}"
     )
+
+
+@contextmanager
+def _point_progress(total: int, json_out: bool) -> Iterator[Callable[[Any, str], None]]:
+    """Progress of a sweep, one call per point: a bar on a terminal, a line per point in a log
+    (``make lab``), where a bar would show nothing; silent with --json."""
+    lines = None if err_console.is_terminal or json_out else progress_lines()
+    with progress_bar(total, not json_out and lines is None) as tick:
+        done = [0]
+
+        def progress(cfg: Any, status: str) -> None:
+            done[0] += 1
+            what = f"{cfg.label} B={cfg.batch} T={cfg.context} {status}"
+            if tick is not None:
+                tick(description=what)
+            if lines is not None:
+                lines(f"{done[0]}/{total} {what}")
+
+        yield progress
 
 
 @lab_app.command("profile")
