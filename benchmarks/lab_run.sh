@@ -15,9 +15,9 @@
 # under ten minutes of wall time on a quiet 2-core machine: calibration up to 256 MiB, batch
 # {1,4,16} x context {128,512}, 8 timed steps, the KV check at 4 x 512. SIZE=full: calibration
 # up to 1 GiB, batch {1,4,16} x context {128,512,1024}, 12 timed steps, the KV check at
-# 4 x 1024 (about half an hour). Each size keeps its own database (out/lab-run-SIZE), so the
-# two never mix in one fit. Every step says what it runs, the load average when it starts and
-# how long it took (out/lab/timings.txt).
+# 4 x 1024 (several times the quick run). Each size keeps its own database (out/lab-run-SIZE),
+# so the two never mix in one fit. Every step says what it runs, the load average when it
+# starts and how long it took (out/lab/timings.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
