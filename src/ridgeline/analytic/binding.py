@@ -59,12 +59,6 @@ class Verdict:
             return f"{self.level} bandwidth"
         return self.resource.value
 
-    @property
-    def label(self) -> str:
-        """The verdict with its kind: ``hbm bandwidth (roofline)``, ``fixed latency (expected)``."""
-        kind = "roofline" if self.mode is CostMode.IDEAL else "expected"
-        return f"{self.text} ({kind})"
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "resource": self.resource.value,
