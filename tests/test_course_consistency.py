@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typer.testing import CliRunner
 
 from ridgeline import analytic as an
 from ridgeline.analytic.binding import Resource
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.cli import app
 from ridgeline.quiz import draw_quiz
 from ridgeline.quiz.generators import m3_managers, m4_architectures
@@ -64,7 +66,7 @@ def notebook_text(name: str) -> str:
 
 
 def ctx(hw: str) -> ReportContext:
-    return ReportContext(get_model(MODEL), get_accelerator(hw), Path("."))
+    return ReportContext(get_model(MODEL), Pricing.expected(get_accelerator(hw)), Path("."))
 
 
 @cache
@@ -154,7 +156,7 @@ def test_what_binds_agrees_in_library_cli_quiz_and_report(name: str) -> None:
 
 def test_the_report_and_the_cli_compare_give_the_same_verdicts() -> None:
     out = Path("/tmp/ridgeline-consistency")
-    section = _compare_section(ReportContext(get_model(MODEL), get_accelerator("h100-sxm"), out))
+    section = _compare_section(replace(ctx("h100-sxm"), out_dir=out))
     cli = cli_json("compare", "-m", MODEL)
     report_rows = {r["accelerator"]: r["verdict"]["text"] for r in section.data["rows"]}
     assert report_rows == {r["accelerator"]: r["verdict"]["text"] for r in cli["rows"]}

@@ -24,27 +24,36 @@ if TYPE_CHECKING:
     )
     from ridgeline.analytic.binding import Resource, Verdict
     from ridgeline.analytic.deploy import (
-        ChipMemory,
         Collective,
-        Deployment,
         DeploymentCost,
         Schedule,
-        auto_deployment,
-        bubble_fraction,
         deploy_step,
         deployment_cost,
-        min_chips,
         ring_allreduce,
     )
+    from ridgeline.analytic.deployment import (
+        ChipMemory,
+        Deployment,
+        auto_deployment,
+        bubble_fraction,
+        min_chips,
+    )
     from ridgeline.analytic.kv import (
-        Capacity,
         Technique,
-        capacity,
         crossover_context,
         kv_bytes,
         kv_bytes_per_token,
         techniques,
         weights_bytes,
+    )
+    from ridgeline.analytic.memory import (
+        ChipBudget,
+        KvFit,
+        MemoryRule,
+        chip_budget,
+        kv_fit,
+        kv_pool_blocks,
+        kv_pool_bytes,
     )
     from ridgeline.analytic.ops import (
         MixedShape,
@@ -54,6 +63,7 @@ if TYPE_CHECKING:
         expected_distinct_experts,
         op_terms,
     )
+    from ridgeline.analytic.pricing import Efficiency, Pricing
     from ridgeline.analytic.questions import (
         FiveAnswers,
         StepReads,
@@ -64,7 +74,6 @@ if TYPE_CHECKING:
         Bound,
         DecodeBatching,
         DecodeIntensity,
-        Efficiency,
         OpCost,
         StepCost,
         Sweep,
@@ -108,7 +117,14 @@ __all__ = [
     "min_chips",
     "ring_allreduce",
     "Bound",
-    "Capacity",
+    "ChipBudget",
+    "KvFit",
+    "MemoryRule",
+    "Pricing",
+    "chip_budget",
+    "kv_fit",
+    "kv_pool_blocks",
+    "kv_pool_bytes",
     "Comparison",
     "DecodeBatching",
     "DecodeIntensity",
@@ -128,7 +144,6 @@ __all__ = [
     "Sweep",
     "Technique",
     "Workload",
-    "capacity",
     "compare",
     "crossover_context",
     "decode_batching",
@@ -158,27 +173,36 @@ __getattr__, __dir__ = lazy_exports(
         ),
         "ridgeline.analytic.binding": ("Resource", "Verdict"),
         "ridgeline.analytic.deploy": (
-            "ChipMemory",
             "Collective",
-            "Deployment",
             "DeploymentCost",
             "Schedule",
-            "auto_deployment",
-            "bubble_fraction",
             "deploy_step",
             "deployment_cost",
-            "min_chips",
             "ring_allreduce",
         ),
+        "ridgeline.analytic.deployment": (
+            "ChipMemory",
+            "Deployment",
+            "auto_deployment",
+            "bubble_fraction",
+            "min_chips",
+        ),
         "ridgeline.analytic.kv": (
-            "Capacity",
             "Technique",
-            "capacity",
             "crossover_context",
             "kv_bytes",
             "kv_bytes_per_token",
             "techniques",
             "weights_bytes",
+        ),
+        "ridgeline.analytic.memory": (
+            "ChipBudget",
+            "KvFit",
+            "MemoryRule",
+            "chip_budget",
+            "kv_fit",
+            "kv_pool_blocks",
+            "kv_pool_bytes",
         ),
         "ridgeline.analytic.ops": (
             "MixedShape",
@@ -198,7 +222,6 @@ __getattr__, __dir__ = lazy_exports(
             "Bound",
             "DecodeBatching",
             "DecodeIntensity",
-            "Efficiency",
             "OpCost",
             "StepCost",
             "Sweep",
@@ -207,6 +230,10 @@ __getattr__, __dir__ = lazy_exports(
             "ridge_points",
             "step_cost",
             "sweep",
+        ),
+        "ridgeline.analytic.pricing": (
+            "Efficiency",
+            "Pricing",
         ),
         "ridgeline.analytic.summaries": (
             "AcceleratorSummary",

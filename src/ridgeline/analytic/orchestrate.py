@@ -20,12 +20,15 @@ the same label ``kv-manage``, the report, the notebooks and the quiz use:
     in a slot of a compiled bucket, and every load from LPDDR5 into a core's LX and every ring
     transfer between cores is an instruction of the compiled schedule (``dataflow``), compiled
     for the (batch, context) bucket — so the step reads the bucket's KV, not the request's.
-    Inside the step, the compiler alone moves the data (what the video calls "the compiler").
+    Inside the step only compiler-emitted instructions move the data (what the video calls
+    "the compiler").
 
 Bytes per level are what crosses into or out of that level; time per level is bytes ÷ its
-bandwidth. The GPU row's time is its binding level's; the TPU and Spyre rows' times are their
-simulated pipelines (the same numbers as ``ridgeline schedule`` and the compiled-shape
-simulator), and the binding level is the one whose transfers take longest.
+bandwidth, which in calibrated mode (the default, ``analytic.pricing``) is the device level's
+datasheet bandwidth × the machine's ``kv_bandwidth_efficiency`` (the attention kernel reads the
+KV) and in ideal mode the datasheet's. The GPU row's time is its binding level's; the TPU and
+Spyre rows' times are their simulated pipelines (the same numbers as ``ridgeline schedule`` and
+the compiled-shape simulator), and the binding level is the one whose transfers take longest.
 """
 
 from __future__ import annotations
@@ -36,10 +39,12 @@ from typing import Any
 
 from ridgeline.analytic import dataflow, pallas
 from ridgeline.analytic.ops import OpTerms, op_terms
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.roofline import shape_of
 from ridgeline.analytic.tiling import scratchpad_level
 from ridgeline.analytic.workload import Phase, Workload
 from ridgeline.errors import ConfigError
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.model import ModelSpec
 
@@ -128,11 +133,15 @@ class OrchestrationReport:
     context: int
     traffic: KvTraffic
     rows: tuple[Orchestration, ...]
+    mode: CostMode = CostMode.CALIBRATED
+    label: str = "expected (calibrated)"
 
     def to_dict(self) -> dict[str, Any]:
         t = self.traffic
         return {
-            "schema": "ridgeline.orchestrate/2",
+            "schema": "ridgeline.orchestrate/3",
+            "mode": self.mode.value,
+            "label": self.label,
             "model": self.model,
             "batch": self.batch,
             "context": self.context,
@@ -166,9 +175,17 @@ def _finish(acc: Accelerator, who: str, home: str, moves: list[LevelMove]) -> Or
     return Orchestration(acc.name, who, home, tuple(moves), time_s, binding)
 
 
-def _move(acc: Accelerator, level: str, by: str, moved: float, what: str) -> LevelMove:
+def _move(
+    acc: Accelerator, level: str, by: str, moved: float, what: str, eff: float = 1.0
+) -> LevelMove:
     lvl = acc.level(level)
-    return LevelMove(level, lvl.managed_by.value, by, moved, lvl.bandwidth_bytes_per_s, what)
+    bw = lvl.bandwidth_bytes_per_s
+    return LevelMove(level, lvl.managed_by.value, by, moved, None if bw is None else bw * eff, what)
+
+
+def _kv_efficiency(acc: Accelerator, mode: CostMode) -> float:
+    """The fraction of the device bandwidth the KV is read at in ``mode``."""
+    return Pricing.of(acc, mode).calibration.kv_bandwidth_efficiency
 
 
 def _block_table_bytes(w: Workload, layers: int) -> float:
@@ -176,7 +193,9 @@ def _block_table_bytes(w: Workload, layers: int) -> float:
     return w.batch * math.ceil(w.context_len / PAGE_TOKENS) * PAGE_INDEX_BYTES * layers
 
 
-def gpu_row(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestration:
+def gpu_row(
+    acc: Accelerator, t: KvTraffic, w: Workload, mode: CostMode = CostMode.IDEAL
+) -> Orchestration:
     """(a) Paged KV in HBM (runtime), tiles through shared memory (kernel), L2 (hardware)."""
     table = _block_table_bytes(w, t.layers)
     hbm = t.hbm_bytes + table
@@ -187,6 +206,7 @@ def gpu_row(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestration:
             "kernel",
             hbm,
             "KV pages + q/o + block tables (runtime-allocated)",
+            _kv_efficiency(acc, mode),
         ),
         _move(
             acc, "l2", "hardware", hbm, "every HBM byte passes the hardware cache once (no reuse)"
@@ -202,18 +222,22 @@ def gpu_row(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestration:
     return _finish(acc, acc.orchestrator, f"{acc.device_level} (paged blocks)", moves)
 
 
-def tpu_row(acc: Accelerator, model: ModelSpec, w: Workload) -> Orchestration:
+def tpu_row(
+    acc: Accelerator, model: ModelSpec, w: Workload, mode: CostMode = CostMode.IDEAL
+) -> Orchestration:
     """(b) KV pages in HBM; a Pallas kernel's KV blocks pipelined HBM→VMEM under MXU work by
     the DMAs its compiler emits."""
     (term,) = _attention_terms(model, w)
+    eff = _kv_efficiency(acc, mode)
     core = pallas.tensor_core(acc, w.dtypes.compute)
+    core = replace(core, hbm_bytes_per_s=core.hbm_bytes_per_s * eff)
     p = pallas.best_attention(term.name, pallas.attn_shape(term, model, w), core)
     n = term.count
     table = _block_table_bytes(w, model.num_layers)
     vmem = scratchpad_level(acc).name
     moves = [
         _move(acc, acc.device_level, "compiler", p.dma_bytes * n + table,
-              "KV blocks + q/o (DMA) + page indices"),
+              "KV blocks + q/o (DMA) + page indices", eff),
         _move(acc, vmem, "compiler", p.dma_bytes * n,
               f"double-buffered {p.note} (Pallas BlockSpec), {p.vmem_bytes / 1e6:.3g} MB of VMEM"),
     ]  # fmt: skip
@@ -225,10 +249,13 @@ def tpu_row(acc: Accelerator, model: ModelSpec, w: Workload) -> Orchestration:
     return replace(o, time_s=p.time_s * n, detail=detail)
 
 
-def spyre_row(acc: Accelerator, model: ModelSpec, w: Workload) -> Orchestration:
+def spyre_row(
+    acc: Accelerator, model: ModelSpec, w: Workload, mode: CostMode = CostMode.IDEAL
+) -> Orchestration:
     """(c) Explicit loads into each core's scratchpad and ring transfers, from the schedule
     compiled for the step's bucket (``dataflow.default_bucket``)."""
-    opts = dataflow.ScheduleOptions(keep_events=False)
+    eff = _kv_efficiency(acc, mode)
+    opts = dataflow.ScheduleOptions(keep_events=False, bandwidth_efficiency=eff)
     sched = dataflow.compile_schedule(model, acc, w, None, opts)
     run = next(r for r in sched.runs if r.program.name.startswith("attn.core"))
     prog, core = run.program, sched.core
@@ -239,7 +266,7 @@ def spyre_row(acc: Accelerator, model: ModelSpec, w: Workload) -> Orchestration:
     b = sched.bucket
     moves = [
         LevelMove(dev.name, dev.managed_by.value, "compiler", loaded + stored,
-                  dev.bandwidth_bytes_per_s,
+                  None if dev.bandwidth_bytes_per_s is None else dev.bandwidth_bytes_per_s * eff,
                   f"compiler-emitted loads/stores of the ({b.batch}, {b.context}) bucket's KV"),
         LevelMove(lx.name, lx.managed_by.value, "compiler", loaded + ring,
                   lx.bandwidth_bytes_per_s, "LX writes"),
@@ -263,6 +290,7 @@ def orchestrate(
     gpu: Accelerator,
     tpu: Accelerator,
     spyre: Accelerator,
+    mode: CostMode = CostMode.CALIBRATED,
 ) -> OrchestrationReport:
     """The KV traffic of one decode step under the three orchestrators.
 
@@ -273,6 +301,8 @@ def orchestrate(
         gpu: the GPU (needs ``l2`` and ``smem`` levels).
         tpu: the TPU (a Pallas kernel's pipeline through VMEM).
         spyre: the dataflow machine (a compiled schedule of the attention).
+        mode: the device level's bandwidth as the calibration's KV efficiency reaches it, or
+            the datasheet's (module docstring).
 
     Returns:
         Bytes per level, time and binding level for each machine.
@@ -282,8 +312,9 @@ def orchestrate(
         raise ConfigError("field context: must be at least 1 for a KV cache to exist")
     t = kv_traffic(model, w)
     rows = (
-        gpu_row(gpu, t, w),
-        tpu_row(tpu, model, w),
-        spyre_row(spyre, model, w),
+        gpu_row(gpu, t, w, mode),
+        tpu_row(tpu, model, w, mode),
+        spyre_row(spyre, model, w, mode),
     )
-    return OrchestrationReport(model.name, batch, context, t, rows)
+    label = Pricing.of(gpu, mode).label
+    return OrchestrationReport(model.name, batch, context, t, rows, mode, label)

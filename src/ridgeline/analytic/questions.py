@@ -12,9 +12,10 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ridgeline.analytic.binding import Resource, Verdict, roofline_verdict
-from ridgeline.analytic.deploy import Deployment, deployment_cost
+from ridgeline.analytic.deploy import deployment_cost
 from ridgeline.analytic.kv import kv_bytes, weights_bytes
-from ridgeline.analytic.roofline import Bound, StepCost, step_cost
+from ridgeline.analytic.pricing import Pricing
+from ridgeline.analytic.roofline import Bound, StepCost, as_pricing, step_cost
 from ridgeline.analytic.speed import SpeedQuote, quote_step
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.specs.calibration import CostMode
@@ -55,8 +56,9 @@ class FiveAnswers:
     roofline: Verdict  # question 5 on the roofline: what the course teaches a learner to find
     reason: str
     expected: Verdict  # the same question in the calibrated model (capacity when it does not fit)
-    step_time_s: float  # the ideal roofline's
+    step_time_s: float  # in the pricing's mode
     speed: SpeedQuote = field(repr=False)  # ideal and calibrated, or none when it does not fit
+    mode: CostMode = CostMode.CALIBRATED
 
     @property
     def scarce(self) -> Resource:
@@ -71,6 +73,7 @@ class FiveAnswers:
         d["scarce"] = self.scarce.value
         d["roofline"] = self.roofline.to_dict()
         d["expected"] = self.expected.to_dict()
+        d["mode"] = self.mode.value
         d["speed"] = self.speed.to_dict()
         d["schema"] = "ridgeline.questions/2"
         return d
@@ -140,13 +143,19 @@ def expected_verdict(model: ModelSpec, acc: Accelerator, workload: Workload, fit
     capacity when it does not fit."""
     if not fits:
         return Verdict(Resource.CAPACITY, CostMode.CALIBRATED)
-    cost = deployment_cost(model, Deployment(acc), workload, mode=CostMode.CALIBRATED)
-    return cost.binding
+    pricing = Pricing.expected(acc, workload.dtypes)
+    return deployment_cost(model, pricing, workload).binding
 
 
-def five_questions(model: ModelSpec, acc: Accelerator, workload: Workload) -> FiveAnswers:
-    """Answer the five questions for ``workload`` of ``model`` on ``acc``."""
-    cost, quote = quote_step(model, acc, workload)
+def five_questions(
+    model: ModelSpec, priced: Pricing | Accelerator, workload: Workload
+) -> FiveAnswers:
+    """Answer the five questions for ``workload`` of ``model`` on one chip, its step priced by
+    ``priced`` (an accelerator alone: the ideal roofline) with the other mode beside it; question
+    5 both on the roofline and as the calibrated model expects it (``analytic.binding``)."""
+    pricing = as_pricing(priced, workload.dtypes)
+    acc = pricing.accelerator
+    cost, quote = quote_step(model, pricing, workload)
     needed = memory_needed_bytes(model, workload)
     roofline, reason = _scarce(acc, cost, needed)
     expected = expected_verdict(model, acc, workload, roofline.resource is not Resource.CAPACITY)
@@ -165,6 +174,7 @@ def five_questions(model: ModelSpec, acc: Accelerator, workload: Workload) -> Fi
         expected=expected,
         step_time_s=cost.step_time_s,
         speed=quote,
+        mode=pricing.mode,
     )
 
 

@@ -66,7 +66,8 @@ def kv_manage_tables(rep: KVManageReport) -> tuple[Table, Table]:
     tech = Table(
         ("technique", *(r.accelerator for r in rep.rows)),
         tuple(rows),
-        f"The seven techniques on {rep.workload}; chunked prefill on {STALL_WORKLOAD}",
+        f"The seven techniques on {rep.workload}; chunked prefill on {STALL_WORKLOAD} — "
+        f"{rep.label}",
     )
     return arch, tech
 
@@ -76,7 +77,8 @@ def kv_manage_section(ctx: ReportContext) -> Section:
     limit = min(MAX_LEN, ctx.model.max_position_embeddings)
     sched = SchedulerConfig(max_num_batched_tokens=512, max_model_len=limit)
     label = f"{NUM_REQUESTS} requests, Poisson 2/s, two shared prefixes of {limit // 4} tokens"
-    rep = kv_manage(ctx.model, _trace(limit), KVManageOptions(sched), label=label)
+    opts = KVManageOptions(sched, mode=ctx.pricing.mode)
+    rep = kv_manage(ctx.model, _trace(limit), opts, label=label)
     return Section(
         "kv-manage",
         "The KV cache under five orchestrators",
@@ -85,10 +87,10 @@ def kv_manage_section(ctx: ReportContext) -> Section:
             + "; ".join(f"{r.accelerator} {r.orchestrator}" for r in rep.rows)
             + " (the managers on the KV's path from where it lives to compute). Each effect is "
             "two simulations of the same trace on the architecture's smallest deployment, "
-            "without and with the technique ('would' where nobody provides it); "
-            "compiled-schedule machines run at compiled shapes. Chunked prefill is judged on "
-            "long prompts arriving among running decodes, by the longest stall a decode sees; "
-            "an effect of zero says why. The same table: ridgeline kv-manage.",
+            f"without and with the technique ('would' where nobody provides it), priced "
+            f"{rep.label}; compiled-schedule machines run at compiled shapes. Chunked prefill is "
+            "judged on long prompts arriving among running decodes, by the longest stall a "
+            "decode sees; an effect of zero says why. The same table: ridgeline kv-manage.",
         ),
         tables=kv_manage_tables(rep),
         data=rep.to_dict(),
