@@ -142,6 +142,10 @@ def test_compare_five_architectures(client: TestClient) -> None:
         "body",
         "accelerators",
     ]
+    # a dtype one of them has no peak at: a rule across fields, refused as such (not a 500)
+    r = client.post("/api/compare", json={"act_dtype": "fp32", "accelerators": ["groq-lpu"]})
+    assert r.status_code == 422 and r.json()["detail"][0]["type"] == "unsatisfiable"
+    assert r.json()["detail"][0]["loc"] == ["body", "accelerators"]
 
 
 def test_uploaded_config_drives_every_view(client: TestClient) -> None:
