@@ -435,10 +435,13 @@ pd.DataFrame([{"batch": b, "median step (ms)": p.timing.median_s * 1e3, "KV (MiB
     ),
     (
         "md",
-        """The two rises are those of one decode step over a cache that already exists: the heap rise
-(glibc's in-use bytes, `mallinfo2`) is the step's temporaries, and the resident peak barely
-moves (often 0) because those temporaries reuse pages the allocator already holds. `None`
-means this system does not expose the figure (no `/proc/self/clear_refs`, or not glibc). The
+        """The two rises are those of one decode step over a cache that already exists. The heap rise
+(glibc's in-use bytes after the step, `mallinfo2`) is what the step leaves allocated: one more
+token of KV per sequence, batch × 36,864 B here (6 layers × K and V × 768 × 4 B of fp32), the
+formula below; the step's temporaries are freed by then. The resident peak barely moves (often
+0) because those bytes land in pages the allocator already holds: resident memory grows by whole
+pages, and only when the allocator asks the system for more. `None` means this system does not
+expose the figure (no `/proc/self/clear_refs`, or not glibc). The
 KV cache's own growth shows in the peak as the context grows: `ridgeline lab kv` measures it in
 a process of its own (a fresh cache filled in chunks, the slope of the resident peak per token
 against the formula; docs/lab.md), where memory freed by earlier cells cannot hide it.""",
