@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from ridgeline.analytic.architectures import Comparison as Comparison
     from ridgeline.analytic.architectures import binding_sentence as binding_sentence
     from ridgeline.analytic.architectures import compare as compare
-    from ridgeline.analytic.deploy import Binding as Binding
+    from ridgeline.analytic.binding import Resource as Resource
+    from ridgeline.analytic.binding import Verdict as Verdict
     from ridgeline.analytic.deploy import Collective as Collective
     from ridgeline.analytic.deploy import DeploymentCost as DeploymentCost
     from ridgeline.analytic.deploy import Schedule as Schedule
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from ridgeline.analytic.pricing import Efficiency as Efficiency
     from ridgeline.analytic.pricing import Pricing as Pricing
     from ridgeline.analytic.questions import FiveAnswers as FiveAnswers
-    from ridgeline.analytic.questions import Resource as Resource
     from ridgeline.analytic.questions import StepReads as StepReads
     from ridgeline.analytic.questions import decode_reads as decode_reads
     from ridgeline.analytic.questions import five_questions as five_questions

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from ridgeline.quiz.grading import grade as grade
     from ridgeline.quiz.grading import grade_quiz as grade_quiz
     from ridgeline.quiz.grading import parse_response as parse_response
+    from ridgeline.quiz.ledger import Ledger as Ledger
+    from ridgeline.quiz.ledger import fingerprint as fingerprint
+    from ridgeline.quiz.ledger import quiz_home as quiz_home
     from ridgeline.quiz.session import NUM_QUESTIONS as NUM_QUESTIONS
     from ridgeline.quiz.session import PASS_FRACTION as PASS_FRACTION
     from ridgeline.quiz.session import QUIZ_ID as QUIZ_ID

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ridgeline.specs.dtypes import DType as DType
     from ridgeline.specs.hardware import Accelerator as Accelerator
     from ridgeline.specs.hardware import Interconnect as Interconnect
+    from ridgeline.specs.hardware import LocalMemory as LocalMemory
     from ridgeline.specs.hardware import ManagedBy as ManagedBy
     from ridgeline.specs.hardware import MemoryLevel as MemoryLevel
     from ridgeline.specs.hardware import Parallelism as Parallelism
