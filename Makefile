@@ -1,26 +1,38 @@
 # Quickstart: `make run` writes the full report; `make test` runs the whole test suite.
-# Both create .venv when it is missing and install what they need into it.
+# Each creates .venv when it is missing and installs what it needs into it: `make run` the core
+# alone (numpy, scipy, matplotlib, typer, rich, pydantic), `make test` every extra as well.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+CORE := $(VENV)/.installed-core
 STAMP := $(VENV)/.installed
 MODEL ?= llama-3.1-8b
 OUT ?= out/report
 
-.PHONY: run test test-fast lint bench lab figures screenshots kernels native clean
+.PHONY: run install test test-fast test-explore lint bench lab figures docs screenshots kernels native clean
 
 $(BIN)/python:
+	@echo "== creating $(VENV) with $(PY)"
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
 
-# torch is pinned first so no other requirement can pull a CUDA build.
+# The core: what `make run` and every analytic and serving command need.
+$(CORE): $(BIN)/python pyproject.toml
+	@echo "== installing ridgeline and its core dependencies into $(VENV)"
+	$(BIN)/python -m pip install --progress-bar on -e .
+	touch $(CORE)
+
+# Everything `make test` uses. torch is pinned first so no other requirement can pull a CUDA build.
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[torch,dev,web,web-test,serve,serve-test,ray,parquet,pandas]'
-	touch $(STAMP)
+	@echo "== installing ridgeline with every extra (torch, web, dev, ...) into $(VENV)"
+	$(BIN)/python -m pip install --progress-bar on torch==2.13.0
+	$(BIN)/python -m pip install --progress-bar on -e '.[torch,dev,web,web-test,serve,serve-test,ray,parquet,pandas]'
+	touch $(STAMP) $(CORE)
+
+install: $(STAMP)
 
 # The engine's C++ kernels, built once for this environment (a no-op when built): native for
-# this CPU, portable (no AVX-512) for the tests of the paths every CPU takes.
+# this CPU, portable (no AVX-512) for the tests of the paths every CPU takes. The engine also
+# builds them on first use; `make test` builds both targets up front.
 kernels: $(STAMP)
 	$(BIN)/ridgeline engine build --target native --target portable
 
@@ -29,9 +41,16 @@ kernels: $(STAMP)
 native: $(STAMP)
 	$(BIN)/ridgeline native build
 
-run: $(STAMP) kernels native
+# The report (about a minute of CPU; progress on stderr), then how to run the commands.
+run: $(CORE)
+	@echo "== writing the report for $(MODEL) to $(OUT)/"
 	$(BIN)/ridgeline report --model $(MODEL) --out $(OUT) --validate
-	@echo "Explore it live: $(BIN)/ridgeline explore --open   (serves http://127.0.0.1:8765/)"
+	@echo
+	@echo "Open $(OUT)/report.html. To run the commands of README.md and docs/, activate the environment:"
+	@echo "  source $(BIN)/activate          (then: ridgeline --help)"
+	@echo "or call the command by its path:"
+	@echo "  $(BIN)/ridgeline hw list"
+	@echo "The explorer, the engine and the lab need the extras: make install (or pip install -e '.[web,torch]')."
 
 test: $(STAMP) kernels native
 	$(BIN)/python -m ruff check src tests benchmarks tools
@@ -44,6 +63,16 @@ test: $(STAMP) kernels native
 # module's rewritten asserts instead of rewriting all of them on every run (about 4 s here).
 test-fast: $(STAMP)
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -p no:schemathesis -p no:faker -m 'not torch and not gpu and not bench and not slow'
+
+# Property and schema tests (Hypothesis, schemathesis) with fresh random examples, where
+# `make test` replays fixed ones; a failure found is saved to tests/hypothesis-examples/ (commit
+# it with the fix). RUNS=10 repeats the whole tier ten times, each with new examples.
+RUNS ?= 1
+test-explore: $(STAMP)
+	@for i in $$(seq $(RUNS)); do \
+		echo "== exploration run $$i of $(RUNS)"; \
+		$(BIN)/python -m pytest -p no:faker -m 'hypothesis and not torch and not gpu and not bench' --hypothesis-profile explore || exit 1; \
+	done
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sweep.py

@@ -79,7 +79,7 @@ def chunked_prefill() -> None:
     )
     a = simulate(
         SimConfig(
-            LLAMA, A100, SchedulerConfig(max_num_batched_tokens=8192, enable_chunked_prefill=False)
+            LLAMA, IDEAL, SchedulerConfig(max_num_batched_tokens=8192, enable_chunked_prefill=False)
         ),
         wl,
     )

@@ -68,6 +68,7 @@ def test_plot_functions_return_figures() -> None:
     assert isinstance(plots.techniques_plot(rl.techniques(M, 1, 4096), "t"), Figure)
 
 
+@pytest.mark.slow
 def test_importing_the_plots_leaves_the_backend_alone() -> None:
     code = (
         "import matplotlib\n"

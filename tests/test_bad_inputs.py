@@ -93,6 +93,7 @@ def _needs_torch(case: CliCase) -> bool:
     return engine and importlib.util.find_spec("torch") is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CLI_CASES, ids=lambda c: c.id)
 def test_a_command_refuses_in_one_line(
     case: CliCase, tmp_path: Path, cli: typer.testing.CliRunner

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -98,4 +99,4 @@ class KVMachine(RuleBasedStateMachine):
 
 
 KVMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
-TestKVMachine = KVMachine.TestCase
+TestKVMachine = pytest.mark.slow(KVMachine.TestCase)

@@ -204,6 +204,7 @@ def test_unknown_family_is_one_line() -> None:
 MODELS = ("llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "deepseek-v3", "distilgpt2")
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     acc=st.sampled_from(accelerator_names()),

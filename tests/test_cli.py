@@ -89,6 +89,7 @@ def test_model_show_from_a_config_path(tmp_path: Path) -> None:
     assert d["attention"] == "mqa" and d["kv_bytes_per_token"] == 2 * 2 * 1 * 16 * 2
 
 
+@pytest.mark.slow
 def test_roofline_json_and_plot(tmp_path: Path) -> None:
     plot = tmp_path / "r.png"
     d = run_json(
@@ -144,6 +145,7 @@ def test_questions_and_compare_tables() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_report_writes_three_files(tmp_path: Path) -> None:
     d = run_json("report", "--model", "gpt2", "--out", str(tmp_path))
     html = Path(d["html"]).read_text()
@@ -185,3 +187,12 @@ def test_malformed_config_names_the_field(tmp_path: Path) -> None:
 def test_kv_with_zero_context_is_a_user_error() -> None:
     code, _, err = run("kv", "--context", "0")
     assert code == 2 and "field context" in err
+
+
+def test_fp32_activations_on_a_chip_without_an_fp32_peak() -> None:
+    # regression: exited 2 with "tpu-v5e: no peak_flops_per_s for fp32 or a fallback"
+    d = run_json("roofline", "--hw", "tpu-v5e", "--act-dtype", "fp32", "--batch", "1")
+    assert d["peak_flops_per_s"] == pytest.approx(197e12 / 6)
+    assert d["ridge_point_flops_per_byte"] == pytest.approx(197e12 / 6 / 819e9)
+    code, out, _ = run("hw", "show", "tpu-v5e")
+    assert code == 0 and "fp32 = bf16 ÷ 6" in out

@@ -39,6 +39,7 @@ def model_dir(tmp_path_factory: Any) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_cli_starts_without_torch() -> None:
     code = "import sys, ridgeline.cli; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import shlex
 import subprocess
 import sys
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -20,6 +22,7 @@ from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_ENGINE_MODEL, DEFAUL
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_version_matches_the_package_and_python_m_runs_the_cli() -> None:
     assert ridgeline.__version__ == VERSION
     out = subprocess.run(
@@ -86,6 +89,7 @@ def test_one_default_accelerator_and_model() -> None:
     assert _defaults("generate")["model"] == DEFAULT_ENGINE_MODEL
 
 
+@pytest.mark.slow
 def test_help_loads_no_heavy_module() -> None:
     """The packages' lazy ``__init__`` (a table of names) may load; none of their modules."""
     code = (
@@ -100,8 +104,49 @@ def test_help_loads_no_heavy_module() -> None:
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow
 def test_piped_output_is_not_wrapped() -> None:
     cmd = [sys.executable, "-m", "ridgeline", "kv", "--context", "32768", "--hw", "h100-sxm"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0].startswith("llama-3.1-8b: 131,072 B") and out[0].endswith("(batch 1)")
     assert len(out[0]) > 150
+
+
+def _leaves() -> list[tuple[list[str], typer.core.TyperCommand]]:
+    found: list[tuple[list[str], typer.core.TyperCommand]] = []
+
+    def walk(path: list[str], cmd: object) -> None:
+        sub = getattr(cmd, "commands", None)
+        if sub is None:
+            found.append((path, cmd))  # type: ignore[arg-type]
+            return
+        for name, child in sub.items():
+            walk([*path, name], child)
+
+    for name, entry in COMMANDS.items():
+        walk([name], load_command(name, entry))
+    return found
+
+
+def test_every_command_help_shows_an_example_that_parses() -> None:
+    leaves = _leaves()
+    assert len(leaves) >= 41
+    for path, cmd in leaves:
+        help_text = runner.invoke(app, [*path, "--help"]).stdout
+        lines = help_text.splitlines()
+        assert "  Example:" in lines, path
+        example = lines[lines.index("  Example:") + 1].strip()
+        prefix = ["ridgeline", *path]
+        args = shlex.split(example)
+        assert args[: len(prefix)] == prefix, (path, example)
+        cmd.make_context(" ".join(prefix), args[len(prefix) :])  # every option of it exists
+
+
+def test_a_group_alone_prints_its_help_and_exits_0() -> None:
+    # regression: 'ridgeline' and 'ridgeline lab' printed the whole help squashed into one
+    # 'error: ...' line on stderr
+    for args in ([], ["lab"], ["sweep"], ["quiz"], ["hw"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, args
+        assert result.stdout.startswith(f"Usage: ridgeline {' '.join(args)}".rstrip() + " ")
+        assert "\nOptions:\n" in result.stdout and result.stderr == ""

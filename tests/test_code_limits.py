@@ -13,6 +13,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 import ridgeline
 from srctree import source
 
@@ -88,18 +90,22 @@ def repeated_blocks(root: Path = SRC, size: int = MIN_BLOCK_LINES) -> list[tuple
     return [(places[0], p) for places in seen.values() if len(places) > 1 for p in places[1:]]
 
 
+@pytest.mark.slow
 def test_no_file_over_the_limit() -> None:
     assert {f: n for f, n in long_files().items() if f not in KNOWN} == {}
 
 
+@pytest.mark.slow
 def test_no_function_over_the_limit() -> None:
     assert {f: n for f, n in long_functions().items() if f not in KNOWN} == {}
 
 
+@pytest.mark.slow
 def test_no_identical_block_twice() -> None:
     assert repeated_blocks() == []
 
 
+@pytest.mark.slow
 def test_known_exceptions_still_apply() -> None:
     current = set(long_files()) | set(long_functions())
     assert [k for k in KNOWN if k not in current] == []

@@ -50,6 +50,7 @@ def test_spyre_step_reads_the_bucket_and_matches_schedule_by_hand() -> None:
     assert stats.kv_ratio == pytest.approx(2_147_483_648 / (3 * 3001 * 131_072))
 
 
+@pytest.mark.slow
 def test_prefill_runs_one_program_per_compiled_chunk() -> None:
     """A 1,200-token prompt with 512-token chunks: three programs (1, 512, T) whose buckets hold
     each chunk's last real position (512, 1024, 1200 → 1024, 1024, 2048)."""
@@ -154,6 +155,7 @@ def _shared_prefix_runs() -> tuple[object, object]:
     return simulate(variant(base, "paged", wl), wl), simulate(variant(base, "static", wl), wl)
 
 
+@pytest.mark.slow
 def test_static_tpot_is_above_paged_by_the_padding_ratio() -> None:
     paged, static = _shared_prefix_runs()
     c = static.compiled  # type: ignore[attr-defined]

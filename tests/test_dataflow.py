@@ -32,6 +32,7 @@ def _spyre_decode():  # type: ignore[no-untyped-def]
     )
 
 
+@pytest.mark.slow
 def test_spyre_decode_reads_by_category_by_hand() -> None:
     s = _spyre_decode()
     # llama-3.1-8b, bf16. Weights per layer: q 4096², k and v 4096·1024 each, o 4096²,
@@ -96,6 +97,7 @@ def test_bucket_padding_is_counted() -> None:
         compile_schedule(m, spyre, Workload(Phase.DECODE, 8, 10), Bucket(4, 16))
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(
     model=st.sampled_from(["gpt2", "llama-3.1-8b", "mixtral-8x7b", "qwen2.5-7b"]),
@@ -150,6 +152,7 @@ def test_orchestrators_share_one_kv_cache() -> None:
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_cli_schedule_json_and_timeline(tmp_path) -> None:  # type: ignore[no-untyped-def]
     png = tmp_path / "t.png"
     r = runner.invoke(app, ["schedule", "--json", "--timeline", str(png)])
@@ -160,6 +163,7 @@ def test_cli_schedule_json_and_timeline(tmp_path) -> None:  # type: ignore[no-un
     assert png.stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_cli_commands_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
     for args in (
         ["tile", "--m", "1", "--k", "4096", "--n", "4096", "--plot", str(tmp_path / "a.png")],
@@ -243,6 +247,7 @@ def test_double_buffering_timeline_by_hand() -> None:
     assert run.time_s == 6.0 and run.dma_busy_s == 6.0 and run.compute_busy_s == 3.0
 
 
+@pytest.mark.slow
 def test_without_the_ring_every_core_rereads_what_the_ring_carried() -> None:
     m, spyre, w = (
         get_model("llama-3.1-8b"),

@@ -156,6 +156,7 @@ _workloads = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     model=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "mistral-7b", "qwen2.5-7b"]),
@@ -184,6 +185,7 @@ def _kv_bytes_by_hand(model: str, batch: int, context: int) -> float:
     return 2 * m.num_layers * batch * context * m.num_kv_heads * m.head_dim * BF16_BYTES
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     model=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b"]),
@@ -270,6 +272,7 @@ def test_deploy_cli_json_and_errors() -> None:
     assert bad.stderr.count("\n") == 1 and "tensor_parallel" in bad.stderr
 
 
+@pytest.mark.slow
 def test_compare_cli_names_each_deployment() -> None:
     out = runner.invoke(app, ["compare", "--model", "llama-3.1-70b", "--json"])
     assert out.exit_code == 0, out.output
@@ -284,6 +287,7 @@ def test_compare_cli_names_each_deployment() -> None:
         assert row["accelerator"] in row["binds"] and "binds" in row["binds"]
 
 
+@pytest.mark.slow
 def test_prefill_microbatches_are_prompt_chunks_with_exact_sums() -> None:
     # 8 prompt tokens in 4 chunks of 2: chunk j attends 2 x 2j + (1 + 2) keys -> 36 = 8 x 9 / 2
     w = an.Workload(an.Phase.PREFILL, 1, 8)

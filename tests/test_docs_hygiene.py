@@ -56,6 +56,7 @@ def findings(path: Path, root: Path = REPO) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_docs_readme_and_docstrings_describe_the_current_state() -> None:
     found = [f for path in _texts() for f in findings(path)]
     assert found == []

@@ -148,6 +148,7 @@ def test_a_recorded_run_retimes_to_the_simulation(over: dict[str, object]) -> No
         assert v == pytest.approx(expected[metric], rel=1e-9)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     a=st.floats(-5, 5),
@@ -165,6 +166,7 @@ def test_sum_of_max_of_two_lines_is_closed_form(
     assert got[0] == pytest.approx(brute, rel=1e-9, abs=1e-9)
 
 
+@pytest.mark.slow
 def test_the_fit_recovers_known_terms() -> None:
     """Rows made from a known calibration give that calibration back."""
     truth = {

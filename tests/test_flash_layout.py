@@ -128,12 +128,14 @@ def test_access_order() -> None:
     assert strided_efficiency(64, 2, 128) == pytest.approx(2 / 128)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(stride=st.integers(1, 4096))
 def test_bank_conflict_degree_is_gcd_with_32_banks(stride: int) -> None:
     assert bank_conflicts(stride, 32, 4).conflict_degree == math.gcd(stride, 32)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(offset=st.integers(0, 10_000), size=st.integers(1, 10_000))
 def test_misalignment_costs_at_most_one_granule(offset: int, size: int) -> None:

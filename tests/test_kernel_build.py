@@ -128,6 +128,7 @@ def _start_and_kill_a_build(p: kb.BuildPlan) -> int:
     return child.pid
 
 
+@pytest.mark.slow
 def test_a_build_killed_mid_way_is_cleared_by_the_next(tmp_path: Path) -> None:
     p = _tiny(tmp_path)
     dead = _start_and_kill_a_build(p)

@@ -35,6 +35,7 @@ def _report():  # type: ignore[no-untyped-def]
     return kv_manage(model, _trace(), KVManageOptions(SCHED), ("h100-sxm", "ibm-spyre"))
 
 
+@pytest.mark.slow
 def test_each_architecture_says_who_allocates_and_where_kv_lives() -> None:
     gpu, spyre = _report().rows
     assert (gpu.allocator, spyre.allocator) == (Provider.RUNTIME, Provider.BOTH)
@@ -50,6 +51,7 @@ def test_each_architecture_says_who_allocates_and_where_kv_lives() -> None:
     )
 
 
+@pytest.mark.slow
 def test_technique_effects_are_the_simulators_numbers() -> None:
     """Prefix caching on the H100 row: TTFT p50 without and with, as two independent runs."""
     gpu = _report().rows[0]
@@ -74,6 +76,7 @@ def test_aggregate_sums_capacity_bandwidth_and_peak() -> None:
     assert kv_path(two) == kv_path(h)
 
 
+@pytest.mark.slow
 def test_kv_manage_cli_json() -> None:
     r = runner.invoke(app, ["kv-manage", "-m", "gpt2", "--hw", "ibm-spyre", "-n", "4",
                             "--max-model-len", "1024", "--prefixes", "0", "--prompt", "fixed:200",
@@ -98,6 +101,7 @@ def test_layout_report_by_hand() -> None:
     assert {t.amplification for t in cached.traversals} == {1.0}
 
 
+@pytest.mark.slow
 def test_layout_cli_json_and_plot(tmp_path) -> None:  # type: ignore[no-untyped-def]
     png = tmp_path / "l.png"
     r = runner.invoke(app, ["layout", "--stride", "4", "--granule", "32", "--json",

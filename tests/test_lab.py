@@ -69,6 +69,7 @@ def test_kv_cache_tensors_equal_the_formula_exactly(name: str, raw: dict, kv_hea
     assert check.num_kv_heads == kv_heads
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_resumes_and_stores_each_point_once(
     tiny_gpt2: str, tmp_path: Path
 ) -> None:

@@ -67,6 +67,7 @@ def test_fit_ignores_a_handful_of_faults() -> None:
 _positive = st.floats(1e-4, 1.0)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(_positive, _positive, _positive, _positive), min_size=3, max_size=9))
 def test_every_fitted_model_is_physical(rows: list[tuple[float, float, float, float]]) -> None:

@@ -53,6 +53,7 @@ def test_cli_lab_error_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.output.strip().count("\n") == 0 and "--db" in result.output
 
 
+@pytest.mark.slow
 def test_cli_startup_does_not_import_torch() -> None:
     code = "import sys, ridgeline.cli; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

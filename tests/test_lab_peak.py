@@ -32,6 +32,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_peak_grows_by_the_formula_with_the_known_transients() -> None:
     """4 layers, 8 query heads of 64, 8 sequences (fp32): KV per token position =
     2 × 4 × 8 × kv_heads × 64 × 4 B; MHA (8 KV heads) 131,072 B, GQA (4) 65,536 B."""

@@ -67,6 +67,7 @@ def test_the_calibrated_peak_is_the_fastest_kernel_and_within_the_physical_peak(
         assert best.flops_per_s <= 1.05 * physical
 
 
+@pytest.mark.slow
 def test_compare_prints_where_the_gemm_time_came_from(tmp_path: Path) -> None:
     # regression: "t_gemm(B) [probe]" was read by rich as a markup tag and printed as "t_gemm(B) "
     from typer.testing import CliRunner

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import ridgeline
 from srctree import source
 
@@ -109,6 +111,7 @@ def violations(root: Path, allowed: dict[str, set[str]]) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_module_respects_its_layer() -> None:
     assert violations(ROOT, ALLOWED) == []
 

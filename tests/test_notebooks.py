@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a kernel per notebook
+
 nbformat = pytest.importorskip("nbformat", reason="the notebooks need the dev extra")
 nbclient = pytest.importorskip("nbclient", reason="the notebooks need the dev extra")
 
@@ -18,7 +20,6 @@ def test_one_notebook_per_course_module_and_the_lab() -> None:
     assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in range(1, 9)]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "path",
     [pytest.param(p, marks=pytest.mark.torch) if p.name in TORCH else p for p in NOTEBOOKS],

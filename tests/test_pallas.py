@@ -50,6 +50,7 @@ def test_one_gemm_is_fill_plus_max_dma_mxu_per_step_plus_drain_by_hand() -> None
     assert p.vmem_bytes == 2 * (262_144 + 262_144 + 131_072) + 256 * 256 * 4 == 1_572_864
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     st.sampled_from(TPUS),

@@ -63,6 +63,7 @@ def test_the_status_and_output_come_back(tmp_path: Path) -> None:
     assert here.returncode == 0 and here.stdout == f"{tmp_path}\n-O0\n"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
                          ids=["ctrl-c", "sigterm", "sigkill"])  # fmt: skip

@@ -16,6 +16,7 @@ batches = st.integers(min_value=1, max_value=512)
 contexts = st.integers(min_value=1, max_value=200_000)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(MODELS), st.sampled_from(list(Phase)), batches, contexts, batches, contexts)
 def test_bytes_and_flops_never_decrease(

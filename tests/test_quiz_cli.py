@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ridgeline.cli import app
@@ -56,6 +57,7 @@ def submit(tmp_path: Path, db: Path, user: str, num_right: int) -> tuple[int, di
     return code, (json.loads(out) if code == 0 else {}), err
 
 
+@pytest.mark.slow
 def test_a_perfect_sheet_passes_and_shows_in_status(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     code, res, err = submit(tmp_path, db, "ada", 22)
@@ -65,6 +67,7 @@ def test_a_perfect_sheet_passes_and_shows_in_status(tmp_path: Path) -> None:
     assert code == 0 and "100%" in out and "passed" in out and "2 of 3 attempts left" in out
 
 
+@pytest.mark.slow
 def test_pass_threshold_is_80_percent(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     _, res18, _ = submit(tmp_path, db, "u18", 18)  # 81.8 %
@@ -72,6 +75,7 @@ def test_pass_threshold_is_80_percent(tmp_path: Path) -> None:
     assert res18["passed"] and not res17["passed"]
 
 
+@pytest.mark.slow
 def test_three_attempts_the_highest_counts_and_a_fourth_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     for num_right in (10, 19, 15):
@@ -88,6 +92,7 @@ def test_three_attempts_the_highest_counts_and_a_fourth_is_refused(tmp_path: Pat
     assert len(AttemptStore(db).status("bo", QUIZ_ID).attempts) == MAX_ATTEMPTS
 
 
+@pytest.mark.slow
 def test_failing_attempts_do_not_pass(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     for num_right in (5, 17):
@@ -96,6 +101,7 @@ def test_failing_attempts_do_not_pass(tmp_path: Path) -> None:
     assert st["best_score"] == 17 / 22 and not st["passed"] and st["remaining"] == 1
 
 
+@pytest.mark.slow
 def test_wrong_answers_get_worked_solutions(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     code, out, _ = run(
@@ -107,6 +113,7 @@ def test_wrong_answers_get_worked_solutions(tmp_path: Path) -> None:
     assert "Score 20/22 = 91%" in out and "PASS" in out
 
 
+@pytest.mark.slow
 def test_interactive_run_driven_by_stdin(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     seed = attempt_seed("eve", 1)
@@ -122,6 +129,7 @@ def test_interactive_run_driven_by_stdin(tmp_path: Path) -> None:
     assert "Score 22/22 = 100%" in out and "PASS" in out
 
 
+@pytest.mark.slow
 def test_an_interrupted_attempt_does_not_count(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     typed = right_answers(attempt_seed("fay", 1))[:3]
@@ -132,7 +140,9 @@ def test_an_interrupted_attempt_does_not_count(tmp_path: Path) -> None:
 
 
 def test_export_writes_quiz_key_and_blank_sheet(tmp_path: Path) -> None:
-    code, out, _ = run("export", "--seed", "7", "--out", str(tmp_path))
+    code, out, _ = run(
+        "export", "--seed", "7", "--out", str(tmp_path), "--db", str(tmp_path / "q.db")
+    )
     assert code == 0 and out.count("wrote") == 5
     quiz_md = (tmp_path / "quiz-7.md").read_text()
     key_md = (tmp_path / "quiz-7-key.md").read_text()
@@ -144,6 +154,7 @@ def test_export_writes_quiz_key_and_blank_sheet(tmp_path: Path) -> None:
     assert blank["seed"] == 7 and len(blank["answers"]) == 22
 
 
+@pytest.mark.slow
 def test_sheet_errors_are_one_line(tmp_path: Path) -> None:
     db = str(tmp_path / "q.db")
     no_seed = tmp_path / "n.json"
@@ -199,6 +210,7 @@ WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_processes_submitting_at_once_lose_nothing(tmp_path: Path) -> None:
     db = tmp_path / "q.db"
     procs = [
@@ -221,3 +233,18 @@ def test_two_processes_submitting_at_once_lose_nothing(tmp_path: Path) -> None:
     for i in range(5):
         assert [a.attempt_no for a in store.status(f"shared-{i}", QUIZ_ID).attempts] == [1, 2, 3]
     assert sum(refused) == 5 * 3
+
+
+def test_a_blank_sheet_is_refused_and_uses_no_attempt(tmp_path: Path) -> None:
+    # regression: the README's steps graded the blank sheet quiz export writes (0/22) and used
+    # one of the learner's three attempts
+    db = str(tmp_path / "q.db")
+    code, _, _ = run("export", "--seed", "7", "--out", str(tmp_path), "--db", db)
+    assert code == 0
+    blank = tmp_path / "quiz-7-answers.json"
+    code, _, err = run("start", "--user", "ada", "--answers", str(blank), "--db", db)
+    assert code == 2 and err == (
+        f"error: {blank}: field answers: every answer is blank; fill in the sheet first "
+        "(no attempt was used)\n"
+    )
+    assert AttemptStore(db).status("ada", QUIZ_ID).attempts == ()

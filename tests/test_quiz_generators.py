@@ -102,6 +102,7 @@ def test_phase_bound_prefill_is_compute_bound() -> None:
     assert correct_text(q).startswith("compute-bound")
 
 
+@pytest.mark.slow
 def test_phase_bound_key_does_not_hang_on_activation_bytes() -> None:
     """Regression (issue 17): some draws had a key that flipped when activation bytes, which
     the question does not state, were left out. Every draw is now robust both ways."""
@@ -365,6 +366,7 @@ def _all_questions() -> list[Question]:
     return [g.make(random.Random(seed)) for g in GENERATORS for seed in SEEDS]
 
 
+@pytest.mark.slow
 def test_every_distractor_is_outside_the_tolerance() -> None:
     for q in _all_questions():
         if q.kind is Kind.NUMERIC:
@@ -385,6 +387,7 @@ def test_every_distractor_is_outside_the_tolerance() -> None:
                     assert abs(c.value - right.value) > q.rel_tol * abs(right.value), q.generator
 
 
+@pytest.mark.slow
 def test_orders_and_matches_are_well_formed() -> None:
     for q in _all_questions():
         if q.kind is Kind.ORDER:
@@ -399,6 +402,7 @@ def test_a_seed_gives_the_same_quiz() -> None:
     assert draw_quiz(12) != a
 
 
+@pytest.mark.slow
 def test_a_quiz_covers_all_seven_modules() -> None:
     for seed in range(25):
         quiz = draw_quiz(seed)
@@ -408,6 +412,7 @@ def test_a_quiz_covers_all_seven_modules() -> None:
         assert len({q.generator for q in quiz.questions}) == 22  # 25 generators, no repeats
 
 
+@pytest.mark.slow
 def test_single_chip_questions_only_draw_workloads_that_fit_the_chip() -> None:
     one_chip = {"weights_intensity", "kv_intensity", "phase_bound", "attainable", "spyre_reads"}
     for gen in (g for g in GENERATORS if g.name in one_chip):

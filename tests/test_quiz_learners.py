@@ -338,6 +338,7 @@ def _targets(q: Question) -> set[Mistake]:
     return {c.mistake for c in q.choices if c.mistake is not None}
 
 
+@pytest.mark.slow
 def test_classic_mistakes_fail_the_questions_they_target() -> None:
     checked: set[tuple[str, Mistake]] = set()
     for seed in range(30):
@@ -352,6 +353,7 @@ def test_classic_mistakes_fail_the_questions_they_target() -> None:
     assert checked == set(MISTAKES)  # every mistake was exercised at least once
 
 
+@pytest.mark.slow
 def test_a_learner_making_the_classic_mistakes_fails_the_quiz() -> None:
     for seed in range(10):
         quiz = draw_quiz(seed)
@@ -408,6 +410,7 @@ def test_missing_and_unreadable_answers_are_wrong_and_say_why() -> None:
     assert all(m.solution for m in result.wrong)
 
 
+@pytest.mark.slow
 @given(
     answer=st.floats(min_value=1e-6, max_value=1e15),
     tol=st.sampled_from([0.01, 0.02, 0.03, 0.05]),

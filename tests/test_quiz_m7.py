@@ -3,6 +3,7 @@ attempt must not be able to export."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -137,6 +138,8 @@ def test_no_attempt_is_graded_on_a_seed_whose_key_was_exported(tmp_path: Path) -
     r = CliRunner().invoke(app, ["quiz", "start", "-u", "bo", "--db", db], input="")
     assert r.exit_code == 130 and f"seed {attempt_seed('bo', 1, k=1)}" in r.output
     sheet = out / f"quiz-{seed}-answers.json"
+    filled = json.loads(sheet.read_text()) | {"answers": {"1": "1"}}  # a blank one is refused
+    sheet.write_text(json.dumps(filled))
     r = CliRunner().invoke(app, ["quiz", "start", "-u", "bo", "--db", db, "--answers", str(sheet)])
     assert r.exit_code == 2 and "was exported" in r.stderr
     assert AttemptStore(tmp_path / "q.db").status("bo", QUIZ_ID).attempts == ()

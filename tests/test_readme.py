@@ -1,162 +1,170 @@
-"""Every command of the README runs, in a fresh-clone-like setting: a copy of the files git
-tracks (the shipped data only), a home directory of its own (no user hardware files), nothing
-downloaded.
+"""Every command of README.md and docs/*.md runs, in a fresh-clone-like setting, and prints
+what the document shows (``tools/doc_commands.py`` says what counts as a command and how output
+is compared; ``python tools/refresh_docs.py`` rewrites the documents' outputs after a change).
 
-A ``console`` block's commands are its ``$ `` lines (a trailing ``# comment`` is dropped); a
-``python`` block runs as a script. Commands run in order in one directory, as a reader would
-type them. ``make`` targets are checked with ``make -n`` (running ``make test`` inside the
-tests would recurse); ``ridgeline explore`` and ``ridgeline serve`` serve until stopped, so
-each is started on a free port, asked for a page, and stopped.
+Each document runs in its own copy of the files git tracks (the shipped data only), with a home
+directory of its own (no user hardware files) and nothing downloaded; its commands run in order,
+as a reader would type them, and may write only under ``out/`` (and that home directory).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import shlex
-import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-README = REPO / "README.md"
-BIN = Path(sys.executable).parent
-TORCH_COMMANDS = ("ridgeline generate", "ridgeline bench engine", "ridgeline lab ")
-TORCH_COMMANDS += ("ridgeline engine", "ridgeline serve")
-TIMEOUT_S = 900
+from ridgeline.sim import native
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from doc_commands import (  # noqa: E402
+    FENCE,
+    REPO,
+    SERVERS,
+    Clone,
+    Command,
+    blocks,
+    commands,
+    docs,
+    mismatch,
+    written_outside,
+)
+
+REFRESH = "python tools/refresh_docs.py"
+LANGUAGES = {"console", "python", "text", "toml", "json"}
+# a usage synopsis names what to fill in: [--option], FILE, DIR, NAME, ...
+PLACEHOLDER = r"\[|\.\.\.|\b[A-Z][A-Z_]*\b"
+ALL = [cmd for doc in docs() for cmd in commands(doc)]
 SKIPPED = pytest.skip.Exception
 
-pytestmark = pytest.mark.slow
+
+def _param(cmd: Command) -> object:
+    marks = [pytest.mark.slow] + ([pytest.mark.torch] if cmd.needs_torch else [])
+    return pytest.param(cmd, id=cmd.where, marks=marks)
 
 
-def blocks(text: str) -> list[tuple[str, str]]:
-    """(language, body) of every fenced code block."""
-    return re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
-
-
-def commands(text: str) -> list[str]:
-    """Every ``$ `` command of the console blocks and every python block, in order."""
-    out = []
-    for lang, body in blocks(text):
-        if lang == "console":
-            out += [re.sub(r"\s+#.*$", "", line[2:]).strip() for line in body.splitlines()
-                    if line.startswith("$ ")]  # fmt: skip
-        elif lang == "python":
-            out.append("python -c " + shlex.quote(body))
-    return out
-
-
-def test_the_extractor_finds_commands_and_scripts() -> None:
-    text = "```console\n$ ridgeline hw list   # the catalog\nout\n```\n```python\nx = 1\n```\n"
-    assert commands(text) == ["ridgeline hw list", "python -c 'x = 1\n'"]
-
-
-@dataclass
-class Clone:
-    """A fresh-clone-like copy of the repository and the README commands already run in it."""
-
-    root: Path
-    done: set[int] = field(default_factory=set)
-
-
-@pytest.fixture(scope="module")
-def clone(tmp_path_factory: pytest.TempPathFactory) -> Clone:
-    """The tracked files of the repository, copied as a fresh clone would have them."""
-    root = tmp_path_factory.mktemp("clone")
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, tracked):
-        src = REPO / name.decode()
-        if src.is_file():
-            dst = root / name.decode()
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
-    (root / "home").mkdir()
-    return Clone(root)
-
-
-def _env(clone: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RIDGELINE_")}
-    env.update(HOME=str(clone / "home"), XDG_CONFIG_HOME=str(clone / "home" / ".config"))
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env["MPLBACKEND"] = "Agg"
-    return env
-
-
-SERVERS = {  # command -> (the extra it needs, a path that answers 200 once it is up)
-    "ridgeline explore": ("fastapi", "/api/models"),
-    "ridgeline serve": ("prometheus_client", "/health"),
-}
-
-
-def _server(cmd: str, clone: Path) -> None:
-    """Start a server command on a free port, wait until it answers, stop it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    probe = next(path for prefix, (_, path) in SERVERS.items() if cmd.startswith(prefix))
-    args = [*shlex.split(re.sub(r"--port \d+", f"--port {port}", cmd))]
-    proc = subprocess.Popen(args, cwd=clone, env=_env(clone), stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 600  # serve loads a model and its kernels first
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}{probe}", timeout=5) as r:
-                    assert r.status == 200
-                    return
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "the explorer did not answer"
-                time.sleep(0.5)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def _run(cmd: str, clone: Path) -> None:
-    if cmd.startswith(TORCH_COMMANDS) or "ridgeline.engine" in cmd:
-        pytest.importorskip("torch", reason="the command needs the torch extra")
-    if cmd.startswith("make "):
-        args = ["make", "-n", *shlex.split(cmd)[1:]]
-    elif server := next((k for k in SERVERS if cmd.startswith(k)), None):
-        pytest.importorskip(SERVERS[server][0], reason=f"{server} needs its extra")
-        return _server(cmd, clone)
-    else:
-        args = shlex.split(cmd)
-        if args[0] == "python":
-            args[0] = sys.executable
-    done = subprocess.run(
-        args, cwd=clone, env=_env(clone), capture_output=True, text=True, timeout=TIMEOUT_S
+def test_the_extractor_finds_commands_outputs_and_scripts(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "intro\n"
+        "```console\n$ ridgeline hw list   # the catalog\nname\n\n$ ridgeline kv \\\n"
+        "    --context 8\nerror: no\n```\n"
+        "```console measured\n$ python bench.py\n1.5 s\n```\n"
+        "```python\nx = 1\n```\n```text\nridgeline kv --model NAME\n```\n"
     )
-    assert done.returncode == 0, f"{cmd}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    import doc_commands
+
+    saved = doc_commands.REPO
+    doc_commands.REPO = tmp_path
+    try:
+        found = commands(doc)
+    finally:
+        doc_commands.REPO = saved
+    assert [(c.text, c.output, c.line, c.output_lines) for c in found[:3]] == [
+        ("ridgeline hw list", ("name",), 3, (3, 4)),
+        ("ridgeline kv --context 8", ("error: no",), 6, (7, 8)),
+        ("python bench.py", ("1.5 s",), 11, (11, 12)),
+    ]
+    assert found[1].expects_error and found[2].measured and not found[0].measured
+    assert found[3].python and found[3].text == "python -c 'x = 1\n'"
+    assert len(found) == 4  # the text block's synopsis is no command
 
 
-README_COMMANDS = commands(README.read_text())
+def test_every_fence_says_its_language_and_commands_sit_in_console_blocks() -> None:
+    bad = []
+    for doc in docs():
+        for info, body, line in blocks(doc):
+            lang = (info.split() or [""])[0]
+            where = f"{doc.relative_to(REPO)}:{line}"
+            if lang not in LANGUAGES:
+                bad.append(f"{where}: fence language {lang!r} (one of {sorted(LANGUAGES)})")
+            if lang in ("console", "python"):
+                continue
+            for text in body.splitlines():
+                runnable = text.startswith(("$ ", "ridgeline ", "python "))
+                if runnable and (text.startswith("$ ") or not re.search(PLACEHOLDER, text)):
+                    bad.append(
+                        f"{where}: {text.strip()[:60]!r} is a command outside a console block"
+                    )
+    assert not bad, "\n".join(bad)
 
 
-def test_the_readme_has_commands_to_check() -> None:
-    assert len(README_COMMANDS) > 20
+def test_the_docs_have_commands_to_check() -> None:
+    by_doc = {c.doc for c in ALL}
+    assert len(ALL) > 60 and {"README.md", "docs/analytic.md", "docs/tiling.md"} <= by_doc
+    assert FENCE.pattern and SERVERS  # the runner's tables are in doc_commands
 
 
-@pytest.mark.parametrize("index", range(len(README_COMMANDS)))
-def test_readme_command_runs_in_a_fresh_clone(index: int, clone: Clone) -> None:
-    # Commands depend on the ones before them (files written to out/): run every earlier one
-    # that has not been tried yet, then this one. A command is tried once: when it fails, its
-    # own test reports it and the later ones do not run it again.
-    for i in range(index + 1):
-        if i not in clone.done:
-            clone.done.add(i)
-            if i == index:
-                _run(README_COMMANDS[i], clone.root)
-            else:  # a failure is reported by that command's own test
-                with contextlib.suppress(AssertionError, subprocess.TimeoutExpired, SKIPPED):
-                    _run(README_COMMANDS[i], clone.root)
+@pytest.fixture(scope="session")
+def clones() -> Iterator[dict[str, Clone]]:
+    made: dict[str, Clone] = {}
+    yield made
+    for clone in made.values():  # servers of a document whose last command did not run
+        clone.stop_servers()
+
+
+def _clone(clones: dict[str, Clone], doc: str, factory: pytest.TempPathFactory) -> Clone:
+    if doc not in clones:
+        clones[doc] = Clone.make(factory.mktemp(doc.replace("/", "_")))
+    return clones[doc]
+
+
+def _check(cmd: Command, clone: Clone) -> None:
+    if cmd.needs_torch:
+        pytest.importorskip("torch", reason="the command needs the torch extra")
+    if cmd.needs_native and native.decide() != "compiled":
+        pytest.skip("its figures are the compiled fast mode's; build it with make native")
+    server = next((k for k in SERVERS if cmd.text.startswith(k)), None)
+    if server is not None:
+        pytest.importorskip(SERVERS[server][0], reason=f"{server} needs its extra")
+    before = clone.snapshot()
+    outcome = clone.run(cmd)
+    outside = written_outside(before, clone.snapshot())
+    assert not outside, f"{cmd.where}: `{cmd.text}` wrote outside out/: {outside}"
+    why = mismatch(cmd, outcome)
+    assert why is None, f"{cmd.where}: `{cmd.text}`: {why}\n(after a deliberate change: {REFRESH})"
+
+
+@pytest.mark.parametrize("cmd", [_param(c) for c in ALL])
+def test_doc_command_runs_in_a_fresh_clone(
+    cmd: Command, clones: dict[str, Clone], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # A command may need the ones before it (files written to out/, a server started in the
+    # background): every earlier command of its document that has not been tried runs first.
+    # A command is tried once: when it fails its own test says so, the later ones go on.
+    clone = _clone(clones, cmd.doc, tmp_path_factory)
+    mine = [c for c in ALL if c.doc == cmd.doc]
+    for i, earlier in enumerate(mine):
+        if i in clone.done:
+            continue
+        clone.done.add(i)
+        try:
+            if earlier is cmd:
+                _check(cmd, clone)
+                return
+            with contextlib.suppress(AssertionError, subprocess.TimeoutExpired, SKIPPED):
+                _check(earlier, clone)
+        finally:
+            if i + 1 == len(mine):
+                clone.stop_servers()
+
+
+def test_every_image_the_docs_show_is_drawn_by_a_command() -> None:
+    """docs/figures/ are redrawn by ``make figures`` (tools/docs_figures.sh: each a command of
+    the docs, its output directed there); docs/explorer/ are the browser tests' screenshots
+    (``make screenshots``)."""
+    drawn = (REPO / "tools" / "docs_figures.sh").read_text()
+    drawn += (REPO / "src" / "ridgeline" / "cli" / "simulate_cmds.py").read_text()  # --plot DIR
+    shot = (REPO / "tests" / "test_web_browser.py").read_text()
+    missing = []
+    for doc in docs():
+        for folder, name in re.findall(
+            r"\]\((?:docs/)?(figures|explorer)/([\w.-]+\.png)\)", doc.read_text()
+        ):
+            if name not in (drawn if folder == "figures" else shot):
+                missing.append(f"{doc.name}: {folder}/{name}")
+    assert not missing, "images no command draws: " + ", ".join(missing)

@@ -43,6 +43,7 @@ def _request(rid: str, arrival_s: float, output_len: int) -> RequestSpec:
 ROUTING = [_request("r0", 0.0, 2000), _request("r1", 0.0, 1), _request("r2", 1.0, 4)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("router", "expected"),
     [

@@ -4,6 +4,7 @@ computed tokens, and every block is free at the end."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.serving_helpers import FixedTokenExecutor
@@ -57,6 +58,7 @@ def _scheduler(c: dict) -> Scheduler:
     return Scheduler(cfg, KVCacheManager(pool, c["caching"], tiers))
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(reqs=requests, c=configs)
 def test_every_request_finishes_or_is_rejected_and_no_block_leaks(reqs, c) -> None:

@@ -81,6 +81,7 @@ def test_a_lone_request_is_one_prefill_then_decode_steps() -> None:
     assert lat.tpot_p50_s == pytest.approx(sum(decode) / 7, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_guidellm_accepts_the_scenario_and_the_tokenizer_decodes_every_id(tmp_path: Path) -> None:
     entry = pytest.importorskip("guidellm.schemas.benchmark.entrypoints")
     pytest.importorskip("transformers")

@@ -74,6 +74,7 @@ def test_a_tier_prefix_hit_stays_in_its_tier_while_its_own_admission_evicts() ->
     kv.pool.check()
 
 
+@pytest.mark.slow
 def test_the_tier_reproducer_of_the_issue_finishes_every_request() -> None:
     # memory_utilization 0.22: about 2.8 GB of KV after the weights and the reserve (the pool
     # the reproducer had at 0.2 before the KV-pool rule named its reserve)

@@ -83,7 +83,7 @@ ServingMachine.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-TestServingLayer = ServingMachine.TestCase
+TestServingLayer = pytest.mark.slow(ServingMachine.TestCase)
 
 
 def test_the_default_run_made_thousands_of_steps() -> None:
@@ -94,6 +94,7 @@ def test_the_default_run_made_thousands_of_steps() -> None:
     assert STEPS["steps"] >= 5_000, STEPS
 
 
+@pytest.mark.slow
 def test_a_seeded_session_exercises_every_path() -> None:
     """The operations the fuzz is for do happen: preemptions, swaps, tier hits, rejected drafts,
     EOS finishes and aborts (summed over a few seeded sessions)."""

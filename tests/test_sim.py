@@ -53,6 +53,7 @@ def test_single_request_ttft_is_its_prefill_step_and_tpot_the_decode_steps() -> 
     assert r.queue_s == 0.0 and r.e2e_s == pytest.approx(r.ttft_s + 49 * r.tpot_s, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_closed_form_decode_runs_give_the_step_by_step_result() -> None:
     spec = WorkloadSpec(
         num_requests=120,
@@ -88,6 +89,7 @@ def _requests(rate: float) -> list[RequestSpec]:
     return generate(spec)
 
 
+@pytest.mark.slow
 def test_overload_completes_or_rejects_every_request_and_never_exceeds_memory() -> None:
     # what the machine sustains: the same requests all queued at once, completed per second
     saturated = simulate(SimConfig(LLAMA, IDEAL, num_blocks=400), _requests(1e6))
@@ -184,6 +186,7 @@ def test_multi_turn_prompts_contain_the_previous_answer_and_hit_the_cache() -> N
     assert hits["c0t2"] == 272  # 100 + 40 + 100 + 40 = 280 shared → 17 blocks
 
 
+@pytest.mark.slow
 def test_gamma_arrivals_keep_the_mean_rate_and_are_burstier() -> None:
     poisson = generate(WorkloadSpec(num_requests=4000, rate_per_s=10, seed=2))
     gamma = generate(
@@ -219,6 +222,7 @@ def test_per_request_acceptance_overrides_the_global_rate() -> None:
     assert res.tokens_per_step_per_seq == pytest.approx((99 + 99) / (20 + 99))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["fcfs", "contiguous"])
 def test_closed_form_matches_steps_when_admission_waits_for_memory(policy: str) -> None:
     """Regression: a preemption frees blocks, so a head-of-line request blocked on memory may be

@@ -131,6 +131,7 @@ def test_grouped_closed_forms_need_the_base_pricing() -> None:
     assert window.grouped_step_s(2, 10, [1], [3]) is None
 
 
+@pytest.mark.slow
 @given(
     st.lists(
         st.tuples(*(st.floats(-1e3, 1e3, allow_nan=False) for _ in range(4))),
@@ -149,6 +150,7 @@ def test_sum_of_maxima_pieces_equal_the_sum(
         assert pieces.at(s) == pytest.approx(want, rel=1e-9, abs=1e-6)
 
 
+@pytest.mark.slow
 @given(
     st.lists(
         st.tuples(

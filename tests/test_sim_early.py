@@ -84,6 +84,7 @@ def test_a_run_that_meets_the_objective_never_stops_and_is_unchanged() -> None:
     assert watched.log.finish == plain.log.finish and watched.log.first_tok == plain.log.first_tok
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     rate=st.floats(1.0, 200.0),

@@ -18,6 +18,7 @@ IDEAL = Pricing.ideal(A100)  # these runs' figures are the ideal roofline's
 LLAMA = get_model("llama-2-7b")
 
 
+@pytest.mark.slow
 def test_paged_beats_contiguous_reservation_on_waste_and_concurrency() -> None:
     wl = generate(
         WorkloadSpec(
@@ -59,6 +60,7 @@ def test_paged_beats_contiguous_reservation_on_waste_and_concurrency() -> None:
     assert paged.idle_slot_frac == 0.0
 
 
+@pytest.mark.slow
 def test_prefix_caching_cuts_ttft_and_raises_throughput_on_shared_prefixes() -> None:
     wl = generate(
         WorkloadSpec(
@@ -79,6 +81,7 @@ def test_prefix_caching_cuts_ttft_and_raises_throughput_on_shared_prefixes() -> 
     assert on.requests_per_s > 1.2 * off.requests_per_s
 
 
+@pytest.mark.slow
 def test_chunked_prefill_shortens_the_inter_token_latency_tail() -> None:
     wl = generate(
         WorkloadSpec(
@@ -97,6 +100,7 @@ def test_chunked_prefill_shortens_the_inter_token_latency_tail() -> None:
     assert b.tpot_s.p99 < a.tpot_s.p99
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("alpha", "k"), [(0.7, 4), (0.5, 2)])
 def test_spec_decode_tokens_per_step_match_the_formula(alpha: float, k: int) -> None:
     wl = generate(

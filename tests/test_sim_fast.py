@@ -123,6 +123,7 @@ def _prioritised(workload: list[RequestSpec]) -> list[RequestSpec]:
     return [replace(r, priority=i % 3) for i, r in enumerate(workload)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_fast_mode_gives_the_step_by_step_result(name: str) -> None:
     cfg, workload = CASES[name]
@@ -186,6 +187,7 @@ def _configs(draw: st.DrawFn) -> SimConfig:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_workloads(), _configs())
 def test_fast_mode_matches_stepping_on_drawn_workloads(
@@ -194,6 +196,7 @@ def test_fast_mode_matches_stepping_on_drawn_workloads(
     _assert_same(cfg, workload)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     _workloads(),
@@ -207,6 +210,7 @@ def test_closed_form_runs_match_stepping_with_caching_tiers_spec_and_disagg(
     _assert_same(replace(cfg, scheduler=replace(cfg.scheduler, max_model_len=1024)), workload)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", list(CostMode))
 def test_a_split_deployment_gives_the_step_by_step_result(mode: CostMode) -> None:
     """Tensor and pipeline splits add link time to every step (DeploymentStepCost): the fast

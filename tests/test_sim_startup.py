@@ -29,6 +29,7 @@ _UNNEEDED = ("ridgeline.fidelity", "ridgeline.analytic.dataflow", "ridgeline.ana
              "ridgeline.sim.compiled", "ridgeline.report")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_simulation_loads_no_heavy_module() -> None:
     out = subprocess.run([sys.executable, "-c", _RUN], capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())

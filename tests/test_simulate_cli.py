@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ridgeline.analytic.pricing import Pricing
@@ -17,6 +18,7 @@ DATA = Path(__file__).parent / "data"
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_simulate_json_reports_one_result() -> None:
     r = runner.invoke(
         app,
@@ -62,6 +64,7 @@ def test_simulate_prices_calibrated_unless_ideal_and_says_so() -> None:
     assert bad.exit_code == 2 and "add --ideal" in bad.stderr
 
 
+@pytest.mark.slow
 def test_simulate_compare_table_and_plots(tmp_path: Path) -> None:
     args = [
         "simulate",
@@ -85,6 +88,7 @@ def test_simulate_compare_table_and_plots(tmp_path: Path) -> None:
     assert (tmp_path / "latency_cdf.png").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_trace_spec_decode_disagg_and_tiers_options() -> None:
     r = runner.invoke(
         app,
@@ -122,6 +126,7 @@ def test_errors_are_one_stderr_line_with_exit_2() -> None:
     assert r.exit_code == 2 and "field disagg" in r.stderr
 
 
+@pytest.mark.slow
 def test_report_serving_section(tmp_path: Path) -> None:
     ctx = ReportContext(get_model("gpt2"), Pricing.expected(get_accelerator("a100-80gb")), tmp_path)
     s = serving_section(ctx, num_requests=60)

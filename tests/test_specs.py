@@ -282,3 +282,26 @@ def test_transformers5_rope_parameters_are_read() -> None:
         {**base, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}}, "y"
     )
     assert plain.rope_theta == 1e4 and plain.rope_scaling is None
+
+
+def test_accelerator_and_model_names_are_case_insensitive() -> None:
+    # regression: the docs' 'predict --hw H100-SXM' failed with "unknown accelerator"
+    assert get_accelerator("H100-SXM") == get_accelerator("h100-sxm")
+    assert get_accelerator("TPU-v5e").name == "tpu-v5e"
+    assert get_model("Llama-3.1-8B") == get_model("llama-3.1-8b")
+    with pytest.raises(UnknownNameError, match="did you mean h100-sxm"):
+        get_accelerator("H100-SXN")
+
+
+def test_measured_before_calibrating_says_how_to_make_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # regression: '--hw measured' before 'lab calibrate' was "unknown accelerator", with no
+    # word of where the lab writes it
+    monkeypatch.setenv("RIDGELINE_HW_DIR", str(tmp_path))
+    with pytest.raises(ConfigError) as e:
+        get_accelerator("measured")
+    assert str(e.value) == (
+        f"accelerator 'measured': no {tmp_path}/measured.toml yet; 'ridgeline lab calibrate' "
+        "measures this machine and writes it there"
+    )

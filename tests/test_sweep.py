@@ -171,6 +171,7 @@ def _toml_dict(text: str) -> dict[str, object]:
     return tomllib.loads(text)
 
 
+@pytest.mark.slow
 def test_duration_mode_takes_rate_times_duration_requests(tmp_path: Path) -> None:
     w = WorkloadSpec(
         name="w", arrival=Arrival.UNIFORM, num_requests=None, prompt=Lengths.between(10, 10),
@@ -254,6 +255,7 @@ max_probes = 40
     return spec_from_dict(data)
 
 
+@pytest.mark.slow
 def test_capacity_search_finds_the_hand_computed_rate(tmp_path: Path) -> None:
     """One server, fixed lengths, one output token, arrivals every 1/λ: each request takes
     s = 1000 × 1e-4 = 0.1 s. Below λ = 1/s nobody waits (TTFT = s); above it request k waits
@@ -288,6 +290,7 @@ def _rows(db: Path) -> list[tuple[object, ...]]:
         return [*probes.fetchall(), *results.fetchall()]
 
 
+@pytest.mark.slow
 def test_early_stopping_stops_dominated_configurations(tmp_path: Path) -> None:
     spec = load_spec(_spec(tmp_path, SPEC.replace("early_stop = false", "early_stop = true")))
     store = SqliteStore(tmp_path / "early.db")
@@ -301,6 +304,7 @@ def test_early_stopping_stops_dominated_configurations(tmp_path: Path) -> None:
     assert max(out.results, key=lambda r: r.objective or 0).key == best.key  # same winner
 
 
+@pytest.mark.slow
 def test_early_stopping_compares_configurations_of_one_model_only(tmp_path: Path) -> None:
     text = SPEC.replace("early_stop = false", "early_stop = true").replace(
         'models = ["llama-3.1-8b"]', 'models = ["llama-3.1-8b", "mistral-7b"]'
@@ -335,6 +339,7 @@ class _Dies:
         self.inner.close()
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_resumes_and_stores_each_point_once(tmp_path: Path) -> None:
     spec = load_spec(_spec(tmp_path))
     reference = _run(tmp_path, "ref", spec, LocalBackend(1))
@@ -349,6 +354,7 @@ def test_interrupted_sweep_resumes_and_stores_each_point_once(tmp_path: Path) ->
     assert again.num_simulated == 0
 
 
+@pytest.mark.slow
 def test_killed_cli_sweep_resumes_with_each_point_once(tmp_path: Path) -> None:
     """The real thing: ``ridgeline sweep run`` SIGKILLed midway, then run again."""
     spec = _spec(tmp_path)
@@ -382,6 +388,7 @@ def _count(db: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_local_pool_and_ray_give_identical_results(tmp_path: Path) -> None:
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'ridgeline[ray]')")
     from ridgeline.sweep import RayBackend
@@ -406,6 +413,7 @@ def test_local_pool_and_ray_give_identical_results(tmp_path: Path) -> None:
     assert len(inline) > 8
 
 
+@pytest.mark.slow
 def test_report_ranks_and_finds_the_front(tmp_path: Path) -> None:
     spec = load_spec(_spec(tmp_path))
     _run(tmp_path, "rep", spec, LocalBackend(1))
@@ -423,6 +431,7 @@ def test_report_ranks_and_finds_the_front(tmp_path: Path) -> None:
     assert rep._repr_html_().startswith("<table><caption>small: 8 configurations")
 
 
+@pytest.mark.slow
 def test_parquet_store_round_trips(tmp_path: Path) -> None:
     pytest.importorskip(
         "pyarrow", reason="pyarrow is not installed (pip install 'ridgeline[parquet]')"
@@ -448,6 +457,7 @@ def test_importing_the_sweep_package_keeps_the_analytic_sweep_callable() -> None
 # --- CLI --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_run_status_report(tmp_path: Path) -> None:
     import json
 
@@ -522,6 +532,7 @@ def test_a_probe_task_carries_no_requests(tmp_path: Path) -> None:
     assert len(pickle.dumps(task)) < 2_000 < 100_000 < len(pickle.dumps(ctx))  # 6,000 rows
 
 
+@pytest.mark.slow
 def test_a_store_reused_with_another_spec_reports_only_that_spec(tmp_path: Path) -> None:
     db = tmp_path / "reuse.db"
     run_sweep(load_spec(_spec(tmp_path)), SqliteStore(db), LocalBackend(1), FifoDouble())

@@ -43,6 +43,7 @@ def _spec(ttft_slo_s: float) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow
 def test_capacity_on_the_simulator_matches_the_hand_computed_rate(tmp_path: Path) -> None:
     """Each request is one prefill step of T = step_time([1000], [0]) (calibrated: a sweep's
     default pricing) and ends there (one output token). Arrivals every 1/λ: below λ = 1/T nobody waits and TTFT = T; above it
@@ -76,6 +77,7 @@ def test_serving_simulator_knows_what_does_not_fit() -> None:
     assert not sim.fits(odd_split)  # 3 does not divide 32 heads
 
 
+@pytest.mark.slow
 def test_deciding_probes_early_changes_no_decision_and_no_probe_that_met(tmp_path: Path) -> None:
     """A probe stopped once its TTFT objective is certainly missed counts as missed, as the
     whole simulation would: the same brackets, statuses and probes within the SLOs."""

@@ -98,6 +98,7 @@ dims = st.integers(1, 3000)
 orders = st.sampled_from(list(LoopOrder))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(m=dims, k=dims, n=dims, cap=st.floats(1e3, 4e6), a=st.sampled_from([8, 16, 128]))
 def test_a_tile_that_does_not_fit_is_never_chosen(
@@ -114,6 +115,7 @@ def test_a_tile_that_does_not_fit_is_never_chosen(
         assert best.resident_bytes <= cap
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(m=dims, k=dims, n=dims, tm=dims, tk=dims, tn=dims, order=orders, which=st.integers(0, 2))
 def test_intensity_never_drops_as_the_tile_grows(

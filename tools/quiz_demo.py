@@ -77,7 +77,7 @@ def transcript_section(tmp: Path) -> str:
     status = sh("ridgeline quiz status --user ada --db demo.db", tmp)
     return (
         f"Questions answered with a classic mistake: {', '.join(map(str, wrong))}.\n\n"
-        f"```\n$ python tools/drive_quiz.py --user ada --db demo.db answers.txt\n"
+        f"```console transcript\n$ python tools/drive_quiz.py --user ada --db demo.db answers.txt\n"
         f"{session.decode().rstrip()}\n{status}\n```"
     )
 
@@ -113,7 +113,7 @@ def attempts_section(tmp: Path) -> str:
         sh('ridgeline quiz start --user bo --db fresh.db --answers s19.json; echo "exit $?"', tmp),
         sh("ridgeline quiz status --user bo --db class.db", tmp),
     ]
-    return "```\n" + "\n".join(steps) + "\n```"
+    return "```console transcript\n" + "\n".join(steps) + "\n```"
 
 
 # A submission time in a status table, and what the docs show instead (same width).

@@ -14,9 +14,10 @@ The Python API is the same set of functions the CLI calls; results are frozen da
 from typing import TYPE_CHECKING
 
 # the two packages load none of their modules until a name is used (``specs.lazy``)
-from ridgeline.analytic import __all__ as _analytic_all
-from ridgeline.errors import CapacityError, ConfigError, RidgelineError, UnknownNameError
-from ridgeline.specs import __all__ as _specs_all
+from ridgeline.errors import CapacityError as CapacityError
+from ridgeline.errors import ConfigError as ConfigError
+from ridgeline.errors import RidgelineError as RidgelineError
+from ridgeline.errors import UnknownNameError as UnknownNameError
 from ridgeline.specs.lazy import lazy_exports
 
 if TYPE_CHECKING:
@@ -24,15 +25,4 @@ if TYPE_CHECKING:
     from ridgeline.specs import *  # noqa: F403
 
 __version__ = "0.1.0"
-__all__ = [
-    *_analytic_all,
-    *_specs_all,
-    "CapacityError",
-    "ConfigError",
-    "RidgelineError",
-    "UnknownNameError",
-]
-
-__getattr__, __dir__ = lazy_exports(
-    __name__, {"ridgeline.analytic": _analytic_all, "ridgeline.specs": _specs_all}
-)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -9,3 +9,6 @@ DEFAULT_ACCELERATOR = "h100-sxm"
 DEFAULT_MODEL = "llama-3.1-8b"
 # The engine and the lab run a real model on this machine's CPU: a small one.
 DEFAULT_ENGINE_MODEL = "distilgpt2"
+# A deployment's serving limits where ``predict`` is given none (fidelity.prediction).
+DEFAULT_MAX_SEQS = 256  # vLLM's max_num_seqs
+DEFAULT_MAX_TOKENS = 8192  # TensorRT-LLM's max_num_tokens

@@ -15,239 +15,69 @@ from typing import TYPE_CHECKING
 from ridgeline.specs.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ridgeline.analytic.architectures import (
-        DEFAULT_ACCELERATORS,
-        ArchRow,
-        Comparison,
-        binding_sentence,
-        compare,
-    )
-    from ridgeline.analytic.binding import Resource, Verdict
-    from ridgeline.analytic.deploy import (
-        Collective,
-        DeploymentCost,
-        Schedule,
-        deploy_step,
-        deployment_cost,
-        ring_allreduce,
-    )
-    from ridgeline.analytic.deployment import (
-        ChipMemory,
-        Deployment,
-        auto_deployment,
-        bubble_fraction,
-        min_chips,
-    )
-    from ridgeline.analytic.kv import (
-        Technique,
-        crossover_context,
-        kv_bytes,
-        kv_bytes_per_token,
-        techniques,
-        weights_bytes,
-    )
-    from ridgeline.analytic.memory import (
-        ChipBudget,
-        KvFit,
-        MemoryRule,
-        chip_budget,
-        kv_fit,
-        kv_pool_blocks,
-        kv_pool_bytes,
-    )
-    from ridgeline.analytic.ops import (
-        MixedShape,
-        OpTerms,
-        StepShape,
-        UniformShape,
-        expected_distinct_experts,
-        op_terms,
-    )
-    from ridgeline.analytic.pricing import Efficiency, Pricing
-    from ridgeline.analytic.questions import (
-        FiveAnswers,
-        StepReads,
-        decode_reads,
-        five_questions,
-    )
-    from ridgeline.analytic.roofline import (
-        Bound,
-        DecodeBatching,
-        DecodeIntensity,
-        OpCost,
-        StepCost,
-        Sweep,
-        decode_batching,
-        decode_intensity,
-        ridge_points,
-        step_cost,
-        sweep,
-    )
-    from ridgeline.analytic.summaries import (
-        AcceleratorSummary,
-        KvSummary,
-        ModelSummary,
-        accelerator_summary,
-        kv_curve,
-        kv_summary,
-        model_summary,
-    )
-    from ridgeline.analytic.workload import Dtypes, Phase, Workload
+    from ridgeline.analytic.architectures import DEFAULT_ACCELERATORS as DEFAULT_ACCELERATORS
+    from ridgeline.analytic.architectures import ArchRow as ArchRow
+    from ridgeline.analytic.architectures import Comparison as Comparison
+    from ridgeline.analytic.architectures import binding_sentence as binding_sentence
+    from ridgeline.analytic.architectures import compare as compare
+    from ridgeline.analytic.binding import Resource as Resource
+    from ridgeline.analytic.binding import Verdict as Verdict
+    from ridgeline.analytic.deploy import Collective as Collective
+    from ridgeline.analytic.deploy import DeploymentCost as DeploymentCost
+    from ridgeline.analytic.deploy import Schedule as Schedule
+    from ridgeline.analytic.deploy import deploy_step as deploy_step
+    from ridgeline.analytic.deploy import deployment_cost as deployment_cost
+    from ridgeline.analytic.deploy import ring_allreduce as ring_allreduce
+    from ridgeline.analytic.deployment import ChipMemory as ChipMemory
+    from ridgeline.analytic.deployment import Deployment as Deployment
+    from ridgeline.analytic.deployment import auto_deployment as auto_deployment
+    from ridgeline.analytic.deployment import bubble_fraction as bubble_fraction
+    from ridgeline.analytic.deployment import min_chips as min_chips
+    from ridgeline.analytic.kv import Technique as Technique
+    from ridgeline.analytic.kv import crossover_context as crossover_context
+    from ridgeline.analytic.kv import kv_bytes as kv_bytes
+    from ridgeline.analytic.kv import kv_bytes_per_token as kv_bytes_per_token
+    from ridgeline.analytic.kv import techniques as techniques
+    from ridgeline.analytic.kv import weights_bytes as weights_bytes
+    from ridgeline.analytic.memory import ChipBudget as ChipBudget
+    from ridgeline.analytic.memory import KvFit as KvFit
+    from ridgeline.analytic.memory import MemoryRule as MemoryRule
+    from ridgeline.analytic.memory import chip_budget as chip_budget
+    from ridgeline.analytic.memory import kv_fit as kv_fit
+    from ridgeline.analytic.memory import kv_pool_blocks as kv_pool_blocks
+    from ridgeline.analytic.memory import kv_pool_bytes as kv_pool_bytes
+    from ridgeline.analytic.ops import MixedShape as MixedShape
+    from ridgeline.analytic.ops import OpTerms as OpTerms
+    from ridgeline.analytic.ops import StepShape as StepShape
+    from ridgeline.analytic.ops import UniformShape as UniformShape
+    from ridgeline.analytic.ops import expected_distinct_experts as expected_distinct_experts
+    from ridgeline.analytic.ops import op_terms as op_terms
+    from ridgeline.analytic.pricing import Efficiency as Efficiency
+    from ridgeline.analytic.pricing import Pricing as Pricing
+    from ridgeline.analytic.questions import FiveAnswers as FiveAnswers
+    from ridgeline.analytic.questions import StepReads as StepReads
+    from ridgeline.analytic.questions import decode_reads as decode_reads
+    from ridgeline.analytic.questions import five_questions as five_questions
+    from ridgeline.analytic.roofline import Bound as Bound
+    from ridgeline.analytic.roofline import DecodeBatching as DecodeBatching
+    from ridgeline.analytic.roofline import DecodeIntensity as DecodeIntensity
+    from ridgeline.analytic.roofline import OpCost as OpCost
+    from ridgeline.analytic.roofline import StepCost as StepCost
+    from ridgeline.analytic.roofline import Sweep as Sweep
+    from ridgeline.analytic.roofline import decode_batching as decode_batching
+    from ridgeline.analytic.roofline import decode_intensity as decode_intensity
+    from ridgeline.analytic.roofline import ridge_points as ridge_points
+    from ridgeline.analytic.roofline import step_cost as step_cost
+    from ridgeline.analytic.roofline import sweep as sweep
+    from ridgeline.analytic.summaries import AcceleratorSummary as AcceleratorSummary
+    from ridgeline.analytic.summaries import KvSummary as KvSummary
+    from ridgeline.analytic.summaries import ModelSummary as ModelSummary
+    from ridgeline.analytic.summaries import accelerator_summary as accelerator_summary
+    from ridgeline.analytic.summaries import kv_curve as kv_curve
+    from ridgeline.analytic.summaries import kv_summary as kv_summary
+    from ridgeline.analytic.summaries import model_summary as model_summary
+    from ridgeline.analytic.workload import Dtypes as Dtypes
+    from ridgeline.analytic.workload import Phase as Phase
+    from ridgeline.analytic.workload import Workload as Workload
 
-__all__ = [
-    "AcceleratorSummary",
-    "KvSummary",
-    "ModelSummary",
-    "accelerator_summary",
-    "kv_curve",
-    "kv_summary",
-    "model_summary",
-    "DEFAULT_ACCELERATORS",
-    "ArchRow",
-    "ChipMemory",
-    "Collective",
-    "Deployment",
-    "DeploymentCost",
-    "Schedule",
-    "auto_deployment",
-    "binding_sentence",
-    "bubble_fraction",
-    "deploy_step",
-    "deployment_cost",
-    "min_chips",
-    "ring_allreduce",
-    "Bound",
-    "ChipBudget",
-    "KvFit",
-    "MemoryRule",
-    "Pricing",
-    "chip_budget",
-    "kv_fit",
-    "kv_pool_blocks",
-    "kv_pool_bytes",
-    "Comparison",
-    "DecodeBatching",
-    "DecodeIntensity",
-    "Dtypes",
-    "Efficiency",
-    "FiveAnswers",
-    "OpCost",
-    "OpTerms",
-    "Phase",
-    "Resource",
-    "StepCost",
-    "StepReads",
-    "StepShape",
-    "UniformShape",
-    "Verdict",
-    "MixedShape",
-    "Sweep",
-    "Technique",
-    "Workload",
-    "compare",
-    "crossover_context",
-    "decode_batching",
-    "decode_intensity",
-    "decode_reads",
-    "expected_distinct_experts",
-    "five_questions",
-    "kv_bytes",
-    "kv_bytes_per_token",
-    "op_terms",
-    "ridge_points",
-    "step_cost",
-    "sweep",
-    "techniques",
-    "weights_bytes",
-]
-
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "ridgeline.analytic.architectures": (
-            "DEFAULT_ACCELERATORS",
-            "ArchRow",
-            "Comparison",
-            "binding_sentence",
-            "compare",
-        ),
-        "ridgeline.analytic.binding": ("Resource", "Verdict"),
-        "ridgeline.analytic.deploy": (
-            "Collective",
-            "DeploymentCost",
-            "Schedule",
-            "deploy_step",
-            "deployment_cost",
-            "ring_allreduce",
-        ),
-        "ridgeline.analytic.deployment": (
-            "ChipMemory",
-            "Deployment",
-            "auto_deployment",
-            "bubble_fraction",
-            "min_chips",
-        ),
-        "ridgeline.analytic.kv": (
-            "Technique",
-            "crossover_context",
-            "kv_bytes",
-            "kv_bytes_per_token",
-            "techniques",
-            "weights_bytes",
-        ),
-        "ridgeline.analytic.memory": (
-            "ChipBudget",
-            "KvFit",
-            "MemoryRule",
-            "chip_budget",
-            "kv_fit",
-            "kv_pool_blocks",
-            "kv_pool_bytes",
-        ),
-        "ridgeline.analytic.ops": (
-            "MixedShape",
-            "OpTerms",
-            "StepShape",
-            "UniformShape",
-            "expected_distinct_experts",
-            "op_terms",
-        ),
-        "ridgeline.analytic.questions": (
-            "FiveAnswers",
-            "StepReads",
-            "decode_reads",
-            "five_questions",
-        ),
-        "ridgeline.analytic.roofline": (
-            "Bound",
-            "DecodeBatching",
-            "DecodeIntensity",
-            "OpCost",
-            "StepCost",
-            "Sweep",
-            "decode_batching",
-            "decode_intensity",
-            "ridge_points",
-            "step_cost",
-            "sweep",
-        ),
-        "ridgeline.analytic.pricing": (
-            "Efficiency",
-            "Pricing",
-        ),
-        "ridgeline.analytic.summaries": (
-            "AcceleratorSummary",
-            "KvSummary",
-            "ModelSummary",
-            "accelerator_summary",
-            "kv_curve",
-            "kv_summary",
-            "model_summary",
-        ),
-        "ridgeline.analytic.workload": (
-            "Dtypes",
-            "Phase",
-            "Workload",
-        ),
-    },
-)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from enum import StrEnum
-
-import numpy as np
 
 from ridgeline.errors import ConfigError
 from ridgeline.specs.dtypes import DType
@@ -98,7 +97,7 @@ class Workload:
 
 def check_size(field: str, value: int, low: int, high: int) -> None:
     """Raise ``ConfigError`` naming ``field`` unless ``low <= value <= high`` (an integer)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ConfigError(f"field {field}: expected an integer, got {value!r}")
     if value < low:
         raise ConfigError(f"field {field}: must be at least {low}, got {value}")

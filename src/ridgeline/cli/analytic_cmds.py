@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from ridgeline import analytic as an
-from ridgeline.analytic.deployment import check_deployment
-from ridgeline.analytic.speed import quote_step
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
@@ -44,6 +42,10 @@ from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.limits import MAX_CONTEXT
 from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
 
+if TYPE_CHECKING:  # for the type checker; at run time ``an.speed`` loads on first use
+    import ridgeline.analytic.deployment
+    import ridgeline.analytic.speed  # noqa: F401
+
 hw_app = new_app("Accelerators of the catalog.")
 model_app = new_app("Models from the catalog or any config.json.")
 
@@ -54,7 +56,12 @@ def _hw_dict(name: str) -> dict:
 
 @hw_app.command("list")
 def hw_list(json_out: JsonOpt = False) -> None:
-    """List the catalog's accelerators with device memory, bandwidth, bf16 peak and ridge."""
+    """List the catalog's accelerators with device memory, bandwidth, bf16 peak and ridge.
+
+    \b
+    Example:
+      ridgeline hw list
+    """
     rows = [_hw_dict(n) for n in accelerator_names()]
     if json_out:
         emit_json({"schema": "ridgeline.hw-list/1", "accelerators": rows})
@@ -97,7 +104,12 @@ def _usable_of_installed(usable: float, installed: float) -> str:
 def hw_show(
     name: Annotated[str, typer.Argument(help="name or .toml path")], json_out: JsonOpt = False
 ) -> None:
-    """Memory levels (fastest first), who manages each, peaks and sources of one accelerator."""
+    """Memory levels (fastest first), who manages each, peaks and sources of one accelerator.
+
+    \b
+    Example:
+      ridgeline hw show ibm-spyre
+    """
     d = _hw_dict(name)
     if json_out:
         emit_json(d)
@@ -134,12 +146,28 @@ def hw_show(
         )
     console.print(table)
     console.print(LOCAL_MEMORY_KINDS + f"; KV orchestrated by {d['orchestrator']}", highlight=False)
+    _print_peaks_links_notes(d, get_accelerator(name))
+
+
+def _print_peaks_links_notes(d: dict, acc: Accelerator) -> None:
     peaks = ", ".join(f"{k} {fmt_rate(v, 'FLOP/s')}" for k, v in d["peak_flops_per_s"].items())
     console.print(f"dense peaks: {peaks}")
+    _print_fallbacks(acc)
     if d["interconnect"] is not None:
         _print_links(d["interconnect"])
     for note in d["notes"]:
         console.print(f"note: {note}")
+
+
+def _print_fallbacks(acc: Accelerator) -> None:
+    """The formats the file gives no peak for, and which peak prices them (``specs.peaks``)."""
+    rules = [acc.peak_rule(d) for d in DType if d not in acc.peak_flops_per_s]
+    parts = [
+        f"{r.dtype} = {r.stand.dtype}" + (f" ÷ {r.stand.passes}" if r.stand.passes > 1 else "")
+        for r in rules
+    ]
+    if parts:
+        console.print(f"unlisted formats: {', '.join(parts)} (data/peak_fallback.toml)")
 
 
 def _print_links(link: dict) -> None:
@@ -160,7 +188,12 @@ def model_dict(name: str, kv_dtype: str = "bf16") -> dict:
 
 @model_app.command("list")
 def model_list(json_out: JsonOpt = False) -> None:
-    """List the shipped model configs."""
+    """List the shipped model configs.
+
+    \b
+    Example:
+      ridgeline model list
+    """
     rows = [model_dict(n) for n in model_names()]
     if json_out:
         emit_json({"schema": "ridgeline.model-list/1", "models": rows})
@@ -184,7 +217,12 @@ def model_show(
     kv_dtype: DtypeOpt = "bf16",
     json_out: JsonOpt = False,
 ) -> None:
-    """Shapes, parameter counts and KV bytes per token of one model."""
+    """Shapes, parameter counts and KV bytes per token of one model.
+
+    \b
+    Example:
+      ridgeline model show llama-3.1-8b --kv-dtype fp8
+    """
     d = model_dict(name, kv_dtype)
     if json_out:
         emit_json(d)
@@ -277,11 +315,15 @@ def roofline_cmd(
     """One step on the roofline: per-operator FLOPs and bytes, intensity, bound, time.
 
     Times are the calibrated expectation unless --ideal (the other mode is quoted beside).
-    Example: ridgeline roofline --hw h100-sxm --model llama-3.1-8b --batch 64"""
+
+    \b
+    Example:
+      ridgeline roofline --hw h100-sxm --model llama-3.1-8b --batch 64
+    """
     m, acc = get_model(model), get_accelerator(hw)
     dt = dtypes(weight_dtype, act_dtype, kv_dtype)
     pricing = an.Pricing.of(acc, mode_of(ideal), dt, an.Efficiency(bw_eff, compute_eff))
-    cost, quote = quote_step(m, pricing, pricing.workload(phase, batch, context, prompt))
+    cost, quote = an.speed.quote_step(m, pricing, pricing.workload(phase, batch, context, prompt))
     if plot:
         _roofline_plot(m, cost, plot)
     if json_out:
@@ -380,15 +422,19 @@ def kv_cmd(
 
     With --hw: the largest batch that fits at --context and the longest context at --batch, under
     the one KV-pool rule (--memory-utilization of each chip for weights, a named reserve and KV;
-    the same rule as predict and simulate). Example: ridgeline kv --model llama-3.1-70b --context
-    131072 --hw h200 --kv-dtype fp8"""
+    the same rule as predict and simulate).
+
+    \b
+    Example:
+      ridgeline kv --model llama-3.1-70b --context 131072 --hw h200 --kv-dtype fp8
+    """
     m = get_model(model)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
     acc = get_accelerator(hw) if hw else None
     target: Accelerator | an.Deployment | None = acc
     if acc is not None and (tp is not None or pp is not None):
         target = an.Deployment(acc, 1 if tp is None else tp, 1 if pp is None else pp)
-        check_deployment(m, target)
+        an.deployment.check_deployment(m, target)
     rule = an.MemoryRule(memory_utilization)
     summary = an.kv_summary(m, batch, context, dt, target, rule)
     if summary.capacity_error is not None:  # no deployment holds the weights
@@ -416,8 +462,12 @@ def questions_cmd(
 ) -> None:
     """The five questions for an accelerator and workload, and what one decode step reads.
 
-    The step's time is the calibrated expectation unless --ideal. Example: ridgeline questions
-    --hw groq-lpu --model llama-3.1-8b"""
+    The step's time is the calibrated expectation unless --ideal.
+
+    \b
+    Example:
+      ridgeline questions --hw groq-lpu --model llama-3.1-8b
+    """
     m, acc = get_model(model), get_accelerator(hw)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
     pricing = an.Pricing.of(acc, mode_of(ideal), dt)
@@ -474,7 +524,12 @@ def compare_cmd(
 
     Per accelerator: chips, decode tokens/s per user and per system, what binds, prefill; the
     calibrated expectation with the ideal roofline in brackets (--ideal swaps them; the table
-    and the plot show the same binding). Example: ridgeline compare --model llama-3.1-70b"""
+    and the plot show the same binding).
+
+    \b
+    Example:
+      ridgeline compare --model llama-3.1-70b
+    """
     m = get_model(model)
     cmp = an.compare(m, hw or an.DEFAULT_ACCELERATORS, batch, context, prompt, mode=mode_of(ideal))
     if plot:

@@ -121,9 +121,10 @@ def mode_of(ideal: bool) -> CostMode:
 
 @contextmanager
 def progress_bar(total: int, enabled: bool, label: str = "") -> Iterator[Tick | None]:
-    """A Rich progress bar on stderr for long runs, or ``None`` when not shown. Call the tick
+    """A Rich progress bar on stderr for long runs, or ``None`` when not shown (not ``enabled``,
+    or stderr is no terminal: a log or a pipe would get only its last frame). Call the tick
     with the number done so far (or nothing, to advance by one) and an optional description."""
-    if not enabled:
+    if not enabled or not err_console.is_terminal:
         yield None
         return
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())

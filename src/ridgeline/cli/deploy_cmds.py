@@ -51,8 +51,12 @@ def deploy_cmd(
     user and per system (calibrated, the ideal roofline beside; --ideal swaps them), and what
     fits: the largest batch at --context and the longest context at --batch under the one
     KV-pool rule (as predict and simulate). Without --tp and --pp, the smallest deployment that
-    holds the weights plus the KV. Example: ridgeline deploy --hw h100-sxm --model
-    llama-3.1-70b --tp 2"""
+    holds the weights plus the KV.
+
+    \b
+    Example:
+      ridgeline deploy --hw h100-sxm --model llama-3.1-70b --tp 2
+    """
     m, acc = get_model(model), get_accelerator(hw)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
     split = an.Deployment(acc, 1 if tp is None else tp, 1 if pp is None else pp)

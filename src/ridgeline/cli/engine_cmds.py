@@ -80,12 +80,13 @@ def generate_cmd(
     ] = 0.25,
     json_out: JsonOpt = False,
 ) -> None:
-    """Generate with the real paged-KV engine (random weights unless --weights)."""
-    check_int("draft_layers", draft_layers, 0, MAX_LAYERS)
-    if draft_layers and not spec_k:  # it would be ignored
-        raise ConfigError("option --draft-layers: drafts need --spec-k (speculative tokens)")
-    if prompt is None:  # the random prompts are built before the engine can refuse them
-        check_int("prompt_tokens × batch", prompt_tokens * batch, 1, MAX_GENERATE_TOKENS)
+    """Generate with the real paged-KV engine (random weights unless --weights).
+
+    \b
+    Example:
+      ridgeline generate --model distilgpt2 --prompt-tokens 128 --max-tokens 32 --batch 8
+    """
+    _check_options(draft_layers, spec_k, None if prompt is not None else prompt_tokens * batch)
     llm_mod = _engine()
     llm_mod.set_threads(threads)
     options: dict[str, Any] = {
@@ -104,6 +105,15 @@ def generate_cmd(
         emit_json(report)
         return
     _render(report.to_dict())
+
+
+def _check_options(draft_layers: int, spec_k: int, random_tokens: int | None) -> None:
+    """Refuse what the engine would ignore or could not build, before building it."""
+    check_int("draft_layers", draft_layers, 0, MAX_LAYERS)
+    if draft_layers and not spec_k:  # it would be ignored
+        raise ConfigError("option --draft-layers: drafts need --spec-k (speculative tokens)")
+    if random_tokens is not None:  # the random prompts are built before the engine refuses them
+        check_int("prompt_tokens × batch", random_tokens, 1, MAX_GENERATE_TOKENS)
 
 
 def _ms(value: float | None) -> str:
@@ -143,7 +153,12 @@ def bench_engine_cmd(
     """Decode step time of the engine against the roofline (fp32, one thread, random weights):
     per operator max(bytes ÷ bandwidth, FLOPs ÷ matmul peak), both measured here.
 
-    transformers' caches are compared in benchmarks/engine.py."""
+    transformers' caches are compared in benchmarks/engine.py.
+
+    \b
+    Example:
+      ridgeline bench engine --model distilgpt2 -b 1 -t 128 --steps 3
+    """
     _engine()
     from ridgeline.engine import bench
     from ridgeline.specs import get_model

@@ -3,12 +3,11 @@ deployment, and every prediction held against published measurements."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-import ridgeline.fidelity.prediction as pr
 from ridgeline.cli.common import (
     HwOpt,
     IdealOpt,
@@ -24,17 +23,24 @@ from ridgeline.cli.common import (
     mode_of,
     save_plot,
 )
-from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
-from ridgeline.fidelity.residuals import (
-    Interval,
-    NoInterval,
-    PredictionIntervals,
-    prediction_intervals,
+from ridgeline.defaults import (
+    DEFAULT_ACCELERATOR,
+    DEFAULT_MAX_SEQS,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MODEL,
 )
-from ridgeline.fidelity.validate import FIT_HEADERS, SUMMARY_HEADERS, Validation, validate
 from ridgeline.specs import DType
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_seconds
+
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
+    import ridgeline.fidelity.prediction as pr
+
+
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
+    from ridgeline.fidelity.residuals import Interval, NoInterval, PredictionIntervals
+    from ridgeline.fidelity.validate import Validation
+
 
 KvDtypeOpt = Annotated[
     str | None, typer.Option(help="KV format (default: fp8 with fp8/fp4 weights, else bf16)")
@@ -48,7 +54,7 @@ FixedBatchOpt = Annotated[
 RateOpt = Annotated[
     float | None, typer.Option(help="Poisson arrivals per second instead of a queue")
 ]
-MAX_SEQS, MAX_TOKENS = pr.DEFAULT_MAX_SEQS, pr.DEFAULT_MAX_TOKENS
+MAX_SEQS, MAX_TOKENS = DEFAULT_MAX_SEQS, DEFAULT_MAX_TOKENS
 
 
 def predict_cmd(
@@ -74,8 +80,15 @@ def predict_cmd(
 
     Throughput per system and per user, and the KV pool (the one rule: --memory-utilization of
     each chip for weights, a named reserve and KV); calibrated by default (the catalog's
-    terms), the ideal roofline with --ideal. Example: ridgeline predict --hw h100-sxm
-    --model llama-3.1-70b --tp 2 --isl 1024 --osl 128"""
+    terms), the ideal roofline with --ideal.
+
+    \b
+    Example:
+      ridgeline predict --hw h100-sxm --model llama-3.1-70b --tp 2 --isl 1024 --osl 128
+    """
+    import ridgeline.fidelity.prediction as pr
+    from ridgeline.fidelity.residuals import prediction_intervals
+
     req = pr.PredictRequest(
         hardware=hw, model=model, isl=isl, osl=osl, tensor_parallel=tp, pipeline_parallel=pp,
         data_parallel=dp, weight_dtype=DType.parse(weight_dtype),
@@ -89,10 +102,23 @@ def predict_cmd(
         emit_json({**main.to_dict(), "intervals": None if sure is None else sure.to_dict()})
         return
     other = None if ideal else pr.predict(pr.with_mode(req, CostMode.IDEAL))
+    _print_prediction(main, other, sure, isl + osl)
+
+
+def _print_prediction(
+    main: pr.Prediction,
+    other: pr.Prediction | None,
+    sure: PredictionIntervals | None,
+    request_tokens: int,
+) -> None:
+    """The predictions side by side, the KV pool, and why an interval is missing."""
+    from ridgeline.fidelity.residuals import NoInterval
+
     console.print(prediction_table([p for p in (main, other) if p is not None], sure))
     console.print(
         f"KV pool per instance: {main.kv_blocks * main.block_tokens:,} tokens, the largest batch "
-        f"of {isl + osl:,}-token requests that fits = {main.max_batch:,}; {main.memory}",
+        f"of {request_tokens:,}-token requests that fits = {main.max_batch:,}; "
+        f"{main.memory}",
         highlight=False,
         soft_wrap=True,
     )
@@ -101,6 +127,8 @@ def predict_cmd(
 
 
 def _interval(iv: Interval | NoInterval | None, seconds: bool) -> str:
+    from ridgeline.fidelity.residuals import Interval
+
     if not isinstance(iv, Interval):
         return "-"
     if seconds:
@@ -154,7 +182,14 @@ def validate_cmd(
     """Hold every prediction against the published measurements of the dataset.
 
     Each measurement predicted calibrated and ideal, and how far each is from what was
-    measured: per accelerator, overall, and leave-one-source-out."""
+    measured: per accelerator, overall, and leave-one-source-out.
+
+    \b
+    Example:
+      ridgeline validate --rows --plot out/validation.png
+    """
+    from ridgeline.fidelity.validate import validate
+
     with err_console.status("predicting the published measurements...") as status:
         v = validate(loso=loso, progress=lambda key: status.update(f"recording {key}"))
     if plot:
@@ -172,6 +207,8 @@ def validate_cmd(
 
 def summary_table(v: Validation) -> Table:
     """Per accelerator and overall: median absolute error ideal, calibrated, left out."""
+    from ridgeline.fidelity.validate import SUMMARY_HEADERS
+
     t = Table(*SUMMARY_HEADERS, title="median |predicted / published - 1|")
     for row in v.summary_rows():
         t.add_row(*row)
@@ -180,6 +217,8 @@ def summary_table(v: Validation) -> Table:
 
 def fits_table(v: Validation) -> Table:
     """The fitted numbers of each family and how many rows they rest on."""
+    from ridgeline.fidelity.validate import FIT_HEADERS
+
     t = Table(*FIT_HEADERS, title="fitted terms (one set per family: every model, dtype, workload)")
     for row in v.fit_rows():
         t.add_row(*row)

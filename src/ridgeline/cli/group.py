@@ -125,6 +125,14 @@ class GuardedGroup(TyperGroup):
         _flags_as_flags(self, ctx)
         super().format_help(ctx, formatter)
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """A group alone (``ridgeline``, ``ridgeline lab``) prints its help as ``--help`` does
+        and exits 0 (click would raise it as a usage error, squashed into one stderr line)."""
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            typer.echo(ctx.get_help(), color=ctx.color)
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
     def main(
         self,
         args: Sequence[str] | None = None,

@@ -41,7 +41,12 @@ def build_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Compile the engine's C++ kernels once for this environment (about 2 minutes of CPU a target; a no-op
-    when they are built), with progress on stderr, and report what was built."""
+    when they are built), with progress on stderr, and report what was built.
+
+    \b
+    Example:
+      ridgeline engine build --target native --target portable
+    """
     kb = _kernel_build()
     rows = []
     for name in target or ["native"]:

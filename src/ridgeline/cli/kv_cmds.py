@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,17 +12,18 @@ from ridgeline.cli.common import (
     JsonOpt,
     MemoryUtilizationOpt,
     ModelOpt,
+    Tick,
     console,
     emit_json,
     mode_of,
     print_table,
+    progress_bar,
 )
 from ridgeline.defaults import DEFAULT_MODEL
-from ridgeline.report.kv_manage_section import kv_manage_tables
-from ridgeline.serving.scheduler import SchedulerConfig
-from ridgeline.sim import WorkloadSpec, generate, parse_lengths
-from ridgeline.sim.kv_manage import FIVE, KVManageOptions, KVManageReport, kv_manage
-from ridgeline.specs import get_model
+
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
+    from ridgeline.sim import RequestSpec
+    from ridgeline.sim.kv_manage import KVManageReport
 
 
 def _opt(*names: str, help: str) -> typer.models.OptionInfo:
@@ -49,33 +51,68 @@ def kv_manage_cmd(
     """Who manages the KV cache on each architecture, and what each technique costs or saves.
 
     What each runtime technique becomes on each architecture, and what it costs or saves on a
-    workload (two simulations per technique, priced calibrated unless --ideal). Example:
-    ridgeline kv-manage --model llama-3.1-8b --hw h100-sxm --hw groq-lpu -n 30"""
-    spec = WorkloadSpec(
-        num_requests=requests,
-        rate_per_s=rate,
-        prompt=parse_lengths(prompt, 512),
-        output=parse_lengths(output, 128),
-        num_prefixes=prefixes,
-        prefix_len=prefix_len if prefixes else 0,
-        seed=seed,
-    )
+    workload (two simulations per technique, priced calibrated unless --ideal).
+
+    \b
+    Example:
+      ridgeline kv-manage --model llama-3.1-8b --hw h100-sxm --hw groq-lpu -n 30
+    """
+    from ridgeline.serving.scheduler import SchedulerConfig
+    from ridgeline.sim.kv_manage import FIVE, KVManageOptions, kv_manage
+    from ridgeline.specs import get_model
+
+    wl, label = _trace(requests, rate, (prompt, output), (prefixes, prefix_len), seed)
     sched = SchedulerConfig(max_num_batched_tokens=chunk, max_num_seqs=256,
                             max_model_len=max_model_len)  # fmt: skip
-    label = (
-        f"{requests} requests, Poisson {rate}/s, prompts {prompt}"
-        + (f" after {prefixes} shared prefixes of {prefix_len}" if prefixes else "")
-        + f", outputs {output}, chunk {chunk}, max_model_len {max_model_len}"
-    )
+    label += f", chunk {chunk}, max_model_len {max_model_len}"
     opts = KVManageOptions(sched, mode=mode_of(ideal), memory_utilization=memory_utilization)
-    rep = kv_manage(get_model(model), generate(spec), opts, hw or FIVE, label)
+    accelerators = hw or FIVE
+    with progress_bar(len(accelerators), not json_out, "kv-manage") as tick:
+        rep = kv_manage(get_model(model), wl, opts, accelerators, label, _on_bar(tick))
     if json_out:
         emit_json(rep)
         return
     _print(rep)
 
 
+def _trace(
+    requests: int, rate: float, lengths: tuple[str, str], prefixes: tuple[int, int], seed: int
+) -> tuple[list[RequestSpec], str]:
+    """The workload (Poisson arrivals, shared prefixes) and how the tables title it."""
+    from ridgeline.sim import WorkloadSpec, generate, parse_lengths
+
+    (prompt, output), (num_prefixes, prefix_len) = lengths, prefixes
+    spec = WorkloadSpec(
+        num_requests=requests,
+        rate_per_s=rate,
+        prompt=parse_lengths(prompt, 512),
+        output=parse_lengths(output, 128),
+        num_prefixes=num_prefixes,
+        prefix_len=prefix_len if num_prefixes else 0,
+        seed=seed,
+    )
+    shared = f" after {num_prefixes} shared prefixes of {prefix_len}" if num_prefixes else ""
+    label = f"{requests} requests, Poisson {rate}/s, prompts {prompt}{shared}, outputs {output}"
+    return generate(spec), label
+
+
+def _on_bar(tick: Tick | None) -> Callable[[str, str], None]:
+    """Progress for ``kv_manage``: the bar counts the architectures started and names the
+    simulation running."""
+    seen: list[str] = []
+
+    def progress(accelerator: str, variant: str) -> None:
+        if accelerator not in seen:
+            seen.append(accelerator)
+        if tick is not None:
+            tick(len(seen) - 1, f"{accelerator}: {variant}")
+
+    return progress
+
+
 def _print(rep: KVManageReport) -> None:
+    from ridgeline.report.kv_manage_section import kv_manage_tables
+
     for t in kv_manage_tables(rep):
         print_table(t.headers, t.rows, t.caption)
     console.print(

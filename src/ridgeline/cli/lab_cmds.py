@@ -101,7 +101,12 @@ def calibrate_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Measure bandwidth (read/copy/triad, cache to DRAM, 1 and all threads) and matmul peaks;
-    write them as accelerator specs NAME (all threads) and NAME-t1 (one thread)."""
+    write them as accelerator specs NAME (all threads) and NAME-t1 (one thread).
+
+    \b
+    Example:
+      ridgeline lab calibrate --sizes 1,64 --db out/lab.db
+    """
     from ridgeline.lab.calibrate import calibrate
     from ridgeline.lab.machine import KIND, CalibrationSpec, default_threads, write_specs
     from ridgeline.lab.sweep import parse_ints
@@ -166,7 +171,12 @@ def sweep_cmd(
     db: DbOpt = DEFAULT_DB,
     json_out: JsonOpt = False,
 ) -> None:
-    """Time decode over batch x context per backend; points already in --db are skipped."""
+    """Time decode over batch x context per backend; points already in --db are skipped.
+
+    \b
+    Example:
+      ridgeline lab sweep -b 1 -t 128 --steps 3 --db out/lab.db
+    """
     from ridgeline.lab.points import PointConfig
     from ridgeline.lab.store import ResultsStore
     from ridgeline.lab.sweep import (
@@ -229,7 +239,12 @@ def profile_cmd(
     db: DbOpt = DEFAULT_DB,
     json_out: JsonOpt = False,
 ) -> None:
-    """torch.profiler over decode steps: top ops by time and memory, peak and its parts, trace."""
+    """torch.profiler over decode steps: top ops by time and memory, peak and its parts, trace.
+
+    \b
+    Example:
+      ridgeline lab profile -b 1 -t 128 --db out/lab.db
+    """
     from ridgeline.lab.points import PointConfig
     from ridgeline.lab.profile import run_profile
 
@@ -257,7 +272,12 @@ def kv_cmd(
     db: DbOpt = DEFAULT_DB,
     json_out: JsonOpt = False,
 ) -> None:
-    """KV formula vs cache tensors (exact) and freed memory (1%); MHA/GQA/MQA; scratchpad fit."""
+    """KV formula vs cache tensors (exact) and freed memory (1%); MHA/GQA/MQA; scratchpad fit.
+
+    \b
+    Example:
+      ridgeline lab kv -b 1 -t 256 --decode-steps 2 --db out/lab.db
+    """
     from ridgeline.lab.kvlab import KIND, KvReport, run_kv, variants
     from ridgeline.specs import DType
 
@@ -298,7 +318,12 @@ def compare_cmd(
 ) -> None:
     """Predicted vs measured per point, effective bandwidth, fitted model, the gap explained.
 
-    The prediction is priced calibrated (a catalog --hw's family terms) unless --ideal."""
+    The prediction is priced calibrated (a catalog --hw's family terms) unless --ideal.
+
+    \b
+    Example:
+      ridgeline lab compare --db out/lab.db --hw xeon-spr
+    """
     from ridgeline.lab.gap import compare_records
     from ridgeline.lab.store import open_existing
 
@@ -321,7 +346,12 @@ def report_cmd(
     ] = None,
     timer: TimerOpt = "wall",
 ) -> None:
-    """Write lab.html and lab.md (with plots) and lab.json from a results database."""
+    """Write lab.html and lab.md (with plots) and lab.json from a results database.
+
+    \b
+    Example:
+      ridgeline lab report --db out/lab.db --out out/lab
+    """
     from ridgeline.report.lab_sections import build_lab_report
 
     files = build_lab_report(db, out, hw, timer)
@@ -335,7 +365,12 @@ def export_cmd(
     json_path: Annotated[str | None, typer.Option("--json-file", help="JSON file to write")] = None,
     kind: Annotated[str | None, typer.Option(help="decode, calibrate, profile or kv")] = None,
 ) -> None:
-    """Export stored measurements to CSV and/or JSON."""
+    """Export stored measurements to CSV and/or JSON.
+
+    \b
+    Example:
+      ridgeline lab export --db out/lab.db --csv out/lab.csv
+    """
     from ridgeline.lab.store import RECORD_KINDS, export_csv, export_json, open_existing
 
     if csv_path is None and json_path is None:

@@ -12,7 +12,12 @@ def build_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Compile the fast mode's modules with mypyc beside their sources (about 1.5 minutes of
-    one core; a no-op when the build matches the sources, unless --force)."""
+    one core; a no-op when the build matches the sources, unless --force).
+
+    \b
+    Example:
+      ridgeline native build
+    """
     from ridgeline.sim import native
 
     fresh = native.decide() == "compiled"
@@ -27,14 +32,24 @@ def build_cmd(
 
 
 def status_cmd(json_out: JsonOpt = False) -> None:
-    """Whether the fast mode runs compiled here, and why not when it does not."""
+    """Whether the fast mode runs compiled here, and why not when it does not.
+
+    \b
+    Example:
+      ridgeline native status --json
+    """
     from ridgeline.sim import native
 
     _report(native.decide(), [str(f) for f in native.compiled_files()], None, json_out)
 
 
 def clean_cmd(json_out: JsonOpt = False) -> None:
-    """Remove the compiled modules (the interpreted ones run: the same results, slower)."""
+    """Remove the compiled modules (the interpreted ones run: the same results, slower).
+
+    \b
+    Example:
+      ridgeline native clean
+    """
     from ridgeline.sim import native
 
     gone = [str(p) for p in native.clean()]

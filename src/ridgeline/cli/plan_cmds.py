@@ -156,7 +156,12 @@ def plan_cmd(
     Searches per accelerator tensor and pipeline parallel, weight and KV formats, aggregated
     or disaggregated serving and token budgets; bounds every layout analytically, simulates
     the best, and prints the winners, the Pareto front, why the others lost, and the winner's
-    vLLM and SGLang command lines. Every figure carries an interval from validation."""
+    vLLM and SGLang command lines. Every figure carries an interval from validation.
+
+    \b
+    Example:
+      ridgeline plan -m llama-3.1-8b --isl 1000 --osl 200 --rate 4 --ttft-p90 1 --tpot-p90 0.05
+    """
     reqs = _requests(model, traffic, targets, search, run)
     backend = make_backend(run.backend, run.workers, run.address)
     with err_console.status("planning...") as status:

@@ -153,7 +153,12 @@ def start_cmd(
     """Take the quiz: one question at a time, or grade an answer sheet with --answers.
 
     Attempts are recorded in the learner's ledger (the quiz home) and, with --db, in a class
-    record too; a default quiz repeats no question of the learner's earlier attempts."""
+    record too; a default quiz repeats no question of the learner's earlier attempts.
+
+    \b
+    Example:
+      ridgeline quiz start --user ada
+    """
     if as_json and answers is None:
         raise ConfigError("option --json: needs --answers (the interactive quiz talks to a person)")
     ledger = Ledger(db)
@@ -201,7 +206,12 @@ def _show_status(st: UserStatus) -> None:
 
 
 def status_cmd(user: UserOpt, db: DbOpt = None, as_json: JsonOpt = False) -> None:
-    """A learner's attempts (ledger and class record); the highest score counts."""
+    """A learner's attempts (ledger and class record); the highest score counts.
+
+    \b
+    Example:
+      ridgeline quiz status --user ada
+    """
     st = Ledger(db).status(user)
     if as_json:
         emit_json(st)
@@ -273,7 +283,12 @@ def export_cmd(
     The key of a seed that a learner's open (or next) attempt uses is withheld, in the ledger
     and the class record alike, unless --instructor-key with the instructor secret writes a
     marked copy; a seed whose plain key is exported is recorded, and no attempt is graded on it
-    afterwards. --user without --seed exports that learner's next quiz, questions only."""
+    afterwards. --user without --seed exports that learner's next quiz, questions only.
+
+    \b
+    Example:
+      ridgeline quiz export --seed 7 --questions-only --out out/quiz
+    """
     ledger = Ledger(db)
     chosen, learner = _export_seed(ledger, seed, user)
     quiz = draw_quiz(chosen)
@@ -291,7 +306,12 @@ def export_cmd(
 
 def instructor_init_cmd() -> None:
     """Set up the instructor secret in this quiz home (once, before any attempt): read from
-    $RIDGELINE_QUIZ_SECRET, else asked for twice."""
+    $RIDGELINE_QUIZ_SECRET, else asked for twice.
+
+    \b
+    Example:
+      ridgeline quiz instructor-init
+    """
     secret = os.environ.get(SECRET_ENV) or typer.prompt(
         "Instructor secret", hide_input=True, confirmation_prompt=True
     )

@@ -38,7 +38,12 @@ def recompute_cmd(
     weight_dtype: DtypeOpt = "bf16",
     json_out: JsonOpt = False,
 ) -> None:
-    """Recompute K and V or cache them: FLOPs recomputed against bytes kept, per context and chip."""
+    """Recompute K and V or cache them: FLOPs recomputed against bytes kept, per context and chip.
+
+    \b
+    Example:
+      ridgeline recompute --model llama-3.1-8b
+    """
     m = get_model(model)
     contexts = tuple(context or DEFAULT_CONTEXTS)
     accs = [get_accelerator(n) for n in hw or FIVE_ARCHITECTURES]

@@ -2,31 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ridgeline.analytic.deployment import Deployment
-from ridgeline.analytic.pricing import Pricing
 from ridgeline.cli.common import (
     HwOpt,
     IdealOpt,
     ModelOpt,
     PpOpt,
+    Tick,
     TpOpt,
     console,
     emit_json,
     mode_of,
+    progress_bar,
     writable_dir,
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
-from ridgeline.report.build import SECTIONS, SectionBuilder, build_report
-from ridgeline.report.sweep_section import sweep_section
-from ridgeline.specs import get_accelerator
+
+if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.analytic.pricing import Pricing
+    from ridgeline.report.build import SectionBuilder
+    from ridgeline.report.document import ReportFiles
 
 
-def _sections(lab: str | None, sweep_db: str | None, validate: bool) -> list[SectionBuilder]:
-    """The stock sections, then those the options add (lab results, a sweep, validation)."""
+def _sections(lab: str | None, sweep_db: str | None) -> list[SectionBuilder]:
+    """The stock sections, then those the options add (lab results, a sweep); the validation
+    is added as the report is built (``_build``), its progress shown."""
+    from ridgeline.report.build import SECTIONS
+    from ridgeline.report.sweep_section import sweep_section
+
     sections = list(SECTIONS)
     if lab is not None:
         from ridgeline.report.lab_sections import lab_builders
@@ -34,11 +42,6 @@ def _sections(lab: str | None, sweep_db: str | None, validate: bool) -> list[Sec
         sections += lab_builders(lab)
     if sweep_db is not None:
         sections.append(sweep_section(sweep_db))
-    if validate:
-        from ridgeline.fidelity.validate import validate as run_validation
-        from ridgeline.report.fidelity_section import fidelity_section
-
-        sections.append(fidelity_section(run_validation()))
     return sections
 
 
@@ -67,10 +70,23 @@ def report_cmd(
     """Write the full report (report.html, report.md, report.json and figures) for one model.
 
     Every section prices steps calibrated (the expected times) unless --ideal, on the --hw
-    deployment (--tp, --pp), and says so. Example: ridgeline report --model llama-3.1-8b"""
-    sections = _sections(lab, sweep_db, validate)
+    deployment (--tp, --pp), and says so.
+
+    \b
+    Example:
+      ridgeline report --model llama-3.1-8b --out out/report --validate
+    """
+    from ridgeline.analytic.deployment import Deployment
+    from ridgeline.analytic.pricing import Pricing
+    from ridgeline.specs import get_accelerator, get_model
+
+    spec = get_model(model)  # a bad name fails before any work
     pricing = Pricing.of(Deployment(get_accelerator(hw), tp, pp), mode_of(ideal))
-    files = build_report(model, out, pricing, sections)
+    req = ReportRequest(spec.name, pricing, out, tuple(_sections(lab, sweep_db)), validate)
+    _print_files(_build(req, show=not json_out), pricing, json_out)
+
+
+def _print_files(files: ReportFiles, pricing: Pricing, json_out: bool) -> None:
     if json_out:
         emit_json(
             {
@@ -87,3 +103,49 @@ def report_cmd(
         f"wrote {files.html}, {files.markdown}, {files.json} "
         f"(sections: {', '.join(files.sections)})"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRequest:
+    """What ``report`` writes: the model priced by ``pricing`` into ``out``, the ``sections``,
+    then the validation if asked."""
+
+    model: str
+    pricing: Pricing
+    out: str
+    sections: tuple[SectionBuilder, ...]
+    validate: bool
+
+
+def _build(req: ReportRequest, show: bool) -> ReportFiles:
+    """Build the report with progress on stderr: the validation's predictions, then each
+    section as it is built."""
+    from ridgeline.report.build import build_report
+
+    sections = list(req.sections)
+    total = len(sections) + 2 * req.validate  # the predictions, then their section
+    with progress_bar(total, show, "report") as tick:
+        if req.validate:
+            sections.append(_validated(tick))
+        steps = itertools.count(req.validate)
+
+        def started(name: str) -> None:
+            if tick is not None:
+                tick(next(steps), name)
+
+        files = build_report(req.model, req.out, req.pricing, sections, started)
+        if tick is not None:
+            tick(total, "written")
+    return files
+
+
+def _validated(tick: Tick | None) -> SectionBuilder:
+    """The validation section, its predictions made now (each named on the progress bar)."""
+    from ridgeline.fidelity.validate import validate as run_validation
+    from ridgeline.report.fidelity_section import fidelity_section
+
+    def recording(key: str) -> None:
+        if tick is not None:
+            tick(0, f"validation: {key}")
+
+    return fidelity_section(run_validation(progress=recording))

@@ -34,7 +34,12 @@ def serve_check_cmd(
 ) -> None:
     """Calibrate the engine as the simulator's cost model, serve distilgpt2's shape (random
     weights, a character tokenizer) under guidellm at three Poisson rates, replay the same
-    arrivals and lengths in the simulator, and compare TTFT, TPOT and throughput."""
+    arrivals and lengths in the simulator, and compare TTFT, TPOT and throughput.
+
+    \b
+    Example:
+      ridgeline lab serve-check --out out/serve-check
+    """
     missing = [p for p in NEEDS if importlib.util.find_spec(p) is None]
     if missing:
         raise ConfigError(f"serve-check needs {', '.join(missing)}: pip install "

@@ -78,7 +78,12 @@ def serve_cmd(
 
     /v1/completions (token ids, or text with --tokenizer), /v1/chat/completions (with a chat
     template), streaming, /v1/models, /health, /metrics. Ctrl-C or SIGTERM drains the requests
-    in flight, then exits 0."""
+    in flight, then exits 0.
+
+    \b
+    Example:
+      ridgeline serve --model distilgpt2 --port 8000
+    """
     missing = [p for p in SERVE_PACKAGES if importlib.util.find_spec(p) is None]
     if missing:
         raise RidgelineError(

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from ridgeline.analytic.deployment import check_deployment
 from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, progress_bar, save_plot
 from ridgeline.cli.options import grouped
 from ridgeline.cli.simulate_options import (
@@ -23,12 +22,10 @@ from ridgeline.cli.simulate_options import (
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.errors import ConfigError
 from ridgeline.serving.policies import PolicyKind
-from ridgeline.sim import RequestSpec, SimConfig, SimResult, simulate
-from ridgeline.sim.compiled import is_compiled_schedule
-from ridgeline.sim.options import parse_disagg, parse_tiers
-from ridgeline.sim.static_variants import ShapeOptions, compiled_note, static_variant
-from ridgeline.sim.variants import compare
-from ridgeline.specs import get_accelerator, get_model
+
+if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.sim import RequestSpec, SimConfig, SimResult
+    from ridgeline.sim.static_variants import ShapeOptions
 
 PROGRESS_MIN_REQUESTS = 2000
 
@@ -87,6 +84,11 @@ def _sim_config(
 ) -> SimConfig:  # fmt: skip
     """The simulated server: its pricing (mode, deployment, data types: built once here),
     scheduler, KV pool, tiers and topology."""
+    from ridgeline.analytic.deployment import check_deployment
+    from ridgeline.sim import SimConfig
+    from ridgeline.sim.options import parse_disagg, parse_tiers
+    from ridgeline.specs import get_accelerator, get_model
+
     m, acc = get_model(model), get_accelerator(hw)
     pricing = cost.pricing(acc)
     check_deployment(m, pricing.deployment)
@@ -109,6 +111,9 @@ def _run(
     shapes: ShapeOptions,
 ) -> list[SimResult]:
     """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``."""
+    from ridgeline.sim import simulate
+    from ridgeline.sim.variants import compare
+
     if variants is None:
         with progress_bar(len(wl), show, "simulating") as tick:
             return [simulate(cfg, wl, tick)]
@@ -141,8 +146,15 @@ def simulate_cmd(
     """Simulate serving a workload: latency, throughput and KV memory.
 
     One configuration, or several side by side (simulate compare --configs paged,static); steps
-    priced calibrated (the expected times) unless --ideal. Example: ridgeline simulate --hw
-    h100-sxm --model llama-3.1-70b --tp 4 --rate 2 -n 500"""
+    priced calibrated (the expected times) unless --ideal.
+
+    \b
+    Example:
+      ridgeline simulate --hw h100-sxm --model llama-3.1-70b --tp 4 --rate 2 -n 500
+    """
+    from ridgeline.sim.compiled import is_compiled_schedule
+    from ridgeline.sim.static_variants import static_variant
+
     cfg = _sim_config(model, hw, serving, cost, topology, output, workload.seed)
     variants = output.variants(cfg.hw) if mode is Mode.COMPARE else None
     if topology.spec_k and variants and any("spec" in v for v in variants):
@@ -157,6 +169,8 @@ def simulate_cmd(
 
 
 def _render(results: list[SimResult], cfg: SimConfig, json_out: bool, plot: str | None) -> None:
+    from ridgeline.sim.static_variants import compiled_note
+
     pricing = cfg.pricing
     figs = _plots(results, plot, pricing.label) if plot else []
     if json_out:

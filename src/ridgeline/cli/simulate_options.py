@@ -6,29 +6,25 @@ to the library's configuration with one method; the rules live in the library
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ridgeline.analytic.deployment import Deployment
-from ridgeline.analytic.pricing import Efficiency, Pricing
-from ridgeline.analytic.workload import Dtypes
 from ridgeline.cli.common import mode_of, writable_dir
-from ridgeline.data import trace_path
 from ridgeline.serving.eviction import EvictionKind
-from ridgeline.serving.policies import PolicyKind, step_token_budget
-from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
-from ridgeline.serving.spec_decode import SpecDecodeConfig
-from ridgeline.sim import SLO, RequestSpec, WorkloadSpec, generate, load_trace, parse_lengths
-from ridgeline.sim.buckets import CompileBudget
-from ridgeline.sim.compiled import is_compiled_schedule
-from ridgeline.sim.presets import WorkloadKind, workload_of_kind
-from ridgeline.sim.static_variants import COMPILED_DEFAULT, ShapeOptions
-from ridgeline.sim.variants import DEFAULT_VARIANTS
-from ridgeline.specs.dtypes import DType
-from ridgeline.specs.hardware import Accelerator
+from ridgeline.serving.policies import PolicyKind
+from ridgeline.serving.scheduler import PreemptionMode
+from ridgeline.sim.presets import WorkloadKind
 from ridgeline.specs.inputs import check_int, check_real
 from ridgeline.specs.limits import MAX_BYTES_PER_S, MAX_CONTEXT, MAX_SECONDS
+
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
+    from ridgeline.analytic.pricing import Pricing
+    from ridgeline.serving.scheduler import SchedulerConfig
+    from ridgeline.serving.spec_decode import SpecDecodeConfig
+    from ridgeline.sim import SLO, RequestSpec
+    from ridgeline.sim.static_variants import ShapeOptions
+    from ridgeline.specs.hardware import Accelerator
 
 
 def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:
@@ -67,6 +63,10 @@ class WorkloadOptions:
         """The requests: the trace's first ``requests`` lines, or the synthetic workload (its
         options are checked either way: a bad ``--rate`` beside ``--trace`` is refused, not
         ignored)."""
+        from ridgeline.data import trace_path
+        from ridgeline.sim import WorkloadSpec, generate, load_trace, parse_lengths
+        from ridgeline.sim.presets import workload_of_kind
+
         spec = WorkloadSpec(
             num_requests=self.requests,
             rate_per_s=self.rate,
@@ -113,6 +113,9 @@ class ServingOptions:
 
     def scheduler(self, model_context: int, spec: SpecDecodeConfig | None) -> SchedulerConfig:
         """The scheduler's limits; its token budget follows the policy (``step_token_budget``)."""
+        from ridgeline.serving.policies import step_token_budget
+        from ridgeline.serving.scheduler import SchedulerConfig
+
         max_model_len = self.max_model_len or model_context
         return SchedulerConfig(
             max_num_batched_tokens=step_token_budget(self.policy, self.chunk, max_model_len),
@@ -157,6 +160,11 @@ class CostOptions:
 
     def pricing(self, acc: Accelerator) -> Pricing:
         """The one pricing of the run (``Pricing.of``; efficiencies need ``--ideal``)."""
+        from ridgeline.analytic.deployment import Deployment
+        from ridgeline.analytic.pricing import Efficiency, Pricing
+        from ridgeline.analytic.workload import Dtypes
+        from ridgeline.specs.dtypes import DType
+
         kv = DType.parse(self.kv_dtype) if self.kv_dtype else None
         dt = Dtypes.serving(DType.parse(self.weight_dtype), kv)
         eff = Efficiency(self.bw_eff, self.compute_eff, self.overhead)
@@ -180,6 +188,8 @@ class TopologyOptions:
         check_real("link_latency", self.link_latency, 0, MAX_SECONDS)
 
     def spec(self) -> SpecDecodeConfig | None:
+        from ridgeline.serving.spec_decode import SpecDecodeConfig
+
         return SpecDecodeConfig(self.spec_k, self.spec_accept) if self.spec_k else None
 
 
@@ -198,6 +208,9 @@ class ShapeGroupOptions:
         check_real("compile_budget", self.compile_budget, 0, MAX_SECONDS)
 
     def shape_options(self) -> ShapeOptions:
+        from ridgeline.sim.buckets import CompileBudget
+        from ridgeline.sim.static_variants import ShapeOptions
+
         budget = CompileBudget(self.compile_s, self.compile_budget)
         return ShapeOptions(budget, self.prefill_chunk, recompile=self.recompile)
 
@@ -213,11 +226,17 @@ class OutputOptions:
     plot: Annotated[str | None, typer.Option("--plot", help="write KV-use and latency-CDF PNGs here", callback=writable_dir, rich_help_panel=_O)] = None  # fmt: skip
 
     def slo(self) -> SLO:
+        from ridgeline.sim import SLO
+
         return SLO(self.slo_ttft, self.slo_tpot)
 
     def variants(self, hw: Accelerator) -> list[str]:
         """The named variants, or the default set of ``hw``'s kind (the compiled-shape
         techniques on a compiled-schedule accelerator)."""
+        from ridgeline.sim.compiled import is_compiled_schedule
+        from ridgeline.sim.static_variants import COMPILED_DEFAULT
+        from ridgeline.sim.variants import DEFAULT_VARIANTS
+
         if self.configs is None:
             return list(COMPILED_DEFAULT if is_compiled_schedule(hw) else DEFAULT_VARIANTS)
         return [c.strip() for c in self.configs.split(",") if c.strip()]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -12,6 +13,7 @@ from rich.table import Table as RichTable
 from ridgeline.cli.common import (
     JsonOpt,
     PlotOpt,
+    Tick,
     console,
     emit_json,
     new_app,
@@ -19,28 +21,15 @@ from ridgeline.cli.common import (
     save_plot,
 )
 from ridgeline.errors import ConfigError
-from ridgeline.report.document import Table
-from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
-from ridgeline.report.sweep_section import markdown as md_table
 from ridgeline.specs.calibration import CostMode
-from ridgeline.sweep import (
-    BackendKind,
-    ChipSplit,
-    Objective,
-    StoreFormat,
-    SweepOutcome,
-    SweepReport,
-    SweepSpec,
-    load_simulator,
-    load_spec,
-    make_backend,
-    open_store,
-    read_store,
-    run_sweep,
-    sweep_report,
-    with_overrides,
-)
-from ridgeline.sweep import Progress as SweepProgress
+from ridgeline.sweep.backends import BackendKind
+from ridgeline.sweep.spec import Objective
+from ridgeline.sweep.store import StoreFormat
+
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
+    from ridgeline.report.document import Table
+    from ridgeline.sweep import ChipSplit, SweepOutcome, SweepReport, SweepSpec
+    from ridgeline.sweep import Progress as SweepProgress
 
 sweep_app = new_app("Capacity sweeps: the highest request rate within SLOs, per configuration.")
 
@@ -66,6 +55,8 @@ def _split(text: str | None) -> tuple[str, ...] | None:
 
 def _chips(text: str | None) -> tuple[ChipSplit, ...] | None:
     """``--chips 1,2,4``: tensor parallel over all chips, as the spec's ``sweep.chips``."""
+    from ridgeline.sweep import ChipSplit
+
     if text is None:
         return None
     try:
@@ -111,31 +102,47 @@ def run_cmd(
     """Run (or resume) the sweep of SPEC; every probe is stored as it finishes.
 
     Probes are priced calibrated (the expected step times) unless the spec's mode or --ideal
-    says ideal. Example: ridgeline sweep run examples/sweep_example.toml"""
-    spec = with_overrides(
-        load_spec(spec_path), objective=objective, seed=seed, models=_split(models),
+    says ideal.
+
+    \b
+    Example:
+      ridgeline sweep run examples/sweep_example.toml
+    """
+    import ridgeline.sweep as sw  # a lazy package: each name loads its module when used
+
+    spec = sw.with_overrides(
+        sw.load_spec(spec_path), objective=objective, seed=seed, models=_split(models),
         accelerators=_split(accelerators), deployments=_chips(chips),
         mode=CostMode.IDEAL if ideal else None,
     )  # fmt: skip
-    sim = load_simulator(simulator)
+    sim = sw.load_simulator(simulator)
     db = db or f"{spec_path.stem}.{'parquet' if fmt is StoreFormat.PARQUET else 'db'}"
-    store = open_store(db, fmt)
+    store = sw.open_store(db, fmt)
     n = len(spec.configurations())
     with progress_bar(n, progress, "sweep") as tick:
-
-        def update(p: SweepProgress) -> None:
-            if tick is not None:
-                tick(p.num_finished, _describe(p))
-
+        update = _on_progress(tick)
         try:
-            outcome = run_sweep(spec, store, make_backend(backend, workers, address), sim, update)
+            runner = sw.make_backend(backend, workers, address)
+            outcome = sw.run_sweep(spec, store, runner, sim, update)
         finally:
             store.close()
-    _print_run(spec, outcome, sweep_report(read_store(db)), json_out)
+    _print_run(spec, outcome, sw.sweep_report(sw.read_store(db)), json_out)
+
+
+def _on_progress(tick: Tick | None) -> Callable[[SweepProgress], None]:
+    """The bar: configurations finished, and the best so far."""
+
+    def update(p: SweepProgress) -> None:
+        if tick is not None:
+            tick(p.num_finished, _describe(p))
+
+    return update
 
 
 def _print_run(spec: SweepSpec, outcome: SweepOutcome, rep: SweepReport, json_out: bool) -> None:
     """What ``sweep run`` prints: the ranked table and the counts, or them as JSON."""
+    from ridgeline.report.sweep_section import ranked_table
+
     n = len(spec.configurations())
     if json_out:
         counts = {"num_simulated": outcome.num_simulated, "num_reused": outcome.num_reused,
@@ -156,7 +163,14 @@ def status_cmd(
     db: Annotated[str, typer.Argument(metavar="DB", help="result store")],
     json_out: JsonOpt = False,
 ) -> None:
-    """How far a stored sweep got: configurations by status, probes stored, best so far."""
+    """How far a stored sweep got: configurations by status, probes stored, best so far.
+
+    \b
+    Example:
+      ridgeline sweep status out/example.db
+    """
+    from ridgeline.sweep import read_store, sweep_report
+
     rep = sweep_report(read_store(db))
     best = rep.best_by_model()
     payload = {
@@ -191,7 +205,16 @@ def report_cmd(
     markdown: Annotated[bool, typer.Option(help="print Markdown tables")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """The best configurations and the Pareto front of latency vs throughput per chip."""
+    """The best configurations and the Pareto front of latency vs throughput per chip.
+
+    \b
+    Example:
+      ridgeline sweep report out/example.db --plot out/front.png
+    """
+    from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
+    from ridgeline.report.sweep_section import markdown as md_table
+    from ridgeline.sweep import read_store, sweep_report
+
     rep = sweep_report(read_store(db), model)
     if plot:
         save_plot(plot_front(rep), plot)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Column, Table
 
 from ridgeline import analytic as an
-from ridgeline.analytic import dataflow, flash, layout, orchestrate, tiling
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
@@ -34,6 +33,12 @@ from ridgeline.specs.catalog import DATAFLOW, GPU, TPU
 from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT, MAX_VOCAB
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
+    import ridgeline.analytic.dataflow
+    import ridgeline.analytic.orchestrate  # noqa: F401
+    from ridgeline.analytic import dataflow, tiling
+
+
 DEFAULT_FLASH_HW = [GPU, TPU, DATAFLOW]
 BuffersOpt = Annotated[int, typer.Option(min=1, max=4, help="1 = single, 2 = double buffering")]
 DimOpt = {"min": 1, "max": MAX_VOCAB}  # a matmul dimension: hidden, FFN or vocabulary sized
@@ -53,7 +58,14 @@ def tile_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile."""
+    """Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile.
+
+    \b
+    Example:
+      ridgeline tile --hw ibm-spyre --hw h100-sxm --m 1 --k 4096 --n 14336
+    """
+    from ridgeline.analytic import tiling
+
     dt = DType.parse(dtype)
     mm = tiling.Matmul(m, k, n, dt.bytes, dt.bytes, dt.bytes)
     accs = tuple(get_accelerator(h) for h in (hw or ["ibm-spyre"]))
@@ -110,7 +122,14 @@ def flash_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """FlashAttention traffic against N on each accelerator's per-core scratchpad."""
+    """FlashAttention traffic against N on each accelerator's per-core scratchpad.
+
+    \b
+    Example:
+      ridgeline flash --model llama-3.1-8b --context 8192
+    """
+    from ridgeline.analytic import flash
+
     spec = get_model(model)
     accs = tuple(get_accelerator(h) for h in (hw or DEFAULT_FLASH_HW))
     table = flash.flash_for_model(spec.name, spec.head_dim, spec.num_heads, accs, context)
@@ -166,16 +185,31 @@ def schedule_cmd(
     """Compile one step for a scratchpad accelerator and simulate its timeline.
 
     Device memory streams at the calibration's bandwidth efficiency (the expected schedule)
-    unless --ideal (the datasheet's, or --bw-eff of it). Example: ridgeline schedule --hw
-    ibm-spyre --model llama-3.1-8b --batch 4"""
+    unless --ideal (the datasheet's, or --bw-eff of it).
+
+    \b
+    Example:
+      ridgeline schedule --hw ibm-spyre --model llama-3.1-8b --batch 4
+    """
     acc = get_accelerator(hw)
     pricing = an.Pricing.of(acc, mode_of(ideal), efficiency=an.Efficiency(bandwidth=bw_eff))
     w = pricing.workload(phase, batch, context, prompt)
     bucket = _bucket(w, bucket_batch, bucket_context)
     eff = pricing.calibration.bandwidth_efficiency
-    opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=eff)
-    s = dataflow.compile_schedule(get_model(model), acc, w, bucket, opts)
-    listing = dataflow.program_of(s, program) if program else None  # a typo fails before output
+    opts = an.dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=eff)
+    s = an.dataflow.compile_schedule(get_model(model), acc, w, bucket, opts)
+    listing = an.dataflow.program_of(s, program) if program else None  # a typo fails first
+    _emit_schedule(s, pricing, listing, timeline, json_out)
+
+
+def _emit_schedule(
+    s: dataflow.Schedule,
+    pricing: an.Pricing,
+    listing: dataflow.OpProgram | None,
+    timeline: str | None,
+    json_out: bool,
+) -> None:
+    """The timeline plot if asked, then the schedule as JSON or as tables."""
     if timeline:
         from ridgeline.report import tiling_plots
 
@@ -183,12 +217,15 @@ def schedule_cmd(
     if json_out:
         emit_json({**s.to_dict(), "mode": pricing.mode.value, "pricing": pricing.to_dict()})
         return
+    eff = pricing.calibration.bandwidth_efficiency
     _print_schedule(s, f"{pricing.label}: device memory at {eff:g} of its bandwidth", listing)
 
 
 def _bucket(w: an.Workload, batch: int | None, context: int | None) -> dataflow.Bucket | None:
     """The compiled bucket the options name (the default bucket fills what they leave out), or
     None for the default bucket."""
+    from ridgeline.analytic import dataflow
+
     if batch is None and context is None:
         return None
     d = dataflow.default_bucket(w)
@@ -201,6 +238,8 @@ def _print_schedule(
     s: dataflow.Schedule, label: str, listing: dataflow.OpProgram | None = None
 ) -> None:
     """The compiled step's table and totals, then the listing of ``--program`` if asked."""
+    from ridgeline.analytic import dataflow
+
     heads = ("op", "×", "tile per core", "loaded", "ring", "LX", "time", "roofline")
     table = Table(*heads, title=f"{s.model} on {s.accelerator}, compiled — {label}")
     for o in s.ops:
@@ -238,8 +277,12 @@ def orchestrate_cmd(
     """One KV cache, three orchestrators: bytes per level, time, and the level that binds.
 
     Device memory at the calibration's KV bandwidth efficiency (expected) unless --ideal.
-    Example: ridgeline orchestrate --model llama-3.1-8b --batch 8 --context 8192"""
-    rep = orchestrate.orchestrate(
+
+    \b
+    Example:
+      ridgeline orchestrate --model llama-3.1-8b --batch 8 --context 8192
+    """
+    rep = an.orchestrate.orchestrate(
         get_model(model),
         batch,
         context,
@@ -293,7 +336,13 @@ def layout_cmd(
     """Layout and access: bank conflicts by stride, alignment to the granule, walk order.
 
     Bank conflicts by stride, alignment to the transfer granule, and the bytes fetched per
-    useful byte of a row-major against a column-major walk."""
+    useful byte of a row-major against a column-major walk.
+
+    \b
+    Example:
+      ridgeline layout --hw h100-sxm --plot out/layout.png
+    """
+    from ridgeline.analytic import layout
     from ridgeline.report import layout_section
 
     d = layout.LayoutQuery()

@@ -28,7 +28,12 @@ def explore_cmd(
 
     Sliders over batch, context and dtypes; roofline, KV, five questions, the
     five-architecture comparison, the compiled schedule and a bounded simulation. Ctrl-C stops
-    it."""
+    it.
+
+    \b
+    Example:
+      ridgeline explore --port 8765 --open
+    """
     missing = [p for p in WEB_PACKAGES if importlib.util.find_spec(p) is None]
     if missing:
         raise RidgelineError(

@@ -36,6 +36,7 @@ from ridgeline.analytic.deploy import (
 )
 from ridgeline.analytic.memory import chip_budget
 from ridgeline.analytic.pricing import Pricing
+from ridgeline.defaults import DEFAULT_MAX_SEQS, DEFAULT_MAX_TOKENS
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.fidelity.trace import Recorder, Trace
 from ridgeline.serving.scheduler import SchedulerConfig
@@ -49,8 +50,6 @@ from ridgeline.specs.dtypes import DType
 from ridgeline.specs.limits import MAX_RATE_PER_S
 
 DEFAULT_REQUESTS = 1000
-DEFAULT_MAX_SEQS = 256  # vLLM's max_num_seqs
-DEFAULT_MAX_TOKENS = 8192  # TensorRT-LLM's max_num_tokens
 BLOCK_SIZE = 16
 MAX_PREDICT_REQUESTS = 100_000
 CLIENT_REQUESTS = 4  # requests per closed-loop client when none are given

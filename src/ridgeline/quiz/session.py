@@ -10,11 +10,14 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ridgeline.quiz.bank import Generator, generators_for
 from ridgeline.quiz.types import Module, Question
 from ridgeline.specs.inputs import check_int
 from ridgeline.specs.limits import MAX_SEED
+
+if TYPE_CHECKING:
+    from ridgeline.quiz.bank import Generator
 
 QUIZ_ID = "memory-systems"  # the course's one graded quiz
 NUM_QUESTIONS = 22  # the course's graded quiz (module 9): 22 questions
@@ -38,6 +41,10 @@ class Quiz:
 
 
 def _pick_generators(rng: random.Random, num_questions: int) -> list[Generator]:
+    # NOTE: the bank (every generator and the layers it computes with) loads when a quiz is
+    # drawn, not when the session's types are imported (``quiz status``, a command's --help)
+    from ridgeline.quiz.bank import generators_for
+
     chosen: list[Generator] = []
     spare: list[Generator] = []
     for module in Module:

@@ -53,7 +53,7 @@ def read_answer_sheet(path: str | Path) -> AnswerSheet:
     """Read an answer sheet.
 
     Raises:
-        ConfigError: naming the file and the bad field.
+        ConfigError: naming the file and the bad field; a sheet whose every answer is blank.
     """
     path = Path(path)
     data = parse_json(read_text(path), str(path))
@@ -67,7 +67,14 @@ def read_answer_sheet(path: str | Path) -> AnswerSheet:
             f"{path}: field seed: expected an integer from 0 to {MAX_SEED:,}, "
             f"got {short_repr(seed)}"
         )
-    return AnswerSheet(seed, _keyed(data["answers"], str(path)))
+    answers = _keyed(data["answers"], str(path))
+    if all(a is None or (isinstance(a, str) and not a.strip()) for a in answers.values()):
+        # a blank sheet (as quiz export writes it) graded would use an attempt for nothing
+        raise ConfigError(
+            f"{path}: field answers: every answer is blank; fill in the sheet first "
+            "(no attempt was used)"
+        )
+    return AnswerSheet(seed, answers)
 
 
 def resolve_seed(sheet: AnswerSheet, seed: int | None, where: str) -> int:

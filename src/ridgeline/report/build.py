@@ -354,23 +354,41 @@ SECTIONS: list[SectionBuilder] = [
 ]
 
 
+def section_name(builder: SectionBuilder) -> str:
+    """A builder's name as progress shows it (``_kv_section`` -> ``kv``)."""
+    name = getattr(builder, "__name__", "section")
+    return name.strip("_").removesuffix("_section")
+
+
 def build_report(
     model: str | ModelSpec,
     out_dir: str | Path,
     hw: str | Accelerator | Pricing = DEFAULT_ACCELERATOR,
     sections: list[SectionBuilder] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ReportFiles:
     """Write report.html (self-contained), report.md and report.json into ``out_dir``; ``hw``
-    is the report's pricing (an accelerator alone: one chip of it, calibrated)."""
+    is the report's pricing (an accelerator alone: one chip of it, calibrated); ``progress`` is
+    told the name of each section as it starts."""
     out = Path(out_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     pricing = hw if isinstance(hw, Pricing) else Pricing.expected(get_accelerator(hw))
-    return write_sections(ReportContext(get_model(model), pricing, out), sections or SECTIONS)
+    ctx = ReportContext(get_model(model), pricing, out)
+    return write_sections(ctx, sections or SECTIONS, progress)
 
 
-def write_sections(ctx: ReportContext, sections: list[SectionBuilder]) -> ReportFiles:
-    """Build ``sections`` on ``ctx`` and write the report's three files."""
-    built = [builder(ctx) for builder in sections]
+def write_sections(
+    ctx: ReportContext,
+    sections: list[SectionBuilder],
+    progress: Callable[[str], None] | None = None,
+) -> ReportFiles:
+    """Build ``sections`` on ``ctx`` (telling ``progress`` each one's name as it starts) and
+    write the report's three files."""
+    built = []
+    for builder in sections:
+        if progress is not None:
+            progress(section_name(builder))
+        built.append(builder(ctx))
     title = f"ridgeline report: {ctx.model.name} ({ctx.pricing.label})"
     meta = {"mode": ctx.pricing.mode.value, "pricing": ctx.pricing.to_dict()}
     return write_report(ctx.out_dir, "report", title, built, meta)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def fidelity_section(v: Validation) -> Callable[[ReportContext], Section]:
     """A section builder over a finished validation (``ridgeline report --validate``)."""
 
-    def build(ctx: ReportContext) -> Section:
+    def validation(ctx: ReportContext) -> Section:
         path = ctx.figure("validation.png")
         validation_figure(v).savefig(path, dpi=110)
         o = v.overall
@@ -42,4 +42,4 @@ def fidelity_section(v: Validation) -> Callable[[ReportContext], Section]:
             data=v.to_dict(),
         )
 
-    return build
+    return validation

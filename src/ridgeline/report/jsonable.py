@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
+import sys
 from enum import Enum
 from typing import Any
-
-import numpy as np
 
 
 def plain_json(obj: Any) -> Any:
@@ -18,9 +17,12 @@ def plain_json(obj: Any) -> Any:
         return [plain_json(v) for v in obj]
     if isinstance(obj, Enum):
         return obj.value
-    if isinstance(obj, np.ndarray):
+    # NOTE: numpy is not imported here (a command's start-up): an object can only be one of
+    # its arrays or scalars if numpy is already loaded
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.ndarray):
         return plain_json(obj.tolist())
-    if isinstance(obj, np.generic):
+    if np is not None and isinstance(obj, np.generic):
         return plain_json(obj.item())
     if isinstance(obj, float) and not math.isfinite(obj):
         return None

@@ -541,6 +541,9 @@ def lab_builders(db: str | Path, hw: str | None = None) -> list[Callable[[Any], 
             assert section is not None, "availability checked when the builders were made"
             return section
 
+        run.__name__ = (
+            f"lab_{build.__name__}"  # the section's name, as the report's progress shows it
+        )
         return run
 
     return [builder(b) for b in LAB_SECTIONS if _NEEDS[b] in kinds]

@@ -131,4 +131,5 @@ def sweep_section(db: str | Path) -> Callable[[ReportContext], Section]:
             data=rep.to_dict(),
         )
 
+    build.__name__ = "sweep_section"  # as the report's progress names it
     return build

@@ -14,90 +14,29 @@ from ridgeline.specs.lazy import lazy_exports
 guard()  # before the fast mode's modules load: a stale compiled copy must not (sim.native)
 
 if TYPE_CHECKING:
-    from ridgeline.serving.disagg import Disagg
-    from ridgeline.sim.executor import (
-        CostModelExecutor,
-        RequestPlan,
-        StepCostModel,
-        step_cost_model,
-    )
-    from ridgeline.sim.loop import SimConfig, Simulation, kv_pool_blocks, simulate
-    from ridgeline.sim.metrics import SLO, Percentiles, RequestMetrics, SimResult
-    from ridgeline.sim.traces import load_trace, trace_columns, trace_rows
-    from ridgeline.sim.workload import (
-        Arrival,
-        LengthDist,
-        Lengths,
-        RequestSpec,
-        Tokens,
-        WorkloadSpec,
-        generate,
-        parse_lengths,
-    )
+    from ridgeline.serving.disagg import Disagg as Disagg
+    from ridgeline.sim.executor import CostModelExecutor as CostModelExecutor
+    from ridgeline.sim.executor import RequestPlan as RequestPlan
+    from ridgeline.sim.executor import StepCostModel as StepCostModel
+    from ridgeline.sim.executor import step_cost_model as step_cost_model
+    from ridgeline.sim.loop import SimConfig as SimConfig
+    from ridgeline.sim.loop import Simulation as Simulation
+    from ridgeline.sim.loop import kv_pool_blocks as kv_pool_blocks
+    from ridgeline.sim.loop import simulate as simulate
+    from ridgeline.sim.metrics import SLO as SLO
+    from ridgeline.sim.metrics import Percentiles as Percentiles
+    from ridgeline.sim.metrics import RequestMetrics as RequestMetrics
+    from ridgeline.sim.metrics import SimResult as SimResult
+    from ridgeline.sim.traces import load_trace as load_trace
+    from ridgeline.sim.traces import trace_columns as trace_columns
+    from ridgeline.sim.traces import trace_rows as trace_rows
+    from ridgeline.sim.workload import Arrival as Arrival
+    from ridgeline.sim.workload import LengthDist as LengthDist
+    from ridgeline.sim.workload import Lengths as Lengths
+    from ridgeline.sim.workload import RequestSpec as RequestSpec
+    from ridgeline.sim.workload import Tokens as Tokens
+    from ridgeline.sim.workload import WorkloadSpec as WorkloadSpec
+    from ridgeline.sim.workload import generate as generate
+    from ridgeline.sim.workload import parse_lengths as parse_lengths
 
-__all__ = [
-    "SLO",
-    "Arrival",
-    "CostModelExecutor",
-    "Disagg",
-    "LengthDist",
-    "Lengths",
-    "Percentiles",
-    "RequestMetrics",
-    "RequestPlan",
-    "RequestSpec",
-    "SimConfig",
-    "SimResult",
-    "Simulation",
-    "StepCostModel",
-    "Tokens",
-    "WorkloadSpec",
-    "generate",
-    "kv_pool_blocks",
-    "load_trace",
-    "parse_lengths",
-    "simulate",
-    "step_cost_model",
-    "trace_columns",
-    "trace_rows",
-]
-
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "ridgeline.serving.disagg": ("Disagg",),
-        "ridgeline.sim.executor": (
-            "CostModelExecutor",
-            "RequestPlan",
-            "StepCostModel",
-            "step_cost_model",
-        ),
-        "ridgeline.sim.loop": (
-            "SimConfig",
-            "Simulation",
-            "kv_pool_blocks",
-            "simulate",
-        ),
-        "ridgeline.sim.metrics": (
-            "SLO",
-            "Percentiles",
-            "RequestMetrics",
-            "SimResult",
-        ),
-        "ridgeline.sim.traces": (
-            "load_trace",
-            "trace_columns",
-            "trace_rows",
-        ),
-        "ridgeline.sim.workload": (
-            "Arrival",
-            "LengthDist",
-            "Lengths",
-            "RequestSpec",
-            "Tokens",
-            "WorkloadSpec",
-            "generate",
-            "parse_lengths",
-        ),
-    },
-)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -52,6 +52,7 @@ from ridgeline.specs.kv_practice import KVPractice, Provider, Technique, kv_prac
 
 FIVE = FIVE_ARCHITECTURES
 BLOCK_TOKENS = 16  # vLLM's default KV block (Kwon et al., SOSP 2023)
+Progress = Callable[[str, str], None]  # (accelerator, the variant about to be simulated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,9 +266,12 @@ class _Runs:
     ) -> None:
         self.acc, self.base, self.wl, self.shapes = acc, base, wl, shapes
         self.done: dict[str, SimResult] = {}
+        self.progress: Progress | None = None
 
     def get(self, name: str) -> SimResult:
         if name not in self.done:
+            if self.progress is not None:
+                self.progress(self.acc.name, name)
             serial = name.startswith("serial-")
             cfg = variant(self.base, name.removeprefix("serial-"), self.wl, self.shapes)
             self.done[name] = simulate(_serial(cfg) if serial else cfg, self.wl)
@@ -323,9 +327,14 @@ def _pricing(dep: Deployment, mode: CostMode) -> Pricing:
 
 
 def architecture_kv(
-    model: ModelSpec, acc: Accelerator, wl: Sequence[RequestSpec], opts: KVManageOptions
+    model: ModelSpec,
+    acc: Accelerator,
+    wl: Sequence[RequestSpec],
+    opts: KVManageOptions,
+    progress: Progress | None = None,
 ) -> ArchitectureKV:
-    """One architecture's KV management and the seven techniques on ``wl``."""
+    """One architecture's KV management and the seven techniques on ``wl`` (``progress`` is
+    told each simulation as it starts)."""
     practice = kv_practice(acc.kind)
     limit = opts.scheduler.max_model_len
     dep = auto_deployment(model, acc, Workload(Phase.DECODE, 1, limit))
@@ -333,6 +342,7 @@ def architecture_kv(
     shapes = replace(opts.shapes, prices=PriceCache())
     base = SimConfig(model, pricing, opts.scheduler, memory_utilization=opts.memory_utilization)
     runs = _Runs(acc, base, wl, shapes)
+    runs.progress = progress
     stalls = _Runs(acc, base, stall_trace(limit), replace(opts.shapes, prices=PriceCache()))
     pairs = COMPILED_PAIRS if is_compiled_schedule(acc) else RUNTIME_PAIRS
     techniques = tuple(
@@ -364,8 +374,12 @@ def kv_manage(
     opts: KVManageOptions,
     accelerators: Sequence[str] = FIVE,
     label: str = "",
+    progress: Progress | None = None,
 ) -> KVManageReport:
-    """The architectures side by side (``FIVE`` by default) for ``model`` on ``wl``."""
-    rows = tuple(architecture_kv(model, get_accelerator(a), wl, opts) for a in accelerators)
+    """The architectures side by side (``FIVE`` by default) for ``model`` on ``wl``;
+    ``progress(accelerator, variant)`` is told each simulation as it starts."""
+    rows = tuple(
+        architecture_kv(model, get_accelerator(a), wl, opts, progress) for a in accelerators
+    )
     pricing_label = Pricing.of(get_accelerator(accelerators[0]), opts.mode).label
     return KVManageReport(model.name, label, rows, pricing_label, opts.mode)

@@ -7,7 +7,7 @@ instead of the ``.py``. The source stays the one definition: the same tests run 
 ``RIDGELINE_NATIVE=0`` forces the interpreted modules, and a build records the digest of the
 sources it compiled (``_native.json``) so that an edited source never runs as an old binary.
 
-    ridgeline native build     # about 1.5 minutes of one core; make test and make run do it
+    ridgeline native build     # about 1.5 minutes of one core; make test does it
     ridgeline native status    # compiled, interpreted, or stale
     ridgeline native clean
 

@@ -271,19 +271,29 @@ def user_hardware_dir() -> Path:
 
 
 def get_accelerator(name_or_path: str | Accelerator) -> Accelerator:
-    """A catalog accelerator by name, one from the user hardware directory (e.g. ``measured``,
-    written by ``ridgeline lab calibrate``), or one loaded from a ``.toml`` path."""
+    """A catalog accelerator by name (any case: ``H100-SXM`` is ``h100-sxm``), one from the user
+    hardware directory (e.g. ``measured``, written by ``ridgeline lab calibrate``), or one loaded
+    from a ``.toml`` path."""
     if isinstance(name_or_path, Accelerator):
         return name_or_path
     if name_or_path.endswith(".toml") or "/" in name_or_path:
         return load_accelerator_file(name_or_path)
-    shipped = _shipped(name_or_path)
+    name = name_or_path.lower()
+    if _catalog.cache_info().currsize and name in _catalog():
+        return _catalog()[name]  # the whole catalog is read already (hw list): no second parse
+    shipped = _shipped(name)
     if shipped is not None:
         return shipped
     catalog = _catalog()
-    if name_or_path in catalog:
-        return catalog[name_or_path]
-    user_file = user_hardware_dir() / f"{name_or_path}.toml"
-    if user_file.is_file():
-        return load_accelerator_file(user_file)
+    if name in catalog:
+        return catalog[name]
+    user_dir = user_hardware_dir()
+    for user_file in dict.fromkeys(user_dir / f"{n}.toml" for n in (name_or_path, name)):
+        if user_file.is_file():
+            return load_accelerator_file(user_file)
+    if name.startswith("measured"):  # the lab's spec of this machine, not measured yet
+        raise ConfigError(
+            f"accelerator '{name_or_path}': no {user_dir / (name + '.toml')} yet; "
+            "'ridgeline lab calibrate' measures this machine and writes it there"
+        )
     raise UnknownNameError("accelerator", name_or_path, catalog)

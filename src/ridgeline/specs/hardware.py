@@ -13,6 +13,7 @@ from enum import StrEnum
 from ridgeline.errors import ConfigError
 from ridgeline.specs.calibration import IDEAL, Calibration
 from ridgeline.specs.dtypes import DType
+from ridgeline.specs.peaks import PeakRule, fallback_chains
 
 
 class ManagedBy(StrEnum):
@@ -265,14 +266,22 @@ class Accelerator:
         return " + ".join(roles)
 
     def peak(self, dtype: DType) -> float:
-        """Dense peak FLOP/s for a compute dtype, falling back to a wider format when missing.
+        """Dense peak FLOP/s for a compute format: the chip's own where its file lists one, else
+        the fallback rule of ``specs.peaks`` (e.g. fp32 on a bf16-only matrix unit runs at a
+        sixth of the bf16 peak)."""
+        return self.peak_rule(dtype).flops_per_s
 
-        A chip without an fp8 or int4 path runs those formats at its 16-bit rate (dequantised
-        on the fly), so the fallback goes toward bf16/fp16, then fp32.
+    def peak_rule(self, dtype: DType) -> PeakRule:
+        """The peak for ``dtype`` and which listed peak it comes from (``data/peak_fallback.toml``).
+
+        Raises:
+            ConfigError: a chip whose peaks reach no link of the chain (the catalog's loader
+                requires a bf16 or fp16 peak, where every chain ends).
         """
-        for candidate in _PEAK_FALLBACK[dtype]:
-            if candidate in self.peak_flops_per_s:
-                return self.peak_flops_per_s[candidate]
+        for stand in fallback_chains()[dtype]:
+            listed = self.peak_flops_per_s.get(stand.dtype)
+            if listed is not None:
+                return PeakRule(dtype, listed / stand.passes, stand)
         raise ConfigError(f"{self.name}: no peak_flops_per_s for {dtype.value} or a fallback")
 
     def ridge_point(self, dtype: DType = DType.BF16, level: str | None = None) -> float | None:
@@ -285,14 +294,3 @@ class Accelerator:
         if lvl.bandwidth_bytes_per_s is None:
             return None
         return self.peak(dtype) / lvl.bandwidth_bytes_per_s
-
-
-_PEAK_FALLBACK: dict[DType, tuple[DType, ...]] = {
-    DType.FP32: (DType.FP32,),
-    DType.BF16: (DType.BF16, DType.FP16, DType.FP32),
-    DType.FP16: (DType.FP16, DType.BF16, DType.FP32),
-    DType.FP8: (DType.FP8, DType.INT8, DType.BF16, DType.FP16),
-    DType.INT8: (DType.INT8, DType.FP8, DType.BF16, DType.FP16),
-    DType.INT4: (DType.INT4, DType.INT8, DType.FP8, DType.BF16, DType.FP16),
-    DType.FP4: (DType.FP4, DType.FP8, DType.INT8, DType.BF16, DType.FP16),
-}

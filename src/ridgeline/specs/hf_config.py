@@ -401,13 +401,15 @@ def model_names() -> list[str]:
 
 
 def get_model(name_or_path: str | ModelSpec) -> ModelSpec:
-    """A shipped model by name, or one loaded from a config.json path or directory."""
+    """A shipped model by name (any case: ``Llama-3.1-8B`` is ``llama-3.1-8b``), or one loaded
+    from a config.json path or directory."""
     if isinstance(name_or_path, ModelSpec):
         return name_or_path
     files = _catalog_files()
-    if name_or_path in files:
-        where = f"catalog/{name_or_path}"
-        return parse_config(parse_json(files[name_or_path], where), name_or_path, where)
+    name = name_or_path.lower()
+    if name in files:
+        where = f"catalog/{name}"
+        return parse_config(parse_json(files[name], where), name, where)
     if name_or_path.endswith(".json") or "/" in name_or_path or Path(name_or_path).is_dir():
         return load_config_file(name_or_path)
     raise UnknownNameError("model", name_or_path, files)

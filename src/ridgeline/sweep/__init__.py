@@ -9,117 +9,67 @@ backend or store that needs them.
 
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ridgeline.sweep.backends import (
-    Backend,
-    BackendKind,
-    LocalBackend,
-    ProbeTask,
-    RayBackend,
-    SharedContext,
-    make_backend,
-)
-from ridgeline.sweep.point import (
-    ChipSplit,
-    Configuration,
-    PointResult,
-    PointSimulator,
-    Policy,
-    RequestLatencies,
-    Slo,
-    point_key,
-    simulate_point,
-    summarize,
-)
-from ridgeline.sweep.report import SweepReport, sweep_report
-from ridgeline.sweep.runner import Progress, SweepOutcome, run_sweep, weights_fit
-from ridgeline.sweep.search import Bracket, FrontPoint, Status, next_rate, pareto_front
-from ridgeline.sweep.simulator import ServingSimulator, default_simulator, load_simulator
-from ridgeline.sweep.spec import (
-    Objective,
-    Price,
-    SearchSettings,
-    SweepSpec,
-    load_spec,
-    spec_from_dict,
-    with_overrides,
-)
-from ridgeline.sweep.store import (
-    ConfigResult,
-    ParquetStore,
-    SqliteStore,
-    StoreFormat,
-    SweepData,
-    open_store,
-    read_store,
-)
-from ridgeline.sweep.workload import (
-    Arrival,
-    Lengths,
-    Requests,
-    RequestTable,
-    WorkloadSpec,
-    at_rate,
-    load_table,
-    read_trace,
-)  # Arrival, Lengths and WorkloadSpec are the simulator's (ridgeline.sim)
+from ridgeline.specs.lazy import lazy_exports
 
-__all__ = [
-    "Arrival",
-    "Backend",
-    "BackendKind",
-    "Bracket",
-    "ConfigResult",
-    "Configuration",
-    "ChipSplit",
-    "FrontPoint",
-    "Lengths",
-    "LocalBackend",
-    "Objective",
-    "ParquetStore",
-    "PointResult",
-    "PointSimulator",
-    "Policy",
-    "Price",
-    "ProbeTask",
-    "Progress",
-    "RayBackend",
-    "RequestLatencies",
-    "RequestTable",
-    "Requests",
-    "SearchSettings",
-    "ServingSimulator",
-    "SharedContext",
-    "Slo",
-    "SqliteStore",
-    "Status",
-    "StoreFormat",
-    "SweepData",
-    "SweepOutcome",
-    "SweepReport",
-    "SweepSpec",
-    "WorkloadSpec",
-    "at_rate",
-    "default_simulator",
-    "load_simulator",
-    "load_spec",
-    "load_table",
-    "make_backend",
-    "next_rate",
-    "open_store",
-    "pareto_front",
-    "point_key",
-    "read_store",
-    "read_trace",
-    "run_sweep",
-    "simulate_point",
-    "spec_from_dict",
-    "summarize",
-    "sweep_report",
-    "weights_fit",
-    "with_overrides",
-]
+if TYPE_CHECKING:
+    from ridgeline.sweep.backends import Backend as Backend
+    from ridgeline.sweep.backends import BackendKind as BackendKind
+    from ridgeline.sweep.backends import LocalBackend as LocalBackend
+    from ridgeline.sweep.backends import ProbeTask as ProbeTask
+    from ridgeline.sweep.backends import RayBackend as RayBackend
+    from ridgeline.sweep.backends import SharedContext as SharedContext
+    from ridgeline.sweep.backends import make_backend as make_backend
+    from ridgeline.sweep.point import ChipSplit as ChipSplit
+    from ridgeline.sweep.point import Configuration as Configuration
+    from ridgeline.sweep.point import PointResult as PointResult
+    from ridgeline.sweep.point import PointSimulator as PointSimulator
+    from ridgeline.sweep.point import Policy as Policy
+    from ridgeline.sweep.point import RequestLatencies as RequestLatencies
+    from ridgeline.sweep.point import Slo as Slo
+    from ridgeline.sweep.point import point_key as point_key
+    from ridgeline.sweep.point import simulate_point as simulate_point
+    from ridgeline.sweep.point import summarize as summarize
+    from ridgeline.sweep.report import SweepReport as SweepReport
+    from ridgeline.sweep.report import sweep_report as sweep_report
+    from ridgeline.sweep.runner import Progress as Progress
+    from ridgeline.sweep.runner import SweepOutcome as SweepOutcome
+    from ridgeline.sweep.runner import run_sweep as run_sweep
+    from ridgeline.sweep.runner import weights_fit as weights_fit
+    from ridgeline.sweep.search import Bracket as Bracket
+    from ridgeline.sweep.search import FrontPoint as FrontPoint
+    from ridgeline.sweep.search import Status as Status
+    from ridgeline.sweep.search import next_rate as next_rate
+    from ridgeline.sweep.search import pareto_front as pareto_front
+    from ridgeline.sweep.simulator import ServingSimulator as ServingSimulator
+    from ridgeline.sweep.simulator import default_simulator as default_simulator
+    from ridgeline.sweep.simulator import load_simulator as load_simulator
+    from ridgeline.sweep.spec import Objective as Objective
+    from ridgeline.sweep.spec import Price as Price
+    from ridgeline.sweep.spec import SearchSettings as SearchSettings
+    from ridgeline.sweep.spec import SweepSpec as SweepSpec
+    from ridgeline.sweep.spec import load_spec as load_spec
+    from ridgeline.sweep.spec import spec_from_dict as spec_from_dict
+    from ridgeline.sweep.spec import with_overrides as with_overrides
+    from ridgeline.sweep.store import ConfigResult as ConfigResult
+    from ridgeline.sweep.store import ParquetStore as ParquetStore
+    from ridgeline.sweep.store import SqliteStore as SqliteStore
+    from ridgeline.sweep.store import StoreFormat as StoreFormat
+    from ridgeline.sweep.store import SweepData as SweepData
+    from ridgeline.sweep.store import open_store as open_store
+    from ridgeline.sweep.store import read_store as read_store
+    from ridgeline.sweep.workload import Arrival as Arrival
+    from ridgeline.sweep.workload import Lengths as Lengths
+    from ridgeline.sweep.workload import Requests as Requests
+    from ridgeline.sweep.workload import RequestTable as RequestTable
+    from ridgeline.sweep.workload import WorkloadSpec as WorkloadSpec
+    from ridgeline.sweep.workload import at_rate as at_rate
+    from ridgeline.sweep.workload import load_table as load_table
+    from ridgeline.sweep.workload import read_trace as read_trace
+
+# Arrival, Lengths and WorkloadSpec are the simulator's (ridgeline.sim)
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 
 class _CallableModule(types.ModuleType):

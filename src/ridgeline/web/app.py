@@ -197,12 +197,7 @@ def _check_split(model: ModelSpec, dep: an.Deployment) -> None:
 
 
 def _workload(body: WorkloadBody) -> tuple[ModelSpec, Accelerator]:
-    acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
-    try:
-        acc.peak(body.act_dtype)
-    except RidgelineError as e:  # this accelerator has no peak at that dtype
-        raise FieldError(("body", "act_dtype"), str(e), UNSATISFIABLE) from None
-    return resolve_model(body), acc
+    return resolve_model(body), catalog_accelerator(body.accelerator, ("body", "accelerator"))
 
 
 def roofline(body: WorkloadBody) -> dict[str, Any]:
@@ -249,11 +244,6 @@ def comparison(body: CompareBody) -> dict[str, Any]:
     m = resolve_model(body)
     catalog_accelerator(body.accelerator, ("body", "accelerator"))  # unused here, still checked
     accs = [catalog_accelerator(n, ("body", "accelerators")) for n in body.accelerators]
-    for acc in accs:
-        try:
-            acc.peak(body.act_dtype)
-        except RidgelineError as e:  # one of them has no peak at that dtype
-            raise FieldError(("body", "accelerators"), str(e), UNSATISFIABLE) from None
     cmp = an.compare(m, accs, body.batch, body.context, body.prompt, body.dtypes(), body.mode)
     return cmp.to_dict()
 
