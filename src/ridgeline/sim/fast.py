@@ -102,7 +102,8 @@ class _FastInstance:
         self.sched, self.cost, self.log = sched, sim.cost, sim.log
         self.label, self.slo = cfg.label, cfg.slo
         order = sorted(sim.workload, key=lambda r: r.arrival_s)  # the log's order
-        self.arrival = self.log.arrival
+        delay = cfg.host.work.request_s  # requests reach the scheduler this late (sim.loop)
+        self.arrival = [a + delay for a in self.log.arrival] if delay else self.log.arrival
         self.P = [r.prompt_len for r in order]
         self.maxnew = [r.output_len for r in order]
         self.prio = [r.priority for r in order]

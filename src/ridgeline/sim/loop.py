@@ -52,7 +52,13 @@ from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec, TierTraffic
 from ridgeline.sim import fast
 from ridgeline.sim.early import LateCounter, LateStop
-from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCost, StepCostModel
+from ridgeline.sim.executor import (
+    CostModelExecutor,
+    HostCost,
+    RequestPlan,
+    StepCost,
+    StepCostModel,
+)
 from ridgeline.sim.metrics import SLO, RequestLog, SimResult, StepSamples
 from ridgeline.sim.summary import RunStats, summarize
 from ridgeline.sim.workload import RequestSpec
@@ -89,6 +95,9 @@ class SimConfig:
         compiled: compiled shapes: steps are priced at them (``sim.compiled``; None: the
             roofline of the tokens scheduled).
         slo: latency objectives for goodput.
+        host: the serving engine's host work per step and per request (``HostCost``): a
+            request reaches the scheduler ``host.work.request_s`` after it arrives, and its
+            latencies count from its arrival.
         seed: seeds draft acceptance.
         fast_forward: advance plain decode runs in closed form.
         label: a name for tables.
@@ -110,6 +119,7 @@ class SimConfig:
     disagg: Disagg | None = None
     compiled: CompiledShapes | None = None
     slo: SLO = SLO()
+    host: HostCost = HostCost()
     seed: int = 0
     fast_forward: bool = True
     label: str = ""
@@ -270,7 +280,7 @@ class Simulation:
         """The cost model that prices steps (a subclass prices them its own way)."""
         cfg = self.cfg
         return self.compiled_cost or StepCostModel(
-            cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode
+            cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode, cfg.host
         )
 
     def _make_instances(self) -> list[_Instance]:
@@ -353,8 +363,9 @@ class Simulation:
         )
 
     def _loop(self, progress: Callable[[int], None] | None, late: LateCounter | None) -> None:
+        delay = self.cfg.host.work.request_s  # the API server's share, before the scheduler
         for spec in self.workload:
-            self._push(spec.arrival_s, _Kind.ARRIVAL, spec)
+            self._push(spec.arrival_s + delay, _Kind.ARRIVAL, spec)
         handlers = {
             _Kind.ARRIVAL: self._on_arrival,
             _Kind.KV_READY: self._on_kv_ready,

@@ -36,7 +36,7 @@ from ridgeline.analytic.kv import weights_bytes
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateStop
-from ridgeline.sim.executor import StepCost, StepCostModel
+from ridgeline.sim.executor import HostCost, StepCost, StepCostModel
 from ridgeline.sim.loop import Role, SimConfig, Simulation, _Instance
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
@@ -81,10 +81,11 @@ class DeploymentStepCost(StepCostModel):
         dtypes: Dtypes | None = None,
         efficiency: Efficiency | None = None,
         mode: CostMode = CostMode.IDEAL,
+        host: HostCost | None = None,
     ) -> None:
         check_deployment(model, deployment)
         self.deployment = deployment  # read by _terms while the base class builds its tables
-        super().__init__(model, deployment.accelerator, dtypes, efficiency, mode)
+        super().__init__(model, deployment.accelerator, dtypes, efficiency, mode, host)
         # link times by (sequences, tokens): a run asks for the same few shapes step after step
         self._links: dict[tuple[float, float], float] = {}
 
@@ -195,7 +196,7 @@ class ReplicaSimulation(Simulation):
     def _make_cost(self) -> StepCost:
         cfg = self.cfg
         return self._given_cost or DeploymentStepCost(
-            cfg.model, self.replica_set.deployment, cfg.dtypes, cfg.efficiency, cfg.mode
+            cfg.model, self.replica_set.deployment, cfg.dtypes, cfg.efficiency, cfg.mode, cfg.host
         )
 
     def _make_instances(self) -> list[_Instance]:

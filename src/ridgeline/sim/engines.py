@@ -1,0 +1,98 @@
+"""A simulation configured by a serving-engine profile (``specs.engines``).
+
+The profile gives the admission rule, limits and their defaults on the chosen accelerator,
+chunked prefill, prefix caching, preemption, the KV block size and memory share, and the host
+work added to every step; ``ServingSetup`` overrides any of them, as an engine's command line
+does (``--max-num-batched-tokens``, ``--max-num-seqs``, ``--no-enable-prefix-caching``...)::
+
+    vllm on h100-sxm:   fcfs, 8192 tokens / 1024 sequences per step, chunked, prefix caching,
+                        blocks of 16, 0.9 of memory, graphs up to min(2 x seqs, 512) sequences
+    ServingSetup(max_num_batched_tokens=2048, max_num_seqs=128)   the benchmark's limits
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ridgeline.analytic import Dtypes
+from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
+from ridgeline.sim.executor import HostCost
+from ridgeline.sim.loop import SimConfig
+from ridgeline.specs import Accelerator, ModelSpec
+from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.engines import EngineProfile
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSetup:
+    """What a deployment sets on the engine's command line (None: the engine's default).
+
+    Attributes:
+        max_num_batched_tokens: token budget per step.
+        max_num_seqs: most requests running at once.
+        max_model_len: longest request (default: the model's context).
+        num_blocks: KV blocks of the pool (default: what memory leaves, ``sim.loop``).
+        prefix_caching: reuse cached prefix blocks.
+        memory_utilization: share of device memory for weights and KV.
+    """
+
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    num_blocks: int | None = None
+    prefix_caching: bool | None = None
+    memory_utilization: float | None = None
+
+
+def _or(value: int | float | bool | None, default: int | float | bool) -> int | float | bool:
+    return default if value is None else value
+
+
+def engine_scheduler(
+    engine: EngineProfile, acc: Accelerator, model: ModelSpec, setup: ServingSetup
+) -> SchedulerConfig:
+    """The scheduler ``engine`` runs on ``acc`` with ``setup``'s overrides."""
+    limits = engine.default_limits(acc)
+    return SchedulerConfig(
+        max_num_batched_tokens=int(
+            _or(setup.max_num_batched_tokens, limits.max_num_batched_tokens)
+        ),
+        max_num_seqs=int(_or(setup.max_num_seqs, limits.max_num_seqs)),
+        max_model_len=int(_or(setup.max_model_len, model.max_position_embeddings)),
+        long_prefill_token_threshold=engine.long_prefill_token_threshold,
+        enable_chunked_prefill=engine.chunked_prefill,
+        policy=engine.policy,  # type: ignore[arg-type]  # a name; SchedulerConfig parses it
+        preemption=PreemptionMode(engine.preemption),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRun:
+    """An engine profile, the overrides of a deployment, and how steps are priced."""
+
+    engine: EngineProfile
+    setup: ServingSetup = ServingSetup()
+    dtypes: Dtypes = Dtypes()
+    mode: CostMode = CostMode.CALIBRATED
+
+
+def engine_sim_config(
+    model: ModelSpec, acc: Accelerator, run: EngineRun, label: str = ""
+) -> SimConfig:
+    """The ``SimConfig`` of ``run``'s engine serving ``model`` on ``acc`` (module docstring)."""
+    engine, setup = run.engine, run.setup
+    scheduler = engine_scheduler(engine, acc, model, setup)
+    host = HostCost(engine.host, engine.graph_max_batch(scheduler.max_num_seqs))
+    return SimConfig(
+        model=model,
+        hw=acc,
+        scheduler=scheduler,
+        block_size=engine.block_size,
+        prefix_caching=bool(_or(setup.prefix_caching, engine.prefix_caching)),
+        memory_utilization=float(_or(setup.memory_utilization, engine.memory_utilization)),
+        num_blocks=setup.num_blocks,
+        mode=run.mode,
+        dtypes=run.dtypes,
+        host=host,
+        label=label or engine.name,
+    )
