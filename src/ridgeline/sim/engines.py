@@ -82,7 +82,12 @@ def engine_sim_config(
     """The ``SimConfig`` of ``run``'s engine serving ``model`` on ``acc`` (module docstring)."""
     engine, setup = run.engine, run.setup
     scheduler = engine_scheduler(engine, acc, model, setup)
-    host = HostCost(engine.host, engine.graph_max_batch(scheduler.max_num_seqs))
+    # the ideal roofline has no latencies: the engine's host work is priced in calibrated mode
+    host = (
+        HostCost(engine.host, engine.graph_max_batch(scheduler.max_num_seqs))
+        if run.mode is CostMode.CALIBRATED
+        else HostCost()
+    )
     return SimConfig(
         model=model,
         hw=acc,

@@ -28,6 +28,9 @@ step and per scheduled sequence, and a time per layer for a step that does not r
 CUDA graph (one with a prompt chunk, or a decode batch beyond the largest captured one)::
 
     step_s += host.step_s + seqs · host.sequence_s + [not graphed] · layers · host.eager_layer_s
+
+and, where the engine states its own time per layer (``host.layer_s``), it stands in for the
+family's ``layer_latency_s``.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from ridgeline.sim.lines import (
     sum_of_maxima,
 )
 from ridgeline.specs import Accelerator, ModelSpec
-from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.calibration import CostMode, Term
 from ridgeline.specs.engines import HostWork
 
 
@@ -146,6 +149,8 @@ class StepCostModel:
         self.tile_rows = cal.gemm_tile_rows
         self.host = host or HostCost()
         work = self.host.work
+        if work.layer_s is not None:  # the engine's own per-layer time replaces the family's
+            cal = cal.with_values({Term.LAYER_LATENCY_S: work.layer_s})
         self.fixed_s = float(fixed_step_seconds(model.num_layers, cal)) + work.step_s
         self.seq_s = cal.sequence_latency_s + work.sequence_s
         self.eager_s = model.num_layers * work.eager_layer_s

@@ -22,10 +22,26 @@ class StepLog:
     """Per-step records — end, tokens computed and blocks added — with what rarely changes
     kept sparse: a step's start where it is not the previous step's end (the instance was
     idle), its gap weight where it is not its token count, and the requests running after
-    it where that changed; plus events (step index, blocks added, computed tokens removed)."""
+    it where that changed; plus events (step index, blocks added, computed tokens removed,
+    and, where prefix caching shares blocks, slots that requests' tables gained beyond the
+    blocks the pool gave)."""
 
-    __slots__ = ("end", "tokens", "blocks", "ev_at", "ev_blocks", "ev_comp", "idle_at",
-                 "idle_start", "w_at", "w_val", "run_at", "run_val")  # fmt: skip
+    __slots__ = (
+        "end",
+        "tokens",
+        "blocks",
+        "ev_at",
+        "ev_blocks",
+        "ev_comp",
+        "idle_at",
+        "idle_start",
+        "w_at",
+        "w_val",
+        "run_at",
+        "run_val",
+        "sh_at",
+        "sh_blocks",
+    )
 
     def __init__(self) -> None:
         self.end: list[float] = []
@@ -40,11 +56,20 @@ class StepLog:
         self.w_val: list[int] = []
         self.run_at: list[int] = []  # run_val[i] requests ran after steps run_at[i], ... (to
         self.run_val: list[int] = []  # the next change)
+        self.sh_at: list[int] = []  # table blocks held beyond the pool's used ones (shared)
+        self.sh_blocks: list[int] = []
 
-    def event(self, at: int, blocks: int, removed: int = 0) -> None:
+    def event(self, at: int, blocks: int, removed: int = 0, held: int | None = None) -> None:
+        """At step ``at``: the pool's used blocks change by ``blocks``, the running requests'
+        computed tokens fall by ``removed``, and their tables' blocks change by ``held``
+        (default: ``blocks``; it differs where a prefix hit shares blocks in use, or a freed
+        table leaves shared ones in use)."""
         self.ev_at.append(at)
         self.ev_blocks.append(blocks)
         self.ev_comp.append(removed)
+        if held is not None and held != blocks:
+            self.sh_at.append(at)
+            self.sh_blocks.append(held - blocks)
 
     def add(self, start: float, end: float, tokens: int, blocks: int, gap_w: int) -> None:
         """One step (``running_after`` gives its running count once it is applied)."""
@@ -103,7 +128,12 @@ class StepLog:
         w[column(self.w_at, np.int64)] = column(self.w_val, np.int64)
         np.subtract.at(tokens, at, column(self.ev_comp, np.int64))
         computed = np.cumsum(tokens, out=tokens)
-        unused = used * block_size
+        held = used.copy()  # the tables' blocks: every holder counts a shared block
+        if self.sh_at:
+            shared = np.zeros(g, dtype=np.int64)
+            np.add.at(shared, column(self.sh_at, np.int64), column(self.sh_blocks, np.int64))
+            held += np.cumsum(shared)
+        unused = held * block_size
         unused -= computed
         lasting = np.diff(column(self.run_at, np.int64), append=g)  # steps each value holds
         samples = StepSamples(

@@ -26,6 +26,8 @@ from bisect import bisect_left
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
+from ridgeline.sim.fast_cache import take_group
+
 if TYPE_CHECKING:
     from ridgeline.sim.fast import _FastInstance
 
@@ -125,9 +127,9 @@ def _through_completions(inst: _FastInstance, t: float, horizon: float, k: int) 
             heapq.heappush(fins, (r + d, i))
     finished = [x for x in done if x[0] <= m]
     at = len(inst.steps.end)
-    _record(inst, t, ends, _members(inst, segments, at, m, b), _blocks(inst, m, finished))
-    for r, i in finished:
-        inst.finish_member(i, d + r, ends[r - 1], at + r - 1)
+    blocks = _blocks(inst, m, finished)
+    _record(inst, t, ends, _members(inst, segments, at, m, b), blocks)
+    take_group(inst, blocks, finished, ends, at)  # and the finished members leave
     return ends[-1]
 
 
@@ -172,10 +174,10 @@ def _record(
     inst: _FastInstance, start: float, ends: list[float], tokens: list[int], blocks: list[int]
 ) -> None:
     """Log the group steps from ``start`` to ``ends[-1]``, step j ending at ends[j], with
-    ``tokens`` members each (the caller logs the requests running after them)."""
+    ``tokens`` members each (the caller logs the requests running after them, and has the
+    group take its ``blocks``: ``sim.fast_cache.take_group``)."""
     m = len(ends)
     inst.steps.extend(start, ends, tokens, blocks, tokens[0] - len(inst.stale))
-    inst.free -= sum(blocks)
     inst.stale_gaps(ends[0])
     decoded = sum(tokens)
     inst.log.decode_tokens += decoded
@@ -196,6 +198,7 @@ def _apply_segment(inst: _FastInstance, members: int, acc: list[float]) -> float
     else:
         blocks = [0] * m
     _record(inst, acc[0], ends, [members] * m, blocks)
+    take_group(inst, blocks)
     inst.finish_members(ends[-1], at + m - 1)
     inst.steps.running_after(at + m - 1, len(inst.running))
     return ends[-1]

@@ -11,6 +11,9 @@ term                    what it models
 ``step_s``              host time per step not hidden behind the GPU (scheduling, input
                         preparation, sampling, output handling)
 ``sequence_s``          host time per scheduled sequence per step (the same work, per request)
+``layer_s``             time per layer of a step under a full CUDA graph: its kernels' launch
+                        and ramp gaps as the engine runs them (in place of the accelerator
+                        family's ``layer_latency_s``, fitted on other engines; absent: that one)
 ``request_s``           fixed time per request outside the engine core: the API server's
                         parsing and tokenisation and the first streamed chunk; it delays a
                         request's arrival at the scheduler, so TTFT and end-to-end latency carry it
@@ -49,6 +52,7 @@ class HostWork:
     sequence_s: float = 0.0
     request_s: float = 0.0
     eager_layer_s: float = 0.0
+    layer_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +148,7 @@ class _HostFile(_Strict):
     sequence_s: _Number
     request_s: _Number
     eager_layer_s: _Number
+    layer_s: _Number | None = None
 
 
 class _EngineFile(_Strict):
@@ -173,7 +178,8 @@ def _sourced(f: _EngineFile) -> dict[str, _Number | _Flag]:
         "graph_batch_cap",
     )
     out: dict[str, _Number | _Flag] = {n: getattr(f, n) for n in names if getattr(f, n)}
-    out.update({f"host.{n}": getattr(f.host, n) for n in HostWork.__dataclass_fields__})
+    host = {f"host.{n}": getattr(f.host, n) for n in HostWork.__dataclass_fields__}
+    out.update({k: v for k, v in host.items() if v is not None})
     return out
 
 
@@ -195,7 +201,8 @@ def parse_engine(data: dict[str, Any], where: str) -> EngineProfile:
         Limits(x.max_num_batched_tokens, x.max_num_seqs, x.min_device_gib * GIB, tuple(x.exclude))
         for x in f.limits
     )
-    host = HostWork(**{n: getattr(f.host, n).value for n in HostWork.__dataclass_fields__})
+    values = {n: getattr(f.host, n) for n in HostWork.__dataclass_fields__}
+    host = HostWork(**{n: v.value for n, v in values.items() if v is not None})
     return EngineProfile(
         name=f.name,
         description=f.description,
