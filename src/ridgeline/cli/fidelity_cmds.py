@@ -20,7 +20,14 @@ from ridgeline.cli.common import (
     save_plot,
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
+from ridgeline.fidelity.sim_to_real import (
+    ROW_HEADERS,
+    SimToRealSettings,
+    validate_serving,
+)
+from ridgeline.fidelity.sim_to_real import SUMMARY_HEADERS as SERVING_HEADERS
 from ridgeline.fidelity.validate import FIT_HEADERS, SUMMARY_HEADERS, Validation, validate
+from ridgeline.sim.inference_perf import Questions
 from ridgeline.specs import DType
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_seconds
@@ -39,6 +46,14 @@ FixedBatchOpt = Annotated[
 MemoryFractionOpt = Annotated[float, typer.Option(help="share of what the weights leave for KV")]
 RateOpt = Annotated[
     float | None, typer.Option(help="Poisson arrivals per second instead of a queue")
+]
+ServingOpt = Annotated[
+    bool, typer.Option("--serving", help="the serving simulator against real vLLM runs instead")
+]
+EngineOpt = Annotated[str, typer.Option("--engine", help="engine profile: vllm, trtllm, generic")]
+QuestionsOpt = Annotated[
+    Questions,
+    typer.Option(help="inference-perf prompts: cycled as the tool sends them, or unique"),
 ]
 IdealOpt = Annotated[
     bool, typer.Option("--ideal", help="the ideal roofline instead of the calibrated model")
@@ -112,11 +127,19 @@ def validate_cmd(
         bool, typer.Option("--loso/--no-loso", help="also leave each source out")
     ] = True,
     rows: Annotated[bool, typer.Option("--rows", help="also list every row")] = False,
+    serving: ServingOpt = False,
+    engine: EngineOpt = "vllm",
+    questions: QuestionsOpt = Questions.UNIQUE,
 ) -> None:
     """Hold every prediction against the published measurements of the dataset.
 
     Each measurement predicted calibrated and ideal, and how far each is from what was
-    measured: per accelerator, overall, and leave-one-source-out."""
+    measured: per accelerator, overall, and leave-one-source-out. With --serving: the
+    sim-to-real benchmark's training/validation runs of vLLM, simulated and scored as the
+    benchmark scores simulators."""
+    if serving:
+        _validate_serving(SimToRealSettings(engine, questions), json_out)
+        return
     with err_console.status("predicting the published measurements...") as status:
         v = validate(loso=loso, progress=lambda key: status.update(f"recording {key}"))
     if plot:
@@ -130,6 +153,22 @@ def validate_cmd(
         console.print(rows_table(v))
     console.print(summary_table(v))
     console.print(fits_table(v))
+
+
+def _validate_serving(settings: SimToRealSettings, json_out: bool) -> None:
+    with err_console.status("simulating the benchmark's runs...") as status:
+        v = validate_serving(settings, progress=lambda exp: status.update(f"simulating {exp}"))
+    if json_out:
+        emit_json(v)
+        return
+    t = Table(*ROW_HEADERS, title="measured -> predicted (APE), the benchmark's summary metrics")
+    for row in v.rows():
+        t.add_row(*row)
+    console.print(t)
+    s = Table(*SERVING_HEADERS, title="median APE of E2E mean, TTFT mean, ITL mean")
+    for row in v.summary_rows():
+        s.add_row(*row)
+    console.print(s)
 
 
 def summary_table(v: Validation) -> Table:

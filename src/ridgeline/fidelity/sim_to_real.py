@@ -227,6 +227,103 @@ class ServingValidation:
             out[name] = (meds[0], meds[1], meds[2], len(done))
         return out
 
+    def rows(self) -> list[tuple[str, ...]]:
+        """One row per experiment: measured -> predicted and APE of each metric (``ROW_HEADERS``)."""
+        out = []
+        for r in self.results:
+            e = r.experiment
+            cells = [f"{e.exp_id}", e.model, str(e.tp)]
+            for m in METRICS:
+                cells.append(
+                    f"{e.measured.get(m):,.1f} -> {r.predicted.get(m):,.1f} ({r.ape(m):.0f}%)"
+                )
+            cells.append(f"{r.cpu_s:.1f}")
+            out.append(tuple(cells))
+        return out
+
+    def summary_rows(self) -> list[tuple[str, ...]]:
+        """ridgeline's medians beside the other simulators' (``SUMMARY_HEADERS``)."""
+        n = len(self.results)
+        worst = self.worst()
+        rows = [
+            (
+                f"ridgeline ({self.settings.engine} profile)",
+                "these experiments",
+                str(n),
+                *(f"{self.median_ape(m):.1f}" for m in HEADLINE),
+                f"{self.mean_ape('e2e_mean'):.1f}",
+                f"{worst.ratio():.2f}x ({worst.experiment.exp_id})",
+            )
+        ]
+        for name, (e2e, ttft, itl, k) in self.others_medians().items():
+            rows.append(
+                (
+                    name,
+                    "these experiments",
+                    str(k),
+                    f"{e2e:.1f}",
+                    f"{ttft:.1f}",
+                    f"{itl:.1f}",
+                    "",
+                    "",
+                )
+            )
+        for name, (e2e, ttft, itl, k) in PUBLISHED_EVAL_MEDIANS.items():
+            rows.append(
+                (
+                    name,
+                    "38 evaluation experiments (published)",
+                    str(k),
+                    f"{e2e:.1f}",
+                    f"{ttft:,.1f}",
+                    f"{itl:.1f}",
+                    "",
+                    "",
+                )
+            )
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": "ridgeline.validate_serving/1",
+            "engine": self.settings.engine,
+            "questions": self.settings.questions.value,
+            "median_ape": {m: self.median_ape(m) for m in HEADLINE},
+            "mean_ape": {m: self.mean_ape(m) for m in HEADLINE},
+            "worst_e2e_ratio": self.worst().ratio(),
+            "experiments": [
+                {
+                    "id": r.experiment.exp_id,
+                    "model": r.experiment.model,
+                    "tp": r.experiment.tp,
+                    "measured_ms": {m: r.experiment.measured.get(m) for m in METRICS},
+                    "predicted_ms": {m: r.predicted.get(m) for m in METRICS},
+                    "ape": {m: r.ape(m) for m in METRICS},
+                    "cpu_s": r.cpu_s,
+                    "steps": r.num_steps,
+                    "preemptions": r.preemptions,
+                }
+                for r in self.results
+            ],
+            "published_eval_medians": {
+                k: {"e2e_mean": v[0], "ttft_mean": v[1], "itl_mean": v[2], "experiments": v[3]}
+                for k, v in PUBLISHED_EVAL_MEDIANS.items()
+            },
+        }
+
+
+ROW_HEADERS = ("experiment", "model", "TP", *(f"{m} ms (APE)" for m in METRICS), "CPU s")
+SUMMARY_HEADERS = (
+    "simulator",
+    "on",
+    "runs",
+    "median APE E2E %",
+    "TTFT %",
+    "ITL %",
+    "mean APE E2E %",
+    "worst E2E ratio",
+)
+
 
 def _median_ape(name: str, done: Sequence[Experiment], metric: str) -> float:
     """Median APE (%) of simulator ``name`` on ``metric`` over the experiments it predicted."""
