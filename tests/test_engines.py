@@ -47,7 +47,8 @@ def test_setup_overrides_and_sim_config() -> None:
     assert (cfg.scheduler.max_num_batched_tokens, cfg.scheduler.max_num_seqs) == (2048, 128)
     assert cfg.prefix_caching and cfg.block_size == 16 and cfg.num_blocks == 500
     assert cfg.scheduler.enable_chunked_prefill and cfg.scheduler.policy is PolicyKind.FCFS
-    assert cfg.host == HostCost(get_engine("vllm").host, 256)
+    vllm = get_engine("vllm")
+    assert cfg.host == HostCost(vllm.host, 256, vllm.kernels)
     trt = engine_sim_config(LLAMA, H100, EngineRun(get_engine("trtllm")))
     assert trt.scheduler.policy is PolicyKind.RESERVE and trt.block_size == 32
 

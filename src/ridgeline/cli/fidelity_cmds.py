@@ -3,6 +3,7 @@ deployment, and every prediction held against published measurements."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -59,6 +60,21 @@ IdealOpt = Annotated[
     bool, typer.Option("--ideal", help="the ideal roofline instead of the calibrated model")
 ]
 MAX_SEQS, MAX_TOKENS = pr.DEFAULT_MAX_SEQS, pr.DEFAULT_MAX_TOKENS
+PredictEngineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        help="engine profile: vllm, trtllm, generic (default: the throughput benchmark's limits)",
+    ),
+]
+ConcurrencyOpt = Annotated[int | None, typer.Option(help="a closed loop of N clients instead")]
+MaxSeqsOpt = Annotated[
+    int | None,
+    typer.Option(help=f"most requests running at once (default {MAX_SEQS}, or the engine's)"),
+]
+MaxTokensOpt = Annotated[
+    int | None, typer.Option(help=f"token budget per step (default {MAX_TOKENS}, or the engine's)")
+]
 MEMORY_FRACTION = pr.DEFAULT_MEMORY_FRACTION
 
 
@@ -68,14 +84,17 @@ def predict_cmd(
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     dp: Annotated[int, typer.Option("--dp", help="data-parallel instances")] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="expert-parallel chips (the TP group's)")] = 1,
+    engine: PredictEngineOpt = None,
+    concurrency: ConcurrencyOpt = None,
     weight_dtype: Annotated[str, typer.Option(help="bf16, fp16, fp8, int8, int4, fp4")] = "bf16",
     kv_dtype: KvDtypeOpt = None,
     isl: Annotated[int, typer.Option("--isl", help="prompt tokens per request")] = 1024,
     osl: Annotated[int, typer.Option("--osl", help="output tokens per request")] = 128,
     requests: RequestsOpt = None,
     batch: FixedBatchOpt = None,
-    max_seqs: Annotated[int, typer.Option(help="most requests running at once")] = MAX_SEQS,
-    max_tokens: Annotated[int, typer.Option(help="token budget per step")] = MAX_TOKENS,
+    max_seqs: MaxSeqsOpt = None,
+    max_tokens: MaxTokensOpt = None,
     memory_fraction: MemoryFractionOpt = MEMORY_FRACTION,
     rate: RateOpt = None,
     ideal: IdealOpt = False,
@@ -83,14 +102,16 @@ def predict_cmd(
 ) -> None:
     """Expected throughput, TTFT and TPOT of a deployment, through the serving simulator.
 
-    Throughput per system and per user; calibrated by default (the catalog's fitted terms),
-    the ideal roofline with --ideal."""
+    Throughput per system, per chip and per user; p50/p90/p99 of TTFT, TPOT, ITL and
+    end-to-end latency; calibrated by default (the catalog's fitted terms, and the engine's
+    with --engine), the ideal roofline with --ideal."""
     req = pr.PredictRequest(
         hardware=hw, model=model, isl=isl, osl=osl, tensor_parallel=tp, pipeline_parallel=pp,
-        data_parallel=dp, weight_dtype=DType.parse(weight_dtype),
+        data_parallel=dp, expert_parallel=ep, weight_dtype=DType.parse(weight_dtype),
         kv_dtype=DType.parse(kv_dtype) if kv_dtype else None, requests=requests, batch=batch,
-        max_seqs=max_seqs, max_tokens=max_tokens, memory_fraction=memory_fraction,
-        rate_rps=rate, mode=CostMode.IDEAL if ideal else CostMode.CALIBRATED,
+        concurrency=concurrency, max_seqs=max_seqs, max_tokens=max_tokens,
+        memory_fraction=memory_fraction, rate_rps=rate,
+        mode=CostMode.IDEAL if ideal else CostMode.CALIBRATED, engine=engine,
     )  # fmt: skip
     main = pr.predict(req)
     if json_out:
@@ -109,15 +130,39 @@ def prediction_table(preds: list[pr.Prediction]) -> Table:
         t.add_column(p.mode.value, justify="right")
     rows = [
         ("output tokens/s (system)", lambda p: f"{p.output_tokens_per_s:,.0f}"),
+        (
+            "input / total tokens/s (system)",
+            lambda p: f"{p.input_tokens_per_s:,.0f} / {p.total_tokens_per_s:,.0f}",
+        ),
+        (
+            f"output tokens/s per chip ({first.chips})",
+            lambda p: f"{p.per_chip(p.output_tokens_per_s):,.0f}",
+        ),
+        (
+            "input / total tokens/s per chip",
+            lambda p: (
+                f"{p.per_chip(p.input_tokens_per_s):,.0f} / {p.per_chip(p.total_tokens_per_s):,.0f}"
+            ),
+        ),
         ("tokens/s per user", lambda p: f"{p.per_user_tokens_per_s:,.1f}"),
-        ("TTFT (mean)", lambda p: fmt_seconds(p.ttft_s)),
-        ("TPOT (mean)", lambda p: fmt_seconds(p.tpot_s)),
+        *(
+            (f"{name} mean / p50 / p90 / p99", _latency(name))
+            for name in ("TTFT", "TPOT", "ITL", "E2E")
+        ),
         ("mean running batch", lambda p: f"{p.batch:,.1f}"),
         ("bound by", lambda p: p.bound),
     ]
     for label, cell in rows:
         t.add_row(label, *(cell(p) for p in preds))
     return t
+
+
+def _latency(name: str) -> Callable[[pr.Prediction], str]:
+    def cell(p: pr.Prediction) -> str:
+        q = getattr(p, name.lower())
+        return " / ".join(fmt_seconds(x) for x in (q.mean, q.p50, q.p90, q.p99))
+
+    return cell
 
 
 def validate_cmd(

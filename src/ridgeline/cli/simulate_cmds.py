@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -9,6 +10,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ridgeline.analytic import Deployment
+from ridgeline.analytic.deployment import check_deployment
 from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, progress_bar, save_plot
 from ridgeline.cli.options import grouped
 from ridgeline.cli.simulate_options import (
@@ -24,10 +27,13 @@ from ridgeline.errors import ConfigError
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.sim import RequestSpec, SimConfig, SimResult, simulate
 from ridgeline.sim.compiled import is_compiled_schedule
+from ridgeline.sim.engines import EngineRun, engine_sim_config
 from ridgeline.sim.options import parse_disagg, parse_tiers
+from ridgeline.sim.replicas import ReplicaSet, simulate_replicas
 from ridgeline.sim.static_variants import ShapeOptions, compiled_note, static_variant
 from ridgeline.sim.variants import compare
 from ridgeline.specs import get_accelerator, get_model
+from ridgeline.specs.engines import get_engine
 
 PROGRESS_MIN_REQUESTS = 2000
 
@@ -84,17 +90,21 @@ def _sim_config(
     model: str, hw: str, serving: ServingOptions, cost: CostOptions, topo: TopologyOptions,
     out: OutputOptions, seed: int,
 ) -> SimConfig:  # fmt: skip
-    """The simulated server: one accelerator, its scheduler, KV pool, tiers and cost model."""
+    """The simulated server: the engine profile's scheduler and host work on one accelerator,
+    its KV pool, tiers and cost model."""
     m, acc = get_model(model), get_accelerator(hw)
-    return SimConfig(
-        m, acc, serving.scheduler(m.max_position_embeddings, topo.spec()),
-        block_size=serving.block_size, prefix_caching=serving.prefix_caching,
-        eviction=serving.eviction, memory_utilization=serving.mem_util,
+    run = EngineRun(
+        get_engine(serving.engine), serving.setup(), cost.dtypes(), cost.mode(serving.engine)
+    )
+    cfg = engine_sim_config(m, acc, run)
+    return replace(
+        cfg, scheduler=replace(cfg.scheduler, spec=topo.spec()), eviction=serving.eviction,
         tiers=parse_tiers(topo.tiers, acc) if topo.tiers else (),
         efficiency=cost.efficiency(),
         draft_model=get_model(topo.spec_draft) if topo.spec_draft else None,
         disagg=parse_disagg(topo.disagg, topo.link_bw, topo.link_latency) if topo.disagg else None,
-        slo=out.slo(), seed=seed, label=serving.policy.value,
+        slo=out.slo(), seed=seed,
+        label=cfg.scheduler.policy.value if serving.engine == "generic" else serving.engine,
     )  # fmt: skip
 
 
@@ -104,11 +114,17 @@ def _run(
     variants: list[str] | None,
     show: bool,
     shapes: ShapeOptions,
+    dep: Deployment,
+    clients: int | None = None,
 ) -> list[SimResult]:
-    """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``."""
+    """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``;
+    on a deployment of several chips, the one run of its replica; a closed loop of
+    ``clients`` when given."""
+    if variants is None and dep.chips > 1:
+        return [simulate_replicas(cfg, wl, ReplicaSet(dep), clients=clients).result]
     if variants is None:
         with progress_bar(len(wl), show, "simulating") as tick:
-            return [simulate(cfg, wl, tick)]
+            return [simulate(cfg, wl, tick, clients)]
     with progress_bar(len(variants), show, "simulating") as tick:
         started: list[str] = []
 
@@ -139,15 +155,23 @@ def simulate_cmd(
 
     One configuration, or several side by side (simulate compare --configs paged,static)."""
     cfg = _sim_config(model, hw, serving, cost, topology, output, workload.seed)
+    dep = cost.deployment(cfg.hw)
+    check_deployment(cfg.model, dep)
     variants = output.variants(cfg.hw) if mode is Mode.COMPARE else None
     if topology.spec_k and variants and any("spec" in v for v in variants):
         raise ConfigError("--spec-k with compare: use the 'spec' variant or drop --spec-k")
+    if dep.chips > 1 and (variants or cfg.disagg):
+        raise ConfigError("--tp/--pp: one configuration on one replica (no compare, no disagg)")
+    if workload.concurrency and variants:
+        raise ConfigError("--concurrency: one configuration (no compare)")
     wl = workload.requests_to_serve()
+    if workload.concurrency:  # a closed loop: clients send at once, then as requests end
+        wl = [replace(r, arrival_s=0.0) for r in wl]
     show = not output.json_out and len(wl) >= PROGRESS_MIN_REQUESTS
     shape_opts = shapes.shape_options()
     if serving.policy is PolicyKind.STATIC and is_compiled_schedule(cfg.hw):
         cfg = static_variant(cfg, "static", wl, shape_opts)
-    results = _run(cfg, wl, variants, show, shape_opts)
+    results = _run(cfg, wl, variants, show, shape_opts, dep, workload.concurrency)
     _render(results, cfg.model.name, cfg.hw.name, output.json_out, output.plot)
 
 

@@ -14,13 +14,20 @@ deployment (``sim.replicas``), priced ideal or calibrated:
 
 KV capacity follows TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction``: each chip gives
 ``memory_fraction`` (default 0.9) of what its share of the weights leaves to the KV cache.
+
+``engine`` names a serving-engine profile (``specs.engines``: vllm, trtllm, generic): its
+scheduler limits and their defaults, block size, prefix caching and host work per step and
+request (calibrated mode) then replace the throughput benchmark's defaults above.
+
+A prediction reports p50/p90/p99 of TTFT, TPOT, ITL and end-to-end latency, and output, input
+and total tokens per second of the whole system and per chip (tp x pp x dp chips).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,14 +43,15 @@ from ridgeline.analytic.deploy import (
 from ridgeline.analytic.kv import kv_bytes_per_token, weights_bytes
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.fidelity.trace import Recorder, Trace
-from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.sim.engines import EngineRun, ServingSetup, engine_sim_config
 from ridgeline.sim.loop import SimConfig
-from ridgeline.sim.metrics import SimResult
+from ridgeline.sim.metrics import Percentiles, SimResult
 from ridgeline.sim.replicas import ReplicaSet, Router, simulate_replicas
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.dtypes import DType
+from ridgeline.specs.engines import get_engine
 
 DEFAULT_REQUESTS = 1000
 DEFAULT_MAX_SEQS = 256  # vLLM's max_num_seqs
@@ -73,23 +81,27 @@ class PredictRequest:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     data_parallel: int = 1
+    expert_parallel: int = 1
     weight_dtype: DType = DType.BF16
     kv_dtype: DType | None = None
     requests: int | None = None
     batch: int | None = None
     concurrency: int | None = None
-    max_seqs: int = DEFAULT_MAX_SEQS
-    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_seqs: int | None = None
+    max_tokens: int | None = None
     memory_fraction: float = DEFAULT_MEMORY_FRACTION
     rate_rps: float | None = None
     mode: CostMode = CostMode.CALIBRATED
     seed: int = 0
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("isl", "osl", "tensor_parallel", "pipeline_parallel", "data_parallel"):
             _check_int(name, getattr(self, name), 1, 10_000_000)
+        _check_int("expert_parallel", self.expert_parallel, 1, 10_000_000)
         for name in ("max_seqs", "max_tokens"):
-            _check_int(name, getattr(self, name), 1, 10_000_000)
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), 1, 10_000_000)
         if self.requests is not None and self.batch is not None:
             raise ConfigError("field requests/batch: give one of them, not both")
         if self.batch is not None and self.concurrency is not None:
@@ -123,9 +135,19 @@ class PredictRequest:
         return DEFAULT_REQUESTS
 
     @property
-    def running_limit(self) -> int:
-        """Most requests running at once on one instance."""
-        return self.batch or self.concurrency or self.max_seqs
+    def running_limit(self) -> int | None:
+        """Most requests running at once on one instance (None: the engine's default)."""
+        default = DEFAULT_MAX_SEQS if self.engine is None else None
+        return self.batch or self.concurrency or self.max_seqs or default
+
+    @property
+    def token_budget(self) -> int | None:
+        """Tokens per step (None: the engine's default)."""
+        return self.max_tokens or (DEFAULT_MAX_TOKENS if self.engine is None else None)
+
+    @property
+    def deployment_args(self) -> tuple[int, int, int]:
+        return self.tensor_parallel, self.pipeline_parallel, self.expert_parallel
 
 
 def _check_int(name: str, value: Any, low: int, high: int) -> None:
@@ -144,6 +166,11 @@ class Prediction:
         batch: time-weighted mean running batch of an instance.
         bound: what limits a representative decode step (``analytic.deploy.Binding``).
         mode: ``calibrated`` or ``ideal``.
+        ttft, tpot, itl, e2e: mean and p50/p90/p99 of each latency (seconds; TTFT and
+            end-to-end from admission in a closed loop).
+        input_tokens_per_s, total_tokens_per_s: prompt and all tokens per second of the system.
+        chips: chips of the system (tp x pp x dp); the per-chip figures divide by them.
+        engine: the engine profile (``generic``: the throughput benchmark's defaults).
     """
 
     hardware: str
@@ -159,8 +186,21 @@ class Prediction:
     kv_blocks: int
     num_requests: int
     makespan_s: float
+    ttft: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
+    tpot: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
+    itl: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
+    e2e: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
+    input_tokens_per_s: float = 0.0
+    total_tokens_per_s: float = 0.0
+    chips: int = 1
+    engine: str = "generic"
+
+    def per_chip(self, tokens_per_s: float) -> float:
+        return tokens_per_s / self.chips
 
     def to_dict(self) -> dict[str, Any]:
+        names = ("ttft", "tpot", "itl", "e2e")
+        latencies = {f"{n}_s_percentiles": asdict(getattr(self, n)) for n in names}
         return {
             "schema": "ridgeline.predict/1",
             "hardware": self.hardware,
@@ -176,10 +216,26 @@ class Prediction:
             "kv_blocks": self.kv_blocks,
             "num_requests": self.num_requests,
             "makespan_s": self.makespan_s,
+            "engine": self.engine,
+            **latencies,
+            "input_tokens_per_s": self.input_tokens_per_s,
+            "total_tokens_per_s": self.total_tokens_per_s,
+            "chips": self.chips,
+            "per_chip": {
+                "output_tokens_per_s": self.per_chip(self.output_tokens_per_s),
+                "input_tokens_per_s": self.per_chip(self.input_tokens_per_s),
+                "total_tokens_per_s": self.per_chip(self.total_tokens_per_s),
+            },
         }
 
 
-def kv_blocks(model: ModelSpec, dep: Deployment, dtypes: Dtypes, memory_fraction: float) -> int:
+def kv_blocks(
+    model: ModelSpec,
+    dep: Deployment,
+    dtypes: Dtypes,
+    memory_fraction: float,
+    block_size: int = BLOCK_SIZE,
+) -> int:
     """KV blocks of one instance: each chip's ``memory_fraction`` of what its 1/chips of the
     weights leave, times the chips holding distinct KV (pp / kv_share(tp))."""
     acc = dep.accelerator
@@ -191,7 +247,7 @@ def kv_blocks(model: ModelSpec, dep: Deployment, dtypes: Dtypes, memory_fraction
             f"{acc.device_capacity_bytes / 1e9:.3g} GB of {acc.device_level}; add chips"
         )
     per_token = kv_bytes_per_token(model, dtypes.kv) * kv_share(model, dep.tensor_parallel)
-    return int(memory_fraction * free * dep.pipeline_parallel / (per_token * BLOCK_SIZE))
+    return int(memory_fraction * free * dep.pipeline_parallel / (per_token * block_size))
 
 
 def _workload(req: PredictRequest) -> list[RequestSpec]:
@@ -209,32 +265,27 @@ def _workload(req: PredictRequest) -> list[RequestSpec]:
 
 
 def _sim_config(req: PredictRequest, model: ModelSpec, dep: Deployment) -> SimConfig:
-    blocks = kv_blocks(model, dep, req.dtypes, req.memory_fraction)
-    need = math.ceil((req.isl + req.osl) / BLOCK_SIZE)
+    setup = ServingSetup(
+        max_num_batched_tokens=req.token_budget,
+        max_num_seqs=req.running_limit,
+        max_model_len=req.isl + req.osl,
+        prefix_caching=None if req.engine else False,
+    )
+    engine = get_engine(req.engine or "generic")
+    cfg = replace(
+        engine_sim_config(model, dep.accelerator, EngineRun(engine, setup, req.dtypes, req.mode)),
+        seed=req.seed,
+    )
+    blocks = kv_blocks(model, dep, req.dtypes, req.memory_fraction, cfg.block_size)
+    need = math.ceil((req.isl + req.osl) / cfg.block_size)
     if blocks < need:
         raise CapacityError(
             f"{model.name} on {dep.label}: one request of {req.isl + req.osl} tokens needs {need} "
             f"KV blocks, and the memory left after the weights holds {blocks}"
         )
-    seqs = req.running_limit
-    # NOTE: blocks beyond what max_seqs requests can hold are never touched (no prefix
-    # caching here), so the pool stops there: same schedule, far fewer blocks to build.
-    blocks = min(blocks, seqs * need)
-    scheduler = SchedulerConfig(
-        max_num_batched_tokens=max(req.max_tokens, 1),
-        max_num_seqs=seqs,
-        max_model_len=req.isl + req.osl,
-    )
-    return SimConfig(
-        model=model,
-        hw=dep.accelerator,
-        scheduler=scheduler,
-        block_size=BLOCK_SIZE,
-        num_blocks=blocks,
-        dtypes=req.dtypes,
-        mode=req.mode,
-        seed=req.seed,
-    )
+    # NOTE: blocks beyond what max_seqs requests can hold are never touched (no request shares
+    # a prefix here), so the pool stops there: same schedule, far fewer blocks to build.
+    return replace(cfg, num_blocks=min(blocks, cfg.scheduler.max_num_seqs * need))
 
 
 def _bound(model: ModelSpec, dep: Deployment, req: PredictRequest, batch: float) -> DeploymentCost:
@@ -250,7 +301,7 @@ def predict(req: PredictRequest) -> Prediction:
         CapacityError: the weights, or one request's KV, do not fit the deployment.
     """
     model, acc = get_model(req.model), get_accelerator(req.hardware)
-    dep = Deployment(acc, req.tensor_parallel, req.pipeline_parallel)
+    dep = Deployment(acc, *req.deployment_args)
     check_deployment(model, dep)
     cfg = _sim_config(req, model, dep)
     replicas = ReplicaSet(dep, req.data_parallel, Router.ROUND_ROBIN)
@@ -264,10 +315,12 @@ def _summary(
     if result.num_completed == 0:
         raise CapacityError(f"{model.name} on {dep.label}: no request completed")
     tpot = result.tpot_s.mean
-    ttft = result.ttft_s.mean
+    ttft_p, e2e_p = result.ttft_s, result.e2e_s
     if req.concurrency is not None:  # a client's clock starts when its request is admitted
         done = [r for r in result.requests if not r.rejected]
-        ttft = float(np.mean([r.ttft_s - r.queue_s for r in done]))
+        ttft_p = Percentiles.of([r.ttft_s - r.queue_s for r in done])
+        e2e_p = Percentiles.of([r.e2e_s - r.queue_s for r in done])
+    chips = dep.chips * req.data_parallel
     return Prediction(
         hardware=dep.accelerator.name,
         model=model.name,
@@ -275,13 +328,21 @@ def _summary(
         mode=req.mode,
         output_tokens_per_s=result.output_tokens_per_s,
         per_user_tokens_per_s=1.0 / tpot if tpot > 0 else math.inf,
-        ttft_s=ttft,
+        ttft_s=ttft_p.mean,
         tpot_s=tpot,
         batch=result.mean_running,
         bound=_bound(model, dep, req, result.mean_running).binding.value,
         kv_blocks=cfg.num_blocks or 0,
         num_requests=result.num_requests,
         makespan_s=result.makespan_s,
+        ttft=ttft_p,
+        tpot=result.tpot_s,
+        itl=result.itl_s,
+        e2e=e2e_p,
+        input_tokens_per_s=result.total_tokens_per_s - result.output_tokens_per_s,
+        total_tokens_per_s=result.total_tokens_per_s,
+        chips=chips,
+        engine=req.engine or "generic",
     )
 
 
@@ -299,7 +360,7 @@ def record(req: PredictRequest) -> Trace:
     if req.rate_rps is not None:
         raise ConfigError("field rate_rps: a run with arrivals over time cannot be re-timed")
     model, acc = get_model(req.model), get_accelerator(req.hardware)
-    dep = Deployment(acc, req.tensor_parallel, req.pipeline_parallel)
+    dep = Deployment(acc, *req.deployment_args)
     check_deployment(model, dep)
     one = replace(req, data_parallel=1, mode=CostMode.IDEAL)
     if req.batch is None:

@@ -188,9 +188,16 @@ def experiment_run(exp: Experiment, engine: EngineProfile) -> EngineRun:
 
 
 def simulate_experiment(exp: Experiment, settings: SimToRealSettings) -> ExperimentResult:
-    """Simulate one experiment and score it."""
+    """Simulate one experiment with the settings' engine and score it."""
+    return simulate_with(exp, get_engine(settings.engine), settings)
+
+
+def simulate_with(
+    exp: Experiment, engine: EngineProfile, settings: SimToRealSettings
+) -> ExperimentResult:
+    """Simulate one experiment on ``engine`` (a profile being fitted, say) and score it."""
     model, acc = get_model(exp.model), get_accelerator(exp.hardware)
-    cfg = engine_sim_config(model, acc, experiment_run(exp, get_engine(settings.engine)))
+    cfg = engine_sim_config(model, acc, experiment_run(exp, engine))
     requests = profile_requests(exp.profile, WORKLOAD_SEED, settings.questions)
     start = time.process_time()
     result = simulate_replicas(cfg, requests, ReplicaSet(Deployment(acc, exp.tp, 1))).result

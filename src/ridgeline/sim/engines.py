@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ridgeline.analytic import Dtypes
+from ridgeline.serving.policies import PolicyKind, step_token_budget
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
 from ridgeline.sim.executor import HostCost
 from ridgeline.sim.loop import SimConfig
@@ -34,6 +35,10 @@ class ServingSetup:
         num_blocks: KV blocks of the pool (default: what memory leaves, ``sim.loop``).
         prefix_caching: reuse cached prefix blocks.
         memory_utilization: share of device memory for weights and KV.
+        chunked_prefill: split prompts over steps (off: the budget becomes max_model_len).
+        policy: the admission rule (``serving.policies.PolicyKind``).
+        preemption: recompute or swap.
+        block_size: tokens per KV block.
     """
 
     max_num_batched_tokens: int | None = None
@@ -42,6 +47,10 @@ class ServingSetup:
     num_blocks: int | None = None
     prefix_caching: bool | None = None
     memory_utilization: float | None = None
+    chunked_prefill: bool | None = None
+    policy: PolicyKind | None = None
+    preemption: PreemptionMode | None = None
+    block_size: int | None = None
 
 
 def _or(value: int | float | bool | None, default: int | float | bool) -> int | float | bool:
@@ -51,18 +60,22 @@ def _or(value: int | float | bool | None, default: int | float | bool) -> int | 
 def engine_scheduler(
     engine: EngineProfile, acc: Accelerator, model: ModelSpec, setup: ServingSetup
 ) -> SchedulerConfig:
-    """The scheduler ``engine`` runs on ``acc`` with ``setup``'s overrides."""
+    """The scheduler ``engine`` runs on ``acc`` with ``setup``'s overrides; the token budget
+    follows the admission rule (``serving.policies.step_token_budget``: whole prompts need
+    ``max_model_len``)."""
     limits = engine.default_limits(acc)
+    policy = setup.policy or PolicyKind.parse(engine.policy)
+    chunked = bool(_or(setup.chunked_prefill, engine.chunked_prefill))
+    max_model_len = int(_or(setup.max_model_len, model.max_position_embeddings))
+    budget = int(_or(setup.max_num_batched_tokens, limits.max_num_batched_tokens))
     return SchedulerConfig(
-        max_num_batched_tokens=int(
-            _or(setup.max_num_batched_tokens, limits.max_num_batched_tokens)
-        ),
+        max_num_batched_tokens=step_token_budget(policy, budget if chunked else 0, max_model_len),
         max_num_seqs=int(_or(setup.max_num_seqs, limits.max_num_seqs)),
-        max_model_len=int(_or(setup.max_model_len, model.max_position_embeddings)),
+        max_model_len=max_model_len,
         long_prefill_token_threshold=engine.long_prefill_token_threshold,
-        enable_chunked_prefill=engine.chunked_prefill,
-        policy=engine.policy,  # type: ignore[arg-type]  # a name; SchedulerConfig parses it
-        preemption=PreemptionMode(engine.preemption),
+        enable_chunked_prefill=chunked,
+        policy=policy,
+        preemption=setup.preemption or PreemptionMode(engine.preemption),
     )
 
 
@@ -84,7 +97,7 @@ def engine_sim_config(
     scheduler = engine_scheduler(engine, acc, model, setup)
     # the ideal roofline has no latencies: the engine's host work is priced in calibrated mode
     host = (
-        HostCost(engine.host, engine.graph_max_batch(scheduler.max_num_seqs))
+        HostCost(engine.host, engine.graph_max_batch(scheduler.max_num_seqs), engine.kernels)
         if run.mode is CostMode.CALIBRATED
         else HostCost()
     )
@@ -92,7 +105,7 @@ def engine_sim_config(
         model=model,
         hw=acc,
         scheduler=scheduler,
-        block_size=engine.block_size,
+        block_size=int(_or(setup.block_size, engine.block_size)),
         prefix_caching=bool(_or(setup.prefix_caching, engine.prefix_caching)),
         memory_utilization=float(_or(setup.memory_utilization, engine.memory_utilization)),
         num_blocks=setup.num_blocks,

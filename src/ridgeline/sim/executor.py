@@ -29,8 +29,7 @@ CUDA graph (one with a prompt chunk, or a decode batch beyond the largest captur
 
     step_s += host.step_s + seqs · host.sequence_s + [not graphed] · layers · host.eager_layer_s
 
-and, where the engine states its own time per layer (``host.layer_s``), it stands in for the
-family's ``layer_latency_s``.
+and the engine's own kernel terms (``host.kernels``) stand in for the accelerator family's.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from __future__ import annotations
 import random
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Protocol
 
@@ -65,11 +64,13 @@ from ridgeline.specs.engines import HostWork
 
 @dataclass(frozen=True, slots=True)
 class HostCost:
-    """The serving engine's host work (``specs.engines.HostWork``) and the largest decode batch
-    its CUDA graphs cover (0: none; every step then pays ``eager_layer_s`` per layer)."""
+    """The serving engine's host work (``specs.engines.HostWork``), the largest decode batch
+    its CUDA graphs cover (0: none; every step then pays ``eager_layer_s`` per layer), and the
+    calibration terms its own kernels reach (``EngineProfile.kernels``)."""
 
     work: HostWork = HostWork()
     graph_max_batch: int = 0
+    kernels: Mapping[Term, float] = field(default_factory=dict)
 
     def graphed(self, decode: bool, seqs: float) -> bool:
         """Whether a step runs under a full CUDA graph: a decode batch of at most the largest
@@ -143,14 +144,14 @@ class StepCostModel:
         self.efficiency = efficiency or Efficiency()
         self.mode = mode
         self.calibration = self.efficiency.calibration(acc, mode)
+        if host is not None and host.kernels:  # the engine's kernels, in place of the family's
+            self.calibration = self.calibration.with_values(host.kernels)
         cal = self.calibration
         self.peak = acc.peak(self.dtypes.compute)  # the datasheet's; efficiencies scale below
         self.bw = acc.device_bandwidth_bytes_per_s
         self.tile_rows = cal.gemm_tile_rows
         self.host = host or HostCost()
         work = self.host.work
-        if work.layer_s is not None:  # the engine's own per-layer time replaces the family's
-            cal = cal.with_values({Term.LAYER_LATENCY_S: work.layer_s})
         self.fixed_s = float(fixed_step_seconds(model.num_layers, cal)) + work.step_s
         self.seq_s = cal.sequence_latency_s + work.sequence_s
         self.eager_s = model.num_layers * work.eager_layer_s
@@ -160,7 +161,7 @@ class StepCostModel:
         self.moe = model.moe if model.is_moe else None
         self.affine = True  # NOTE: kept for subclasses that read it (fidelity.trace)
         self._raw = {d: self._read_coefficients(d) for d in (True, False)}
-        self._coef = {d: self._calibrated(*raw) for d, raw in self._raw.items()}
+        self._coef = {d: self._calibrated(r[0], r[1], r[2], r[3], d) for d, r in self._raw.items()}
         self._run = self._decode_run_coefficients() if self.windows == (None,) else None
         self._steps_coef = self._decode_steps_coefficients() if self._run is not None else None
         self._pieces: dict[int, Pieces] = {}
@@ -224,17 +225,32 @@ class StepCostModel:
         return f / self.peak, m / self.bw, k / self.bw, g
 
     def _calibrated(
-        self, f: np.ndarray, m: np.ndarray, k: np.ndarray, g: np.ndarray
+        self, f: np.ndarray, m: np.ndarray, k: np.ndarray, g: np.ndarray, decode: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Compute and memory seconds at the calibrated rates (``analytic.calibrated``)."""
+        """Compute and memory seconds at the calibrated rates (``analytic.calibrated``; the MoE
+        experts at theirs: ``_op_efficiencies``)."""
         cal = self.calibration
-        mem = m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency
-        compute, serial = f / cal.compute_efficiency, 1.0 - cal.overlap
+        compute_eff, bandwidth_eff = self._op_efficiencies(decode)
+        mem = m / bandwidth_eff[:, None] + k / cal.kv_bandwidth_efficiency
+        compute, serial = f / compute_eff[:, None], 1.0 - cal.overlap
         if serial:
             # max(c + s·m, m + s·c) = max(c, m) + s·min(c, m) (``analytic.calibrated``), in a
             # form that stays linear in the aggregates, so every closed form below holds
             compute, mem = compute + serial * mem, mem + serial * compute
         return compute, mem, g
+
+    def _op_efficiencies(self, decode: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Each op's compute and weight-stream efficiency: the family's, but the MoE experts'
+        grouped GEMMs reach the lower of those and the MoE terms (``specs.calibration``)."""
+        cal = self.calibration
+        unit = [1.0] * self.num_columns
+        names = [o.name for o in op_terms(self.model, self._shape(unit, decode), self.dtypes)]
+        moe = np.array([n == "moe.experts" for n in names])
+        ce, be = cal.compute_efficiency, cal.bandwidth_efficiency
+        return (
+            np.where(moe, min(ce, cal.moe_compute_efficiency), ce),
+            np.where(moe, min(be, cal.moe_bandwidth_efficiency), be),
+        )
 
     def _pad(self, rows: np.ndarray) -> np.ndarray | float:
         """Tile padding of each op's GEMM (1 everywhere on an ideal machine)."""

@@ -70,7 +70,8 @@ def covers(sim: Simulation) -> bool:
     """Whether the fast mode reproduces ``sim``'s step-by-step run (see the module docstring)."""
     cfg = sim.cfg
     return (
-        len(sim.instances) == 1
+        sim.clients is None  # a closed loop's arrivals wait for completions
+        and len(sim.instances) == 1
         and sim.instances[0].role == "mixed"
         and not cfg.tiers
         and cfg.scheduler.spec is None

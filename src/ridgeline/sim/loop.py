@@ -240,10 +240,24 @@ _Event = tuple[float, int, int, _Kind, object]
 
 
 class Simulation:
-    """One run of a workload under a ``SimConfig``."""
+    """One run of a workload under a ``SimConfig``.
 
-    def __init__(self, cfg: SimConfig, workload: Sequence[RequestSpec]) -> None:
+    With ``clients`` (a closed loop), that many clients each send their next request the
+    moment their last one finishes (or is rejected): the workload's first ``clients``
+    requests start at their arrival times, request j + clients when request j is done, and
+    each one's latencies count from that moment. NOTE: the step-by-step loop runs it (the fast
+    mode replays fixed arrivals).
+    """
+
+    def __init__(
+        self, cfg: SimConfig, workload: Sequence[RequestSpec], clients: int | None = None
+    ) -> None:
+        if clients is not None:
+            check_int("clients", clients, 1, max(1, len(workload)))
         self.cfg = cfg
+        self.clients = clients
+        self._waiting_clients: list[RequestSpec] = list(workload[clients or len(workload) :])
+        self._waiting_clients.reverse()  # the next request is popped from the end
         self.workload = workload
         self.specs = {r.request_id: r for r in workload}
         if len(self.specs) != len(workload):
@@ -364,7 +378,7 @@ class Simulation:
 
     def _loop(self, progress: Callable[[int], None] | None, late: LateCounter | None) -> None:
         delay = self.cfg.host.work.request_s  # the API server's share, before the scheduler
-        for spec in self.workload:
+        for spec in self.workload[: self.clients or len(self.workload)]:
             self._push(spec.arrival_s + delay, _Kind.ARRIVAL, spec)
         handlers = {
             _Kind.ARRIVAL: self._on_arrival,
@@ -428,6 +442,7 @@ class Simulation:
         if not inst.scheduler.add_request(req):
             self.log.rejected[self.log.index[req.request_id]] = req.reject_reason
             self.done += 1
+            self._next_of_client(self.now)
             return
         if not inst.busy:
             self._start_step(inst)
@@ -544,6 +559,15 @@ class Simulation:
             return
         self.log.finish[i] = t
         self.done += 1
+        self._next_of_client(t)
+
+    def _next_of_client(self, t: float) -> None:
+        """A closed loop's client whose request is done sends its next one at ``t``."""
+        if self.clients is None or not self._waiting_clients:
+            return
+        spec = self._waiting_clients.pop()
+        self.log.arrival[self.log.index[spec.request_id]] = t
+        self._push(t + self.cfg.host.work.request_s, _Kind.ARRIVAL, spec)
 
 
 @contextmanager
@@ -562,7 +586,11 @@ def gc_paused() -> Iterator[None]:
 
 
 def simulate(
-    cfg: SimConfig, workload: Sequence[RequestSpec], progress: Callable[[int], None] | None = None
+    cfg: SimConfig,
+    workload: Sequence[RequestSpec],
+    progress: Callable[[int], None] | None = None,
+    clients: int | None = None,
 ) -> SimResult:
-    """Run ``workload`` under ``cfg`` and summarise it."""
-    return Simulation(cfg, workload).run(progress)
+    """Run ``workload`` under ``cfg`` (as a closed loop of ``clients``: ``Simulation``) and
+    summarise it."""
+    return Simulation(cfg, workload, clients).run(progress)

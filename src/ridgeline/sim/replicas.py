@@ -181,6 +181,7 @@ class ReplicaSimulation(Simulation):
         workload: Sequence[RequestSpec],
         replicas: ReplicaSet,
         cost: DeploymentStepCost | None = None,
+        clients: int | None = None,
     ) -> None:
         if cfg.disagg is not None:
             raise ConfigError("field disagg: replicas and disaggregation do not combine yet")
@@ -191,7 +192,7 @@ class ReplicaSimulation(Simulation):
         self._given_cost = cost
         self.assignments: dict[str, int] = {}
         self._arrivals = 0
-        super().__init__(cfg, workload)
+        super().__init__(cfg, workload, clients)
 
     def _make_cost(self) -> StepCost:
         cfg = self.cfg
@@ -229,8 +230,10 @@ def simulate_replicas(
     workload: Sequence[RequestSpec],
     replicas: ReplicaSet,
     cost: DeploymentStepCost | None = None,
+    clients: int | None = None,
 ) -> ReplicaRun:
     """Run ``workload`` over ``replicas`` (``cfg.hw`` is replaced by the deployment's chip);
-    ``cost`` prices the steps in place of the deployment's own cost model when given."""
-    sim = ReplicaSimulation(cfg, workload, replicas, cost)
+    ``cost`` prices the steps in place of the deployment's own cost model when given; as a
+    closed loop of ``clients`` when given (``sim.loop.Simulation``)."""
+    sim = ReplicaSimulation(cfg, workload, replicas, cost, clients)
     return ReplicaRun(sim.run(), dict(sim.assignments))

@@ -11,9 +11,6 @@ term                    what it models
 ``step_s``              host time per step not hidden behind the GPU (scheduling, input
                         preparation, sampling, output handling)
 ``sequence_s``          host time per scheduled sequence per step (the same work, per request)
-``layer_s``             time per layer of a step under a full CUDA graph: its kernels' launch
-                        and ramp gaps as the engine runs them (in place of the accelerator
-                        family's ``layer_latency_s``, fitted on other engines; absent: that one)
 ``request_s``           fixed time per request outside the engine core: the API server's
                         parsing and tokenisation and the first streamed chunk; it delays a
                         request's arrival at the scheduler, so TTFT and end-to-end latency carry it
@@ -21,6 +18,11 @@ term                    what it models
                         (a step with a prompt chunk runs piecewise graphs with attention outside
                         them; a batch beyond the largest captured size runs eagerly)
 ======================  =========================================================================
+
+An engine's own kernels may reach other fractions of the hardware than the runs the
+accelerator family was fitted on (TensorRT-LLM, gpt-fast): a profile's ``[kernels]`` table
+states calibration terms (``specs.calibration.Term``: ``bandwidth_efficiency``,
+``layer_latency_s``...) that stand in for the family's when steps run on this engine.
 
 Each number in ``data/engines/<name>.toml`` carries a source: a line of the engine's code or
 documentation, an estimate with its reasoning, or ``fitted on ...`` with the runs it was fitted
@@ -38,6 +40,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.specs.calibration import Calibration, Term
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.inputs import parse_toml, validation_message
 
@@ -52,7 +55,6 @@ class HostWork:
     sequence_s: float = 0.0
     request_s: float = 0.0
     eager_layer_s: float = 0.0
-    layer_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,8 @@ class EngineProfile:
         graph_batch_per_seq, graph_batch_cap: the largest batch a CUDA graph covers is
             min(graph_batch_per_seq x max_num_seqs, graph_batch_cap) (0: no graphs).
         host: host work per step, sequence and request.
-        sources: source per field name.
+        kernels: calibration terms of the engine's own kernels (module docstring).
+        sources: source per field name (``kernels.<term>`` for the kernels).
     """
 
     name: str
@@ -107,6 +110,7 @@ class EngineProfile:
     graph_batch_per_seq: int = 0
     graph_batch_cap: int = 0
     host: HostWork = HostWork()
+    kernels: Mapping[Term, float] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def default_limits(self, acc: Accelerator) -> Limits:
@@ -148,7 +152,6 @@ class _HostFile(_Strict):
     sequence_s: _Number
     request_s: _Number
     eager_layer_s: _Number
-    layer_s: _Number | None = None
 
 
 class _EngineFile(_Strict):
@@ -165,6 +168,7 @@ class _EngineFile(_Strict):
     graph_batch_cap: _Number | None = None
     limits: Annotated[list[_LimitsFile], Field(min_length=1)]
     host: _HostFile
+    kernels: dict[str, _Number] = {}
 
 
 def _sourced(f: _EngineFile) -> dict[str, _Number | _Flag]:
@@ -178,8 +182,22 @@ def _sourced(f: _EngineFile) -> dict[str, _Number | _Flag]:
         "graph_batch_cap",
     )
     out: dict[str, _Number | _Flag] = {n: getattr(f, n) for n in names if getattr(f, n)}
-    host = {f"host.{n}": getattr(f.host, n) for n in HostWork.__dataclass_fields__}
-    out.update({k: v for k, v in host.items() if v is not None})
+    out.update({f"host.{n}": getattr(f.host, n) for n in HostWork.__dataclass_fields__})
+    out.update({f"kernels.{n}": v for n, v in f.kernels.items()})
+    return out
+
+
+def _kernels(f: _EngineFile, where: str) -> dict[Term, float]:
+    out = {}
+    for name, number in f.kernels.items():
+        try:
+            out[Term(name)] = number.value
+        except ValueError:
+            raise ConfigError(f"{where}: field kernels.{name}: not a calibration term") from None
+    try:
+        Calibration().with_values(out)  # its bounds: efficiencies in (0, 1], latencies >= 0
+    except ConfigError as e:
+        raise ConfigError(f"{where}: field kernels: {e}") from None
     return out
 
 
@@ -201,8 +219,7 @@ def parse_engine(data: dict[str, Any], where: str) -> EngineProfile:
         Limits(x.max_num_batched_tokens, x.max_num_seqs, x.min_device_gib * GIB, tuple(x.exclude))
         for x in f.limits
     )
-    values = {n: getattr(f.host, n) for n in HostWork.__dataclass_fields__}
-    host = HostWork(**{n: v.value for n, v in values.items() if v is not None})
+    host = HostWork(**{n: getattr(f.host, n).value for n in HostWork.__dataclass_fields__})
     return EngineProfile(
         name=f.name,
         description=f.description,
@@ -217,6 +234,7 @@ def parse_engine(data: dict[str, Any], where: str) -> EngineProfile:
         graph_batch_per_seq=_int(f.graph_batch_per_seq),
         graph_batch_cap=_int(f.graph_batch_cap),
         host=host,
+        kernels=_kernels(f, where),
         sources={k: v.source for k, v in _sourced(f).items()},
     )
 
