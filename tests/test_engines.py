@@ -7,8 +7,10 @@ from dataclasses import replace
 import pytest
 
 from ridgeline.errors import ConfigError, UnknownNameError
+from ridgeline.serving.lookahead import Lookahead
 from ridgeline.serving.policies import PolicyKind
-from ridgeline.sim import RequestSpec, simulate
+from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.sim import RequestSpec, SimConfig, simulate
 from ridgeline.sim.engines import EngineRun, ServingSetup, engine_scheduler, engine_sim_config
 from ridgeline.sim.executor import HostCost, StepCostModel
 from ridgeline.sim.workload import output_tokens, prompt_tokens
@@ -122,3 +124,41 @@ def test_bad_engine_files_name_the_field() -> None:
         parse_engine(good, "x.toml")
     with pytest.raises(ConfigError, match="host"):
         parse_engine({**good, "host": {}}, "x.toml")
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_async_scheduling_shows_a_request_arriving_mid_step_to_the_step_after_next(
+    fast_forward: bool,
+) -> None:
+    """vLLM schedules step k + 1 when step k starts: ``b`` arriving during a's prefill (step 1)
+    misses step 2 and is first scheduled when step 2 ends; without async scheduling at the end
+    of step 1. Step ends come from ``a`` alone (its first token ends step 1, its second step 2)."""
+    sched = SchedulerConfig(max_num_batched_tokens=512, async_scheduling=True)
+    cfg = SimConfig(LLAMA, H100, sched, num_blocks=400, fast_forward=fast_forward)
+    a = RequestSpec("a", 0.0, prompt_tokens(0, 256), output_tokens(0, 2))
+    b = RequestSpec("b", 1e-6, prompt_tokens(1, 64), output_tokens(1, 4))
+    alone = simulate(cfg, [a]).requests[0]
+    step1_end, step2_end = alone.ttft_s, alone.e2e_s
+    lagged = {r.request_id: r for r in simulate(cfg, [a, b]).requests}["b"]
+    assert lagged.queue_s == pytest.approx(step2_end - 1e-6, rel=1e-9)
+    sync = replace(cfg, scheduler=replace(sched, async_scheduling=False))
+    plain = {r.request_id: r for r in simulate(sync, [a, b]).requests}["b"]
+    assert plain.queue_s == pytest.approx(step1_end - 1e-6, rel=1e-9)
+
+
+def test_lookahead_holds_a_step_then_releases_and_flushes_when_idle() -> None:
+    held: Lookahead[str] = Lookahead()
+    held.hold("at-start", at_step_start=True)
+    held.hold("mid", at_step_start=False)
+    assert held.release() == ["at-start"]  # the next schedule sees it
+    held.hold("later", at_step_start=False)
+    assert held.release() == ["mid"] and held.pending
+    assert held.flush() == ["later"] and not held.pending
+
+
+def test_vllm_and_trtllm_schedule_asynchronously() -> None:
+    for name in ("vllm", "trtllm"):
+        assert engine_scheduler(get_engine(name), H100, LLAMA, ServingSetup()).async_scheduling
+    off = ServingSetup(async_scheduling=False)
+    assert not engine_scheduler(get_engine("vllm"), H100, LLAMA, off).async_scheduling
+    assert not engine_scheduler(get_engine("generic"), H100, LLAMA, ServingSetup()).async_scheduling

@@ -188,6 +188,7 @@ def _configs(draw: st.DrawFn) -> SimConfig:
         enable_chunked_prefill=draw(st.booleans()),
         policy=policy,
         static_slots=draw(st.sampled_from([None, 3, 8])) if policy == "static" else None,
+        async_scheduling=draw(st.booleans()),
     )
     block = draw(st.sampled_from([1, 4, 16]))
     return SimConfig(
@@ -300,6 +301,7 @@ def _caching_configs(draw: st.DrawFn) -> SimConfig:
         policy=policy,
         static_slots=draw(st.sampled_from([None, 3, 8])) if policy == "static" else None,
         static=StaticOptions(prefix_copy=draw(st.booleans())) if policy == "static" else None,
+        async_scheduling=draw(st.booleans()),
     )
     block = draw(st.sampled_from([1, 4, 16]))
     return SimConfig(

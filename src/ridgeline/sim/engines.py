@@ -39,6 +39,7 @@ class ServingSetup:
         policy: the admission rule (``serving.policies.PolicyKind``).
         preemption: recompute or swap.
         block_size: tokens per KV block.
+        async_scheduling: schedule the next step as a step starts (``serving.lookahead``).
     """
 
     max_num_batched_tokens: int | None = None
@@ -51,6 +52,7 @@ class ServingSetup:
     policy: PolicyKind | None = None
     preemption: PreemptionMode | None = None
     block_size: int | None = None
+    async_scheduling: bool | None = None
 
 
 def _or(value: int | float | bool | None, default: int | float | bool) -> int | float | bool:
@@ -76,6 +78,7 @@ def engine_scheduler(
         enable_chunked_prefill=chunked,
         policy=policy,
         preemption=setup.preemption or PreemptionMode(engine.preemption),
+        async_scheduling=bool(_or(setup.async_scheduling, engine.async_scheduling)),
     )
 
 

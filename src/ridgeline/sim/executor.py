@@ -35,7 +35,6 @@ and the engine's own kernel terms (``host.kernels``) stand in for the accelerato
 from __future__ import annotations
 
 import random
-from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -50,6 +49,7 @@ from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
 from ridgeline.sim.lines import (
     AffineMaxima,
+    Horizon,
     Pieces,
     affine_maxima,
     decode_segment_ends,
@@ -339,11 +339,11 @@ class StepCostModel:
         )
 
     def decode_segment_ends(
-        self, segments: Sequence[tuple[int, int, int]], t: float, horizon: float
+        self, segments: Sequence[tuple[int, int, int]], t: float, horizon: Horizon
     ) -> tuple[list[float], float] | None:
         """The ends of ``decode_segments_s``'s steps from ``t`` (each added to the previous
-        end, as stepping adds them) through the first that reaches ``horizon``, and the time
-        of the last of them; None without the closed form. The fast mode's stretches."""
+        end, as stepping adds them) through the one where ``horizon`` stops, and the time of
+        the last of them; None without the closed form. The fast mode's stretches."""
         if type(self).decode_segments_s is StepCostModel.decode_segments_s:
             if not self.offers_grouped_forms():
                 return None
@@ -354,7 +354,7 @@ class StepCostModel:
         if times is None:
             return None
         ends = list(accumulate(times, initial=t))[1:]
-        m = min(len(ends), bisect_left(ends, horizon) + 1)
+        m = min(len(ends), horizon.steps([t, *ends]))
         return ends[:m], times[m - 1]
 
     def _decode_pieces(self, batch: int) -> Pieces:

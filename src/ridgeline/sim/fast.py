@@ -1,9 +1,9 @@
 """The simulator's fast mode: one instance's scheduler state in lists, decoding requests advanced
 by a shared counter, and every predictable stretch of decode steps in closed form.
 
-For one mixed instance (fcfs, priority, contiguous or static policy, preemption by recompute; no
-prefix caching, KV tiers, speculative decoding, disaggregation or compiled shapes), this module
-applies ``Scheduler.schedule`` and ``update``'s rules (vLLM v1) to per-request lists::
+For one mixed instance (any policy, preemption by recompute, prefix caching (``sim.fast_cache``),
+async scheduling; no KV tiers, speculative decoding, disaggregation, compiled shapes or closed
+loops), this module applies ``Scheduler.schedule`` and ``update``'s rules to per-request lists::
 
     arrivals     a0                    a1
     steps      |m|d d d d d d d d d d|m|d d d d d|d d d d ...
@@ -30,19 +30,16 @@ inter-token gap is shared by all (stored once with their count); members that wa
 earlier step (``stale``) add their own gap once. A member's last token is its completion.
 
 ``tests/test_sim_fast.py`` (Hypothesis) holds this module to the step-by-step loop: the same
-finished and rejected requests, TTFT and TPOT to 1e-9, KV peak, steps and preemptions.
-"""
+finished and rejected requests, TTFT and TPOT to 1e-9, KV peak, steps and preemptions."""
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ridgeline.serving.policies import PolicyKind
-from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateCounter
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.fast_cache import (
@@ -55,6 +52,7 @@ from ridgeline.sim.fast_cache import (
     take_admitted,
     take_group,
 )
+from ridgeline.sim.lines import Horizon
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.step_log import StepLog
 from ridgeline.sim.stretch import stretch
@@ -93,14 +91,6 @@ def run(
     samples, gaps = state.steps.arrays(state.num_blocks, state.bs)
     sim.log.itl_chunks.append(gaps)
     return summarize(sim.log, samples, state.stats()), stopped
-
-
-@dataclass(frozen=True, slots=True)
-class _Lengths:
-    """What ``Scheduler.never_fits`` and ``Policy.reserve_tokens`` read of a request."""
-
-    num_prompt_tokens: int
-    max_tokens: int
 
 
 class _FastInstance:
@@ -152,6 +142,7 @@ class _FastInstance:
         self.fins: list[tuple[int, int]] = []
         self.stale: list[int] = []
         self.chunker: int | None = None  # last running request, its prompt in chunks
+        self.lag = c.async_scheduling
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -170,11 +161,10 @@ class _FastInstance:
                 if not self.submit(nxt - 1):
                     continue
             else:
-                while nxt < n and arr[nxt] <= now:
-                    self.submit(nxt)
-                    nxt += 1
+                nxt = self._seen(nxt, now)
             work = self.running or self.fifo or self.heap
-            end = self.advance(now, arr[nxt] if nxt < n else _INF) if work else None
+            horizon = Horizon(arr[nxt] if nxt < n else _INF, self.lag)
+            end = self.advance(now, horizon) if work else None
             busy = end is not None
             if busy:
                 now = end  # type: ignore[assignment]
@@ -186,6 +176,19 @@ class _FastInstance:
         if progress is not None:
             progress(self.done)
         return False
+
+    def _seen(self, nxt: int, now: float) -> int:
+        """Submit the arrivals from ``nxt`` on that the schedule at ``now`` (a step's end)
+        sees: those before it, or with async scheduling those before the step's start and,
+        when nothing else is left to run, all (``serving.lookahead``); the next unseen."""
+        arr, n = self.arrival, len(self.arrival)
+        for seen in (self.steps.last_start, now) if self.lag else (now,):
+            while nxt < n and arr[nxt] <= seen:
+                self.submit(nxt)
+                nxt += 1
+            if self.running or self.fifo or self.heap:
+                break
+        return nxt
 
     @property
     def waiting_len(self) -> int:
@@ -212,19 +215,16 @@ class _FastInstance:
         most = self.P[i] + self.maxnew[i]
         out = self._verdicts.get(most)
         if out is None:
-            # NOTE: both read only max_tokens; a stand-in saves building a Request
-            req = cast(Request, _Lengths(self.P[i], most))
-            out = (self.sched.never_fits(req), self.sched.policy.reserve_tokens(req) or 0)
+            out = (self.sched.never_fits(most), self.sched.policy.reserve_tokens(most) or 0)
             self._verdicts[most] = out
         return out
 
     def _reserve(self, i: int, hit_tokens: int) -> int:
         """Tokens request ``i`` reserves when admitted beside a prefix hit of ``hit_tokens``
         (``Policy.reserve_tokens``: a static bucket copies the prefix into its own)."""
-        req = cast(Request, _Lengths(self.P[i], self.P[i] + self.maxnew[i]))
-        return self.sched.policy.reserve_tokens(req, hit_tokens) or 0
+        return self.sched.policy.reserve_tokens(self.P[i] + self.maxnew[i], hit_tokens) or 0
 
-    def advance(self, now: float, horizon: float) -> float | None:
+    def advance(self, now: float, horizon: Horizon) -> float | None:
         """Run the next step, or a stretch up to ``horizon``; the time it ends (None: idle)."""
         run = self.running
         if self.grouped and len(run) <= self.limit:

@@ -46,6 +46,7 @@ from ridgeline.serving.disagg import Disagg, decode_request, prefill_request
 from ridgeline.serving.eviction import EvictionKind, make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
+from ridgeline.serving.lookahead import Lookahead
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
@@ -59,7 +60,8 @@ from ridgeline.sim.executor import (
     StepCost,
     StepCostModel,
 )
-from ridgeline.sim.metrics import SLO, RequestLog, SimResult, StepSamples
+from ridgeline.sim.metrics import SLO, RequestLog, SimResult
+from ridgeline.sim.step_log import StepRecorder
 from ridgeline.sim.summary import RunStats, summarize
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec
@@ -190,48 +192,13 @@ class _Instance:
     busy: bool = False
     batch: ScheduledBatch | None = None
     result: StepResult | None = None
-    batch_start_s: float = 0.0
+    batch_start_s: float = 0.0  # the start of the step in flight
     finishing: int = 0  # requests a decode run finished at its end, still running until then
+    held: Lookahead[Request] | None = None  # async scheduling (``serving.lookahead``)
 
-
-class _StepRecorder:
-    """KV samples after every step, in lists until the run ends."""
-
-    __slots__ = ("start", "dur", "used", "unused", "running")
-
-    def __init__(self) -> None:
-        self.start: list[float] = []
-        self.dur: list[float] = []
-        self.used: list[float] = []
-        self.unused: list[float] = []
-        self.running: list[float] = []
-
-    def add(self, t: float, dur: float, used: float, unused: float, running: int) -> None:
-        self.start.append(t)
-        self.dur.append(dur)
-        self.used.append(used)
-        self.unused.append(unused)
-        self.running.append(running)
-
-    def extend(
-        self, t: np.ndarray, dur: np.ndarray, used: np.ndarray, unused: np.ndarray, running: int
-    ) -> None:
-        """Samples of several steps with the same number of running requests."""
-        self.start += t.tolist()
-        self.dur += dur.tolist()
-        self.used += used.tolist()
-        self.unused += unused.tolist()
-        self.running += [running] * len(t)
-
-    def samples(self, interleaved: bool) -> StepSamples:
-        """The samples; ``interleaved`` (several instances): in the order their steps ended,
-        as stepping records them (a decode run records its steps when it starts)."""
-        cols = [np.array(x, dtype=float) for x in (
-            self.start, self.dur, self.used, self.unused, self.running)]  # fmt: skip
-        if interleaved:
-            order = np.argsort(cols[0] + cols[1], kind="stable")
-            cols = [c[order] for c in cols]
-        return StepSamples(*cols)
+    @property
+    def num_held(self) -> int:
+        return len(self.held.arrived) + len(self.held.deferred) if self.held else 0
 
 
 # An event is a tuple (time_s, priority, seq, kind, payload): the key is its first three fields,
@@ -269,7 +236,7 @@ class Simulation:
             [r.arrival_s for r in order],
             [r.prompt_len for r in order],
         )
-        self.steps = _StepRecorder()
+        self.steps = StepRecorder()
         self.now = 0.0
         self._heap: list[_Event] = []
         self._seq = 0
@@ -329,7 +296,8 @@ class Simulation:
 
             copies = PrefixCopies(cfg.compiled.prefix_copy and role is not Role.DECODE)
             executor = CompiledExecutor(self.compiled_cost, copies, **args)
-        return _Instance(index, role, Scheduler(cfg.scheduler, kv), executor)
+        held = Lookahead[Request]() if cfg.scheduler.async_scheduling else None
+        return _Instance(index, role, Scheduler(cfg.scheduler, kv), executor, held=held)
 
     def _push(self, time_s: float, kind: _Kind, payload: object) -> None:
         self._seq += 1
@@ -415,7 +383,7 @@ class Simulation:
         if self.cfg.disagg is None:
             self._submit(self._least_loaded(Role.MIXED), req)
             return
-        reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req)
+        reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req.max_tokens)
         if reason is not None:  # reject before prefilling a request the decode side can never hold
             self.log.rejected[self.log.index[req.request_id]] = reason
             self.done += 1
@@ -433,26 +401,44 @@ class Simulation:
         return min(
             pool,
             key=lambda i: (
-                len(i.scheduler.running) + len(i.scheduler.waiting) + i.finishing,
+                len(i.scheduler.running) + len(i.scheduler.waiting) + i.finishing + i.num_held,
                 i.index,
             ),
         )
 
     def _submit(self, inst: _Instance, req: Request) -> None:
-        if not inst.scheduler.add_request(req):
-            self.log.rejected[self.log.index[req.request_id]] = req.reject_reason
-            self.done += 1
-            self._next_of_client(self.now)
-            return
-        if not inst.busy:
+        if inst.held is not None and inst.busy:
+            inst.held.hold(req, self.now == inst.batch_start_s)
+        elif self._enqueue(inst, req) and not inst.busy:
             self._start_step(inst)
+
+    def _enqueue(self, inst: _Instance, req: Request) -> bool:
+        """Hand ``req`` to ``inst``'s scheduler; False when it rejects it."""
+        if inst.scheduler.add_request(req):
+            return True
+        self.log.rejected[self.log.index[req.request_id]] = req.reject_reason
+        self.done += 1
+        self._next_of_client(self.now)
+        return False
+
+    def _release(self, inst: _Instance) -> None:
+        """At a step boundary, the requests async scheduling lets the next schedule see."""
+        held = inst.held
+        if held is None or not held.pending:
+            return
+        for req in held.release():
+            self._enqueue(inst, req)
+        if not inst.scheduler.has_unfinished:  # the lookahead step was empty
+            for req in held.flush():
+                self._enqueue(inst, req)
 
     def _start_step(self, inst: _Instance) -> None:
         """Start ``inst``'s next step (or a closed-form decode run), if it has work."""
         sched = inst.scheduler
         if not sched.has_unfinished:
             return
-        k = sched.decode_run_limit(1 << 30) if self.cfg.fast_forward else 0
+        run = self.cfg.fast_forward and not (inst.held and inst.held.pending)
+        k = sched.decode_run_limit(1 << 30) if run else 0
         if k > 1:
             self._decode_run(inst, k)
             return
@@ -488,6 +474,7 @@ class Simulation:
             self._sample_kv(inst, inst.batch_start_s, self.now - inst.batch_start_s)
             for req in finished:
                 self._finished(inst, req, self.now)
+        self._release(inst)
         self._start_step(inst)
 
     def _decode_run(self, inst: _Instance, k: int) -> None:
@@ -511,7 +498,7 @@ class Simulation:
         for req in finished:
             self._finished(inst, req, ends[-1])
         inst.finishing = len(finished)  # the router sees them running until the run ends
-        inst.busy = True
+        inst.busy, inst.batch_start_s = True, float(acc[m - 1])
         self._push(ends[-1], _Kind.STEP_DONE, inst)
 
     def _sample_run(self, inst: _Instance, acc: np.ndarray) -> None:

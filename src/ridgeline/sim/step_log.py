@@ -94,6 +94,14 @@ class StepLog:
         self.tokens += tokens
         self.blocks += blocks
 
+    @property
+    def last_start(self) -> float:
+        """When the last step started (0 before any)."""
+        g = len(self.end)
+        if g and self.idle_at and self.idle_at[-1] == g - 1:
+            return self.idle_start[-1]
+        return self.end[-2] if g > 1 else 0.0
+
     def _starts(self, start: float) -> None:
         if not self.end or start != self.end[-1]:
             self.idle_at.append(len(self.end))
@@ -151,3 +159,43 @@ def column(values: list[float] | list[int], dtype: type) -> np.ndarray:
     """A list of Python numbers of ``dtype`` as a 1-d array (one pass where ``np.array``
     makes two; converting while reading would be slower than ``astype`` after)."""
     return np.fromiter(values, dtype, len(values))
+
+
+class StepRecorder:
+    """The step-by-step loop's KV samples after every step, in lists until the run ends."""
+
+    __slots__ = ("start", "dur", "used", "unused", "running")
+
+    def __init__(self) -> None:
+        self.start: list[float] = []
+        self.dur: list[float] = []
+        self.used: list[float] = []
+        self.unused: list[float] = []
+        self.running: list[float] = []
+
+    def add(self, t: float, dur: float, used: float, unused: float, running: int) -> None:
+        self.start.append(t)
+        self.dur.append(dur)
+        self.used.append(used)
+        self.unused.append(unused)
+        self.running.append(running)
+
+    def extend(
+        self, t: np.ndarray, dur: np.ndarray, used: np.ndarray, unused: np.ndarray, running: int
+    ) -> None:
+        """Samples of several steps with the same number of running requests."""
+        self.start += t.tolist()
+        self.dur += dur.tolist()
+        self.used += used.tolist()
+        self.unused += unused.tolist()
+        self.running += [running] * len(t)
+
+    def samples(self, interleaved: bool) -> StepSamples:
+        """The samples; ``interleaved`` (several instances): in the order their steps ended,
+        as stepping records them (a decode run records its steps when it starts)."""
+        cols = [np.array(x, dtype=float) for x in (
+            self.start, self.dur, self.used, self.unused, self.running)]  # fmt: skip
+        if interleaved:
+            order = np.argsort(cols[0] + cols[1], kind="stable")
+            cols = [c[order] for c in cols]
+        return StepSamples(*cols)

@@ -27,6 +27,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from ridgeline.sim.fast_cache import take_group
+from ridgeline.sim.lines import Horizon
 
 if TYPE_CHECKING:
     from ridgeline.sim.fast import _FastInstance
@@ -34,16 +35,17 @@ if TYPE_CHECKING:
 _MAX_SPAN = 8192  # steps priced in one vector (bounds its memory)
 
 
-def stretch(inst: _FastInstance, now: float, horizon: float) -> float:
-    """Group steps from ``now`` until the step in flight at ``horizon``, through completions
-    while nothing can be admitted; returns the end of the last step."""
+def stretch(inst: _FastInstance, now: float, horizon: Horizon) -> float:
+    """Group steps from ``now`` until the step where ``horizon`` stops (the step in flight at
+    the next arrival, or with async scheduling the one after), through completions while
+    nothing can be admitted; returns the end of the last step."""
     t = now
     while True:
         if inst.closed_forms is not None and not inst.waiting_len:
             k = fundable(inst, _span(inst, t, horizon))
             if k > 0:
                 t = _through_completions(inst, t, horizon, k)
-                if t >= horizon or not inst.running:
+                if horizon.reached(inst.steps.last_start, t) or not inst.running:
                     return t
                 continue
         else:
@@ -60,30 +62,30 @@ def stretch(inst: _FastInstance, now: float, horizon: float) -> float:
 
 
 def _segment(
-    inst: _FastInstance, t: float, horizon: float, k: int, k_done: int
+    inst: _FastInstance, t: float, horizon: Horizon, k: int, k_done: int
 ) -> tuple[float, bool]:
     """Up to ``k`` steps of the same members; the end, and whether the stretch goes on."""
     run, d, cbase = inst.running, inst.D, inst.cbase
     times = inst.cost.decode_run_s([cbase[i] + d for i in run], k).tolist()
     # step ends added one at a time from t, as stepping adds them: acc[j + 1] ends step j
     acc = list(accumulate(times, initial=t))
-    m = min(k, bisect_left(acc, horizon, 1))
+    m = min(k, horizon.steps(acc))
     t = _apply_segment(inst, len(run), acc[: m + 1])
-    if t >= horizon or m < k_done or not inst.running:
+    if horizon.reached(acc[m - 1], t) or m < k_done or not inst.running:
         return t, False
     # a completion that makes room for a waiting request: the next step admits it
     return t, not (inst.waiting_len and len(inst.running) < inst.max_running)
 
 
-def _span(inst: _FastInstance, t: float, horizon: float) -> int:
+def _span(inst: _FastInstance, t: float, horizon: Horizon) -> int:
     """Steps worth pricing at once: past ``horizon`` at the last decode step's pace (steps
     slow as contexts grow and members join, hence the margin), or to the last completion when
     nothing arrives."""
-    if horizon == float("inf"):
+    if horizon.at == float("inf"):
         return min(_MAX_SPAN, max(f for f, _ in inst.fins) - inst.D)
     if inst.pace <= 0:
         return _MAX_SPAN
-    return min(_MAX_SPAN, int((horizon - t) / inst.pace * 1.1) + 3)
+    return min(_MAX_SPAN, int((horizon.at - t) / inst.pace * 1.1) + 3 + horizon.lagged)
 
 
 def fundable(inst: _FastInstance, k: int) -> int:
@@ -99,7 +101,7 @@ def fundable(inst: _FastInstance, k: int) -> int:
     return min(k, cycles * bs + within)
 
 
-def _through_completions(inst: _FastInstance, t: float, horizon: float, k: int) -> float:
+def _through_completions(inst: _FastInstance, t: float, horizon: Horizon, k: int) -> float:
     """Up to ``k`` funded steps with an empty waiting queue, members finishing on the way."""
     d, fins, cbase = inst.D, inst.fins, inst.cbase
     done: list[tuple[int, int]] = []  # (steps it still takes, request), in finishing order

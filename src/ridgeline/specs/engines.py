@@ -86,6 +86,7 @@ class EngineProfile:
         preemption: ``recompute`` or ``swap``.
         chunked_prefill: prompts split over steps under the token budget.
         prefix_caching: cached prefix blocks reused across requests.
+        async_scheduling: the next step scheduled as a step starts (``serving.lookahead``).
         block_size: tokens per KV block.
         memory_utilization: share of device memory for weights, activations and KV.
         limits: default limits, the first that applies to the device.
@@ -107,6 +108,7 @@ class EngineProfile:
     memory_utilization: float
     limits: tuple[Limits, ...]
     long_prefill_token_threshold: int = 0
+    async_scheduling: bool = False
     graph_batch_per_seq: int = 0
     graph_batch_cap: int = 0
     host: HostWork = HostWork()
@@ -164,6 +166,7 @@ class _EngineFile(_Strict):
     block_size: _Number
     memory_utilization: _Number
     long_prefill_token_threshold: _Number | None = None
+    async_scheduling: _Flag | None = None
     graph_batch_per_seq: _Number | None = None
     graph_batch_cap: _Number | None = None
     limits: Annotated[list[_LimitsFile], Field(min_length=1)]
@@ -178,6 +181,7 @@ def _sourced(f: _EngineFile) -> dict[str, _Number | _Flag]:
         "block_size",
         "memory_utilization",
         "long_prefill_token_threshold",
+        "async_scheduling",
         "graph_batch_per_seq",
         "graph_batch_cap",
     )
@@ -231,6 +235,7 @@ def parse_engine(data: dict[str, Any], where: str) -> EngineProfile:
         memory_utilization=f.memory_utilization.value,
         limits=limits,
         long_prefill_token_threshold=_int(f.long_prefill_token_threshold),
+        async_scheduling=f.async_scheduling is not None and f.async_scheduling.value,
         graph_batch_per_seq=_int(f.graph_batch_per_seq),
         graph_batch_cap=_int(f.graph_batch_cap),
         host=host,
