@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.sim.early import LateCounter
 from ridgeline.sim.executor import StepCostModel
+from ridgeline.sim.fast_arrivals import next_step, seen
 from ridgeline.sim.fast_cache import (
     cache_last_prompts,
     cache_prompt,
@@ -161,10 +162,8 @@ class _FastInstance:
                 if not self.submit(nxt - 1):
                     continue
             else:
-                nxt = self._seen(nxt, now)
-            work = self.running or self.fifo or self.heap
-            horizon = Horizon(arr[nxt] if nxt < n else _INF, self.lag)
-            end = self.advance(now, horizon) if work else None
+                nxt = seen(self, nxt, now)
+            end, nxt = next_step(self, now, nxt)
             busy = end is not None
             if busy:
                 now = end  # type: ignore[assignment]
@@ -176,19 +175,6 @@ class _FastInstance:
         if progress is not None:
             progress(self.done)
         return False
-
-    def _seen(self, nxt: int, now: float) -> int:
-        """Submit the arrivals from ``nxt`` on that the schedule at ``now`` (a step's end)
-        sees: those before it, or with async scheduling those before the step's start and,
-        when nothing else is left to run, all (``serving.lookahead``); the next unseen."""
-        arr, n = self.arrival, len(self.arrival)
-        for seen in (self.steps.last_start, now) if self.lag else (now,):
-            while nxt < n and arr[nxt] <= seen:
-                self.submit(nxt)
-                nxt += 1
-            if self.running or self.fifo or self.heap:
-                break
-        return nxt
 
     @property
     def waiting_len(self) -> int:

@@ -444,6 +444,10 @@ class Simulation:
             return
         batch = sched.schedule()
         if not batch.requests:
+            if inst.held is not None and inst.held.pending:  # idle: it takes every held request
+                for req in inst.held.flush():
+                    self._enqueue(inst, req)
+                self._start_step(inst)
             return
         result = inst.executor.execute(batch)
         index, first_sched = self.log.index, self.log.first_sched
