@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError, UnknownNameError
 from ridgeline.serving.lookahead import Lookahead
 from ridgeline.serving.policies import PolicyKind
@@ -15,18 +16,21 @@ from ridgeline.sim.engines import EngineRun, ServingSetup, engine_scheduler, eng
 from ridgeline.sim.executor import HostCost, StepCostModel
 from ridgeline.sim.workload import output_tokens, prompt_tokens
 from ridgeline.specs import get_accelerator, get_model
+from ridgeline.specs.calibration import Term
 from ridgeline.specs.engines import HostWork, engine_names, get_engine, parse_engine
 
 H100, A100, L40S = (get_accelerator(n) for n in ("h100-sxm", "a100-80gb", "l40s"))
 LLAMA = get_model("llama-2-7b")
+EXPECTED = Pricing.expected(H100)
 
 
 def test_shipped_engines_and_every_number_sourced() -> None:
     assert engine_names() == ["generic", "trtllm", "vllm"]
     for name in engine_names():
         e = get_engine(name)
-        assert set(e.sources) >= {"block_size", "memory_utilization", "host.step_s"}
+        assert set(e.sources) >= {"block_size", "host.step_s"}
         assert all(e.sources.values())
+        assert (e.memory_utilization is None) == (name == "generic")  # the runtime's default
 
 
 def test_vllm_defaults_follow_the_device_as_get_batch_defaults_does() -> None:
@@ -45,19 +49,29 @@ def test_setup_overrides_and_sim_config() -> None:
         get_engine("vllm"),
         ServingSetup(max_num_batched_tokens=2048, max_num_seqs=128, num_blocks=500),
     )
-    cfg = engine_sim_config(LLAMA, H100, run)
+    cfg = engine_sim_config(LLAMA, EXPECTED, run)
     assert (cfg.scheduler.max_num_batched_tokens, cfg.scheduler.max_num_seqs) == (2048, 128)
     assert cfg.prefix_caching and cfg.block_size == 16 and cfg.num_blocks == 500
     assert cfg.scheduler.enable_chunked_prefill and cfg.scheduler.policy is PolicyKind.FCFS
     vllm = get_engine("vllm")
-    assert cfg.host == HostCost(vllm.host, 256, vllm.kernels)
-    trt = engine_sim_config(LLAMA, H100, EngineRun(get_engine("trtllm")))
+    assert cfg.host == HostCost(vllm.host, 256)
+    # the engine's kernel terms stand in for the family's in the pricing
+    bw = vllm.kernels[Term.BANDWIDTH_EFFICIENCY]
+    assert (
+        cfg.pricing.calibration.bandwidth_efficiency == bw != H100.calibration.bandwidth_efficiency
+    )
+    ideal = engine_sim_config(LLAMA, Pricing.ideal(H100), run)
+    assert ideal.pricing == Pricing.ideal(H100) and ideal.host == HostCost()
+    trt = engine_sim_config(LLAMA, EXPECTED, EngineRun(get_engine("trtllm")))
     assert trt.scheduler.policy is PolicyKind.RESERVE and trt.block_size == 32
 
 
 def test_host_work_in_a_step_by_hand() -> None:
     host = HostCost(HostWork(step_s=1e-3, sequence_s=1e-5, eager_layer_s=2e-6), graph_max_batch=4)
-    bare, priced = StepCostModel(LLAMA, H100), StepCostModel(LLAMA, H100, host=host)
+    bare, priced = (
+        StepCostModel(LLAMA, Pricing.ideal(H100)),
+        StepCostModel(LLAMA, Pricing.ideal(H100), host),
+    )
     decode = ([1] * 4, [100] * 4)
     # a graphed decode step: 1 ms + 4 sequences x 10 us
     assert priced.step_time_s(*decode) - bare.step_time_s(*decode) == pytest.approx(1.04e-3)
@@ -76,7 +90,7 @@ def test_host_work_in_a_step_by_hand() -> None:
 def test_request_time_delays_scheduling_and_counts_in_ttft() -> None:
     wl = [RequestSpec("a", 0.0, prompt_tokens(0, 64), output_tokens(0, 4))]
     run = EngineRun(get_engine("generic"))
-    cfg = engine_sim_config(LLAMA, H100, run)
+    cfg = engine_sim_config(LLAMA, EXPECTED, run)
     base = simulate(cfg, wl)
     late = simulate(replace(cfg, host=HostCost(HostWork(request_s=0.25))), wl)
     assert late.ttft_s.mean - base.ttft_s.mean == pytest.approx(0.25)
@@ -89,13 +103,15 @@ def test_reserve_admission_never_preempts_where_on_demand_does() -> None:
     wl = [RequestSpec(f"r{i}", 0.0, prompt_tokens(i, 64), output_tokens(i, 96)) for i in range(8)]
     setup = ServingSetup(num_blocks=40, max_num_batched_tokens=512, max_num_seqs=8)
     on_demand = simulate(
-        engine_sim_config(LLAMA, H100, EngineRun(get_engine("generic"), setup)), wl
+        engine_sim_config(LLAMA, EXPECTED, EngineRun(get_engine("generic"), setup)), wl
     )
     trt = EngineRun(
         get_engine("trtllm"),
         ServingSetup(num_blocks=20, max_num_batched_tokens=512, max_num_seqs=8),
     )
-    reserve = simulate(engine_sim_config(LLAMA, H100, trt), wl)  # blocks of 32: the same 640 slots
+    reserve = simulate(
+        engine_sim_config(LLAMA, EXPECTED, trt), wl
+    )  # blocks of 32: the same 640 slots
     assert on_demand.num_preemptions > 0
     assert reserve.num_preemptions == 0 and reserve.num_completed == 8
     # five 160-token reservations fit 640 slots at once (4 x 5 blocks of 32)
@@ -134,7 +150,7 @@ def test_async_scheduling_shows_a_request_arriving_mid_step_to_the_step_after_ne
     misses step 2 and is first scheduled when step 2 ends; without async scheduling at the end
     of step 1. Step ends come from ``a`` alone (its first token ends step 1, its second step 2)."""
     sched = SchedulerConfig(max_num_batched_tokens=512, async_scheduling=True)
-    cfg = SimConfig(LLAMA, H100, sched, num_blocks=400, fast_forward=fast_forward)
+    cfg = SimConfig(LLAMA, Pricing.ideal(H100), sched, num_blocks=400, fast_forward=fast_forward)
     a = RequestSpec("a", 0.0, prompt_tokens(0, 256), output_tokens(0, 2))
     b = RequestSpec("b", 1e-6, prompt_tokens(1, 64), output_tokens(1, 4))
     alone = simulate(cfg, [a]).requests[0]

@@ -16,7 +16,7 @@ import ridgeline
 from srctree import source
 
 ROOT = Path(ridgeline.__file__).parent
-BASE = {"errors", "defaults", "data"}  # leaves every layer may use
+BASE = {"errors", "defaults", "data", "processes"}  # leaves every layer may use
 LIBRARY = BASE | {"specs", "analytic", "serving", "sim", "fidelity", "engine", "lab", "quiz"}
 LIBRARY |= {"sweep"}
 
@@ -24,6 +24,7 @@ LIBRARY |= {"sweep"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "defaults": set(),
+    "processes": set(),
     "data": {"errors"},
     "__main__": {"cli"},
     "specs": BASE,

@@ -40,7 +40,7 @@ from ridgeline.specs.engines import EngineProfile, get_engine
 FOLDER = Path(__file__).parents[1] / "src" / "ridgeline" / "data" / "engines"
 FITTED = (
     "kernels.bandwidth_efficiency",
-    "kernels.kv_bandwidth_efficiency",
+    "kernels.compute_efficiency",
     "kernels.moe_bandwidth_efficiency",
     "kernels.moe_compute_efficiency",
     "host.step_s",

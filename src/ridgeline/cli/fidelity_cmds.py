@@ -12,12 +12,17 @@ from rich.table import Table
 import ridgeline.fidelity.prediction as pr
 from ridgeline.cli.common import (
     HwOpt,
+    IdealOpt,
     JsonOpt,
+    MemoryUtilizationOpt,
     ModelOpt,
     PlotOpt,
+    PpOpt,
+    TpOpt,
     console,
     emit_json,
     err_console,
+    mode_of,
     save_plot,
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
@@ -33,8 +38,6 @@ from ridgeline.specs import DType
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_seconds
 
-TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel chips per stage")]
-PpOpt = Annotated[int, typer.Option("--pp", help="pipeline stages")]
 KvDtypeOpt = Annotated[
     str | None, typer.Option(help="KV format (default: fp8 with fp8/fp4 weights, else bf16)")
 ]
@@ -44,7 +47,6 @@ RequestsOpt = Annotated[
 FixedBatchOpt = Annotated[
     int | None, typer.Option("--batch", "-b", help="a fixed batch of concurrent requests instead")
 ]
-MemoryFractionOpt = Annotated[float, typer.Option(help="share of what the weights leave for KV")]
 RateOpt = Annotated[
     float | None, typer.Option(help="Poisson arrivals per second instead of a queue")
 ]
@@ -55,9 +57,6 @@ EngineOpt = Annotated[str, typer.Option("--engine", help="engine profile: vllm, 
 QuestionsOpt = Annotated[
     Questions,
     typer.Option(help="inference-perf prompts: cycled as the tool sends them, or unique"),
-]
-IdealOpt = Annotated[
-    bool, typer.Option("--ideal", help="the ideal roofline instead of the calibrated model")
 ]
 MAX_SEQS, MAX_TOKENS = pr.DEFAULT_MAX_SEQS, pr.DEFAULT_MAX_TOKENS
 PredictEngineOpt = Annotated[
@@ -75,7 +74,6 @@ MaxSeqsOpt = Annotated[
 MaxTokensOpt = Annotated[
     int | None, typer.Option(help=f"token budget per step (default {MAX_TOKENS}, or the engine's)")
 ]
-MEMORY_FRACTION = pr.DEFAULT_MEMORY_FRACTION
 
 
 def predict_cmd(
@@ -95,7 +93,7 @@ def predict_cmd(
     batch: FixedBatchOpt = None,
     max_seqs: MaxSeqsOpt = None,
     max_tokens: MaxTokensOpt = None,
-    memory_fraction: MemoryFractionOpt = MEMORY_FRACTION,
+    memory_utilization: MemoryUtilizationOpt = None,
     rate: RateOpt = None,
     ideal: IdealOpt = False,
     json_out: JsonOpt = False,
@@ -103,15 +101,16 @@ def predict_cmd(
     """Expected throughput, TTFT and TPOT of a deployment, through the serving simulator.
 
     Throughput per system, per chip and per user; p50/p90/p99 of TTFT, TPOT, ITL and
-    end-to-end latency; calibrated by default (the catalog's fitted terms, and the engine's
-    with --engine), the ideal roofline with --ideal."""
+    end-to-end latency; the KV pool (the one rule: --memory-utilization of each chip for
+    weights, a named reserve and KV); calibrated by default (the catalog's terms, and the
+    engine's with --engine), the ideal roofline with --ideal. Example: ridgeline predict --hw
+    h100-sxm --model llama-3.1-70b --tp 2 --isl 1024 --osl 128"""
     req = pr.PredictRequest(
         hardware=hw, model=model, isl=isl, osl=osl, tensor_parallel=tp, pipeline_parallel=pp,
         data_parallel=dp, expert_parallel=ep, weight_dtype=DType.parse(weight_dtype),
         kv_dtype=DType.parse(kv_dtype) if kv_dtype else None, requests=requests, batch=batch,
         concurrency=concurrency, max_seqs=max_seqs, max_tokens=max_tokens,
-        memory_fraction=memory_fraction, rate_rps=rate,
-        mode=CostMode.IDEAL if ideal else CostMode.CALIBRATED, engine=engine,
+        memory_utilization=memory_utilization, rate_rps=rate, mode=mode_of(ideal), engine=engine,
     )  # fmt: skip
     main = pr.predict(req)
     if json_out:
@@ -119,15 +118,24 @@ def predict_cmd(
         return
     other = None if ideal else pr.predict(pr.with_mode(req, CostMode.IDEAL))
     console.print(prediction_table([p for p in (main, other) if p is not None]))
+    console.print(
+        f"KV pool per instance: {main.kv_blocks * main.block_tokens:,} tokens, the largest batch "
+        f"of {isl + osl:,}-token requests that fits = {main.max_batch:,}; {main.memory}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def prediction_table(preds: list[pr.Prediction]) -> Table:
     """Predictions side by side, one column per mode."""
     first = preds[0]
-    t = Table(title=f"{first.model} on {first.deployment}, {first.num_requests} requests")
+    t = Table(
+        title=f"{first.model} on {first.deployment}, {first.num_requests} requests — "
+        f"{first.label}" + (f" (beside it the {preds[1].label})" if len(preds) > 1 else "")
+    )
     t.add_column("")
     for p in preds:
-        t.add_column(p.mode.value, justify="right")
+        t.add_column(p.label, justify="right")
     rows = [
         ("output tokens/s (system)", lambda p: f"{p.output_tokens_per_s:,.0f}"),
         (

@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ridgeline.analytic import Deployment
 from ridgeline.analytic.deployment import check_deployment
 from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, progress_bar, save_plot
 from ridgeline.cli.options import grouped
@@ -29,7 +28,6 @@ from ridgeline.sim import RequestSpec, SimConfig, SimResult, simulate
 from ridgeline.sim.compiled import is_compiled_schedule
 from ridgeline.sim.engines import EngineRun, engine_sim_config
 from ridgeline.sim.options import parse_disagg, parse_tiers
-from ridgeline.sim.replicas import ReplicaSet, simulate_replicas
 from ridgeline.sim.static_variants import ShapeOptions, compiled_note, static_variant
 from ridgeline.sim.variants import compare
 from ridgeline.specs import get_accelerator, get_model
@@ -76,13 +74,13 @@ def _table(results: list[SimResult], title: str) -> Table:
     return t
 
 
-def _plots(results: list[SimResult], out: str) -> list[Path]:
+def _plots(results: list[SimResult], out: str, label: str) -> list[Path]:
     from ridgeline.report.serving_plots import kv_timeline_plot, latency_cdf_plot
 
     d = Path(out)
     return [
-        save_plot(kv_timeline_plot(results), d / "kv_use.png"),
-        save_plot(latency_cdf_plot(results), d / "latency_cdf.png"),
+        save_plot(kv_timeline_plot(results, label), d / "kv_use.png"),
+        save_plot(latency_cdf_plot(results, label), d / "latency_cdf.png"),
     ]
 
 
@@ -90,17 +88,15 @@ def _sim_config(
     model: str, hw: str, serving: ServingOptions, cost: CostOptions, topo: TopologyOptions,
     out: OutputOptions, seed: int,
 ) -> SimConfig:  # fmt: skip
-    """The simulated server: the engine profile's scheduler and host work on one accelerator,
-    its KV pool, tiers and cost model."""
+    """The simulated server: its pricing (mode, deployment, data types: built once here), the
+    engine profile's scheduler and host work, its KV pool, tiers and topology."""
     m, acc = get_model(model), get_accelerator(hw)
-    run = EngineRun(
-        get_engine(serving.engine), serving.setup(), cost.dtypes(), cost.mode(serving.engine)
-    )
-    cfg = engine_sim_config(m, acc, run)
+    pricing = cost.pricing(acc)
+    check_deployment(m, pricing.deployment)
+    cfg = engine_sim_config(m, pricing, EngineRun(get_engine(serving.engine), serving.setup()))
     return replace(
         cfg, scheduler=replace(cfg.scheduler, spec=topo.spec()), eviction=serving.eviction,
         tiers=parse_tiers(topo.tiers, acc) if topo.tiers else (),
-        efficiency=cost.efficiency(),
         draft_model=get_model(topo.spec_draft) if topo.spec_draft else None,
         disagg=parse_disagg(topo.disagg, topo.link_bw, topo.link_latency) if topo.disagg else None,
         slo=out.slo(), seed=seed,
@@ -114,14 +110,10 @@ def _run(
     variants: list[str] | None,
     show: bool,
     shapes: ShapeOptions,
-    dep: Deployment,
     clients: int | None = None,
 ) -> list[SimResult]:
     """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``;
-    on a deployment of several chips, the one run of its replica; a closed loop of
-    ``clients`` when given."""
-    if variants is None and dep.chips > 1:
-        return [simulate_replicas(cfg, wl, ReplicaSet(dep), clients=clients).result]
+    a closed loop of ``clients`` when given."""
     if variants is None:
         with progress_bar(len(wl), show, "simulating") as tick:
             return [simulate(cfg, wl, tick, clients)]
@@ -153,15 +145,13 @@ def simulate_cmd(
 ) -> None:
     """Simulate serving a workload: latency, throughput and KV memory.
 
-    One configuration, or several side by side (simulate compare --configs paged,static)."""
+    One configuration, or several side by side (simulate compare --configs paged,static); steps
+    priced calibrated (the expected times) unless --ideal. Example: ridgeline simulate --hw
+    h100-sxm --model llama-3.1-70b --tp 4 --rate 2 -n 500"""
     cfg = _sim_config(model, hw, serving, cost, topology, output, workload.seed)
-    dep = cost.deployment(cfg.hw)
-    check_deployment(cfg.model, dep)
     variants = output.variants(cfg.hw) if mode is Mode.COMPARE else None
     if topology.spec_k and variants and any("spec" in v for v in variants):
         raise ConfigError("--spec-k with compare: use the 'spec' variant or drop --spec-k")
-    if dep.chips > 1 and (variants or cfg.disagg):
-        raise ConfigError("--tp/--pp: one configuration on one replica (no compare, no disagg)")
     if workload.concurrency and variants:
         raise ConfigError("--concurrency: one configuration (no compare)")
     wl = workload.requests_to_serve()
@@ -171,22 +161,28 @@ def simulate_cmd(
     shape_opts = shapes.shape_options()
     if serving.policy is PolicyKind.STATIC and is_compiled_schedule(cfg.hw):
         cfg = static_variant(cfg, "static", wl, shape_opts)
-    results = _run(cfg, wl, variants, show, shape_opts, dep, workload.concurrency)
-    _render(results, cfg.model.name, cfg.hw.name, output.json_out, output.plot)
+    results = _run(cfg, wl, variants, show, shape_opts, workload.concurrency)
+    _render(results, cfg, output.json_out, output.plot)
 
 
-def _render(
-    results: list[SimResult], model: str, hw: str, json_out: bool, plot: str | None
-) -> None:
-    figs = _plots(results, plot) if plot else []
+def _render(results: list[SimResult], cfg: SimConfig, json_out: bool, plot: str | None) -> None:
+    pricing = cfg.pricing
+    figs = _plots(results, plot, pricing.label) if plot else []
     if json_out:
-        payload: dict[str, object] = {"schema": "ridgeline.simulate/1", "model": model, "hw": hw}
+        payload: dict[str, object] = {
+            "schema": "ridgeline.simulate/2",
+            "model": cfg.model.name,
+            "hw": cfg.hw.name,
+            "mode": pricing.mode.value,
+            "pricing": pricing.to_dict(),
+        }
         payload["results"] = [r.to_dict() for r in results]
         payload["plots"] = [str(f) for f in figs]
         emit_json(payload)
         return
     n = results[0].num_requests
-    console.print(_table(results, f"{model} on {hw}: {n} requests"))
+    where = pricing.deployment.label if pricing.deployment.chips > 1 else cfg.hw.name
+    console.print(_table(results, f"{cfg.model.name} on {where}: {n} requests — {pricing.label}"))
     for r in results:
         if r.reject_reasons:
             console.print(f"[yellow]{r.label}: rejected {'; '.join(r.reject_reasons)}[/]")

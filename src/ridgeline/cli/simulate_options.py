@@ -10,8 +10,10 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.analytic import Deployment, Dtypes, Efficiency
-from ridgeline.cli.common import writable_dir
+from ridgeline.analytic.deployment import Deployment
+from ridgeline.analytic.pricing import Efficiency, Pricing
+from ridgeline.analytic.workload import Dtypes
+from ridgeline.cli.common import mode_of, writable_dir
 from ridgeline.data import trace_path
 from ridgeline.errors import ConfigError
 from ridgeline.serving.eviction import EvictionKind
@@ -26,9 +28,10 @@ from ridgeline.sim.inference_perf import Questions, load_profile, profile_reques
 from ridgeline.sim.presets import WorkloadKind, workload_of_kind
 from ridgeline.sim.static_variants import COMPILED_DEFAULT, ShapeOptions
 from ridgeline.sim.variants import DEFAULT_VARIANTS
-from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_BYTES_PER_S, MAX_CONTEXT, MAX_SECONDS
 
 
 def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:
@@ -92,14 +95,10 @@ class WorkloadOptions:
 
     def requests_to_serve(self) -> list[RequestSpec]:
         """The requests: a trace's (all of them, or its first ``requests`` lines), an
-        inference-perf profile's, or the synthetic workload's."""
+        inference-perf profile's, or the synthetic workload's (its options are checked either
+        way: a bad ``--rate`` beside ``--trace`` is refused, not ignored)."""
         if self.trace and self.profile:
             raise ConfigError("--trace and --profile: give one workload")
-        if self.trace:
-            return load_trace(trace_path(self.trace), limit=self.requests)
-        if self.profile:
-            reqs = profile_requests(load_profile(self.profile), self.seed, self.questions)
-            return reqs[: self.requests] if self.requests else reqs
         spec = WorkloadSpec(
             num_requests=self.requests or DEFAULT_REQUESTS,
             rate_per_s=self.rate,
@@ -111,6 +110,11 @@ class WorkloadOptions:
             turns=self.turns,
             seed=self.seed,
         )
+        if self.trace:
+            return load_trace(trace_path(self.trace), limit=self.requests)
+        if self.profile:
+            reqs = profile_requests(load_profile(self.profile), self.seed, self.questions)
+            return reqs[: self.requests] if self.requests else reqs
         return generate(workload_of_kind(self.workload, spec))
 
 
@@ -137,9 +141,15 @@ class ServingOptions:
     eviction: Annotated[EvictionKind, _opt("--eviction", "cached-block eviction", _S)] = (
         EvictionKind.LRU
     )
-    mem_util: Annotated[float | None, _opt("--mem-util", "device memory for weights + KV", _S)] = (
-        None
-    )
+    memory_utilization: Annotated[
+        float | None,
+        _opt(
+            "--memory-utilization",
+            "fraction of each chip's memory for weights, reserve and KV "
+            "(vLLM's gpu_memory_utilization; default: the engine's)",
+            _S,
+        ),
+    ] = None
     kv_blocks: Annotated[
         int | None, _opt("--kv-blocks", "KV blocks of the pool (as the engine logged them)", _S)
     ] = None
@@ -155,7 +165,7 @@ class ServingOptions:
             max_model_len=self.max_model_len or None,
             num_blocks=self.kv_blocks,
             prefix_caching=self.prefix_caching,
-            memory_utilization=self.mem_util,
+            memory_utilization=self.memory_utilization,
             chunked_prefill=None if self.chunk is None else self.chunk > 0,
             policy=self.policy,
             preemption=self.preemption,
@@ -165,48 +175,42 @@ class ServingOptions:
 
 @dataclass(frozen=True, slots=True)
 class CostOptions:
-    """How steps are priced: the deployment, the data types, ideal or calibrated."""
+    """How steps are priced (``analytic.pricing``): the calibrated expectation (default) or the
+    ideal roofline, optionally scaled by the user's efficiencies; on which deployment of the
+    accelerator; at which data types."""
 
-    tp: Annotated[int, _opt("--tp", "tensor-parallel chips per stage", _C)] = 1
-    pp: Annotated[int, _opt("--pp", "pipeline stages", _C)] = 1
+    ideal: Annotated[
+        bool,
+        _opt(
+            "--ideal",
+            "price on the ideal roofline (datasheet peaks, no latencies) "
+            "instead of the calibrated expectation",
+            _C,
+        ),
+    ] = False
+    bw_eff: Annotated[float, _opt("--bw-eff", "with --ideal: fraction of peak bandwidth", _C)] = 1.0
+    compute_eff: Annotated[
+        float, _opt("--compute-eff", "with --ideal: fraction of peak FLOP/s", _C)
+    ] = 1.0
+    overhead: Annotated[float, _opt("--overhead", "with --ideal: fixed seconds per step", _C)] = 0.0
+    tp: Annotated[int, _opt("--tp", "tensor-parallel chips per instance", _C)] = 1
+    pp: Annotated[int, _opt("--pp", "pipeline stages per instance", _C)] = 1
     ep: Annotated[int, _opt("--ep", "expert-parallel chips (the tensor-parallel group's)", _C)] = 1
     weight_dtype: Annotated[str, _opt("--weight-dtype", "bf16, fp16, fp8, int8, int4, fp4", _C)] = (
         "bf16"
     )
     kv_dtype: Annotated[
-        str | None, _opt("--kv-dtype", "KV format (default: the weights' 16-bit type)", _C)
+        str | None,
+        _opt("--kv-dtype", "KV format (default: fp8 with fp8/fp4 weights, else bf16)", _C),
     ] = None
-    calibrated: Annotated[
-        bool | None,
-        typer.Option(
-            "--calibrated/--ideal",
-            help="the accelerator's and engine's calibrated terms, or the roofline (default: calibrated with an engine profile, ideal for the generic engine)",
-            rich_help_panel=_C,
-        ),
-    ] = None
-    bw_eff: Annotated[float, _opt("--bw-eff", "ideal: fraction of peak bandwidth", _C)] = 1.0
-    compute_eff: Annotated[float, _opt("--compute-eff", "ideal: fraction of peak FLOP/s", _C)] = 1.0
-    overhead: Annotated[float, _opt("--overhead", "ideal: fixed seconds per step", _C)] = 0.0
 
-    def efficiency(self) -> Efficiency:
-        return Efficiency(self.bw_eff, self.compute_eff, self.overhead)
-
-    def mode(self, engine: str) -> CostMode:
-        calibrated = self.calibrated if self.calibrated is not None else engine != "generic"
-        return CostMode.CALIBRATED if calibrated else CostMode.IDEAL
-
-    def dtypes(self) -> Dtypes:
-        weight = DType.parse(self.weight_dtype)
-        act = weight if weight in (DType.FP8, DType.FP16) else DType.BF16
-        kv = (
-            DType.parse(self.kv_dtype)
-            if self.kv_dtype
-            else (DType.FP16 if weight is DType.FP16 else DType.BF16)
-        )
-        return Dtypes(weight=weight, act=act, kv=kv)
-
-    def deployment(self, acc: Accelerator) -> Deployment:
-        return Deployment(acc, self.tp, self.pp, expert_parallel=self.ep)
+    def pricing(self, acc: Accelerator) -> Pricing:
+        """The one pricing of the run (``Pricing.of``; efficiencies need ``--ideal``)."""
+        kv = DType.parse(self.kv_dtype) if self.kv_dtype else None
+        dt = Dtypes.serving(DType.parse(self.weight_dtype), kv)
+        eff = Efficiency(self.bw_eff, self.compute_eff, self.overhead)
+        dep = Deployment(acc, self.tp, self.pp, expert_parallel=self.ep)
+        return Pricing.of(dep, mode_of(self.ideal), dt, eff)
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +225,10 @@ class TopologyOptions:
     link_bw: Annotated[float, _opt("--link-bw", "disagg link bytes/s", _T)] = 50e9
     link_latency: Annotated[float, _opt("--link-latency", "disagg link latency s", _T)] = 1e-3
 
+    def __post_init__(self) -> None:  # checked with or without --disagg (else ignored)
+        check_real("link_bw", self.link_bw, 0, MAX_BYTES_PER_S, low_open=True)
+        check_real("link_latency", self.link_latency, 0, MAX_SECONDS)
+
     def spec(self) -> SpecDecodeConfig | None:
         return SpecDecodeConfig(self.spec_k, self.spec_accept) if self.spec_k else None
 
@@ -233,6 +241,11 @@ class ShapeGroupOptions:
     compile_s: Annotated[float, _opt("--compile-s", "seconds to compile a program", _X)] = 20.0
     compile_budget: Annotated[float, _opt("--compile-budget", "compile seconds the deployment affords", _X)] = 1200.0  # fmt: skip
     recompile: Annotated[bool, _opt("--recompile", "compile a missing bucket instead of refusing", _X)] = False  # fmt: skip
+
+    def __post_init__(self) -> None:  # checked on every accelerator (else ignored off Spyre/TPU)
+        check_int("prefill_chunk", self.prefill_chunk, 1, MAX_CONTEXT)
+        check_real("compile_s", self.compile_s, 0, MAX_SECONDS, low_open=True)
+        check_real("compile_budget", self.compile_budget, 0, MAX_SECONDS)
 
     def shape_options(self) -> ShapeOptions:
         budget = CompileBudget(self.compile_s, self.compile_budget)

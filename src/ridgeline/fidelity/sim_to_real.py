@@ -30,11 +30,12 @@ from typing import Any
 import numpy as np
 
 from ridgeline.analytic import Deployment, Dtypes
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
 from ridgeline.sim.engines import EngineRun, ServingSetup, engine_sim_config
 from ridgeline.sim.inference_perf import Profile, Questions, parse_profile, profile_requests
+from ridgeline.sim.loop import simulate
 from ridgeline.sim.metrics import SimResult
-from ridgeline.sim.replicas import ReplicaSet, simulate_replicas
 from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.engines import EngineProfile, get_engine
@@ -174,7 +175,7 @@ class SimToRealSettings:
     """How the experiments are simulated: the engine and the reading of the profiles."""
 
     engine: str = "vllm"
-    questions: Questions = Questions.CYCLED
+    questions: Questions = Questions.UNIQUE
 
 
 def experiment_run(exp: Experiment, engine: EngineProfile) -> EngineRun:
@@ -184,7 +185,7 @@ def experiment_run(exp: Experiment, engine: EngineProfile) -> EngineRun:
         max_num_seqs=exp.max_num_seqs,
         num_blocks=exp.total_kv_blocks,
     )
-    return EngineRun(engine, setup, exp.dtypes)
+    return EngineRun(engine, setup)
 
 
 def simulate_experiment(exp: Experiment, settings: SimToRealSettings) -> ExperimentResult:
@@ -197,10 +198,11 @@ def simulate_with(
 ) -> ExperimentResult:
     """Simulate one experiment on ``engine`` (a profile being fitted, say) and score it."""
     model, acc = get_model(exp.model), get_accelerator(exp.hardware)
-    cfg = engine_sim_config(model, acc, experiment_run(exp, engine))
+    pricing = Pricing.expected(Deployment(acc, exp.tp, 1), exp.dtypes)
+    cfg = engine_sim_config(model, pricing, experiment_run(exp, engine))
     requests = profile_requests(exp.profile, WORKLOAD_SEED, settings.questions)
     start = time.process_time()
-    result = simulate_replicas(cfg, requests, ReplicaSet(Deployment(acc, exp.tp, 1))).result
+    result = simulate(cfg, requests)
     cpu = time.process_time() - start
     if result.num_completed < result.num_requests:
         raise ConfigError(f"experiment {exp.exp_id}: {result.num_rejected} requests rejected")

@@ -12,15 +12,14 @@ does (``--max-num-batched-tokens``, ``--max-num-seqs``, ``--no-enable-prefix-cac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ridgeline.analytic import Dtypes
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.serving.policies import PolicyKind, step_token_budget
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
 from ridgeline.sim.executor import HostCost
 from ridgeline.sim.loop import SimConfig
 from ridgeline.specs import Accelerator, ModelSpec
-from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.engines import EngineProfile
 
 
@@ -84,36 +83,46 @@ def engine_scheduler(
 
 @dataclass(frozen=True, slots=True)
 class EngineRun:
-    """An engine profile, the overrides of a deployment, and how steps are priced."""
+    """An engine profile and the overrides of a deployment."""
 
     engine: EngineProfile
     setup: ServingSetup = ServingSetup()
-    dtypes: Dtypes = Dtypes()
-    mode: CostMode = CostMode.CALIBRATED
+
+
+def engine_pricing(engine: EngineProfile, pricing: Pricing) -> Pricing:
+    """``pricing`` with the engine's own kernel terms in place of the accelerator family's
+    (calibrated mode; the ideal roofline is the hardware's alone)."""
+    if pricing.is_ideal or not engine.kernels:
+        return pricing
+    return replace(pricing, calibration=pricing.calibration.with_values(engine.kernels))
 
 
 def engine_sim_config(
-    model: ModelSpec, acc: Accelerator, run: EngineRun, label: str = ""
+    model: ModelSpec, pricing: Pricing, run: EngineRun, label: str = ""
 ) -> SimConfig:
-    """The ``SimConfig`` of ``run``'s engine serving ``model`` on ``acc`` (module docstring)."""
+    """The ``SimConfig`` of ``run``'s engine serving ``model`` as ``pricing`` prices it (module
+    docstring): the engine's kernel terms join the pricing's calibration and its host work
+    every step, in calibrated mode."""
     engine, setup = run.engine, run.setup
-    scheduler = engine_scheduler(engine, acc, model, setup)
+    scheduler = engine_scheduler(engine, pricing.accelerator, model, setup)
     # the ideal roofline has no latencies: the engine's host work is priced in calibrated mode
     host = (
-        HostCost(engine.host, engine.graph_max_batch(scheduler.max_num_seqs), engine.kernels)
-        if run.mode is CostMode.CALIBRATED
+        HostCost(engine.host, engine.graph_max_batch(scheduler.max_num_seqs))
+        if not pricing.is_ideal
         else HostCost()
     )
     return SimConfig(
         model=model,
-        hw=acc,
+        pricing=engine_pricing(engine, pricing),
         scheduler=scheduler,
         block_size=int(_or(setup.block_size, engine.block_size)),
         prefix_caching=bool(_or(setup.prefix_caching, engine.prefix_caching)),
-        memory_utilization=float(_or(setup.memory_utilization, engine.memory_utilization)),
+        memory_utilization=(
+            engine.memory_utilization
+            if setup.memory_utilization is None
+            else setup.memory_utilization
+        ),
         num_blocks=setup.num_blocks,
-        mode=run.mode,
-        dtypes=run.dtypes,
         host=host,
         label=label or engine.name,
     )

@@ -20,8 +20,10 @@ The executor also plays the machine's outputs: the token it "samples" for a requ
 that request's plan (the workload decides the outputs, so multi-turn prompts can contain them),
 and speculative drafts are accepted with the request's rate from a seeded generator.
 
-In calibrated mode (``CostMode.CALIBRATED``) the rates, tile padding ``pad`` and latencies are the
-accelerator's calibration terms (``analytic.calibrated``); in ideal mode the roofline's.
+The ``Pricing`` (``analytic.pricing``) says how steps are priced: in calibrated mode the rates, tile
+padding ``pad`` and latencies are the accelerator's calibration terms (``analytic.calibrated``); in
+ideal mode the roofline's. ``step_cost_model`` builds the one that prices a pricing's deployment
+(one chip here, many in ``sim.deployment_cost``).
 
 The serving engine adds its host work (``HostCost``, from ``specs.engines``): a fixed time per
 step and per scheduled sequence, and a time per layer for a step that does not run under a full
@@ -29,22 +31,24 @@ CUDA graph (one with a prompt chunk, or a decode batch beyond the largest captur
 
     step_s += host.step_s + seqs · host.sequence_s + [not graphed] · layers · host.eager_layer_s
 
-and the engine's own kernel terms (``host.kernels``) stand in for the accelerator family's.
+(the engine's own kernel terms are in the pricing's calibration: ``sim.engines``).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Protocol
 
 import numpy as np
 
-from ridgeline.analytic import Dtypes, Efficiency, op_terms
+from ridgeline.analytic import op_terms
 from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
 from ridgeline.analytic.ops import routed_uniformly
+from ridgeline.analytic.pricing import Pricing
+from ridgeline.errors import ConfigError
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
 from ridgeline.sim.lines import (
@@ -57,20 +61,17 @@ from ridgeline.sim.lines import (
     grouped_x,
     sum_of_maxima,
 )
-from ridgeline.specs import Accelerator, ModelSpec
-from ridgeline.specs.calibration import CostMode, Term
+from ridgeline.specs import ModelSpec
 from ridgeline.specs.engines import HostWork
 
 
 @dataclass(frozen=True, slots=True)
 class HostCost:
-    """The serving engine's host work (``specs.engines.HostWork``), the largest decode batch
-    its CUDA graphs cover (0: none; every step then pays ``eager_layer_s`` per layer), and the
-    calibration terms its own kernels reach (``EngineProfile.kernels``)."""
+    """The serving engine's host work (``specs.engines.HostWork``) and the largest decode batch
+    its CUDA graphs cover (0: none; every step then pays ``eager_layer_s`` per layer)."""
 
     work: HostWork = HostWork()
     graph_max_batch: int = 0
-    kernels: Mapping[Term, float] = field(default_factory=dict)
 
     def graphed(self, decode: bool, seqs: float) -> bool:
         """Whether a step runs under a full CUDA graph: a decode batch of at most the largest
@@ -119,33 +120,22 @@ class _Aggregates:
 
 
 class StepCostModel:
-    """Step time of any mixed batch of one model on one accelerator, precomputed.
+    """Step time of any mixed batch of one model on one chip, precomputed.
 
     Args:
         model: the model.
-        acc: the accelerator (its device level holds weights and KV).
-        dtypes: storage formats.
-        efficiency: fractions of peak reached and a fixed per-step overhead (ideal mode).
-        mode: ideal (the roofline) or calibrated (the accelerator's calibration terms).
+        pricing: mode, calibration terms, the chip (its device level holds weights and KV) and
+            the data types (``analytic.pricing``).
         host: the serving engine's host work (module docstring; default: none).
     """
 
-    def __init__(
-        self,
-        model: ModelSpec,
-        acc: Accelerator,
-        dtypes: Dtypes | None = None,
-        efficiency: Efficiency | None = None,
-        mode: CostMode = CostMode.IDEAL,
-        host: HostCost | None = None,
-    ) -> None:
+    def __init__(self, model: ModelSpec, pricing: Pricing, host: HostCost | None = None) -> None:
         self.model = model
-        self.dtypes = dtypes or Dtypes()
-        self.efficiency = efficiency or Efficiency()
-        self.mode = mode
-        self.calibration = self.efficiency.calibration(acc, mode)
-        if host is not None and host.kernels:  # the engine's kernels, in place of the family's
-            self.calibration = self.calibration.with_values(host.kernels)
+        self.pricing = pricing
+        self.dtypes = pricing.dtypes
+        self.mode = pricing.mode
+        self.calibration = pricing.calibration
+        acc = pricing.accelerator
         cal = self.calibration
         self.peak = acc.peak(self.dtypes.compute)  # the datasheet's; efficiencies scale below
         self.bw = acc.device_bandwidth_bytes_per_s
@@ -487,6 +477,27 @@ def _attended_decode(ctx: np.ndarray, w: int | None) -> np.ndarray:
     """Σ over sequences of the keys one new token attends to: min(prior + 1, window)."""
     keys = ctx + 1.0
     return (keys if w is None else np.minimum(keys, w)).sum(axis=0)
+
+
+def step_cost_model(
+    model: ModelSpec, pricing: Pricing, host: HostCost | None = None
+) -> StepCostModel:
+    """The cost model of ``pricing``'s deployment: one chip's, or a deployment's of many
+    (``sim.deployment_cost``: the tensor-parallel split and its links), with the engine's
+    ``host`` work."""
+    if pricing.deployment.chips == 1:
+        return StepCostModel(model, pricing, host)
+    from ridgeline.sim.deployment_cost import DeploymentStepCost  # only multi-chip runs load it
+
+    return DeploymentStepCost(model, pricing, host)
+
+
+def one_chip(pricing: Pricing, what: str) -> None:
+    """Raise ``ConfigError`` unless ``pricing`` is one chip (``what`` prices only one)."""
+    if pricing.deployment.chips != 1:
+        raise ConfigError(
+            f"field deployment: {what} runs on one chip, not {pricing.deployment.label}"
+        )
 
 
 class StepCost(Protocol):

@@ -88,7 +88,8 @@ class EngineProfile:
         prefix_caching: cached prefix blocks reused across requests.
         async_scheduling: the next step scheduled as a step starts (``serving.lookahead``).
         block_size: tokens per KV block.
-        memory_utilization: share of device memory for weights, activations and KV.
+        memory_utilization: share of device memory for weights, activations and KV (vLLM's
+            gpu_memory_utilization; None: the runtime's, ``analytic.memory``).
         limits: default limits, the first that applies to the device.
         long_prefill_token_threshold: cap on one prompt chunk (0: the budget).
         graph_batch_per_seq, graph_batch_cap: the largest batch a CUDA graph covers is
@@ -105,7 +106,7 @@ class EngineProfile:
     chunked_prefill: bool
     prefix_caching: bool
     block_size: int
-    memory_utilization: float
+    memory_utilization: float | None
     limits: tuple[Limits, ...]
     long_prefill_token_threshold: int = 0
     async_scheduling: bool = False
@@ -164,7 +165,7 @@ class _EngineFile(_Strict):
     chunked_prefill: _Flag
     prefix_caching: _Flag
     block_size: _Number
-    memory_utilization: _Number
+    memory_utilization: _Number | None = None
     long_prefill_token_threshold: _Number | None = None
     async_scheduling: _Flag | None = None
     graph_batch_per_seq: _Number | None = None
@@ -215,7 +216,7 @@ def parse_engine(data: dict[str, Any], where: str) -> EngineProfile:
         f = _EngineFile.model_validate(data)
     except ValidationError as e:
         raise ConfigError(f"{where}: {validation_message(e)}") from None
-    if not 0 < f.memory_utilization.value <= 1:
+    if f.memory_utilization is not None and not 0 < f.memory_utilization.value <= 1:
         raise ConfigError(f"{where}: field memory_utilization: must be in (0, 1]")
     if _int(f.block_size) < 1:
         raise ConfigError(f"{where}: field block_size: must be >= 1")
@@ -232,7 +233,7 @@ def parse_engine(data: dict[str, Any], where: str) -> EngineProfile:
         chunked_prefill=f.chunked_prefill.value,
         prefix_caching=f.prefix_caching.value,
         block_size=_int(f.block_size),
-        memory_utilization=f.memory_utilization.value,
+        memory_utilization=f.memory_utilization.value if f.memory_utilization else None,
         limits=limits,
         long_prefill_token_threshold=_int(f.long_prefill_token_threshold),
         async_scheduling=f.async_scheduling is not None and f.async_scheduling.value,
