@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from ridgeline.analytic import Deployment
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError, UnknownNameError
 from ridgeline.serving.lookahead import Lookahead
@@ -14,6 +15,7 @@ from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import RequestSpec, SimConfig, simulate
 from ridgeline.sim.engines import EngineRun, ServingSetup, engine_scheduler, engine_sim_config
 from ridgeline.sim.executor import HostCost, StepCostModel
+from ridgeline.sim.static_variants import host_tier
 from ridgeline.sim.workload import output_tokens, prompt_tokens
 from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.calibration import Term
@@ -178,3 +180,16 @@ def test_vllm_and_trtllm_schedule_asynchronously() -> None:
     off = ServingSetup(async_scheduling=False)
     assert not engine_scheduler(get_engine("vllm"), H100, LLAMA, off).async_scheduling
     assert not engine_scheduler(get_engine("generic"), H100, LLAMA, ServingSetup()).async_scheduling
+
+
+def test_cpu_kv_blocks_become_a_host_tier_over_every_chips_link() -> None:
+    dep = Deployment(H100, 4)
+    setup = ServingSetup(cpu_kv_blocks=6553)
+    cfg = engine_sim_config(
+        get_model("llama-3.1-70b"), Pricing.expected(dep), EngineRun(get_engine("vllm"), setup)
+    )
+    (tier,) = cfg.tiers
+    # 80 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes x 16 tokens: 5.24 MB a block
+    assert tier.capacity_bytes == 6553 * 5_242_880
+    assert tier.bandwidth_bytes_per_s == 4 * host_tier(H100).bandwidth_bytes_per_s
+    assert not engine_sim_config(LLAMA, EXPECTED, EngineRun(get_engine("vllm"))).tiers

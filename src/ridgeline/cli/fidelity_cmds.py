@@ -58,6 +58,13 @@ QuestionsOpt = Annotated[
     Questions,
     typer.Option(help="inference-perf prompts: cycled as the tool sends them, or unique"),
 ]
+CpuOffloadOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cpu-offload/--no-cpu-offload",
+        help="the runs' CPU KV blocks as a host tier (step by step: about 10x the CPU time)",
+    ),
+]
 MAX_SEQS, MAX_TOKENS = pr.DEFAULT_MAX_SEQS, pr.DEFAULT_MAX_TOKENS
 PredictEngineOpt = Annotated[
     str | None,
@@ -183,6 +190,7 @@ def validate_cmd(
     serving: ServingOpt = False,
     engine: EngineOpt = "vllm",
     questions: QuestionsOpt = Questions.UNIQUE,
+    cpu_offload: CpuOffloadOpt = False,
 ) -> None:
     """Hold every prediction against the published measurements of the dataset.
 
@@ -191,7 +199,7 @@ def validate_cmd(
     sim-to-real benchmark's training/validation runs of vLLM, simulated and scored as the
     benchmark scores simulators."""
     if serving:
-        _validate_serving(SimToRealSettings(engine, questions), json_out)
+        _validate_serving(SimToRealSettings(engine, questions, cpu_offload), json_out)
         return
     with err_console.status("predicting the published measurements...") as status:
         v = validate(loso=loso, progress=lambda key: status.update(f"recording {key}"))

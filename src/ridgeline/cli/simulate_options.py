@@ -153,6 +153,9 @@ class ServingOptions:
     kv_blocks: Annotated[
         int | None, _opt("--kv-blocks", "KV blocks of the pool (as the engine logged them)", _S)
     ] = None
+    cpu_kv_blocks: Annotated[
+        int, _opt("--cpu-kv-blocks", "KV blocks offloaded to host memory (vLLM CPU offload)", _S)
+    ] = 0
     preemption: Annotated[PreemptionMode | None, _opt("--preemption", "recompute or swap", _S)] = (
         None
     )
@@ -164,6 +167,7 @@ class ServingOptions:
             max_num_seqs=self.max_seqs,
             max_model_len=self.max_model_len or None,
             num_blocks=self.kv_blocks,
+            cpu_kv_blocks=self.cpu_kv_blocks,
             prefix_caching=self.prefix_caching,
             memory_utilization=self.memory_utilization,
             chunked_prefill=None if self.chunk is None else self.chunk > 0,

@@ -172,18 +172,23 @@ class ExperimentResult:
 
 @dataclass(frozen=True, slots=True)
 class SimToRealSettings:
-    """How the experiments are simulated: the engine and the reading of the profiles."""
+    """How the experiments are simulated: the engine, the reading of the profiles, and whether
+    the runs' CPU KV blocks are a host tier (vLLM's CPU offloading; the fast mode does not
+    cover tiers yet, so those runs go step by step)."""
 
     engine: str = "vllm"
     questions: Questions = Questions.UNIQUE
+    cpu_offload: bool = False
 
 
-def experiment_run(exp: Experiment, engine: EngineProfile) -> EngineRun:
-    """The engine run of ``exp``: its limits and its measured KV pool on the profile's engine."""
+def experiment_run(exp: Experiment, engine: EngineProfile, cpu_offload: bool = False) -> EngineRun:
+    """The engine run of ``exp``: its limits and its measured KV pool (and with
+    ``cpu_offload`` its CPU blocks) on the profile's engine."""
     setup = ServingSetup(
         max_num_batched_tokens=exp.max_num_batched_tokens,
         max_num_seqs=exp.max_num_seqs,
         num_blocks=exp.total_kv_blocks,
+        cpu_kv_blocks=exp.cpu_kv_blocks if cpu_offload else 0,
     )
     return EngineRun(engine, setup)
 
@@ -199,7 +204,7 @@ def simulate_with(
     """Simulate one experiment on ``engine`` (a profile being fitted, say) and score it."""
     model, acc = get_model(exp.model), get_accelerator(exp.hardware)
     pricing = Pricing.expected(Deployment(acc, exp.tp, 1), exp.dtypes)
-    cfg = engine_sim_config(model, pricing, experiment_run(exp, engine))
+    cfg = engine_sim_config(model, pricing, experiment_run(exp, engine, settings.cpu_offload))
     requests = profile_requests(exp.profile, WORKLOAD_SEED, settings.questions)
     start = time.process_time()
     result = simulate(cfg, requests)

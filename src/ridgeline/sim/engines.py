@@ -17,8 +17,10 @@ from dataclasses import dataclass, replace
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.serving.policies import PolicyKind, step_token_budget
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
+from ridgeline.serving.tiers import TierSpec
 from ridgeline.sim.executor import HostCost
 from ridgeline.sim.loop import SimConfig
+from ridgeline.sim.static_variants import host_tier
 from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.engines import EngineProfile
 
@@ -39,6 +41,9 @@ class ServingSetup:
         preemption: recompute or swap.
         block_size: tokens per KV block.
         async_scheduling: schedule the next step as a step starts (``serving.lookahead``).
+        cpu_kv_blocks: KV blocks offloaded to host memory (vLLM's CPU offloading: evicted
+            prefix blocks are stored there and loaded back on a hit, ``serving.tiers``), moved
+            over each chip's host link.
     """
 
     max_num_batched_tokens: int | None = None
@@ -52,6 +57,7 @@ class ServingSetup:
     preemption: PreemptionMode | None = None
     block_size: int | None = None
     async_scheduling: bool | None = None
+    cpu_kv_blocks: int = 0
 
 
 def _or(value: int | float | bool | None, default: int | float | bool) -> int | float | bool:
@@ -111,7 +117,7 @@ def engine_sim_config(
         if not pricing.is_ideal
         else HostCost()
     )
-    return SimConfig(
+    cfg = SimConfig(
         model=model,
         pricing=engine_pricing(engine, pricing),
         scheduler=scheduler,
@@ -126,3 +132,14 @@ def engine_sim_config(
         host=host,
         label=label or engine.name,
     )
+    if not setup.cpu_kv_blocks:
+        return cfg
+    return replace(cfg, tiers=(cpu_offload(cfg, setup.cpu_kv_blocks),))
+
+
+def cpu_offload(cfg: SimConfig, blocks: int) -> TierSpec:
+    """``blocks`` KV blocks in host memory, reached over every chip's host link at once (each
+    chip moves its share of a block)."""
+    link = host_tier(cfg.hw)
+    chips = cfg.pricing.deployment.chips
+    return TierSpec("cpu", blocks * cfg.block_bytes, link.bandwidth_bytes_per_s * chips)
