@@ -401,3 +401,47 @@ def test_kv_manage_view_equals_the_library(client: TestClient) -> None:
     assert len(d["rows"][0]["techniques"]) == 7
     too_many = client.post("/api/kv-manage", json={**body, "num_requests": 500})
     assert field_of(too_many) == ["body", "num_requests"]
+
+
+# --- plan (issue 29, item 5) ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_plan_answers_with_winners_front_and_intervals(client: TestClient) -> None:
+    body = {"model": "llama-3.1-8b", "accelerators": ["h100-sxm"], "isl": 512, "osl": 64}
+    r = client.post("/api/plan", json={**body, "rate_rps": 5, "ttft_s": 0.5, "tpot_s": 0.05})
+    assert r.status_code == 200, r.text
+    p = r.json()
+    assert p["model"] == "llama-3.1-8b" and p["mode"] == "calibrated"
+    w = p["winner"]
+    assert w["chips"] == 1 and w["tokens_per_s_per_chip"] == pytest.approx(5 * 64)
+    iv = w["intervals"]["tpot_s"]
+    assert iv["low"] < w["met"]["tpot_p_s"] < iv["high"] and iv["family"] == "nvidia-gpu"
+    assert p["front"] and p["commands"][0]["engine"] == "vllm"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"rate_rps": 0}, "rate_rps"),
+        ({"rate_rps": -1}, "rate_rps"),
+        ({"ttft_s": 0}, "ttft_s"),
+        ({"percentile": 101}, "percentile"),
+        ({"accelerators": ["h100"]}, "accelerators"),
+        ({"accelerators": ["h100-sxm", "h200", "b200", "mi300x", "tpu-v5e"]}, "accelerators"),
+        ({"rate_rps": True}, "rate_rps"),
+        ({"weight_dtypes": ["fp4"], "accelerators": ["h100-sxm"]}, "weight_dtypes"),
+        ({"seconds": 3600}, "seconds"),
+    ],
+)
+def test_plan_bad_bodies_are_422_naming_the_field(
+    client: TestClient, body: dict[str, Any], field: str
+) -> None:
+    assert field_of(client.post("/api/plan", json=body))[:2] == ["body", field]
+
+
+def test_a_plan_too_big_for_the_explorer_is_refused_at_once(client: TestClient) -> None:
+    body = {"accelerators": ["h100-sxm", "h200", "b200", "mi300x"], "rate_rps": 1000}
+    r = client.post("/api/plan", json={**body, "isl": 32768, "osl": 8192, "seconds": 30})
+    assert r.status_code == 422 and r.json()["detail"][0]["type"] == "unsatisfiable"
+    assert "the CLI runs it" in r.json()["detail"][0]["msg"]

@@ -26,6 +26,12 @@ from ridgeline.cli.common import (
     save_plot,
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
+from ridgeline.fidelity.residuals import (
+    Interval,
+    NoInterval,
+    PredictionIntervals,
+    prediction_intervals,
+)
 from ridgeline.fidelity.sim_to_real import (
     ROW_HEADERS,
     SimToRealSettings,
@@ -120,21 +126,34 @@ def predict_cmd(
         memory_utilization=memory_utilization, rate_rps=rate, mode=mode_of(ideal), engine=engine,
     )  # fmt: skip
     main = pr.predict(req)
+    sure = None if ideal else prediction_intervals(main, hw)
     if json_out:
-        emit_json(main)
+        emit_json({**main.to_dict(), "intervals": None if sure is None else sure.to_dict()})
         return
     other = None if ideal else pr.predict(pr.with_mode(req, CostMode.IDEAL))
-    console.print(prediction_table([p for p in (main, other) if p is not None]))
+    console.print(prediction_table([p for p in (main, other) if p is not None], sure))
     console.print(
         f"KV pool per instance: {main.kv_blocks * main.block_tokens:,} tokens, the largest batch "
         f"of {isl + osl:,}-token requests that fits = {main.max_batch:,}; {main.memory}",
         highlight=False,
         soft_wrap=True,
     )
+    if sure is not None and isinstance(sure.tpot_s, NoInterval):
+        console.print(f"no interval: {sure.tpot_s.reason}")
 
 
-def prediction_table(preds: list[pr.Prediction]) -> Table:
-    """Predictions side by side, one column per mode."""
+def _interval(iv: Interval | NoInterval | None, seconds: bool) -> str:
+    if not isinstance(iv, Interval):
+        return "-"
+    if seconds:
+        return f"{fmt_seconds(iv.low)} - {fmt_seconds(iv.high)}"
+    digits = 0 if iv.low >= 100 else 1
+    return f"{iv.low:,.{digits}f} - {iv.high:,.{digits}f}"
+
+
+def prediction_table(preds: list[pr.Prediction], sure: PredictionIntervals | None = None) -> Table:
+    """Predictions side by side, one column per mode, and the calibrated figures' 80%
+    intervals from the family's held-out validation rows (``fidelity.residuals``)."""
     first = preds[0]
     t = Table(
         title=f"{first.model} on {first.deployment}, {first.num_requests} requests — "
@@ -143,39 +162,52 @@ def prediction_table(preds: list[pr.Prediction]) -> Table:
     t.add_column("")
     for p in preds:
         t.add_column(p.label, justify="right")
-    rows = [
-        ("output tokens/s (system)", lambda p: f"{p.output_tokens_per_s:,.0f}"),
+    if sure is not None:
+        t.add_column("80% interval", justify="right")
+    rows = _prediction_rows(first)
+    for label, cell, field in rows:
+        extra = []
+        if sure is not None:
+            iv = getattr(sure, field) if field else None
+            extra = [_interval(iv, field.endswith("_s") and "tokens" not in field)]
+        t.add_row(label, *(cell(p) for p in preds), *extra)
+    return t
+
+
+Row = tuple[str, Callable[[pr.Prediction], str], str]
+
+
+def _prediction_rows(first: pr.Prediction) -> list[Row]:
+    """(label, cell, the ``PredictionIntervals`` field with an interval or "") of each row."""
+    return [
+        (
+            "output tokens/s (system)",
+            lambda p: f"{p.output_tokens_per_s:,.0f}",
+            "output_tokens_per_s",
+        ),
         (
             "input / total tokens/s (system)",
             lambda p: f"{p.input_tokens_per_s:,.0f} / {p.total_tokens_per_s:,.0f}",
+            "",
         ),
         (
             f"output tokens/s per chip ({first.chips})",
             lambda p: f"{p.per_chip(p.output_tokens_per_s):,.0f}",
+            "",
         ),
-        (
-            "input / total tokens/s per chip",
-            lambda p: (
-                f"{p.per_chip(p.input_tokens_per_s):,.0f} / {p.per_chip(p.total_tokens_per_s):,.0f}"
-            ),
-        ),
-        ("tokens/s per user", lambda p: f"{p.per_user_tokens_per_s:,.1f}"),
-        *(
-            (f"{name} mean / p50 / p90 / p99", _latency(name))
-            for name in ("TTFT", "TPOT", "ITL", "E2E")
-        ),
-        ("mean running batch", lambda p: f"{p.batch:,.1f}"),
-        ("bound by", lambda p: p.bound),
+        ("tokens/s per user", lambda p: f"{p.per_user_tokens_per_s:,.1f}", "per_user_tokens_per_s"),
+        ("TTFT (mean)", lambda p: fmt_seconds(p.ttft_s), "ttft_s"),
+        ("TPOT (mean)", lambda p: fmt_seconds(p.tpot_s), "tpot_s"),
+        *((f"{n} p50 / p90 / p99", _latency(n), "") for n in ("TTFT", "TPOT", "ITL", "E2E")),
+        ("mean running batch", lambda p: f"{p.batch:,.1f}", ""),
+        ("bound by", lambda p: p.bound, ""),
     ]
-    for label, cell in rows:
-        t.add_row(label, *(cell(p) for p in preds))
-    return t
 
 
 def _latency(name: str) -> Callable[[pr.Prediction], str]:
     def cell(p: pr.Prediction) -> str:
         q = getattr(p, name.lower())
-        return " / ".join(fmt_seconds(x) for x in (q.mean, q.p50, q.p90, q.p99))
+        return " / ".join(fmt_seconds(x) for x in (q.p50, q.p90, q.p99))
 
     return cell
 

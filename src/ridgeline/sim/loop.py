@@ -289,11 +289,20 @@ class Simulation:
         )
         return [self._instance(i, role) for i, role in enumerate(roles)]
 
+    def _role_cost(self, role: Role) -> StepCost:
+        """The cost model of an instance of ``role`` (a hook: every instance shares ``cost``
+        here; ``sim.pools`` gives prefill and decode instances deployments of their own)."""
+        return self.cost
+
+    def _role_blocks(self, role: Role) -> int:
+        """KV blocks of an instance of ``role`` (a hook, as ``_role_cost``)."""
+        return self.num_blocks
+
     def _instance(self, index: int, role: Role) -> _Instance:
         cfg = self.cfg
         tiers = KVTiers(cfg.tiers, cfg.block_bytes) if cfg.tiers else None
         pool = BlockPool(
-            self.num_blocks,
+            self._role_blocks(role),
             cfg.block_size,
             make_eviction(cfg.eviction),
             tiers.offload if tiers else None,
@@ -306,7 +315,7 @@ class Simulation:
             "spec_acceptance": spec.acceptance_rate if spec else 0.0,
             "draft": self.draft,
         }
-        executor = CostModelExecutor(self.cost, **args)  # type: ignore[arg-type]
+        executor = CostModelExecutor(self._role_cost(role), **args)  # type: ignore[arg-type]
         if self.compiled_cost is not None and cfg.compiled is not None:
             from ridgeline.sim.compiled import CompiledExecutor, PrefixCopies
 
@@ -501,7 +510,7 @@ class Simulation:
         """Apply the decode steps up to the next event at once (see the module docstring)."""
         sched = inst.scheduler
         running = list(sched.running)
-        times = self.cost.decode_run_s([r.num_computed_tokens for r in running], k)
+        times = inst.executor.cost.decode_run_s([r.num_computed_tokens for r in running], k)
         acc = np.cumsum(np.concatenate(([self.now], times)))  # acc[j + 1]: end of step j
         horizon = self._heap[0][0] if self._heap else float("inf")
         m = min(k, int(np.searchsorted(acc[1:], horizon, side="left")) + 1)

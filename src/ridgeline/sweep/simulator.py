@@ -113,16 +113,18 @@ class ServingSimulator:
     ) -> RequestLatencies:
         longest = int(np.max(requests.prompt_tokens + requests.output_tokens))
         cfg = self.sim_config(config, longest, seed)
-        sim = Simulation(cfg, _request_specs(requests))
+        sim = Simulation(cfg, request_specs(requests))
         result = sim.run(stop=stop)
-        return _latencies(result, requests.num_requests, sim.stopped)
+        return request_latencies(result, requests.num_requests, sim.stopped)
 
 
-def _request_id(index: int) -> str:
+def request_id(index: int) -> str:
+    """The id of the ``index``-th request of a probe (arrival order)."""
     return f"r{index}"
 
 
-def _request_specs(requests: Requests) -> list[RequestSpec]:
+def request_specs(requests: Requests) -> list[RequestSpec]:
+    """The simulator's requests of one probe (token ids as labels, see ``_REQUEST_SPAN``)."""
     specs = []
     for i, (t, p, o) in enumerate(
         zip(
@@ -135,16 +137,16 @@ def _request_specs(requests: Requests) -> list[RequestSpec]:
         base = i * _REQUEST_SPAN
         prompt = Tokens((range(base, base + p),))
         output = Tokens((range(_OUTPUT_BASE + base, _OUTPUT_BASE + base + o),))
-        specs.append(RequestSpec(_request_id(i), t, prompt, output))
+        specs.append(RequestSpec(request_id(i), t, prompt, output))
     return specs
 
 
-def _latencies(result: SimResult, n: int, stopped: bool) -> RequestLatencies:
+def request_latencies(result: SimResult, n: int, stopped: bool) -> RequestLatencies:
     """Per-request arrays in arrival order; a rejected request never gets a token (inf), nor,
     when the run ``stopped`` early, does one it had not finished."""
     ttft, tpot = np.full(n, math.inf), np.full(n, math.inf)
     out = np.zeros(n, dtype=np.int64)
-    index = {_request_id(i): i for i in range(n)}  # ids are made by ``_request_specs``
+    index = {request_id(i): i for i in range(n)}  # ids are made by ``request_specs``
     for m in result.requests:
         i = index[m.request_id]
         out[i] = m.output_len

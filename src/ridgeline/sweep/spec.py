@@ -423,3 +423,26 @@ def with_overrides(spec: SweepSpec, **axes: Any) -> SweepSpec:
     _check_unique(new)
     _check_prices(new)
     return new
+
+
+def load_workload(path: str | Path, duration_s: float) -> WorkloadSpec:
+    """One workload from a TOML file's ``[workload]`` table, in the form of a sweep spec's
+    ``[[workloads]]`` entry (its trace path relative to the file); ``duration_s`` of arrivals
+    per run unless it sets ``num_requests`` or ``duration_s`` itself.
+
+    Raises:
+        ConfigError: the file is missing, is not TOML, or a field is wrong (named).
+    """
+    path = Path(path)
+    data = parse_toml(read_text(path, "workload file"), f"workload file {path}")
+    table = data.get("workload")
+    if not isinstance(table, dict):
+        raise ConfigError(f"workload file {path}: needs a [workload] table")
+    table = {"name": path.stem, **table}
+    if "num_requests" not in table and "duration_s" not in table:
+        table["duration_s"] = duration_s
+    try:
+        w = _WorkloadFile.model_validate(table)
+    except ValidationError as e:
+        raise ConfigError(f"workload file {path}: [workload] {validation_message(e)}") from None
+    return _workload(w, path.parent)

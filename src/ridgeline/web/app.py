@@ -12,6 +12,7 @@ result's ``to_dict()``. Errors a user can cause never become a 500:
     POST /api/roofline   POST /api/kv   POST /api/questions   POST /api/compare
     POST /api/schedule   POST /api/flash                       (analytic.dataflow, .flash)
     POST /api/simulate   GET  /api/simulate/{id}   POST /api/kv-manage   (sim, bounded)
+    POST /api/plan       (plan: the cheapest deployment within targets, bounded)
     GET  /  (the page)   /static/...    /vendor/plotly.min.js     /openapi.json
 """
 
@@ -57,6 +58,7 @@ from ridgeline.web.guard import BodyLimit, on_invalid_body
 from ridgeline.web.jobs import WORKER_MEMORY_BYTES, Jobs, plan
 from ridgeline.web.pool import Outcome, Status, WorkerPool, run_async
 from ridgeline.web.schemas import (
+    MAX_PLAN_REQUESTS,
     MAX_SIM_SECONDS,
     AcceleratorList,
     AcceleratorSummary,
@@ -72,6 +74,8 @@ from ridgeline.web.schemas import (
     ModelBody,
     ModelList,
     ModelSummary,
+    PlanBody,
+    PlanOut,
     QuestionsOut,
     RooflineOut,
     ScheduleBody,
@@ -105,7 +109,15 @@ class FieldError(RidgelineError):
 BODY_FIELDS = frozenset().union(
     *(
         b.model_fields
-        for b in (KvBody, CompareBody, ScheduleBody, FlashBody, SimulateBody, KvManageBody)
+        for b in (
+            KvBody,
+            CompareBody,
+            ScheduleBody,
+            FlashBody,
+            SimulateBody,
+            KvManageBody,
+            PlanBody,
+        )
     )
 )
 
@@ -285,6 +297,33 @@ def kv_management(body: KvManageBody) -> dict[str, Any]:
         raise FieldError(("body", "max_model_len"), str(e), UNSATISFIABLE) from None
 
 
+def plan_view(body: PlanBody) -> dict[str, Any]:
+    """A bounded ``ridgeline plan`` (``plan.run_plan``), its simulations in this process."""
+    from ridgeline.plan import PlanRequest, Targets, run_plan
+    from ridgeline.plan.request import WorkloadChoice
+    from ridgeline.sweep.backends import LocalBackend
+
+    accs = tuple(catalog_accelerator(n, ("body", "accelerators")) for n in body.accelerators)
+    choice = WorkloadChoice(
+        body.isl, body.osl, duration_s=body.seconds, max_requests=MAX_PLAN_REQUESTS
+    )
+    workload = choice.spec()
+    req = PlanRequest(
+        model=resolve_model(body),
+        workload=workload,
+        rate_rps=body.rate_rps,
+        targets=Targets(body.ttft_s, body.tpot_s, body.percentile),
+        accelerators=accs,
+        max_chips=body.max_chips,
+        weight_dtypes=None if body.weight_dtypes is None else tuple(body.weight_dtypes),
+        simulated=body.simulated,
+    )
+    try:
+        return run_plan(req, LocalBackend(1)).to_dict()
+    except ConfigError as e:  # a format the chip lacks, a split the model refuses: across fields
+        raise FieldError(("body", "weight_dtypes"), str(e), UNSATISFIABLE) from None
+
+
 def start_simulation(jobs: Jobs, body: SimulateBody) -> dict[str, Any]:
     """Queue a bounded ``simulate`` run; a model that leaves no room for KV is refused now."""
     acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
@@ -445,6 +484,12 @@ def _add_api(app: FastAPI, compute: Compute) -> None:
     async def post_schedule(body: ScheduleBody, request: Request) -> Any:
         """One step compiled for a scratchpad accelerator: per-op tiles, loads, time vs roofline."""
         return await compute(request, "schedule", body)
+
+    @app.post("/api/plan", response_model=PlanOut, tags=["plan"], **extra)
+    async def post_plan(body: PlanBody, request: Request) -> Any:
+        """The cheapest deployment that meets TTFT and TPOT targets on a few accelerators:
+        winners with intervals, the Pareto front, the winner's engine command lines."""
+        return await compute(request, "plan", body)
 
     @app.post("/api/flash", response_model=FlashOut, tags=["tiling"], **extra)
     async def post_flash(body: FlashBody, request: Request) -> Any:

@@ -444,3 +444,43 @@ class KvManageOut(_Out):
     model: str
     workload: str
     rows: list[dict[str, Any]]
+
+
+# ---- plan (``ridgeline.plan``): the cheapest deployment that meets latency targets ----------
+
+MAX_PLAN_ACCELERATORS = 4  # simulations grow with them; the CLI plans over the whole catalog
+MAX_PLAN_SECONDS = 30.0  # seconds of arrivals per simulation
+MAX_PLAN_SIMULATED = 3
+MAX_PLAN_REQUESTS = 1_000  # requests of one simulation at most
+
+
+class PlanBody(ModelBody):
+    """A bounded plan: fixed-length requests at a rate, TTFT and TPOT targets at a percentile,
+    over a few accelerators (``ridgeline plan --all`` searches the whole catalog)."""
+
+    accelerators: Annotated[
+        list[AcceleratorName], Field(min_length=1, max_length=MAX_PLAN_ACCELERATORS)
+    ] = ["h100-sxm", "h200"]
+    isl: Annotated[int, Field(ge=1, le=32_768, description="prompt tokens per request")] = 1024
+    osl: Annotated[int, Field(ge=1, le=8_192, description="output tokens per request")] = 128
+    rate_rps: Annotated[float, Field(gt=0, le=1_000, description="requests per second")] = 4.0
+    ttft_s: Annotated[float, Field(gt=0, le=600, description="time to first token target")] = 1.0
+    tpot_s: Annotated[float, Field(gt=0, le=60, description="time per output token target")] = 0.05
+    percentile: Annotated[float, Field(gt=0, le=100, description="of both targets")] = 90.0
+    max_chips: Annotated[int, Field(ge=1, le=100_000)] = 64
+    weight_dtypes: Annotated[list[DType], Field(min_length=1, max_length=4)] | None = None
+    seconds: Annotated[
+        float, Field(gt=0, le=MAX_PLAN_SECONDS, description="arrivals per simulation")
+    ] = 20.0
+    simulated: Annotated[int, Field(ge=1, le=MAX_PLAN_SIMULATED)] = 2
+
+
+class PlanOut(_Out):
+    model: str
+    verdict: str
+    mode: str
+    winner: dict[str, Any] | None
+    front: list[dict[str, Any]]
+    accelerators: list[dict[str, Any]]
+    checks: list[dict[str, Any]]
+    commands: list[dict[str, Any]]

@@ -380,6 +380,7 @@ function bind() {
   $("accelerator").addEventListener("change", (e) => { state.hw = e.target.value; changed(); });
   $("sched-accelerator").addEventListener("change", (e) => { state.sched = e.target.value; changed(); });
   $("simulate-form").addEventListener("submit", runSimulation);
+  $("plan-form").addEventListener("submit", runPlan);
   $("kvm-form").addEventListener("submit", runKvManage);
   $("weight-dtype").addEventListener("change", (e) => { state.wdt = e.target.value; changed(); });
   $("act-dtype").addEventListener("change", (e) => { state.adt = e.target.value; changed(); });
@@ -524,6 +525,62 @@ async function runKvManage() {
   finally { button.disabled = false; }
 }
 
+// ---------- plan: the cheapest deployment within targets ----------
+function planBody() {
+  const b = body();
+  const chosen = [...$("plan-accelerators").selectedOptions].map((o) => o.value);
+  const req = {
+    accelerators: chosen.length ? chosen : [b.accelerator],
+    isl: parseInt($("plan-isl").value, 10), osl: parseInt($("plan-osl").value, 10),
+    rate_rps: parseFloat($("plan-rate").value),
+    ttft_s: parseFloat($("plan-ttft").value) / 1e3, tpot_s: parseFloat($("plan-tpot").value) / 1e3,
+  };
+  if (b.config) { req.config = b.config; req.config_name = b.config_name; } else req.model = b.model;
+  return req;
+}
+function withInterval(text, iv, fmt) {
+  if (!iv || iv.low == null) return text;
+  return `${text} <small>[${fmt(iv.low)}–${fmt(iv.high)}]</small>`;
+}
+function planRow(c) {
+  const iv = c.intervals || {};
+  if (c.chips == null) {
+    return `<tr><td>${escapeHtml(c.accelerator)}</td><td>—</td><td>${escapeHtml(c.parallel)}, ${escapeHtml(c.serving)}</td>`
+      + "<td colspan=\"4\">misses the targets within the chips allowed</td></tr>";
+  }
+  const head = c.headroom == null ? "—" : `${(100 * c.headroom).toFixed(0)}%`;
+  return `<tr><td>${escapeHtml(c.accelerator)}</td><td>${c.chips} (${c.copies} × ${c.chips_per_copy})</td>`
+    + `<td>${escapeHtml(c.parallel)}, ${escapeHtml(c.serving)}; ${escapeHtml(c.weight_dtype)}, KV ${escapeHtml(c.kv_dtype)}</td>`
+    + `<td>${withInterval(fmtInt(c.tokens_per_s_per_chip), iv.tokens_per_s_per_chip, fmtInt)}</td>`
+    + `<td>${withInterval(fmtSeconds(c.met.ttft_p_s), iv.ttft_s, fmtSeconds)}</td>`
+    + `<td>${withInterval(fmtSeconds(c.met.tpot_p_s), iv.tpot_s, fmtSeconds)}</td><td>${head}</td></tr>`;
+}
+function drawPlan(p) {
+  $("plan-summary").textContent = `${p.model}: ${p.verdict} (${p.num_simulations} simulations, ${p.wall_s.toFixed(1)} s)`;
+  $("plan-table").tBodies[0].innerHTML = p.accelerators.flatMap((a) => a.candidates.slice(0, 3).map(planRow)).join("");
+  const f = p.front;
+  Plotly.react("plan-plot", [{ x: f.map((q) => q.tokens_per_s_per_user), y: f.map((q) => q.tokens_per_s_per_chip),
+    text: f.map((q) => q.layout), mode: "lines+markers", name: "Pareto front", line: { color: COLORS.decode, shape: "hv" } }], {
+    margin: { l: 62, r: 12, t: 8, b: 40 }, showlegend: false,
+    xaxis: { title: { text: "tokens/s per user (1 / TPOT p90)" } }, yaxis: { title: { text: "output tokens/s per chip" }, rangemode: "tozero" },
+  }, PLOT_CONFIG);
+  const notes = p.accelerators.filter((a) => a.interval_note).map((a) => `${a.accelerator}: no interval (${a.interval_note})`);
+  notes.push(...p.reasons.map((r) => `${r.layout}: ${r.why}`));
+  $("plan-notes").innerHTML = notes.map((n) => `<li>${escapeHtml(n)}</li>`).join("");
+  $("plan-commands").textContent = p.commands.map((c) => `# ${c.engine} (${c.note})\n${c.lines.join("\n")}`).join("\n\n");
+}
+async function runPlan() {
+  const button = $("plan-run");
+  button.disabled = true;
+  $("plan-summary").textContent = "Planning: bounding every layout, simulating the best…";
+  try { drawPlan(await api("/api/plan", planBody())); }
+  catch (e) {
+    clearViews(["plan-plot"]);
+    $("plan-table").tBodies[0].innerHTML = ""; $("plan-commands").textContent = ""; $("plan-notes").innerHTML = "";
+    $("plan-summary").textContent = `Not planned: ${e.message}`;
+  } finally { button.disabled = false; }
+}
+
 function start() {
   if (state.config) setUploadedOption(state.cname || "uploaded");
   syncControls();
@@ -538,6 +595,7 @@ async function init() {
     const accNames = accs.accelerators.map((a) => a.name), accLabels = accs.accelerators.map((a) => `${a.name} (${a.kind})`);
     fill($("accelerator"), accNames, accLabels);
     fill($("sched-accelerator"), accNames, accLabels);
+    fill($("plan-accelerators"), accNames, accLabels);
     for (const s of document.querySelectorAll("select.dtype")) fill(s, DTYPES);
     bind();
     start();
