@@ -12,6 +12,7 @@ from ridgeline.errors import ConfigError, UnknownNameError
 from ridgeline.serving.lookahead import Lookahead
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.serving.tiers import KVTiers, TierSpec
 from ridgeline.sim import RequestSpec, SimConfig, simulate
 from ridgeline.sim.engines import EngineRun, ServingSetup, engine_scheduler, engine_sim_config
 from ridgeline.sim.executor import HostCost, StepCostModel
@@ -196,3 +197,15 @@ def test_cpu_kv_blocks_become_a_host_tier_over_every_chips_link() -> None:
     assert tier.capacity_bytes == 6553 * 5_242_880
     assert tier.bandwidth_bytes_per_s == 4 * host_tier(H100).bandwidth_bytes_per_s
     assert not engine_sim_config(LLAMA, EXPECTED, EngineRun(get_engine("vllm"))).tiers
+
+
+def test_offload_stores_are_background_and_loads_are_charged() -> None:
+    sync = KVTiers((TierSpec("host", 1e9, 1e9),), 1e6)
+    background = KVTiers((TierSpec("cpu", 1e9, 1e9, async_writes=True),), 1e6)
+    for tiers in (sync, background):
+        tiers.offload(7)
+    assert sync.take_transfer() == (1e6, pytest.approx(1e-3))
+    assert background.take_transfer() == (0.0, 0.0)  # stored on a copy stream of its own
+    background.pin([7])
+    background.load([7])
+    assert background.take_transfer() == (1e6, pytest.approx(1e-3))  # a hit waits for its load

@@ -139,7 +139,9 @@ def engine_sim_config(
 
 def cpu_offload(cfg: SimConfig, blocks: int) -> TierSpec:
     """``blocks`` KV blocks in host memory, reached over every chip's host link at once (each
-    chip moves its share of a block)."""
+    chip moves its share of a block); evicted blocks are stored in the background, and a hit
+    pays its load."""
     link = host_tier(cfg.hw)
     chips = cfg.pricing.deployment.chips
-    return TierSpec("cpu", blocks * cfg.block_bytes, link.bandwidth_bytes_per_s * chips)
+    bw = link.bandwidth_bytes_per_s * chips
+    return TierSpec("cpu", blocks * cfg.block_bytes, bw, async_writes=True)
