@@ -113,11 +113,10 @@ def predict_cmd(
 ) -> None:
     """Expected throughput, TTFT and TPOT of a deployment, through the serving simulator.
 
-    Throughput per system, per chip and per user; p50/p90/p99 of TTFT, TPOT, ITL and
-    end-to-end latency; the KV pool (the one rule: --memory-utilization of each chip for
-    weights, a named reserve and KV); calibrated by default (the catalog's terms, and the
-    engine's with --engine), the ideal roofline with --ideal. Example: ridgeline predict --hw
-    h100-sxm --model llama-3.1-70b --tp 2 --isl 1024 --osl 128"""
+    Throughput per system, chip and user; p50/p90/p99 of TTFT, TPOT, ITL and E2E; the KV pool
+    (the one rule: --memory-utilization of each chip for weights, a named reserve and KV);
+    calibrated (the catalog's terms, the engine's with --engine) unless --ideal. Example:
+    ridgeline predict --hw h100-sxm --model llama-3.1-70b --tp 2 --isl 1024 --osl 128"""
     req = pr.PredictRequest(
         hardware=hw, model=model, isl=isl, osl=osl, tensor_parallel=tp, pipeline_parallel=pp,
         data_parallel=dp, expert_parallel=ep, weight_dtype=DType.parse(weight_dtype),

@@ -18,6 +18,7 @@ has arrived. An idle engine schedules an arriving request at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -40,6 +41,9 @@ class Lookahead(Generic[T]):
     def pending(self) -> bool:
         return bool(self.arrived or self.deferred)
 
+    def __len__(self) -> int:
+        return len(self.arrived) + len(self.deferred)
+
     def hold(self, item: T, at_step_start: bool) -> None:
         """Receive ``item`` while a step runs (``at_step_start``: at the moment it started,
         which the step's own schedule had already been made without)."""
@@ -50,6 +54,13 @@ class Lookahead(Generic[T]):
         the step that just ended wait for the one after."""
         out, self.deferred, self.arrived = self.deferred, self.arrived, []
         return out
+
+    def at_boundary(self, idle: Callable[[], bool]) -> Iterator[T]:
+        """At a step boundary: ``release``'s requests, then, when ``idle()`` once they are in
+        (the engine has nothing else to run: its lookahead step was empty), every one held."""
+        yield from self.release()
+        if idle():
+            yield from self.flush()
 
     def flush(self) -> list[T]:
         """At a boundary where the engine has nothing else to run: every request held."""

@@ -101,9 +101,8 @@ class SimConfig:
         compiled: compiled shapes: steps are priced at them (``sim.compiled``; None: the
             roofline of the tokens scheduled).
         slo: latency objectives for goodput.
-        host: the serving engine's host work per step and per request (``HostCost``): a
-            request reaches the scheduler ``host.work.request_s`` after it arrives, and its
-            latencies count from its arrival.
+        host: the engine's host work per step and per request (``HostCost``): a request reaches
+            the scheduler ``host.work.request_s`` after it arrives; latencies count from arrival.
         seed: seeds draft acceptance.
         fast_forward: advance plain decode runs in closed form.
         label: a name for tables.
@@ -216,10 +215,6 @@ class _Instance:
     finishing: int = 0  # requests a decode run finished at its end, still running until then
     held: Lookahead[Request] | None = None  # async scheduling (``serving.lookahead``)
 
-    @property
-    def num_held(self) -> int:
-        return len(self.held.arrived) + len(self.held.deferred) if self.held else 0
-
 
 # An event is a tuple (time_s, priority, seq, kind, payload): the key is its first three fields,
 # and seq is unique, so the heap never compares kinds or payloads.
@@ -232,8 +227,7 @@ class Simulation:
     With ``clients`` (a closed loop), that many clients each send their next request the
     moment their last one finishes (or is rejected): the workload's first ``clients``
     requests start at their arrival times, request j + clients when request j is done, and
-    each one's latencies count from that moment. NOTE: the step-by-step loop runs it (the fast
-    mode replays fixed arrivals).
+    each one's latencies count from that moment (the step loop runs it, not the fast mode).
     """
 
     def __init__(
@@ -426,7 +420,10 @@ class Simulation:
         return min(
             pool,
             key=lambda i: (
-                len(i.scheduler.running) + len(i.scheduler.waiting) + i.finishing + i.num_held,
+                len(i.scheduler.running)
+                + len(i.scheduler.waiting)
+                + i.finishing
+                + len(i.held or ()),
                 i.index,
             ),
         )
@@ -445,17 +442,6 @@ class Simulation:
         self.done += 1
         self._next_of_client(self.now)
         return False
-
-    def _release(self, inst: _Instance) -> None:
-        """At a step boundary, the requests async scheduling lets the next schedule see."""
-        held = inst.held
-        if held is None or not held.pending:
-            return
-        for req in held.release():
-            self._enqueue(inst, req)
-        if not inst.scheduler.has_unfinished:  # the lookahead step was empty
-            for req in held.flush():
-                self._enqueue(inst, req)
 
     def _start_step(self, inst: _Instance) -> None:
         """Start ``inst``'s next step (or a closed-form decode run), if it has work."""
@@ -503,7 +489,9 @@ class Simulation:
             self._sample_kv(inst, inst.batch_start_s, self.now - inst.batch_start_s)
             for req in finished:
                 self._finished(inst, req, self.now)
-        self._release(inst)
+        if inst.held is not None:  # async scheduling: the requests the next schedule sees
+            for req in inst.held.at_boundary(lambda: not inst.scheduler.has_unfinished):
+                self._enqueue(inst, req)
         self._start_step(inst)
 
     def _decode_run(self, inst: _Instance, k: int) -> None:
