@@ -88,22 +88,23 @@ def test_a_sweep_spec_prices_calibrated_and_takes_data_types_as_an_axis() -> Non
 
 
 def test_compare_table_and_plot_name_the_same_binding(tmp_path: Path) -> None:
-    """Regression: the table quoted the calibrated binding (compute on tpu-v5e) and the PNG the
-    ideal one (device memory). Both now show the quoted mode's."""
+    """Regression: the table quoted the calibrated binding and the PNG the ideal one. Both now
+    show the quoted mode's: on one wafer the calibrated model expects fixed latency to bind
+    llama-3.1-8b's decode, the ideal roofline says compute."""
     from ridgeline.report.plots import compare_plot
 
-    cmp = an.compare(get_model("llama-3.1-70b"), ["tpu-v5e"])
+    cmp = an.compare(get_model("llama-3.1-8b"), ["cerebras-wse3"])
     (row,) = cmp.rows
     assert row.decode_quoted is row.decode_calibrated and row.decode_quoted is not None
-    assert row.decode_quoted.binding is an.Binding.COMPUTE
-    assert row.decode is not None and row.decode.binding is an.Binding.DEVICE_MEMORY
+    assert row.decode_quoted.binding.resource is an.Resource.LATENCY
+    assert row.decode is not None and row.decode.binding.resource is an.Resource.COMPUTE
     fig = compare_plot(cmp)
     labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
-    assert labels == ["tpu-v5e\nbinds: compute"]
+    assert labels == ["cerebras-wse3\nbinds: fixed latency"]
     assert "expected (calibrated)" in fig.texts[0].get_text()
-    ideal = an.compare(get_model("llama-3.1-70b"), ["tpu-v5e"], mode=CostMode.IDEAL)
+    ideal = an.compare(get_model("llama-3.1-8b"), ["cerebras-wse3"], mode=CostMode.IDEAL)
     assert [t.get_text() for t in compare_plot(ideal).axes[1].get_yticklabels()] == [
-        "tpu-v5e\nbinds: device memory"
+        "cerebras-wse3\nbinds: compute"
     ]
 
 

@@ -3,7 +3,7 @@
 Ideal and calibrated times come from the same FLOPs and bytes (``analytic.ops``); calibration
 only changes the rates and adds fixed latencies::
 
-    compute_s = FLOPs · pad(rows) / (peak · compute_efficiency)
+    compute_s = FLOPs · max(pad(rows), 1 / compute_efficiency) / peak
     memory_s  = other bytes / (bandwidth · bandwidth_efficiency)
               + KV bytes / (bandwidth · kv_bandwidth_efficiency)
     op_s      = max(compute_s, memory_s)                         (roofline, Williams et al. 2009)
@@ -23,6 +23,13 @@ keeps taking max(), and the larger side still names the bound.
 Spyre's PE arrays) spends at least t cycles per weight tile, and a GPU's MMA instruction covers t
 rows, so a GEMM of M < t rows runs at M/t of the peak (Jouppi et al., "In-Datacenter Performance
 Analysis of a Tensor Processing Unit", ISCA 2017, §2; NVIDIA PTX ISA, warpgroup MMA shapes).
+It is a floor at the array's full rate, not a second discount: the t cycles per tile are the
+weight tile streaming in (double-buffered under the previous tile's work), a fixed rate of the
+array, while ``compute_efficiency`` is the sustained fraction of the peak on the useful FLOPs of
+large GEMMs. So a GEMM takes the longer of the two (the roofline's max of two bounds), not their
+product: at batch 1 on a TPU v5e the 128-row padding alone costs 128 cycles per weight tile,
+which streams weights into the MXUs faster than HBM delivers them, and decode stays
+bandwidth-bound as the course teaches.
 
 A collective over n chips (``analytic.deploy``) takes
 hops · hop_latency + collective_latency_s + bytes / (egress · link_efficiency), and a pipeline
@@ -78,6 +85,16 @@ def gemm_padding(rows: Array, tile_rows: int) -> Array:
     return float(pad) if np.ndim(rows) == 0 else pad
 
 
+def gemm_stretch(rows: Array, tile_rows: int, efficiency: float) -> Array:
+    """max(pad(rows), 1 / efficiency) · efficiency: what a GEMM's FLOP seconds at the sustained
+    rate (FLOPs ÷ (peak · efficiency)) are multiplied by so that a padded GEMM takes
+    max(FLOPs · pad ÷ peak, FLOPs ÷ (peak · efficiency)) (module docstring); 1 without padding."""
+    if tile_rows == 1:
+        return 1.0 if np.ndim(rows) == 0 else np.ones_like(np.asarray(rows, dtype=float))
+    stretch = np.maximum(np.asarray(gemm_padding(rows, tile_rows)) * efficiency, 1.0)
+    return float(stretch) if np.ndim(rows) == 0 else stretch
+
+
 def op_seconds(
     flops: Array,
     nbytes: Array,
@@ -89,7 +106,8 @@ def op_seconds(
     """(compute_s, memory_s) of an operator moving ``nbytes``, ``kv_bytes`` of them KV, at the
     calibrated rates; ``rates`` = (peak FLOP/s, bandwidth B/s) (module docstring)."""
     peak, bandwidth = rates
-    compute_s = flops * gemm_padding(rows, cal.gemm_tile_rows) / (peak * cal.compute_efficiency)
+    stretch = gemm_stretch(rows, cal.gemm_tile_rows, cal.compute_efficiency)
+    compute_s = flops * stretch / (peak * cal.compute_efficiency)
     memory_s = (nbytes - kv_bytes) / (bandwidth * cal.bandwidth_efficiency) + kv_bytes / (
         bandwidth * cal.kv_bandwidth_efficiency
     )

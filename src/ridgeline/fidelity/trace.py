@@ -54,9 +54,8 @@ class Trace:
 
     def step_seconds(self, cal: Calibration) -> np.ndarray:
         """Every step's time under ``cal`` (``analytic.calibrated``'s formulas)."""
-        compute = self.compute_s * self.pad if cal.gemm_tile_rows > 1 else self.compute_s
-        memory = self.memory_s / cal.bandwidth_efficiency + self.kv_s / cal.kv_bandwidth_efficiency
-        ops = np.maximum(compute / cal.compute_efficiency, memory)
+        pad = self.pad if cal.gemm_tile_rows > 1 else np.ones_like(self.pad)
+        ops = _op_seconds(self.compute_s, self.memory_s, self.kv_s, pad, cal)
         hop, coll, transfer, cross = self.links
         link = hop + coll * cal.collective_latency_s + transfer / cal.link_efficiency
         link = link + cross * cal.stage_latency_s
@@ -167,7 +166,8 @@ _Three = tuple[np.ndarray, np.ndarray, np.ndarray]
 class _Steps:
     """Traces asked for per-request metrics, stacked step by step (``Trace.metrics`` at once)."""
 
-    compute_s: np.ndarray  # (ops, steps), padded GEMMs
+    compute_s: np.ndarray  # (ops, steps), before tile padding
+    pad: np.ndarray  # (ops, steps), tile padding
     memory_s: np.ndarray  # (ops, steps)
     kv_s: np.ndarray  # (ops, steps)
     seqs: np.ndarray  # (steps,)
@@ -197,7 +197,8 @@ class _Steps:
 
         admit = [np.where(t.admitted >= 0, t.admitted + steps[i], -1) for i, t in enumerate(traces)]
         return _Steps(
-            compute_s=stack(lambda t: t.compute_s * t.pad),
+            compute_s=stack(lambda t: t.compute_s),
+            pad=stack(lambda t: t.pad),
             memory_s=stack(lambda t: t.memory_s),
             kv_s=stack(lambda t: t.kv_s),
             seqs=np.concatenate([t.seqs for t in traces]),
@@ -214,7 +215,7 @@ class _Steps:
         )
 
     def values(self, cal: Calibration) -> np.ndarray:
-        step = _op_seconds(self.compute_s, self.memory_s, self.kv_s, cal).sum(axis=0)
+        step = _op_seconds(self.compute_s, self.memory_s, self.kv_s, self.pad, cal).sum(axis=0)
         step += _link_and_fixed(self.links, self.layers, self.seqs, cal)
         ends = np.concatenate(([0.0], np.cumsum(step)))
         base = ends[self.starts][self.req_trace]
@@ -253,11 +254,13 @@ class _Totals:
     """
 
     trace: np.ndarray  # (steps,) trace of each explicit step
-    parts: _Three  # compute, memory, KV seconds (ops, steps)
+    parts: _Three  # compute (before tile padding), memory, KV seconds (ops, steps)
+    pad: np.ndarray  # (ops, steps) tile padding
     step_extra: _Three  # links (4, steps), layers, seqs
     run_trace: np.ndarray  # (runs,)
     run_first: _Three  # compute, memory, KV seconds at j = 0 (ops, runs)
     run_slope: _Three  # their change per step (ops, runs)
+    run_pad: np.ndarray  # (ops, runs) tile padding, the same at every step of a run
     run_len: np.ndarray  # (runs,)
     run_extra: _Three  # links (4, runs), layers, seqs
     outputs: np.ndarray  # (traces,)
@@ -274,22 +277,26 @@ class _Totals:
         return _Totals(
             trace=cat(0),
             parts=(cat(1), cat(2), cat(3)),
-            step_extra=(cat(4), cat(5), cat(6)),
-            run_trace=cat(7),
-            run_first=(cat(8), cat(9), cat(10)),
-            run_slope=(cat(11), cat(12), cat(13)),
-            run_len=cat(14),
-            run_extra=(cat(15), cat(16), cat(17)),
+            pad=cat(4),
+            step_extra=(cat(5), cat(6), cat(7)),
+            run_trace=cat(8),
+            run_first=(cat(9), cat(10), cat(11)),
+            run_slope=(cat(12), cat(13), cat(14)),
+            run_pad=cat(15),
+            run_len=cat(16),
+            run_extra=(cat(17), cat(18), cat(19)),
             outputs=np.array([float(t.outputs.sum()) for t in traces]),
             scale=np.array([t.scale for t in traces]),
         )
 
     def values(self, cal: Calibration) -> np.ndarray:
         n = len(self.scale)
-        step = _op_seconds(*self.parts, cal).sum(axis=0) + _link_and_fixed(*self.step_extra, cal)
+        step = _op_seconds(*self.parts, self.pad, cal).sum(axis=0)
+        step += _link_and_fixed(*self.step_extra, cal)
         total = np.bincount(self.trace, step, n)
         k = self.run_len
-        f0, f1 = _scaled(self.run_first, cal), _scaled(self.run_slope, cal)
+        f0 = _scaled(self.run_first, self.run_pad, cal)
+        f1 = _scaled(self.run_slope, self.run_pad, cal)
         runs = _sum_max(f0[0], f1[0], f0[1], f1[1], k).sum(axis=0)
         runs += k * _link_and_fixed(*self.run_extra, cal)
         total += np.bincount(self.run_trace, runs, n)
@@ -300,16 +307,19 @@ def _rows(a: np.ndarray, ops: int) -> np.ndarray:
     return np.pad(a, ((0, ops - a.shape[0]), (0, 0)))
 
 
-def _op_seconds(c: np.ndarray, m: np.ndarray, k: np.ndarray, cal: Calibration) -> np.ndarray:
-    memory = m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency
-    return np.maximum(c / cal.compute_efficiency, memory)
+def _op_seconds(
+    c: np.ndarray, m: np.ndarray, k: np.ndarray, pad: np.ndarray, cal: Calibration
+) -> np.ndarray:
+    compute, memory = _scaled((c, m, k), pad, cal)
+    return np.maximum(compute, memory)
 
 
-def _scaled(parts: _Three, cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
-    """(compute, memory) at the calibrated rates."""
+def _scaled(parts: _Three, pad: np.ndarray, cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
+    """(compute, memory) at the calibrated rates: a padded GEMM takes the longer of its padded
+    FLOPs at the peak and its FLOPs at the sustained rate (``analytic.calibrated``)."""
     c, m, k = parts
     return (
-        c / cal.compute_efficiency,
+        c * np.maximum(pad, 1.0 / cal.compute_efficiency),
         m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency,
     )
 
@@ -342,7 +352,7 @@ def _sum_max(
 def _compress(t: Trace, index: int, ops: int) -> tuple[np.ndarray, ...]:
     """One trace's explicit steps and affine decode runs (a run that is not affine, e.g. with
     a sliding window, stays explicit)."""
-    c, m, kv = t.compute_s * t.pad, t.memory_s, t.kv_s
+    c, m, kv = t.compute_s, t.memory_s, t.kv_s
     affine = [(s, k) for s, k in t.runs if k >= 3 and _is_affine(t, c, s, k)]
     explicit = np.ones(t.num_steps, dtype=bool)
     for s, k in affine:
@@ -357,12 +367,14 @@ def _compress(t: Trace, index: int, ops: int) -> tuple[np.ndarray, ...]:
     return (
         np.full(int(explicit.sum()), index),
         *(_rows(a[:, explicit], ops) for a in (c, m, kv)),
+        _rows(t.pad[:, explicit], ops),
         t.links[:, explicit],
         layers[explicit],
         t.seqs[explicit],
         np.full(len(first), index),
         *(_rows(a[:, first], ops) for a in (c, m, kv)),
         *(_rows(s_, ops) for s_ in slope),
+        _rows(t.pad[:, first], ops),
         length,
         t.links[:, first],
         layers[first],
@@ -376,7 +388,8 @@ def _is_affine(t: Trace, c: np.ndarray, s: int, k: int) -> bool:
         guess = a[:, s] + (a[:, s + k - 1] - a[:, s]) * (k // 2) / (k - 1)
         if not np.allclose(a[:, mid], guess, rtol=1e-9, atol=1e-15):
             return False
-    return bool(np.all(t.seqs[s : s + k] == t.seqs[s]))
+    same_pad = np.all(t.pad[:, s : s + k] == t.pad[:, s : s + 1])
+    return bool(np.all(t.seqs[s : s + k] == t.seqs[s]) and same_pad)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ from typing import Protocol
 import numpy as np
 
 from ridgeline.analytic import op_terms
-from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
+from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_stretch
 from ridgeline.analytic.ops import routed_uniformly
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
@@ -243,8 +243,10 @@ class StepCostModel:
         )
 
     def _pad(self, rows: np.ndarray) -> np.ndarray | float:
-        """Tile padding of each op's GEMM (1 everywhere on an ideal machine)."""
-        return 1.0 if self.tile_rows == 1 else gemm_padding(rows, self.tile_rows)
+        """What tile padding multiplies each op's calibrated FLOP seconds by (1 everywhere on an
+        ideal machine): ``analytic.calibrated.gemm_stretch``."""
+        eff = self.calibration.compute_efficiency
+        return 1.0 if self.tile_rows == 1 else gemm_stretch(rows, self.tile_rows, eff)
 
     def aggregates(self, new: Sequence[int], prior: Sequence[int]) -> list[float]:
         """The linear model's x for sequences adding ``new`` tokens on ``prior`` cached ones."""
