@@ -26,7 +26,7 @@ def run_json(*args: str) -> dict:
 
 def test_hw_list_and_show() -> None:
     names = [a["name"] for a in run_json("hw", "list")["accelerators"]]
-    assert "ibm-spyre" in names and len(names) == 13
+    assert "ibm-spyre" in names and "l40s" in names and len(names) == 14
     spyre = run_json("hw", "show", "ibm-spyre")
     assert [lvl["managed_by"] for lvl in spyre["levels"]] == ["compiler", "runtime", "runtime"]
     host = spyre["levels"][2]  # PCIe Gen5 x16: 32 GT/s × 16 lanes × 128/130 ÷ 8 = 63 GB/s

@@ -27,8 +27,11 @@ def test_num_cached_tokens_is_none_until_admitted_then_the_hit() -> None:
 
 def test_never_fits_is_none_for_a_request_that_fits() -> None:
     sched, _ = make_scheduler(4, max_model_len=64)
-    assert sched.never_fits(req("ok", 4)) is None
-    assert sched.never_fits(req("big", 40)) == "larger than the KV pool: 42 tokens > 16 slots"
+    assert sched.never_fits(req("ok", 4).max_tokens) is None
+    assert (
+        sched.never_fits(req("big", 40).max_tokens)
+        == "larger than the KV pool: 42 tokens > 16 slots"
+    )
 
 
 def test_an_unknown_load_average_is_none(monkeypatch: pytest.MonkeyPatch) -> None:

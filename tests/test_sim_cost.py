@@ -67,12 +67,27 @@ def test_closed_form_decode_run_equals_steps_one_by_one() -> None:
         np.testing.assert_allclose(run, one_by_one, rtol=1e-12)
 
 
-def test_moe_models_take_the_exact_path() -> None:
+@pytest.mark.parametrize("mode", list(CostMode))
+def test_moe_models_are_linear_in_two_more_aggregates(mode: CostMode) -> None:
+    # x gains the experts hit by the step's T tokens, 8·(1 − (1 − 2/8)^T), and the rows of
+    # each expert GEMM, 2T / experts hit: a uniform decode batch of 4 hits 8·(1 − 0.75⁴) =
+    # 5.47 experts, 1.46 rows each
     m = get_model("mixtral-8x7b")
-    cost = StepCostModel(m, IDEAL)
-    assert not cost.affine
-    want = step_cost(m, A100, Workload(Phase.DECODE, 4, 100)).step_time_s
-    assert cost.step_time_s([1] * 4, [100] * 4) == pytest.approx(want, rel=1e-9)
+    cost = StepCostModel(m, Pricing.of(A100, mode))
+    assert cost.num_columns == 8
+    assert cost.moe_columns(4) == pytest.approx((8 * (1 - 0.75**4), 8 / (8 * (1 - 0.75**4))))
+    if mode is CostMode.IDEAL:
+        want = step_cost(m, A100, Workload(Phase.DECODE, 4, 100)).step_time_s
+        assert cost.step_time_s([1] * 4, [100] * 4) == pytest.approx(want, rel=1e-9)
+    new, prior = [1, 1, 1, 300], [400, 500, 600, 0]
+    assert cost.grouped_step_s(3, 1500, [300], [0]) == pytest.approx(
+        cost.step_time_s(new, prior), rel=1e-12
+    )
+    one_by_one = [cost.step_time_s([1] * 3, [400 + j, 500 + j, 600 + j]) for j in range(5)]
+    np.testing.assert_allclose(cost.decode_run_s([400, 500, 600], 5), one_by_one, rtol=1e-12)
+    segments = cost.decode_segments_s([(3, 1500, 5)])
+    assert segments is not None
+    np.testing.assert_allclose(segments, one_by_one, rtol=1e-12)
 
 
 @pytest.mark.parametrize("hw", ["a100-80gb", "h100-sxm", "tpu-v5e"])

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from ridgeline.analytic import Deployment
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.serving.disagg import Disagg
+from ridgeline.serving.policies import StaticOptions
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.serving.tiers import TierSpec
@@ -36,6 +37,7 @@ from ridgeline.sim import (
     generate,
     simulate,
 )
+from ridgeline.sim.workload import output_tokens, prompt_tokens
 from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.calibration import CostMode
 
@@ -133,11 +135,23 @@ def test_fast_mode_gives_the_step_by_step_result(name: str) -> None:
         assert got.num_preemptions > 0  # the pool is small enough to preempt
 
 
-@pytest.mark.parametrize("name", ["paged", "contiguous", "static", "chunk-cap", "no-chunk"])
+@pytest.mark.parametrize(
+    "name", ["paged", "contiguous", "static", "chunk-cap", "no-chunk", "prefix"]
+)
 def test_the_configurations_it_covers_run_in_the_fast_mode(name: str) -> None:
     cfg, workload = CASES[name]
     assert fast.covers(Simulation(cfg, workload or WORKLOAD))
-    assert not fast.covers(Simulation(CASES["prefix"][0], SHARED))
+    assert not fast.covers(Simulation(CASES["host-tier"][0], SHARED))
+
+
+def test_prompts_that_repeat_outputs_keep_prefix_caching_out_of_the_fast_mode() -> None:
+    """Multi-turn prompts carry the previous turn's answer: a running request's output blocks
+    may be found by another, which the fast mode's late hashes do not allow."""
+    spec = WorkloadSpec(num_requests=12, rate_per_s=4, turns=3, num_prefixes=2, prefix_len=64)
+    turns = generate(spec)
+    assert fast.outputs_reused(turns) and not fast.outputs_reused(SHARED)
+    assert not fast.covers(Simulation(CASES["prefix"][0], turns))
+    assert fast.covers(Simulation(replace(CASES["prefix"][0], prefix_caching=False), turns))
 
 
 @st.composite
@@ -176,6 +190,7 @@ def _configs(draw: st.DrawFn) -> SimConfig:
         enable_chunked_prefill=draw(st.booleans()),
         policy=policy,
         static_slots=draw(st.sampled_from([None, 3, 8])) if policy == "static" else None,
+        async_scheduling=draw(st.booleans()),
     )
     block = draw(st.sampled_from([1, 4, 16]))
     return SimConfig(
@@ -255,3 +270,59 @@ def test_a_decode_run_does_not_hide_its_last_requests_from_the_router() -> None:
     ]
     cfg = replace(CASES["disagg"][0], num_blocks=377)
     _assert_same(replace(cfg, scheduler=replace(cfg.scheduler, max_model_len=1024)), workload)
+
+
+@st.composite
+def _shared_workloads(draw: st.DrawFn) -> list[RequestSpec]:
+    """Requests sharing system prompts, some repeating whole prompts: prefix hits, revived
+    and evicted cached blocks, shared blocks freed while another request still holds them."""
+    n = draw(st.integers(1, 40))
+    times = sorted(draw(st.lists(st.integers(0, 300), min_size=n, max_size=n)))
+    prefix_lens = draw(st.lists(st.integers(0, 70), min_size=3, max_size=3))
+    questions = draw(st.lists(st.integers(1, 200), min_size=4, max_size=4))
+    out = []
+    for i, t in enumerate(times):
+        p = draw(st.integers(0, 2))
+        q = draw(st.integers(0, 5))  # 0-3: one of four recurring questions; 4, 5: its own
+        qlen = questions[q] if q < 4 else draw(st.integers(1, 200))
+        prompt = prompt_tokens(q if q < 4 else 100 + i, qlen, p, prefix_lens[p])
+        output = output_tokens(i, draw(st.integers(1, 60)))
+        out.append(RequestSpec(f"s{i}", t / 100, prompt, output, draw(st.integers(0, 2))))
+    return out
+
+
+@st.composite
+def _caching_configs(draw: st.DrawFn) -> SimConfig:
+    policy = draw(st.sampled_from(["fcfs", "fcfs", "priority", "reserve", "contiguous", "static"]))
+    whole = policy in ("contiguous", "static")
+    budget = draw(st.integers(16, 512))
+    sched = SchedulerConfig(
+        max_num_batched_tokens=max(budget, 1024) if whole else budget,
+        max_num_seqs=draw(st.integers(1, 24)),
+        max_model_len=1024,
+        long_prefill_token_threshold=draw(st.sampled_from([0, 0, 7, 64])),
+        enable_chunked_prefill=draw(st.booleans()),
+        policy=policy,
+        static_slots=draw(st.sampled_from([None, 3, 8])) if policy == "static" else None,
+        static=StaticOptions(prefix_copy=draw(st.booleans())) if policy == "static" else None,
+        async_scheduling=draw(st.booleans()),
+    )
+    block = draw(st.sampled_from([1, 4, 16]))
+    return SimConfig(
+        LLAMA,
+        Pricing.of(A100, draw(st.sampled_from(CostMode))),
+        sched,
+        block_size=block,
+        num_blocks=draw(st.integers(1, 60)) * 16 // block + 8,
+        prefix_caching=True,
+        eviction=draw(st.sampled_from(["lru", "lfu"])),
+    )
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_shared_workloads(), _caching_configs())
+def test_fast_mode_matches_stepping_with_prefix_caching(
+    workload: list[RequestSpec], cfg: SimConfig
+) -> None:
+    assert fast.covers(Simulation(cfg, workload))
+    _assert_same(cfg, workload)

@@ -35,6 +35,7 @@ CATALOG = [
     "groq-lpu",
     "ibm-spyre",
     "xeon-spr",
+    "l40s",
 ]
 
 
@@ -155,6 +156,62 @@ def test_moe_active_parameters() -> None:
     assert param_counts(get_model("deepseek-v3")).active == 37_552_297_472  # "37B activated"
 
 
+# Model cards' rounded totals (billions): the count must round to them.
+ROUNDED_B = {
+    "qwen3-14b": 14.8,
+    "codellama-34b": 33.7,
+    "mixtral-8x22b": 140.6,
+    "mistral-nemo-12b": 12.2,
+    "yi-34b": 34.4,
+}
+
+
+@pytest.mark.parametrize(("name", "billions"), ROUNDED_B.items())
+def test_parameter_counts_round_to_the_model_cards(name: str, billions: float) -> None:
+    assert round(param_counts(get_model(name)).total / 1e9, 1) == billions
+
+
+def test_llama4_scout_nested_moe_config_by_hand() -> None:
+    # text_config of a llama4 wrapper; 48 layers, all MoE (interleave step 1), 16 experts
+    # of 8,192 plus a shared expert of 8,192; dense width 16,384 unused (no dense layer)
+    m = get_model("llama-4-scout")
+    c = param_counts(m)
+    assert (m.family, m.num_layers, m.ffn, sum(layer.moe for layer in m.layers)) == (
+        "llama4_text",
+        48,
+        16384,
+        48,
+    )
+    assert c.attention == 48 * (5120 * (40 + 8 + 8) * 128 + 40 * 128 * 5120)
+    assert c.routed_experts == 48 * 16 * 3 * 5120 * 8192
+    assert c.shared_experts == 48 * 3 * 5120 * 8192
+    assert c.routers == 48 * 5120 * 16
+    assert round(c.active / 1e9) == 17  # "17B active parameters"
+
+
+def test_llama4_interleaved_moe_layers_use_the_dense_width() -> None:
+    text = {
+        **_cfg(model_type="llama4_text", intermediate_size=64, intermediate_size_mlp=256),
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 2,
+    }
+    m = parse_config({"model_type": "llama4", "text_config": text}, "maverick-like")
+    assert [layer.moe for layer in m.layers] == [False, True, False, True]
+    assert m.ffn == 256
+    assert m.moe is not None and (m.moe.expert_ffn, m.moe.shared_ffn) == (64, 64)
+
+
+def test_l40s_datasheet_numbers() -> None:
+    acc = get_accelerator("l40s")
+    assert acc.device_capacity_bytes == 48e9
+    assert acc.device_bandwidth_bytes_per_s == 864e9
+    assert acc.peak(DType.BF16) == 362.05e12
+    assert acc.peak(DType.FP8) == 733e12
+    assert acc.interconnect is not None and acc.interconnect.kind == "pcie4"
+    assert acc.calibration.family == "nvidia-gpu"
+
+
 def test_distilgpt2_hand_count() -> None:
     # wte 50257·768 + wpe 1024·768 + 6 layers × 7,087,872 + ln_f 1536 (tied lm_head)
     assert (
@@ -173,6 +230,13 @@ def test_shipped_models() -> None:
         "mixtral-8x7b",
         "qwen2.5-7b",
         "deepseek-v3",
+        "qwen3-14b",
+        "codellama-34b",
+        "llama-2-70b",
+        "mixtral-8x22b",
+        "llama-4-scout",
+        "mistral-nemo-12b",
+        "yi-34b",
     }
 
 

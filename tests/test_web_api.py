@@ -42,7 +42,7 @@ def field_of(response: Any) -> list[str]:
 
 def test_accelerators_list_and_show(client: TestClient) -> None:
     accs = client.get("/api/accelerators").json()["accelerators"]
-    assert len(accs) == 13 and "ibm-spyre" in [a["name"] for a in accs]
+    assert len(accs) == 14 and "ibm-spyre" in [a["name"] for a in accs]
     h100 = client.get("/api/accelerators/h100-sxm").json()
     assert h100["device_level"] == "hbm"
     assert h100["ridge_point_flops_per_byte"] == pytest.approx(989.4e12 / 3.35e12)

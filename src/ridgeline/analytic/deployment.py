@@ -56,14 +56,23 @@ def bubble_fraction(
 
 @dataclass(frozen=True, slots=True)
 class Deployment:
-    """``tensor_parallel`` x ``pipeline_parallel`` chips of one accelerator running one model."""
+    """``tensor_parallel`` x ``pipeline_parallel`` chips of one accelerator running one model.
+
+    ``expert_parallel`` (1, or the tensor-parallel degree: vLLM's ``--enable-expert-parallel``
+    on one data-parallel rank) puts E / ep whole experts on each chip of a stage instead of
+    1/tp of every expert. NOTE: a chip then holds and reads, on average, the same expert bytes
+    and FLOPs as under the tensor-parallel split, and its dispatch and combine move the same
+    activations as the all-reduce they replace, so it is priced alike; the imbalance between
+    chips (the step waits for the chip whose experts drew the most tokens) is not modelled.
+    """
 
     accelerator: Accelerator
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    expert_parallel: int = 1
 
     def __post_init__(self) -> None:
-        for field in ("tensor_parallel", "pipeline_parallel"):
+        for field in ("tensor_parallel", "pipeline_parallel", "expert_parallel"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"field {field}: must be an integer >= 1, got {value!r}")
@@ -75,16 +84,20 @@ class Deployment:
     @property
     def label(self) -> str:
         """``8 x h100-sxm (TP 8 x PP 1)``."""
-        tp, pp = self.tensor_parallel, self.pipeline_parallel
-        return f"{self.chips} x {self.accelerator.name} (TP {tp} x PP {pp})"
+        tp, pp, ep = self.tensor_parallel, self.pipeline_parallel, self.expert_parallel
+        experts = f", EP {ep}" if ep > 1 else ""
+        return f"{self.chips} x {self.accelerator.name} (TP {tp} x PP {pp}{experts})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "accelerator": self.accelerator.name,
             "chips": self.chips,
             "tensor_parallel": self.tensor_parallel,
             "pipeline_parallel": self.pipeline_parallel,
         }
+        if self.expert_parallel > 1:  # the key only where experts are spread
+            out["expert_parallel"] = self.expert_parallel
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +200,7 @@ def check_deployment(model: ModelSpec, deployment: Deployment) -> None:
             f"field tensor_parallel: {tp} exceeds the {link.domain_chips} chips that {acc.name}'s "
             f"{link.kind} joins into one tensor-parallel domain; add pipeline stages instead"
         )
+    _check_experts(model, deployment)
     # NOTE: a whole-graph compiler (Groq, Cerebras) may cut a layer across stages (a 32-layer
     # Mixtral on 576 Groq chips); a runtime pipelines whole layers.
     splits_layers = acc.device.managed_by is ManagedBy.COMPILER
@@ -194,6 +208,24 @@ def check_deployment(model: ModelSpec, deployment: Deployment) -> None:
         raise ConfigError(
             f"field pipeline_parallel: {pp} stages for {model.num_layers} layers; "
             f"at most one stage per layer"
+        )
+
+
+def _check_experts(model: ModelSpec, deployment: Deployment) -> None:
+    ep, tp = deployment.expert_parallel, deployment.tensor_parallel
+    if ep == 1:
+        return
+    if model.moe is None or not model.is_moe:
+        raise ConfigError(f"field expert_parallel: {model.name} has no experts to spread")
+    if ep != tp:
+        raise ConfigError(
+            f"field expert_parallel: {ep} must equal tensor_parallel ({tp}): experts spread "
+            "over the chips of a stage"
+        )
+    if model.moe.num_experts % ep:
+        raise ConfigError(
+            f"field expert_parallel: {ep} does not divide {model.name}'s "
+            f"{model.moe.num_experts} experts"
         )
 
 

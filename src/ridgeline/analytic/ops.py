@@ -63,6 +63,19 @@ class StepShape(Protocol):
         """Σ over sequences of prior + new tokens (every key of the step)."""
         ...
 
+    def routed(self, num_experts: int, top_k: int) -> tuple[Array, Array]:
+        """Distinct experts the step's tokens reach and rows each expert GEMM runs
+        (``routed_uniformly`` of the new tokens)."""
+        ...
+
+
+def routed_uniformly(num_experts: int, top_k: int, tokens: Array) -> tuple[Array, Array]:
+    """Distinct experts hit by ``tokens`` tokens routed uniformly to ``top_k`` of
+    ``num_experts`` (``expected_distinct_experts``), and the rows of each hit expert's GEMM:
+    the tokens' ``tokens · top_k`` expert slots shared among them."""
+    distinct = expected_distinct_experts(num_experts, top_k, tokens)
+    return distinct, tokens * top_k / np.maximum(distinct, 1e-9)
+
 
 @dataclass(frozen=True, slots=True)
 class UniformShape:
@@ -91,6 +104,9 @@ class UniformShape:
 
     def keys(self) -> Array:
         return self.num_seqs * (self.prior_per_seq + self.new_per_seq)
+
+    def routed(self, num_experts: int, top_k: int) -> tuple[Array, Array]:
+        return routed_uniformly(num_experts, top_k, self.num_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +138,9 @@ class MixedShape:
 
     def keys(self) -> float:
         return float(np.sum(self.prior_tokens + self.new_tokens))
+
+    def routed(self, num_experts: int, top_k: int) -> tuple[Array, Array]:
+        return routed_uniformly(num_experts, top_k, self.num_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,19 +370,19 @@ def _mlp(name: str, count: int, m: ModelSpec, ffn: int, tokens: Array, dt: Dtype
     return [up, act, down]
 
 
-def _moe(m: ModelSpec, count: int, tokens: Array, dt: Dtypes) -> list[OpTerms]:
+def _moe(m: ModelSpec, count: int, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
     """Router, routed experts (distinct experts touched), shared experts."""
     assert m.moe is not None
-    e, h = m.moe, m.hidden_size
+    e, h, tokens = m.moe, m.hidden_size, shape.num_tokens
     per_expert = mlp_params(m, e.expert_ffn)
-    distinct = expected_distinct_experts(e.num_experts, e.top_k, tokens)
+    distinct, rows = shape.routed(e.num_experts, e.top_k)
     router_params = h * e.num_experts + (e.num_experts if e.router_bias else 0)
     ops = [
         _linear("moe.router", count, router_params, h, e.num_experts, tokens, dt),
         _op(
             "moe.experts",
             count,
-            gemm_rows=tokens * e.top_k / np.maximum(distinct, 1e-9),
+            gemm_rows=rows,
             flops=2.0 * tokens * e.top_k * per_expert,
             weight_bytes=distinct * per_expert * dt.weight.bytes,
             act_read_bytes=tokens * e.top_k * h * dt.act.bytes,
@@ -420,7 +439,7 @@ def op_terms(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
     if n - num_moe:
         ops += _mlp("mlp", n - num_moe, m, m.ffn, tokens, dt)
     if num_moe:
-        ops += _moe(m, num_moe, tokens, dt)
+        ops += _moe(m, num_moe, shape, dt)
     ops.append(_norm_op("final_norm", 1, m, tokens, dt))
     rows = shape.num_seqs
     ops.append(

@@ -3,6 +3,7 @@ deployment, and every prediction held against published measurements."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -29,6 +30,7 @@ from ridgeline.defaults import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
 )
+from ridgeline.sim.inference_perf import Questions
 from ridgeline.specs import DType
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_seconds
@@ -39,6 +41,7 @@ if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
 
 if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
     from ridgeline.fidelity.residuals import Interval, NoInterval, PredictionIntervals
+    from ridgeline.fidelity.sim_to_real import SimToRealSettings
     from ridgeline.fidelity.validate import Validation
 
 
@@ -54,7 +57,37 @@ FixedBatchOpt = Annotated[
 RateOpt = Annotated[
     float | None, typer.Option(help="Poisson arrivals per second instead of a queue")
 ]
+ServingOpt = Annotated[
+    bool, typer.Option("--serving", help="the serving simulator against real vLLM runs instead")
+]
+EngineOpt = Annotated[str, typer.Option("--engine", help="engine profile: vllm, trtllm, generic")]
+QuestionsOpt = Annotated[
+    Questions,
+    typer.Option(help="inference-perf prompts: cycled as the tool sends them, or unique"),
+]
+CpuOffloadOpt = Annotated[
+    bool,
+    typer.Option(
+        "--cpu-offload/--no-cpu-offload",
+        help="the runs' CPU KV blocks as a host tier (step by step: about 10x the CPU time)",
+    ),
+]
 MAX_SEQS, MAX_TOKENS = DEFAULT_MAX_SEQS, DEFAULT_MAX_TOKENS
+PredictEngineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        help="engine profile: vllm, trtllm, generic (default: the throughput benchmark's limits)",
+    ),
+]
+ConcurrencyOpt = Annotated[int | None, typer.Option(help="a closed loop of N clients instead")]
+MaxSeqsOpt = Annotated[
+    int | None,
+    typer.Option(help=f"most requests running at once (default {MAX_SEQS}, or the engine's)"),
+]
+MaxTokensOpt = Annotated[
+    int | None, typer.Option(help=f"token budget per step (default {MAX_TOKENS}, or the engine's)")
+]
 
 
 def predict_cmd(
@@ -63,14 +96,17 @@ def predict_cmd(
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     dp: Annotated[int, typer.Option("--dp", help="data-parallel instances")] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="expert-parallel chips (the TP group's)")] = 1,
+    engine: PredictEngineOpt = None,
+    concurrency: ConcurrencyOpt = None,
     weight_dtype: Annotated[str, typer.Option(help="bf16, fp16, fp8, int8, int4, fp4")] = "bf16",
     kv_dtype: KvDtypeOpt = None,
     isl: Annotated[int, typer.Option("--isl", help="prompt tokens per request")] = 1024,
     osl: Annotated[int, typer.Option("--osl", help="output tokens per request")] = 128,
     requests: RequestsOpt = None,
     batch: FixedBatchOpt = None,
-    max_seqs: Annotated[int, typer.Option(help="most requests running at once")] = MAX_SEQS,
-    max_tokens: Annotated[int, typer.Option(help="token budget per step")] = MAX_TOKENS,
+    max_seqs: MaxSeqsOpt = None,
+    max_tokens: MaxTokensOpt = None,
     memory_utilization: MemoryUtilizationOpt = None,
     rate: RateOpt = None,
     ideal: IdealOpt = False,
@@ -78,9 +114,9 @@ def predict_cmd(
 ) -> None:
     """Expected throughput, TTFT and TPOT of a deployment, through the serving simulator.
 
-    Throughput per system and per user, and the KV pool (the one rule: --memory-utilization of
-    each chip for weights, a named reserve and KV); calibrated by default (the catalog's
-    terms), the ideal roofline with --ideal.
+    Throughput per system, chip and user; p50/p90/p99 of TTFT, TPOT, ITL and E2E; the KV pool
+    (the one rule: --memory-utilization of each chip for weights, a named reserve and KV);
+    calibrated (the catalog's terms, the engine's with --engine) unless --ideal.
 
     \b
     Example:
@@ -91,10 +127,10 @@ def predict_cmd(
 
     req = pr.PredictRequest(
         hardware=hw, model=model, isl=isl, osl=osl, tensor_parallel=tp, pipeline_parallel=pp,
-        data_parallel=dp, weight_dtype=DType.parse(weight_dtype),
+        data_parallel=dp, expert_parallel=ep, weight_dtype=DType.parse(weight_dtype),
         kv_dtype=DType.parse(kv_dtype) if kv_dtype else None, requests=requests, batch=batch,
-        max_seqs=max_seqs, max_tokens=max_tokens, memory_utilization=memory_utilization,
-        rate_rps=rate, mode=mode_of(ideal),
+        concurrency=concurrency, max_seqs=max_seqs, max_tokens=max_tokens,
+        memory_utilization=memory_utilization, rate_rps=rate, mode=mode_of(ideal), engine=engine,
     )  # fmt: skip
     main = pr.predict(req)
     sure = None if ideal else prediction_intervals(main, hw)
@@ -150,18 +186,7 @@ def prediction_table(preds: list[pr.Prediction], sure: PredictionIntervals | Non
         t.add_column(p.label, justify="right")
     if sure is not None:
         t.add_column("80% interval", justify="right")
-    rows = [
-        (
-            "output tokens/s (system)",
-            lambda p: f"{p.output_tokens_per_s:,.0f}",
-            "output_tokens_per_s",
-        ),
-        ("tokens/s per user", lambda p: f"{p.per_user_tokens_per_s:,.1f}", "per_user_tokens_per_s"),
-        ("TTFT (mean)", lambda p: fmt_seconds(p.ttft_s), "ttft_s"),
-        ("TPOT (mean)", lambda p: fmt_seconds(p.tpot_s), "tpot_s"),
-        ("mean running batch", lambda p: f"{p.batch:,.1f}", ""),
-        ("bound by", lambda p: p.bound, ""),
-    ]
+    rows = _prediction_rows(first)
     for label, cell, field in rows:
         extra = []
         if sure is not None:
@@ -171,6 +196,45 @@ def prediction_table(preds: list[pr.Prediction], sure: PredictionIntervals | Non
     return t
 
 
+if TYPE_CHECKING:
+    Row = tuple[str, Callable[[pr.Prediction], str], str]
+
+
+def _prediction_rows(first: pr.Prediction) -> list[Row]:
+    """(label, cell, the ``PredictionIntervals`` field with an interval or "") of each row."""
+    return [
+        (
+            "output tokens/s (system)",
+            lambda p: f"{p.output_tokens_per_s:,.0f}",
+            "output_tokens_per_s",
+        ),
+        (
+            "input / total tokens/s (system)",
+            lambda p: f"{p.input_tokens_per_s:,.0f} / {p.total_tokens_per_s:,.0f}",
+            "",
+        ),
+        (
+            f"output tokens/s per chip ({first.chips})",
+            lambda p: f"{p.per_chip(p.output_tokens_per_s):,.0f}",
+            "",
+        ),
+        ("tokens/s per user", lambda p: f"{p.per_user_tokens_per_s:,.1f}", "per_user_tokens_per_s"),
+        ("TTFT (mean)", lambda p: fmt_seconds(p.ttft_s), "ttft_s"),
+        ("TPOT (mean)", lambda p: fmt_seconds(p.tpot_s), "tpot_s"),
+        *((f"{n} p50 / p90 / p99", _latency(n), "") for n in ("TTFT", "TPOT", "ITL", "E2E")),
+        ("mean running batch", lambda p: f"{p.batch:,.1f}", ""),
+        ("bound by", lambda p: p.bound, ""),
+    ]
+
+
+def _latency(name: str) -> Callable[[pr.Prediction], str]:
+    def cell(p: pr.Prediction) -> str:
+        q = getattr(p, name.lower())
+        return " / ".join(fmt_seconds(x) for x in (q.p50, q.p90, q.p99))
+
+    return cell
+
+
 def validate_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
@@ -178,16 +242,27 @@ def validate_cmd(
         bool, typer.Option("--loso/--no-loso", help="also leave each source out")
     ] = True,
     rows: Annotated[bool, typer.Option("--rows", help="also list every row")] = False,
+    serving: ServingOpt = False,
+    engine: EngineOpt = "vllm",
+    questions: QuestionsOpt = Questions.UNIQUE,
+    cpu_offload: CpuOffloadOpt = False,
 ) -> None:
     """Hold every prediction against the published measurements of the dataset.
 
     Each measurement predicted calibrated and ideal, and how far each is from what was
-    measured: per accelerator, overall, and leave-one-source-out.
+    measured: per accelerator, overall, and leave-one-source-out. With --serving: the
+    sim-to-real benchmark's training/validation runs of vLLM, simulated and scored as the
+    benchmark scores simulators.
 
     \b
     Example:
       ridgeline validate --rows --plot out/validation.png
     """
+    if serving:
+        from ridgeline.fidelity.sim_to_real import SimToRealSettings
+
+        _validate_serving(SimToRealSettings(engine, questions, cpu_offload), json_out)
+        return
     from ridgeline.fidelity.validate import validate
 
     with err_console.status("predicting the published measurements...") as status:
@@ -203,6 +278,25 @@ def validate_cmd(
         console.print(rows_table(v))
     console.print(summary_table(v))
     console.print(fits_table(v))
+
+
+def _validate_serving(settings: SimToRealSettings, json_out: bool) -> None:
+    from ridgeline.fidelity.sim_to_real import ROW_HEADERS, validate_serving
+    from ridgeline.fidelity.sim_to_real import SUMMARY_HEADERS as SERVING_HEADERS
+
+    with err_console.status("simulating the benchmark's runs...") as status:
+        v = validate_serving(settings, progress=lambda exp: status.update(f"simulating {exp}"))
+    if json_out:
+        emit_json(v)
+        return
+    t = Table(*ROW_HEADERS, title="measured -> predicted (APE), the benchmark's summary metrics")
+    for row in v.rows():
+        t.add_row(*row)
+    console.print(t)
+    s = Table(*SERVING_HEADERS, title="median APE of E2E mean, TTFT mean, ITL mean")
+    for row in v.summary_rows():
+        s.add_row(*row)
+    console.print(s)
 
 
 def summary_table(v: Validation) -> Table:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -82,24 +83,25 @@ def _sim_config(
     model: str, hw: str, serving: ServingOptions, cost: CostOptions, topo: TopologyOptions,
     out: OutputOptions, seed: int,
 ) -> SimConfig:  # fmt: skip
-    """The simulated server: its pricing (mode, deployment, data types: built once here),
-    scheduler, KV pool, tiers and topology."""
+    """The simulated server: its pricing (mode, deployment, data types: built once here), the
+    engine profile's scheduler and host work, its KV pool, tiers and topology."""
     from ridgeline.analytic.deployment import check_deployment
-    from ridgeline.sim import SimConfig
+    from ridgeline.sim.engines import EngineRun, engine_sim_config
     from ridgeline.sim.options import parse_disagg, parse_tiers
     from ridgeline.specs import get_accelerator, get_model
+    from ridgeline.specs.engines import get_engine
 
     m, acc = get_model(model), get_accelerator(hw)
     pricing = cost.pricing(acc)
     check_deployment(m, pricing.deployment)
-    return SimConfig(
-        m, pricing, serving.scheduler(m.max_position_embeddings, topo.spec()),
-        block_size=serving.block_size, prefix_caching=serving.prefix_caching,
-        eviction=serving.eviction, memory_utilization=serving.memory_utilization,
+    cfg = engine_sim_config(m, pricing, EngineRun(get_engine(serving.engine), serving.setup()))
+    return replace(
+        cfg, scheduler=replace(cfg.scheduler, spec=topo.spec()), eviction=serving.eviction,
         tiers=parse_tiers(topo.tiers, acc) if topo.tiers else (),
         draft_model=get_model(topo.spec_draft) if topo.spec_draft else None,
         disagg=parse_disagg(topo.disagg, topo.link_bw, topo.link_latency) if topo.disagg else None,
-        slo=out.slo(), seed=seed, label=serving.policy.value,
+        slo=out.slo(), seed=seed,
+        label=cfg.scheduler.policy.value if serving.engine == "generic" else serving.engine,
     )  # fmt: skip
 
 
@@ -109,14 +111,16 @@ def _run(
     variants: list[str] | None,
     show: bool,
     shapes: ShapeOptions,
+    clients: int | None = None,
 ) -> list[SimResult]:
-    """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``."""
+    """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``;
+    a closed loop of ``clients`` when given."""
     from ridgeline.sim import simulate
     from ridgeline.sim.variants import compare
 
     if variants is None:
         with progress_bar(len(wl), show, "simulating") as tick:
-            return [simulate(cfg, wl, tick)]
+            return [simulate(cfg, wl, tick, clients)]
     with progress_bar(len(variants), show, "simulating") as tick:
         started: list[str] = []
 
@@ -159,12 +163,16 @@ def simulate_cmd(
     variants = output.variants(cfg.hw) if mode is Mode.COMPARE else None
     if topology.spec_k and variants and any("spec" in v for v in variants):
         raise ConfigError("--spec-k with compare: use the 'spec' variant or drop --spec-k")
+    if workload.concurrency and variants:
+        raise ConfigError("--concurrency: one configuration (no compare)")
     wl = workload.requests_to_serve()
+    if workload.concurrency:  # a closed loop: clients send at once, then as requests end
+        wl = [replace(r, arrival_s=0.0) for r in wl]
     show = not output.json_out and len(wl) >= PROGRESS_MIN_REQUESTS
     shape_opts = shapes.shape_options()
     if serving.policy is PolicyKind.STATIC and is_compiled_schedule(cfg.hw):
         cfg = static_variant(cfg, "static", wl, shape_opts)
-    results = _run(cfg, wl, variants, show, shape_opts)
+    results = _run(cfg, wl, variants, show, shape_opts, workload.concurrency)
     _render(results, cfg, output.json_out, output.plot)
 
 

@@ -11,18 +11,20 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ridgeline.cli.common import mode_of, writable_dir
+from ridgeline.errors import ConfigError
 from ridgeline.serving.eviction import EvictionKind
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.scheduler import PreemptionMode
+from ridgeline.sim.inference_perf import Questions
 from ridgeline.sim.presets import WorkloadKind
 from ridgeline.specs.inputs import check_int, check_real
 from ridgeline.specs.limits import MAX_BYTES_PER_S, MAX_CONTEXT, MAX_SECONDS
 
 if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
     from ridgeline.analytic.pricing import Pricing
-    from ridgeline.serving.scheduler import SchedulerConfig
     from ridgeline.serving.spec_decode import SpecDecodeConfig
     from ridgeline.sim import SLO, RequestSpec
+    from ridgeline.sim.engines import ServingSetup
     from ridgeline.sim.static_variants import ShapeOptions
     from ridgeline.specs.hardware import Accelerator
 
@@ -32,6 +34,7 @@ def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:
 
 
 _W, _S, _C, _T, _O = "Workload", "Serving", "Cost model", "Speculation and KV topology", "Output"
+DEFAULT_REQUESTS = 1000
 _X = "Compiled shapes (Spyre, TPU)"
 
 
@@ -49,7 +52,15 @@ class WorkloadOptions:
         WorkloadKind.POISSON
     )
     rate: Annotated[float, _opt("--rate", "arrivals per second", _W)] = 4.0
-    requests: Annotated[int, typer.Option("--requests", "-n", help="requests (trace: first N lines)", rich_help_panel=_W)] = 1000  # fmt: skip
+    requests: Annotated[
+        int | None,
+        typer.Option(
+            "--requests",
+            "-n",
+            help="requests (default 1000; a trace or profile: all, or its first N)",
+            rich_help_panel=_W,
+        ),
+    ] = None
     prompt: Annotated[str, _opt("--prompt", "prompt lengths DIST:MEAN[:P]", _W)] = "lognormal:1000"
     output: Annotated[str, _opt("--output", "output lengths DIST:MEAN[:P]", _W)] = "lognormal:200"
     cv: Annotated[float, _opt("--cv", "gamma arrivals: coefficient of variation", _W)] = 2.0
@@ -57,18 +68,39 @@ class WorkloadOptions:
     prefix_len: Annotated[int, _opt("--prefix-len", "tokens per system prompt", _W)] = 0
     turns: Annotated[int, _opt("--turns", "turns per conversation", _W)] = 1
     trace: Annotated[str | None, _opt("--trace", "JSONL or CSV trace, or a shipped sample: splitwise_conv, splitwise_code, vidur_conv_4qps_1k", _W)] = None  # fmt: skip
+    profile: Annotated[
+        str | None,
+        _opt(
+            "--profile", "inference-perf profile (JSON or YAML): stages, shared-prefix groups", _W
+        ),
+    ] = None
+    questions: Annotated[
+        Questions,
+        _opt("--questions", "profile prompts: cycled as inference-perf sends them, or unique", _W),
+    ] = Questions.CYCLED
+    concurrency: Annotated[
+        int | None,
+        _opt(
+            "--concurrency",
+            "a closed loop of N clients: each sends its next request when its last ends",
+            _W,
+        ),
+    ] = None
     seed: Annotated[int, _opt("--seed", "workload and acceptance seed", _W)] = 0
 
     def requests_to_serve(self) -> list[RequestSpec]:
-        """The requests: the trace's first ``requests`` lines, or the synthetic workload (its
-        options are checked either way: a bad ``--rate`` beside ``--trace`` is refused, not
-        ignored)."""
+        """The requests: a trace's (all of them, or its first ``requests`` lines), an
+        inference-perf profile's, or the synthetic workload's (its options are checked either
+        way: a bad ``--rate`` beside ``--trace`` is refused, not ignored)."""
         from ridgeline.data import trace_path
         from ridgeline.sim import WorkloadSpec, generate, load_trace, parse_lengths
+        from ridgeline.sim.inference_perf import load_profile, profile_requests
         from ridgeline.sim.presets import workload_of_kind
 
+        if self.trace and self.profile:
+            raise ConfigError("--trace and --profile: give one workload")
         spec = WorkloadSpec(
-            num_requests=self.requests,
+            num_requests=self.requests or DEFAULT_REQUESTS,
             rate_per_s=self.rate,
             cv=self.cv,
             prompt=parse_lengths(self.prompt, 512),
@@ -80,21 +112,32 @@ class WorkloadOptions:
         )
         if self.trace:
             return load_trace(trace_path(self.trace), limit=self.requests)
+        if self.profile:
+            reqs = profile_requests(load_profile(self.profile), self.seed, self.questions)
+            return reqs[: self.requests] if self.requests else reqs
         return generate(workload_of_kind(self.workload, spec))
 
 
 @dataclass(frozen=True, slots=True)
 class ServingOptions:
-    """How the server schedules and where the KV lives."""
+    """Which engine serves, how it schedules and where the KV lives (unset: the engine's)."""
 
-    policy: Annotated[PolicyKind, _opt("--policy", "queue order and admission", _S)] = (
-        PolicyKind.FCFS
+    engine: Annotated[str, _opt("--engine", "engine profile: generic, vllm, trtllm", _S)] = (
+        "generic"
     )
-    prefix_caching: Annotated[bool, _opt("--prefix-caching", "reuse cached prefixes", _S)] = False
-    chunk: Annotated[int, _opt("--chunk", "token budget per step; 0: no chunking", _S)] = 2048
-    max_seqs: Annotated[int, _opt("--max-seqs", "most running requests", _S)] = 256
+    policy: Annotated[PolicyKind | None, _opt("--policy", "queue order and admission", _S)] = None
+    prefix_caching: Annotated[
+        bool | None,
+        typer.Option(
+            "--prefix-caching/--no-prefix-caching", help="reuse cached prefixes", rich_help_panel=_S
+        ),
+    ] = None
+    chunk: Annotated[int | None, _opt("--chunk", "token budget per step; 0: no chunking", _S)] = (
+        None
+    )
+    max_seqs: Annotated[int | None, _opt("--max-seqs", "most running requests", _S)] = None
     max_model_len: Annotated[int, _opt("--max-model-len", "longest request (0: the model's context)", _S)] = 0  # fmt: skip
-    block_size: Annotated[int, _opt("--block-size", "tokens per KV block", _S)] = 16
+    block_size: Annotated[int | None, _opt("--block-size", "tokens per KV block", _S)] = None
     eviction: Annotated[EvictionKind, _opt("--eviction", "cached-block eviction", _S)] = (
         EvictionKind.LRU
     )
@@ -103,28 +146,36 @@ class ServingOptions:
         _opt(
             "--memory-utilization",
             "fraction of each chip's memory for weights, reserve and KV "
-            "(vLLM's gpu_memory_utilization; default: the runtime's)",
+            "(vLLM's gpu_memory_utilization; default: the engine's)",
             _S,
         ),
     ] = None
-    preemption: Annotated[PreemptionMode, _opt("--preemption", "recompute or swap", _S)] = (
-        PreemptionMode.RECOMPUTE
+    kv_blocks: Annotated[
+        int | None, _opt("--kv-blocks", "KV blocks of the pool (as the engine logged them)", _S)
+    ] = None
+    cpu_kv_blocks: Annotated[
+        int, _opt("--cpu-kv-blocks", "KV blocks offloaded to host memory (vLLM CPU offload)", _S)
+    ] = 0
+    preemption: Annotated[PreemptionMode | None, _opt("--preemption", "recompute or swap", _S)] = (
+        None
     )
 
-    def scheduler(self, model_context: int, spec: SpecDecodeConfig | None) -> SchedulerConfig:
-        """The scheduler's limits; its token budget follows the policy (``step_token_budget``)."""
-        from ridgeline.serving.policies import step_token_budget
-        from ridgeline.serving.scheduler import SchedulerConfig
+    def setup(self) -> ServingSetup:
+        """The overrides of the engine profile's scheduling (``sim.engines``)."""
+        from ridgeline.sim.engines import ServingSetup
 
-        max_model_len = self.max_model_len or model_context
-        return SchedulerConfig(
-            max_num_batched_tokens=step_token_budget(self.policy, self.chunk, max_model_len),
+        return ServingSetup(
+            max_num_batched_tokens=self.chunk or None,
             max_num_seqs=self.max_seqs,
-            max_model_len=max_model_len,
-            enable_chunked_prefill=self.chunk > 0,
+            max_model_len=self.max_model_len or None,
+            num_blocks=self.kv_blocks,
+            cpu_kv_blocks=self.cpu_kv_blocks,
+            prefix_caching=self.prefix_caching,
+            memory_utilization=self.memory_utilization,
+            chunked_prefill=None if self.chunk is None else self.chunk > 0,
             policy=self.policy,
             preemption=self.preemption,
-            spec=spec,
+            block_size=self.block_size,
         )
 
 
@@ -150,6 +201,7 @@ class CostOptions:
     overhead: Annotated[float, _opt("--overhead", "with --ideal: fixed seconds per step", _C)] = 0.0
     tp: Annotated[int, _opt("--tp", "tensor-parallel chips per instance", _C)] = 1
     pp: Annotated[int, _opt("--pp", "pipeline stages per instance", _C)] = 1
+    ep: Annotated[int, _opt("--ep", "expert-parallel chips (the tensor-parallel group's)", _C)] = 1
     weight_dtype: Annotated[str, _opt("--weight-dtype", "bf16, fp16, fp8, int8, int4, fp4", _C)] = (
         "bf16"
     )
@@ -168,7 +220,8 @@ class CostOptions:
         kv = DType.parse(self.kv_dtype) if self.kv_dtype else None
         dt = Dtypes.serving(DType.parse(self.weight_dtype), kv)
         eff = Efficiency(self.bw_eff, self.compute_eff, self.overhead)
-        return Pricing.of(Deployment(acc, self.tp, self.pp), mode_of(self.ideal), dt, eff)
+        dep = Deployment(acc, self.tp, self.pp, expert_parallel=self.ep)
+        return Pricing.of(dep, mode_of(self.ideal), dt, eff)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,13 +16,20 @@ default, ``analytic.pricing``):
 The KV pool follows the one rule every path uses (``analytic.memory``: vLLM's
 ``gpu_memory_utilization``, ``memory_utilization`` here, of each chip for its share of the weights,
 the reserve of a profile step of ``max_tokens`` tokens over the running limit, and the KV cache).
+
+``engine`` names a serving-engine profile (``specs.engines``: vllm, trtllm, generic): its
+scheduler limits and their defaults, block size, prefix caching, kernel terms and host work per
+step and request (calibrated mode) then replace the throughput benchmark's defaults above.
+
+A prediction reports p50/p90/p99 of TTFT, TPOT, ITL and end-to-end latency, and output, input
+and total tokens per second of the whole system and per chip (tp x pp x dp chips).
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,14 +46,15 @@ from ridgeline.analytic.pricing import Pricing
 from ridgeline.defaults import DEFAULT_MAX_SEQS, DEFAULT_MAX_TOKENS
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.fidelity.trace import Recorder, Trace
-from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.sim.engines import EngineRun, ServingSetup, engine_sim_config
 from ridgeline.sim.loop import SimConfig, kv_pool_blocks
-from ridgeline.sim.metrics import SimResult
+from ridgeline.sim.metrics import Percentiles, SimResult
 from ridgeline.sim.replicas import ReplicaSet, Router, simulate_replicas
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.dtypes import DType
+from ridgeline.specs.engines import get_engine
 from ridgeline.specs.limits import MAX_RATE_PER_S
 
 DEFAULT_REQUESTS = 1000
@@ -73,23 +81,27 @@ class PredictRequest:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     data_parallel: int = 1
+    expert_parallel: int = 1
     weight_dtype: DType = DType.BF16
     kv_dtype: DType | None = None
     requests: int | None = None
     batch: int | None = None
     concurrency: int | None = None
-    max_seqs: int = DEFAULT_MAX_SEQS
-    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_seqs: int | None = None
+    max_tokens: int | None = None
     memory_utilization: float | None = None
     rate_rps: float | None = None
     mode: CostMode = CostMode.CALIBRATED
     seed: int = 0
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("isl", "osl", "tensor_parallel", "pipeline_parallel", "data_parallel"):
             _check_int(name, getattr(self, name), 1, 10_000_000)
+        _check_int("expert_parallel", self.expert_parallel, 1, 10_000_000)
         for name in ("max_seqs", "max_tokens"):
-            _check_int(name, getattr(self, name), 1, 10_000_000)
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), 1, 10_000_000)
         if self.requests is not None and self.batch is not None:
             raise ConfigError("field requests/batch: give one of them, not both")
         if self.batch is not None and self.concurrency is not None:
@@ -118,7 +130,9 @@ class PredictRequest:
         """How every step of the prediction is priced: ``mode`` on the TP x PP deployment of
         ``hardware``, at ``dtypes`` (built once per prediction and passed down)."""
         acc = get_accelerator(self.hardware)
-        dep = Deployment(acc, self.tensor_parallel, self.pipeline_parallel)
+        dep = Deployment(
+            acc, self.tensor_parallel, self.pipeline_parallel, expert_parallel=self.expert_parallel
+        )
         return Pricing.of(dep, self.mode, self.dtypes)
 
     @property
@@ -133,9 +147,15 @@ class PredictRequest:
         return DEFAULT_REQUESTS
 
     @property
-    def running_limit(self) -> int:
-        """Most requests running at once on one instance."""
-        return self.batch or self.concurrency or self.max_seqs
+    def running_limit(self) -> int | None:
+        """Most requests running at once on one instance (None: the engine's default)."""
+        default = DEFAULT_MAX_SEQS if self.engine is None else None
+        return self.batch or self.concurrency or self.max_seqs or default
+
+    @property
+    def token_budget(self) -> int | None:
+        """Tokens per step (None: the engine's default)."""
+        return self.max_tokens or (DEFAULT_MAX_TOKENS if self.engine is None else None)
 
 
 def _check_int(name: str, value: Any, low: int, high: int) -> None:
@@ -156,6 +176,11 @@ class Prediction:
         mode: ``calibrated`` or ``ideal``; ``label`` the pricing's, for tables.
         kv_blocks: the KV pool of an instance (``analytic.memory``), ``block_tokens`` a block.
         max_batch: requests of isl + osl tokens that pool holds at once.
+        ttft, tpot, itl, e2e: mean and p50/p90/p99 of each latency (seconds; TTFT and
+            end-to-end from admission in a closed loop).
+        input_tokens_per_s, total_tokens_per_s: prompt and all tokens per second of the system.
+        chips: chips of the system (tp x pp x dp); the per-chip figures divide by them.
+        engine: the engine profile (``generic``: the throughput benchmark's defaults).
     """
 
     hardware: str
@@ -175,8 +200,21 @@ class Prediction:
     block_tokens: int = BLOCK_SIZE
     max_batch: int = 0
     memory: str = ""  # where one chip's memory goes (``analytic.memory.ChipBudget.sentence``)
+    ttft: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
+    tpot: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
+    itl: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
+    e2e: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
+    input_tokens_per_s: float = 0.0
+    total_tokens_per_s: float = 0.0
+    chips: int = 1
+    engine: str = "generic"
+
+    def per_chip(self, tokens_per_s: float) -> float:
+        return tokens_per_s / self.chips
 
     def to_dict(self) -> dict[str, Any]:
+        names = ("ttft", "tpot", "itl", "e2e")
+        latencies = {f"{n}_s_percentiles": asdict(getattr(self, n)) for n in names}
         return {
             "schema": "ridgeline.predict/2",
             "hardware": self.hardware,
@@ -196,6 +234,16 @@ class Prediction:
             "memory_per_chip": self.memory,
             "num_requests": self.num_requests,
             "makespan_s": self.makespan_s,
+            "engine": self.engine,
+            **latencies,
+            "input_tokens_per_s": self.input_tokens_per_s,
+            "total_tokens_per_s": self.total_tokens_per_s,
+            "chips": self.chips,
+            "per_chip": {
+                "output_tokens_per_s": self.per_chip(self.output_tokens_per_s),
+                "input_tokens_per_s": self.per_chip(self.input_tokens_per_s),
+                "total_tokens_per_s": self.per_chip(self.total_tokens_per_s),
+            },
         }
 
 
@@ -214,32 +262,29 @@ def _workload(req: PredictRequest) -> list[RequestSpec]:
 
 
 def _sim_config(req: PredictRequest, model: ModelSpec, pricing: Pricing) -> SimConfig:
-    """The simulated instance: ``pricing``'s deployment, the request's scheduler limits and
-    its KV pool under the one rule, stopped where ``running_limit`` requests are held."""
-    scheduler = SchedulerConfig(
-        max_num_batched_tokens=max(req.max_tokens, 1),
+    """The simulated instance: ``pricing``'s deployment, the engine profile's scheduler (the
+    request's limits, else the engine's or the benchmark's) and its KV pool under the one rule,
+    stopped where the running limit's requests are held."""
+    setup = ServingSetup(
+        max_num_batched_tokens=req.token_budget,
         max_num_seqs=req.running_limit,
         max_model_len=req.isl + req.osl,
-    )
-    cfg = SimConfig(
-        model=model,
-        pricing=pricing,
-        scheduler=scheduler,
-        block_size=BLOCK_SIZE,
         memory_utilization=req.memory_utilization,
-        seed=req.seed,
+        prefix_caching=None if req.engine else False,
     )
+    run = EngineRun(get_engine(req.engine or "generic"), setup)
+    cfg = replace(engine_sim_config(model, pricing, run), seed=req.seed)
     blocks = kv_pool_blocks(cfg)
-    need = math.ceil((req.isl + req.osl) / BLOCK_SIZE)
+    need = math.ceil((req.isl + req.osl) / cfg.block_size)
     if blocks < need:
         raise CapacityError(
             f"{model.name} on {pricing.deployment.label}: one request of {req.isl + req.osl} "
             f"tokens needs {need} KV blocks, and the memory left after the weights and the "
             f"reserve holds {blocks}"
         )
-    # NOTE: blocks beyond what max_seqs requests can hold are never touched (no prefix
-    # caching here), so the pool stops there: same schedule, far fewer blocks to build.
-    return replace(cfg, num_blocks=min(blocks, req.running_limit * need))
+    # NOTE: blocks beyond what max_seqs requests can hold are never touched (no request shares
+    # a prefix here), so the pool stops there: same schedule, far fewer blocks to build.
+    return replace(cfg, num_blocks=min(blocks, cfg.scheduler.max_num_seqs * need))
 
 
 def _bound(model: ModelSpec, pricing: Pricing, req: PredictRequest, batch: float) -> DeploymentCost:
@@ -270,10 +315,11 @@ def _summary(
     if result.num_completed == 0:
         raise CapacityError(f"{model.name} on {dep.label}: no request completed")
     tpot = result.tpot_s.mean
-    ttft = result.ttft_s.mean
+    ttft, e2e = result.ttft_s, result.e2e_s
     if req.concurrency is not None:  # a client's clock starts when its request is admitted
         done = [r for r in result.requests if not r.rejected]
-        ttft = float(np.mean([r.ttft_s - r.queue_s for r in done]))
+        ttft = Percentiles.of([r.ttft_s - r.queue_s for r in done])
+        e2e = Percentiles.of([r.e2e_s - r.queue_s for r in done])
     full = kv_pool_blocks(replace(cfg, num_blocks=None))
     return Prediction(
         hardware=dep.accelerator.name,
@@ -282,7 +328,7 @@ def _summary(
         mode=pricing.mode,
         output_tokens_per_s=result.output_tokens_per_s,
         per_user_tokens_per_s=1.0 / tpot if tpot > 0 else math.inf,
-        ttft_s=ttft,
+        ttft_s=ttft.mean,
         tpot_s=tpot,
         batch=result.mean_running,
         bound=_bound(model, pricing, req, result.mean_running).binding.text,
@@ -290,8 +336,17 @@ def _summary(
         num_requests=result.num_requests,
         makespan_s=result.makespan_s,
         label=pricing.label,
-        max_batch=full // math.ceil((req.isl + req.osl) / BLOCK_SIZE),
-        memory=chip_budget(model, dep, pricing.dtypes, cfg.memory_rule).sentence(),
+        block_tokens=cfg.block_size,
+        max_batch=full // math.ceil((req.isl + req.osl) / cfg.block_size),
+        memory=chip_budget(model, dep, cfg.pricing.dtypes, cfg.memory_rule).sentence(),
+        ttft=ttft,
+        tpot=result.tpot_s,
+        itl=result.itl_s,
+        e2e=e2e,
+        input_tokens_per_s=result.total_tokens_per_s - result.output_tokens_per_s,
+        total_tokens_per_s=result.total_tokens_per_s,
+        chips=dep.chips * req.data_parallel,
+        engine=req.engine or "generic",
     )
 
 

@@ -90,6 +90,11 @@ class BlockPool:
     def num_cached_free(self) -> int:
         return len(self._cached_free)
 
+    @property
+    def num_uncached_free(self) -> int:
+        """Free blocks holding no prefix: what ``allocate`` takes before it evicts any."""
+        return len(self._uncached) + self.num_blocks - len(self.blocks)
+
     def allocate(self, n: int) -> list[KVBlock] | None:
         """``n`` fresh blocks with ref count 1, or None when fewer than ``n`` are free."""
         if n > self.num_free:

@@ -3,6 +3,9 @@
 - ``fcfs``: arrival order; preempt the newest running request (vLLM v1 default).
 - ``priority``: smallest ``priority`` first, then arrival; preempt the least urgent running one
   (vLLM v1 ``PriorityRequestQueue``).
+- ``reserve``: FCFS, but each request reserves its prompt and every output token it may produce
+  at admission, so no running request ever needs a block it cannot get and none is preempted
+  (TensorRT-LLM's ``GUARANTEED_NO_EVICT`` capacity scheduler); prompts still run in chunks.
 - ``contiguous``: FCFS, but each request reserves ``max_model_len`` slots at admission, as
   engines did before PagedAttention (Kwon et al., SOSP 2023, §3: "reserved" and "internal
   fragmentation" waste); no chunked prefill.
@@ -38,6 +41,7 @@ class PolicyKind(StrEnum):
     PRIORITY = "priority"
     CONTIGUOUS = "contiguous"
     STATIC = "static"
+    RESERVE = "reserve"
 
     @classmethod
     def parse(cls, name: str | PolicyKind) -> PolicyKind:
@@ -182,7 +186,7 @@ class Policy:
         runs whole prompts."""
         if self.kind is PolicyKind.STATIC:
             return self.chunk_tokens > 0
-        return self.kind in (PolicyKind.FCFS, PolicyKind.PRIORITY)
+        return self.kind in (PolicyKind.FCFS, PolicyKind.PRIORITY, PolicyKind.RESERVE)
 
     def new_queue(self) -> RequestQueue:
         """An empty waiting queue in this policy's order."""
@@ -194,15 +198,18 @@ class Policy:
             return max(running, key=_urgency)
         return running[-1]
 
-    def reserve_tokens(self, request: Request, hit_tokens: int = 0) -> int | None:
-        """Slots to reserve at admission (0: grow on demand); None: no reservation can hold it.
+    def reserve_tokens(self, max_tokens: int, hit_tokens: int = 0) -> int | None:
+        """Slots to reserve at admission for a request of at most ``max_tokens`` (prompt +
+        outputs; 0: grow on demand); None: no reservation can hold it.
 
         ``hit_tokens``: the cached prefix found for the request (``static`` with
         ``prefix_copy`` reserves its own bucket beside those shared blocks)."""
         if self.kind is PolicyKind.CONTIGUOUS:
-            return self.reserve_len if request.max_tokens <= self.reserve_len else None
+            return self.reserve_len if max_tokens <= self.reserve_len else None
+        if self.kind is PolicyKind.RESERVE:
+            return max_tokens
         if self.kind is PolicyKind.STATIC:
-            bucket = self.bucket_for(request.max_tokens)
+            bucket = self.bucket_for(max_tokens)
             if bucket is None:
                 return None
             return bucket + hit_tokens if self.prefix_copy else bucket
@@ -233,7 +240,7 @@ def make_policy(
     num_slots: int | None = None,
     static: StaticOptions | None = None,
 ) -> Policy:
-    """A policy by name (fcfs, priority, contiguous, static)."""
+    """A policy by name (fcfs, priority, contiguous, static, reserve)."""
     kind = PolicyKind.parse(name)
     if kind is PolicyKind.STATIC:
         buckets = tuple(sorted(buckets)) or _default_buckets(max_model_len)

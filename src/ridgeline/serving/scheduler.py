@@ -57,6 +57,8 @@ class SchedulerConfig:
         static_slots: batch slots of the static policy (None: max_num_seqs).
         static: the static policy's compiled prefill chunk, recompilation and prefix mode.
         spec: speculative decoding (None: off).
+        async_scheduling: the next step is scheduled when a step starts, so a request that
+            arrives while a step runs waits for the step after next (``serving.lookahead``).
     """
 
     max_num_batched_tokens: int = 2048
@@ -70,6 +72,7 @@ class SchedulerConfig:
     static_slots: int | None = None
     static: StaticOptions | None = None
     spec: SpecDecodeConfig | None = None
+    async_scheduling: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", PolicyKind.parse(self.policy))  # a name is accepted
@@ -143,7 +146,7 @@ class Scheduler:
         """
         if request.request_id in self.requests:
             raise ConfigError(f"request id {request.request_id!r} is already queued or running")
-        reason = self.never_fits(request)
+        reason = self.never_fits(request.max_tokens)
         self._seq += 1
         request.seq = self._seq
         if reason is not None:
@@ -159,16 +162,17 @@ class Scheduler:
             self._blocked_on_memory = False
         return True
 
-    def never_fits(self, request: Request) -> str | None:
-        """Why ``request`` can never run here, as ``category: details`` (None when it can)."""
+    def never_fits(self, max_tokens: int) -> str | None:
+        """Why a request of at most ``max_tokens`` (prompt + outputs) can never run here, as
+        ``category: details`` (None when it can)."""
         capacity = self.kv.pool.num_blocks * self.kv.block_size
-        n = request.max_tokens
+        n = max_tokens
         limit = self.config.max_model_len
         if n > limit:
             return f"longer than max_model_len: prompt + max_new_tokens = {n} > {limit}"
         if n > capacity:
             return f"larger than the KV pool: {n} tokens > {capacity} slots"
-        reserve = self.policy.reserve_tokens(request)
+        reserve = self.policy.reserve_tokens(n)
         if reserve is None:
             return f"no {self.policy.kind.value} reservation holds it: {n} tokens"
         if reserve > capacity:
@@ -323,7 +327,7 @@ class Scheduler:
 
     def _admit_one(self, req: Request, n: int, hit: PrefixHit, external: int) -> bool:
         """Allocate ``req``'s table (reservation, hit, external and new tokens) and run it."""
-        reserve = self.policy.reserve_tokens(req, hit.num_tokens) or 0
+        reserve = self.policy.reserve_tokens(req.max_tokens, hit.num_tokens) or 0
         req.num_computed_tokens += external
         if self.kv.allocate_slots(req, n, hit, reserve_tokens=reserve) is None:
             req.num_computed_tokens -= external

@@ -26,12 +26,15 @@ from ridgeline.specs.limits import MAX_BYTES, MAX_BYTES_PER_S, MAX_SECONDS
 
 @dataclass(frozen=True, slots=True)
 class TierSpec:
-    """One KV tier: ``capacity_bytes`` reached at ``bandwidth_bytes_per_s`` from the device."""
+    """One KV tier: ``capacity_bytes`` reached at ``bandwidth_bytes_per_s`` from the device;
+    ``async_writes``: evicted prefix blocks are stored in the background, charged to no step
+    (vLLM's CPU offloading copies them on a stream of their own; loads on a hit are charged)."""
 
     name: str
     capacity_bytes: float
     bandwidth_bytes_per_s: float
     latency_s: float = 0.0
+    async_writes: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -94,7 +97,8 @@ class KVTiers:
         top = self.tiers[0]
         if top.num_blocks - top.reserved <= 0:
             return
-        self._charge(top, self.block_bytes)
+        if not top.spec.async_writes:
+            self._charge(top, self.block_bytes)
         top.bytes_in += self.block_bytes
         self._insert(0, block_hash)
 

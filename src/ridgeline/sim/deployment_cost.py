@@ -17,7 +17,7 @@ import numpy as np
 from ridgeline.analytic.collectives import LinkTerms
 from ridgeline.analytic.deploy import check_deployment, chip_op_costs, pass_links
 from ridgeline.analytic.pricing import Pricing
-from ridgeline.sim.executor import StepCostModel
+from ridgeline.sim.executor import HostCost, StepCostModel
 from ridgeline.specs import ModelSpec
 
 
@@ -29,10 +29,10 @@ class DeploymentStepCost(StepCostModel):
     the step's sequences and tokens.
     """
 
-    def __init__(self, model: ModelSpec, pricing: Pricing) -> None:
+    def __init__(self, model: ModelSpec, pricing: Pricing, host: HostCost | None = None) -> None:
         check_deployment(model, pricing.deployment)
         self.deployment = pricing.deployment  # read by _terms while the base builds its tables
-        super().__init__(model, pricing)
+        super().__init__(model, pricing, host)
         # link times by (sequences, tokens): a run asks for the same few shapes step after step
         self._links: dict[tuple[float, float], float] = {}
 

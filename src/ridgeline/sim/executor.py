@@ -10,8 +10,11 @@ batch (the step's linear model)::
 
 so ``F`` and ``M`` are computed once per (model, accelerator) by evaluating ``op_terms`` on unit
 aggregates, and a step costs two small matrix-vector products — the same numbers as
-``analytic.step_cost`` (a test checks it), in microseconds. MoE models are not affine in the
-tokens (distinct experts hit); for them every step calls ``op_terms`` directly.
+``analytic.step_cost`` (a test checks it), in microseconds. A MoE model is affine once two more
+aggregates join x, both functions of the step's tokens T alone (``analytic.ops.routed_uniformly``):
+the distinct experts hit, E·(1 − (1 − k/E)^T), which the experts' weight bytes scale with, and
+the rows of each expert GEMM, T·k / distinct, which its tile padding reads; a decode run at a
+fixed batch keeps both constant, so its closed forms hold for MoE as for dense models.
 
 The executor also plays the machine's outputs: the token it "samples" for a request comes from
 that request's plan (the workload decides the outputs, so multi-turn prompts can contain them),
@@ -21,12 +24,19 @@ The ``Pricing`` (``analytic.pricing``) says how steps are priced: in calibrated 
 padding ``pad`` and latencies are the accelerator's calibration terms (``analytic.calibrated``); in
 ideal mode the roofline's. ``step_cost_model`` builds the one that prices a pricing's deployment
 (one chip here, many in ``sim.deployment_cost``).
+
+The serving engine adds its host work (``HostCost``, from ``specs.engines``): a fixed time per
+step and per scheduled sequence, and a time per layer for a step that does not run under a full
+CUDA graph (one with a prompt chunk, or a decode batch beyond the largest captured one)::
+
+    step_s += host.step_s + seqs · host.sequence_s + [not graphed] · layers · host.eager_layer_s
+
+(the engine's own kernel terms are in the pricing's calibration: ``sim.engines``).
 """
 
 from __future__ import annotations
 
 import random
-from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -34,14 +44,16 @@ from typing import Protocol
 
 import numpy as np
 
-from ridgeline.analytic import MixedShape, op_terms
+from ridgeline.analytic import op_terms
 from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_stretch
+from ridgeline.analytic.ops import routed_uniformly
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
 from ridgeline.sim.lines import (
     AffineMaxima,
+    Horizon,
     Pieces,
     affine_maxima,
     decode_segment_ends,
@@ -50,6 +62,21 @@ from ridgeline.sim.lines import (
     sum_of_maxima,
 )
 from ridgeline.specs import ModelSpec
+from ridgeline.specs.engines import HostWork
+
+
+@dataclass(frozen=True, slots=True)
+class HostCost:
+    """The serving engine's host work (``specs.engines.HostWork``) and the largest decode batch
+    its CUDA graphs cover (0: none; every step then pays ``eager_layer_s`` per layer)."""
+
+    work: HostWork = HostWork()
+    graph_max_batch: int = 0
+
+    def graphed(self, decode: bool, seqs: float) -> bool:
+        """Whether a step runs under a full CUDA graph: a decode batch of at most the largest
+        captured size (vLLM ``cudagraph_mode`` FULL_AND_PIECEWISE)."""
+        return decode and seqs <= self.graph_max_batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +99,15 @@ class _Aggregates:
     attended_by_window: Mapping[int | None, float]
     cached_by_window: Mapping[int | None, float]
     num_keys: float
+    experts_hit: float = 0.0
+    expert_rows: float = 0.0
 
     @property
     def is_decode(self) -> bool:
         return self.decode
+
+    def routed(self, num_experts: int, top_k: int) -> tuple[float, float]:
+        return self.experts_hit, self.expert_rows
 
     def attended(self, window: int | None) -> float:
         return self.attended_by_window[window]
@@ -94,9 +126,10 @@ class StepCostModel:
         model: the model.
         pricing: mode, calibration terms, the chip (its device level holds weights and KV) and
             the data types (``analytic.pricing``).
+        host: the serving engine's host work (module docstring; default: none).
     """
 
-    def __init__(self, model: ModelSpec, pricing: Pricing) -> None:
+    def __init__(self, model: ModelSpec, pricing: Pricing, host: HostCost | None = None) -> None:
         self.model = model
         self.pricing = pricing
         self.dtypes = pricing.dtypes
@@ -107,17 +140,19 @@ class StepCostModel:
         self.peak = acc.peak(self.dtypes.compute)  # the datasheet's; efficiencies scale below
         self.bw = acc.device_bandwidth_bytes_per_s
         self.tile_rows = cal.gemm_tile_rows
-        self.fixed_s = float(fixed_step_seconds(model.num_layers, cal))
-        self.seq_s = cal.sequence_latency_s
+        self.host = host or HostCost()
+        work = self.host.work
+        self.fixed_s = float(fixed_step_seconds(model.num_layers, cal)) + work.step_s
+        self.seq_s = cal.sequence_latency_s + work.sequence_s
+        self.eager_s = model.num_layers * work.eager_layer_s
         self.windows: tuple[int | None, ...] = tuple(
             sorted({layer.window for layer in model.layers}, key=lambda w: -1 if w is None else w)
         )
-        self.affine = model.moe is None
-        self._raw = {d: self._read_coefficients(d) for d in (True, False)} if self.affine else {}
-        self._coef = {d: self._calibrated(*raw) for d, raw in self._raw.items()}
-        self._run = (
-            self._decode_run_coefficients() if self.windows == (None,) and self.affine else None
-        )
+        self.moe = model.moe if model.is_moe else None
+        self.affine = True  # NOTE: kept for subclasses that read it (fidelity.trace)
+        self._raw = {d: self._read_coefficients(d) for d in (True, False)}
+        self._coef = {d: self._calibrated(r[0], r[1], r[2], r[3], d) for d, r in self._raw.items()}
+        self._run = self._decode_run_coefficients() if self.windows == (None,) else None
         self._steps_coef = self._decode_steps_coefficients() if self._run is not None else None
         self._pieces: dict[int, Pieces] = {}
         self._grouped: bool | None = None  # offers_grouped_forms(), once known
@@ -130,6 +165,7 @@ class StepCostModel:
 
     def _shape(self, x: Sequence[float], decode: bool) -> _Aggregates:
         nw = len(self.windows)
+        moe = x[4 + 2 * nw :] if self.moe is not None else (0.0, 0.0)
         return _Aggregates(
             num_seqs=x[1],
             num_tokens=x[2],
@@ -137,7 +173,22 @@ class StepCostModel:
             attended_by_window=dict(zip(self.windows, x[4 : 4 + nw], strict=True)),
             cached_by_window=dict(zip(self.windows, x[4 + nw : 4 + 2 * nw], strict=True)),
             num_keys=x[3],
+            experts_hit=moe[0],
+            expert_rows=moe[1],
         )
+
+    @property
+    def num_columns(self) -> int:
+        """Length of the linear model's x: 1, seqs, tokens, keys, a pair per window, and the
+        MoE pair (experts hit, rows per expert GEMM)."""
+        return 4 + 2 * len(self.windows) + (2 if self.moe is not None else 0)
+
+    def moe_columns(self, tokens: float) -> tuple[float, ...]:
+        """The MoE aggregates of a step of ``tokens`` tokens (none for a dense model)."""
+        if self.moe is None:
+            return ()
+        distinct, rows = routed_uniformly(self.moe.num_experts, self.moe.top_k, tokens)
+        return float(distinct), float(rows)
 
     def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
         """Per-op FLOPs, bytes other than KV, KV bytes and GEMM rows of ``shape``."""
@@ -151,7 +202,7 @@ class StepCostModel:
     def _read_coefficients(self, decode: bool) -> tuple[np.ndarray, ...]:
         """(ops × d) matrices, per unit of each aggregate (column 0 constant), of the ideal
         FLOP seconds, other-byte seconds, KV-byte seconds, and of GEMM rows."""
-        d = 4 + 2 * len(self.windows)
+        d = self.num_columns
         base = [1.0] + [0.0] * (d - 1)
         zero = self._terms(self._shape(base, decode))
         cols: list[list[np.ndarray]] = [[t] for t in zero]
@@ -164,17 +215,32 @@ class StepCostModel:
         return f / self.peak, m / self.bw, k / self.bw, g
 
     def _calibrated(
-        self, f: np.ndarray, m: np.ndarray, k: np.ndarray, g: np.ndarray
+        self, f: np.ndarray, m: np.ndarray, k: np.ndarray, g: np.ndarray, decode: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Compute and memory seconds at the calibrated rates (``analytic.calibrated``)."""
+        """Compute and memory seconds at the calibrated rates (``analytic.calibrated``; the MoE
+        experts at theirs: ``_op_efficiencies``)."""
         cal = self.calibration
-        mem = m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency
-        compute, serial = f / cal.compute_efficiency, 1.0 - cal.overlap
+        compute_eff, bandwidth_eff = self._op_efficiencies(decode)
+        mem = m / bandwidth_eff[:, None] + k / cal.kv_bandwidth_efficiency
+        compute, serial = f / compute_eff[:, None], 1.0 - cal.overlap
         if serial:
             # max(c + s·m, m + s·c) = max(c, m) + s·min(c, m) (``analytic.calibrated``), in a
             # form that stays linear in the aggregates, so every closed form below holds
             compute, mem = compute + serial * mem, mem + serial * compute
         return compute, mem, g
+
+    def _op_efficiencies(self, decode: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Each op's compute and weight-stream efficiency: the family's, but the MoE experts'
+        grouped GEMMs reach the lower of those and the MoE terms (``specs.calibration``)."""
+        cal = self.calibration
+        unit = [1.0] * self.num_columns
+        names = [o.name for o in op_terms(self.model, self._shape(unit, decode), self.dtypes)]
+        moe = np.array([n == "moe.experts" for n in names])
+        ce, be = cal.compute_efficiency, cal.bandwidth_efficiency
+        return (
+            np.where(moe, min(ce, cal.moe_compute_efficiency), ce),
+            np.where(moe, min(be, cal.moe_bandwidth_efficiency), be),
+        )
 
     def _pad(self, rows: np.ndarray) -> np.ndarray | float:
         """What tile padding multiplies each op's calibrated FLOP seconds by (1 everywhere on an
@@ -198,34 +264,31 @@ class StepCostModel:
                 else:
                     att[i] += _windowed_sum(p + n, w) - _windowed_sum(p, w)
                     cac[i] += min(p, w)
-        return [1.0, seqs, tokens, keys, *att, *cac]
+        return [1.0, seqs, tokens, keys, *att, *cac, *self.moe_columns(tokens)]
 
     def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float:
         """Time of one step whose sequences add ``new`` tokens on ``prior`` cached ones."""
         decode = all(n == 1 for n in new)
-        if not self.affine:
-            shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
-            f, m, k, r = self._terms(shape)
-            compute, memory, _ = self._calibrated(f / self.peak, m / self.bw, k / self.bw, r)
-            fixed = self.fixed_s + len(new) * self.seq_s
-            return float(np.maximum(compute * self._pad(r), memory).sum()) + fixed
+        fixed = self.fixed(decode, len(new))
         fc, bc, gc = self._coef[decode]
         x = np.asarray(self.aggregates(new, prior))
         compute = (fc @ x) * self._pad(gc @ x)
-        return float(np.maximum(compute, bc @ x).sum()) + self.fixed_s + x[1] * self.seq_s
+        return float(np.maximum(compute, bc @ x).sum()) + fixed
+
+    def fixed(self, decode: bool, seqs: float) -> float:
+        """A step's fixed time: per step, per sequence, and the eager layers of a step no full
+        CUDA graph covers (``HostCost``)."""
+        eager = 0.0 if self.host.graphed(decode, seqs) else self.eager_s
+        return self.fixed_s + seqs * self.seq_s + eager
 
     def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
         """Times of ``k`` consecutive decode steps of the same sequences (closed form: each
         step every sequence adds one token, so the sums grow by the batch size per step)."""
-        if not self.affine:
-            return np.array(
-                [self.step_time_s([1] * len(prior), [p + j for p in prior]) for j in range(k)]
-            )
         if self._run is not None:
             return self._linear_run(float(len(prior)), float(sum(prior)), np.arange(k, dtype=float))
         fc, bc, _ = self._coef[True]
         x = self.decode_run_aggregates(prior, k)
-        fixed = self.fixed_s + len(prior) * self.seq_s
+        fixed = self.fixed(True, len(prior))
         return np.maximum((fc @ x) * self._pad_of(prior, k), bc @ x).sum(axis=0) + fixed
 
     def grouped_step_s(
@@ -235,19 +298,21 @@ class StepCostModel:
         tokens take one token each, beside sequences adding ``new`` tokens on ``prior``: the
         decoders' aggregates are [0, B, B, S+B, S+B, S] without summing them one by one (the
         same integers, so the same time). None when there is no such closed form (sliding
-        windows, MoE, or a subclass that prices steps its own way)."""
+        windows, or a subclass that prices steps its own way)."""
         if not self.offers_grouped_forms():
             return None
         # the aggregates of ``aggregates`` with one full-attention window (no sliding windows
         # here), summed in compiled code where ``sim.native`` built it
         x, decode = grouped_x(batch, total, new, prior)
+        if self.moe is not None:
+            x = (*x, *self.moe_columns(x[2]))  # type: ignore[assignment]
         sums = self._sums.get(decode)
         if sums is not None:
-            return sums.at(x) + self.fixed_s + x[1] * self.seq_s
+            return sums.at(x) + self.fixed(decode, x[1])
         fc, bc, gc = self._coef[decode]
         v = np.array(x)
         compute = (fc @ v) * self._pad(gc @ v)
-        return float(np.maximum(compute, bc @ v).sum()) + self.fixed_s + x[1] * self.seq_s
+        return float(np.maximum(compute, bc @ v).sum()) + self.fixed(decode, x[1])
 
     def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
         """Times of consecutive decode steps, step j of ``batch[j]`` sequences holding
@@ -266,11 +331,11 @@ class StepCostModel:
         )
 
     def decode_segment_ends(
-        self, segments: Sequence[tuple[int, int, int]], t: float, horizon: float
+        self, segments: Sequence[tuple[int, int, int]], t: float, horizon: Horizon
     ) -> tuple[list[float], float] | None:
         """The ends of ``decode_segments_s``'s steps from ``t`` (each added to the previous
-        end, as stepping adds them) through the first that reaches ``horizon``, and the time
-        of the last of them; None without the closed form. The fast mode's stretches."""
+        end, as stepping adds them) through the one where ``horizon`` stops, and the time of
+        the last of them; None without the closed form. The fast mode's stretches."""
         if type(self).decode_segments_s is StepCostModel.decode_segments_s:
             if not self.offers_grouped_forms():
                 return None
@@ -281,7 +346,7 @@ class StepCostModel:
         if times is None:
             return None
         ends = list(accumulate(times, initial=t))[1:]
-        m = min(len(ends), bisect_left(ends, horizon) + 1)
+        m = min(len(ends), horizon.steps([t, *ends]))
         return ends[:m], times[m - 1]
 
     def _decode_pieces(self, batch: int) -> Pieces:
@@ -294,17 +359,26 @@ class StepCostModel:
             ops = len(gc)
             a = stacked[:, 0] + stacked[:, 1] * batch  # (2·ops,): at S = 0
             c = stacked[:, 2].copy()  # per cached token
-            if self.tile_rows > 1:  # a decode GEMM's rows are the batch, whatever S is
-                pad = self._pad(gc[:, 0] + gc[:, 1] * batch)
+            rows = gc[:, 0] + gc[:, 1] * batch
+            if self.moe is not None:  # experts hit and rows per expert: constants of this B
+                fc, bc, gm = self._coef[True]
+                e, r = self.moe_columns(batch)
+                ie = self.num_columns - 2
+                a = a + e * np.concatenate([fc[:, ie], bc[:, ie]])
+                rows = rows + r * gm[:, ie + 1]
+            if self.tile_rows > 1:  # a decode GEMM's rows are fixed by B, whatever S is
+                pad = self._pad(rows)
                 a[:ops], c[:ops] = a[:ops] * pad, c[:ops] * pad
             pieces = sum_of_maxima(a[:ops], c[:ops], a[ops:], c[ops:])
+            if not self.host.graphed(True, batch):  # the eager layers: a constant of this B
+                pieces = _shifted(pieces, self.eager_s)
             self._pieces[batch] = pieces
         return pieces
 
     def _decode_steps_coefficients(self) -> tuple[np.ndarray, np.ndarray]:
         """The decode columns [1, B, B, S+B, S+B, S] as a map of y = [1, B, S]: the compute
         coefficients over the memory ones (2·ops, 3), and the GEMM rows' (ops, 3)."""
-        fc, bc, gc = self._coef[True]
+        fc, bc, gc = (c[:, :6] for c in self._coef[True])  # the MoE pair: ``_decode_pieces``
         to_x = np.array([[1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 1, 1], [0, 1, 1], [0, 0, 1]])
         return np.vstack([fc @ to_x, bc @ to_x]), gc @ to_x
 
@@ -341,7 +415,8 @@ class StepCostModel:
         ctx = p[:, None] + j[None, :]  # (B, k) cached tokens per sequence per step
         att = [_attended_decode(ctx, w) for w in self.windows]
         cac = [(ctx if w is None else np.minimum(ctx, w)).sum(axis=0) for w in self.windows]
-        return np.stack(rows + att + cac)
+        moe = [np.full(k, v) for v in self.moe_columns(batch)]
+        return np.stack(rows + att + cac + moe)
 
     def ideal_op_seconds(self, x: np.ndarray, decode: bool) -> tuple[np.ndarray, ...]:
         """Per-op ideal compute seconds (before tile padding), other-byte seconds and KV-byte
@@ -362,25 +437,37 @@ class StepCostModel:
 
     def _decode_run_coefficients(self) -> tuple[np.ndarray, ...]:
         """Without sliding windows a decode step j of B sequences holding S cached tokens has
-        x = [1, B, B, S + B(j+1), S + B(j+1), S + Bj]: each operator's FLOP and byte times are
-        c0 + B·cB + (S+B)·cK + S·cS + j·B·cJ. Returns (c0, cB, cK, cS, cJ), each (2, ops)."""
+        x = [1, B, B, S + B(j+1), S + B(j+1), S + Bj (, E_B, R_B)]: each operator's FLOP and
+        byte times are c0 + B·cB + (S+B)·cK + S·cS + j·B·cJ (+ E_B·cE, a MoE model's experts
+        hit at B tokens). Returns (c0, cB, cK, cS, cJ, cE), each (2, ops)."""
         fc, bc, _ = self._coef[True]
-        both = np.stack([fc, bc])  # (2, ops, 6): columns 1, seqs, tokens, keys, attended, cached
+        both = np.stack([fc, bc])  # (2, ops, d): columns 1, seqs, tokens, keys, attended, cached
         c0, cb = both[..., 0], both[..., 1] + both[..., 2]
         ck, cs = both[..., 3] + both[..., 4], both[..., 5]
-        return c0, cb, ck, cs, ck + cs
+        ce = both[..., 6] if self.moe is not None else np.zeros_like(c0)
+        return c0, cb, ck, cs, ck + cs, ce
 
     def _linear_run(self, batch: float, total: float, j: np.ndarray) -> np.ndarray:
         assert self._run is not None
-        c0, cb, ck, cs, cj = self._run
+        c0, cb, ck, cs, cj, ce = self._run
+        moe = self.moe_columns(batch)
         base = c0 + batch * cb + (total + batch) * ck + total * cs  # (2, ops) at j = 0
+        if moe:
+            base = base + moe[0] * ce
         per_op = base[..., None] + (batch * cj)[..., None] * j  # (2, ops, k)
         if self.tile_rows > 1:
             # a decode run's GEMMs keep their rows (seqs = tokens = batch) at every step
             gc = self._coef[True][2]
             rows = gc[:, 0] + batch * (gc[:, 1] + gc[:, 2])
+            if moe:
+                rows = rows + moe[1] * gc[:, 7]
             per_op[0] *= np.asarray(self._pad(rows))[:, None]
-        return per_op.max(axis=0).sum(axis=0) + self.fixed_s + batch * self.seq_s
+        return per_op.max(axis=0).sum(axis=0) + self.fixed(True, batch)
+
+
+def _shifted(pieces: Pieces, extra: float) -> Pieces:
+    """``pieces`` plus a constant."""
+    return Pieces(pieces.kinks, tuple(i + extra for i in pieces.intercepts), pieces.slopes)
 
 
 def _windowed_sum(x: float, w: int) -> float:
@@ -394,14 +481,17 @@ def _attended_decode(ctx: np.ndarray, w: int | None) -> np.ndarray:
     return (keys if w is None else np.minimum(keys, w)).sum(axis=0)
 
 
-def step_cost_model(model: ModelSpec, pricing: Pricing) -> StepCostModel:
+def step_cost_model(
+    model: ModelSpec, pricing: Pricing, host: HostCost | None = None
+) -> StepCostModel:
     """The cost model of ``pricing``'s deployment: one chip's, or a deployment's of many
-    (``sim.deployment_cost``: the tensor-parallel split and its links)."""
+    (``sim.deployment_cost``: the tensor-parallel split and its links), with the engine's
+    ``host`` work."""
     if pricing.deployment.chips == 1:
-        return StepCostModel(model, pricing)
+        return StepCostModel(model, pricing, host)
     from ridgeline.sim.deployment_cost import DeploymentStepCost  # only multi-chip runs load it
 
-    return DeploymentStepCost(model, pricing)
+    return DeploymentStepCost(model, pricing, host)
 
 
 def one_chip(pricing: Pricing, what: str) -> None:

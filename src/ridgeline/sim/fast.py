@@ -1,9 +1,9 @@
 """The simulator's fast mode: one instance's scheduler state in lists, decoding requests advanced
 by a shared counter, and every predictable stretch of decode steps in closed form.
 
-For one mixed instance (fcfs, priority, contiguous or static policy, preemption by recompute; no
-prefix caching, KV tiers, speculative decoding, disaggregation or compiled shapes), this module
-applies ``Scheduler.schedule`` and ``update``'s rules (vLLM v1) to per-request lists::
+For one mixed instance (any policy, preemption by recompute, prefix caching (``sim.fast_cache``),
+async scheduling; no KV tiers, speculative decoding, disaggregation, compiled shapes or closed
+loops), this module applies ``Scheduler.schedule`` and ``update``'s rules to per-request lists::
 
     arrivals     a0                    a1
     steps      |m|d d d d d d d d d d|m|d d d d d|d d d d ...
@@ -30,21 +30,30 @@ inter-token gap is shared by all (stored once with their count); members that wa
 earlier step (``stale``) add their own gap once. A member's last token is its completion.
 
 ``tests/test_sim_fast.py`` (Hypothesis) holds this module to the step-by-step loop: the same
-finished and rejected requests, TTFT and TPOT to 1e-9, KV peak, steps and preemptions.
-"""
+finished and rejected requests, TTFT and TPOT to 1e-9, KV peak, steps and preemptions."""
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ridgeline.serving.policies import PolicyKind
-from ridgeline.serving.request import Request
 from ridgeline.sim.early import LateCounter
 from ridgeline.sim.executor import StepCostModel
+from ridgeline.sim.fast_arrivals import next_step, seen
+from ridgeline.sim.fast_cache import (
+    cache_last_prompts,
+    cache_prompt,
+    cached_blocks,
+    free_table,
+    no_returning,
+    outputs_reused,
+    take_admitted,
+    take_group,
+)
+from ridgeline.sim.lines import Horizon
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.step_log import StepLog
 from ridgeline.sim.stretch import stretch
@@ -60,13 +69,14 @@ def covers(sim: Simulation) -> bool:
     """Whether the fast mode reproduces ``sim``'s step-by-step run (see the module docstring)."""
     cfg = sim.cfg
     return (
-        len(sim.instances) == 1
+        sim.clients is None  # a closed loop's arrivals wait for completions
+        and len(sim.instances) == 1
         and sim.instances[0].role == "mixed"
-        and not cfg.prefix_caching
         and not cfg.tiers
         and cfg.scheduler.spec is None
         and cfg.disagg is None
         and cfg.compiled is None  # compiled shapes price steps through their executor
+        and not (cfg.prefix_caching and outputs_reused(sim.workload))
     )
 
 
@@ -84,14 +94,6 @@ def run(
     return summarize(sim.log, samples, state.stats()), stopped
 
 
-@dataclass(frozen=True, slots=True)
-class _Lengths:
-    """What ``Scheduler.never_fits`` and ``Policy.reserve_tokens`` read of a request."""
-
-    num_prompt_tokens: int
-    max_tokens: int
-
-
 class _FastInstance:
     """One mixed instance's scheduler, block pool and executor, over per-request lists."""
 
@@ -102,7 +104,8 @@ class _FastInstance:
         self.sched, self.cost, self.log = sched, sim.cost, sim.log
         self.label, self.slo = cfg.label, cfg.slo
         order = sorted(sim.workload, key=lambda r: r.arrival_s)  # the log's order
-        self.arrival = self.log.arrival
+        delay = cfg.host.work.request_s  # requests reach the scheduler this late (sim.loop)
+        self.arrival = [a + delay for a in self.log.arrival] if delay else self.log.arrival
         self.P = [r.prompt_len for r in order]
         self.maxnew = [r.output_len for r in order]
         self.prio = [r.priority for r in order]
@@ -112,6 +115,10 @@ class _FastInstance:
         self.stamp, self.npre, self.reserve = [0] * n, [0] * n, [0] * n
         self.is_running, self.admitted = [False] * n, [False] * n
         self.bs, self.num_blocks, self.free = cfg.block_size, sim.num_blocks, sim.num_blocks
+        self.cache = cached_blocks(cfg, sim.num_blocks, order)  # with prefix caching
+        self.first_hit = [0] * n  # tokens a request found cached when first admitted
+        self.hit_tokens = 0
+        self.last_prompt: list[int] = []  # members whose next token is their prompt's last
         c = cfg.scheduler
         self.limit, self.cap = c.max_num_batched_tokens, c.long_prefill_token_threshold
         self.max_running = sched.max_running
@@ -136,6 +143,7 @@ class _FastInstance:
         self.fins: list[tuple[int, int]] = []
         self.stale: list[int] = []
         self.chunker: int | None = None  # last running request, its prompt in chunks
+        self.lag = c.async_scheduling
 
     # ---- the loop ----------------------------------------------------------------------------
 
@@ -154,11 +162,8 @@ class _FastInstance:
                 if not self.submit(nxt - 1):
                     continue
             else:
-                while nxt < n and arr[nxt] <= now:
-                    self.submit(nxt)
-                    nxt += 1
-            work = self.running or self.fifo or self.heap
-            end = self.advance(now, arr[nxt] if nxt < n else _INF) if work else None
+                nxt = seen(self, nxt, now)
+            end, nxt = next_step(self, now, nxt)
             busy = end is not None
             if busy:
                 now = end  # type: ignore[assignment]
@@ -196,19 +201,22 @@ class _FastInstance:
         most = self.P[i] + self.maxnew[i]
         out = self._verdicts.get(most)
         if out is None:
-            # NOTE: both read only max_tokens; a stand-in saves building a Request
-            req = cast(Request, _Lengths(self.P[i], most))
-            out = (self.sched.never_fits(req), self.sched.policy.reserve_tokens(req) or 0)
+            out = (self.sched.never_fits(most), self.sched.policy.reserve_tokens(most) or 0)
             self._verdicts[most] = out
         return out
 
-    def advance(self, now: float, horizon: float) -> float | None:
+    def _reserve(self, i: int, hit_tokens: int) -> int:
+        """Tokens request ``i`` reserves when admitted beside a prefix hit of ``hit_tokens``
+        (``Policy.reserve_tokens``: a static bucket copies the prefix into its own)."""
+        return self.sched.policy.reserve_tokens(self.P[i] + self.maxnew[i], hit_tokens) or 0
+
+    def advance(self, now: float, horizon: Horizon) -> float | None:
         """Run the next step, or a stretch up to ``horizon``; the time it ends (None: idle)."""
         run = self.running
         if self.grouped and len(run) <= self.limit:
             waiting = self.heap or self.fifo
             admits = waiting and len(run) < self.max_running and not self.blocked
-            if run and self.chunker is None and not admits:
+            if run and self.chunker is None and not admits and not self.last_prompt:
                 return stretch(self, now, horizon)
             if self._group_need() <= self.free:
                 return self.group_step(now)
@@ -268,9 +276,8 @@ class _FastInstance:
         self.blocked = False
         self.num_preemptions += 1
         self.npre[v] += 1
-        self.steps.event(at, -self.held[v], self.comp[v])
-        self.free += self.held[v]
-        self.held[v] = self.comp[v] = 0
+        free_table(self, v, at, returning=True)
+        self.comp[v] = 0
         self._push(v, front=True)
 
     def _finish(self, i: int, t: float, at: int) -> None:
@@ -278,10 +285,9 @@ class _FastInstance:
         self.running.remove(i)
         self.is_running[i] = False
         self.blocked = False
-        self.steps.event(at, -self.held[i], self.comp[i])
-        self.free += self.held[i]
-        self.held[i] = 0
+        free_table(self, i, at, returning=False)
         self.log.preempt[i] += self.npre[i]
+        self.log.cached[i] = self.first_hit[i]
         self.log.finish[i] = t
         self.done += 1
 
@@ -292,21 +298,25 @@ class _FastInstance:
         admitted: list[tuple[int, int]] = []
         while self.waiting_len and budget > 0 and len(self.running) < self.max_running:
             i = self._peek()
-            owed = P[i] + nout[i] - comp[i]
+            hit = self.cache.find(i, P[i] + nout[i]) if self.cache is not None else []
+            cached = len(hit) * bs
+            owed = P[i] + nout[i] - comp[i] - cached
             if not self.chunked and owed > budget:
                 break
             n = min(owed, self.cap or owed, budget)
-            need = -(-max(comp[i] + n, self.reserve[i]) // bs) - self.held[i]
-            if need > self.free:
+            reserve = self._reserve(i, cached) if hit else self.reserve[i]
+            need = -(-max(comp[i] + cached + n, reserve) // bs) - self.held[i] - len(hit)
+            revived = sum(1 for b in hit if b.ref_cnt == 0)  # free cached blocks a hit takes
+            if need + revived > self.free:
                 self.blocked = True
                 break
             self._pop()
-            self.held[i] += need
-            self.free -= need
-            self.steps.event(at, need)
+            take_admitted(self, i, hit, need, at)
             if not self.admitted[i]:
                 self.admitted[i] = True
                 self.queried += P[i]
+                self.first_hit[i] = cached
+                self.hit_tokens += cached
             self.running.append(i)
             self.is_running[i] = True
             admitted.append((i, n))
@@ -335,7 +345,7 @@ class _FastInstance:
         self._update(picked, end, at)
         self.steps.running_after(at, len(self.running))
         P, nout, run = self.P, self.nout, self.running
-        if all(P[i] + nout[i] - comp[i] == 1 for i in run[:-1]):
+        if no_returning(self) and all(P[i] + nout[i] - comp[i] == 1 for i in run[:-1]):
             last_owes_more = bool(run) and P[run[-1]] + nout[run[-1]] - comp[run[-1]] > 1
             self._lazify(end, run[-1] if last_owes_more else None)
         return end
@@ -376,8 +386,12 @@ class _FastInstance:
             if victim == i:
                 return count
         if need > 0:
+            if self.cache is not None:
+                self.cache.grow(i, need)
+                self.free = self.cache.free
+            else:
+                self.free -= need
             self.held[i] += need
-            self.free -= need
             self.steps.event(at, need)
         return count
 
@@ -387,6 +401,7 @@ class _FastInstance:
         decoded = 0
         for i, n in picked.items():
             comp[i] += n
+            cache_prompt(self, i)
             if comp[i] < P[i] + nout[i]:
                 continue  # a prefill chunk short of the prompt's end samples nothing
             log.tokens(i, end, 1)
@@ -411,6 +426,8 @@ class _FastInstance:
             self.key[i] = -self.cbase[i] % bs
             self.hist[self.key[i]] += 1
             self.num_tight += 1
+        if self.cache is not None and self.comp[i] < self.P[i]:
+            self.last_prompt.append(i)  # its prompt's last block fills in the next step
 
     def _lazify(self, end: float, chunker: int | None) -> None:
         """Every running request but ``chunker`` (the last one, its prompt in chunks) owes one
@@ -439,16 +456,24 @@ class _FastInstance:
             self.nout[i] = self.obase[i] + D
             if self.tight[i]:
                 self.held[i] = -(-c // bs)
+                if self.cache is not None:
+                    self.cache.tie(i, self.held[i])
             if i not in stale:
                 last_tok[i] = self.last_end
         self.hist, self.num_tight, self.gsum = [0] * bs, 0, 0
         self.fins, self.stale, self.grouped, self.chunker = [], [], False, None
+        self.last_prompt = []  # explicit now: the general step caches their blocks
 
     def finish_members(self, end: float, at: int) -> None:
         """Members whose output is complete after the step ending at ``end``."""
-        fins = self.fins
+        fins, done = self.fins, []
         while fins and fins[0][0] <= self.D:
-            self.finish_member(heapq.heappop(fins)[1], self.D, end, at)
+            done.append(heapq.heappop(fins)[1])
+        if self.cache is not None and len(done) > 1:
+            # in the order stepping frees them (its batch's): the cache's LRU order
+            done.sort(key=self.running.index)
+        for i in done:
+            self.finish_member(i, self.D, end, at)
 
     def finish_member(self, i: int, d: int, end: float, at: int) -> None:
         """Member ``i`` (out of ``fins``) took its last token in step ``at``, ending at ``end``,
@@ -460,6 +485,8 @@ class _FastInstance:
             self.held[i] = -(-c // self.bs)
             self.hist[self.key[i]] -= 1
             self.num_tight -= 1
+            if self.cache is not None:
+                self.cache.tie(i, self.held[i])
         self.nout[i] = self.obase[i] + d
         self.log.last_tok[i] = end
         self._finish(i, end, at)
@@ -481,7 +508,7 @@ class _FastInstance:
         run, at, d, comp, c = self.running, len(self.steps.end), self.D, self.comp, self.chunker
         members = len(run) - (c is not None)
         cross = self._crossings()
-        self.free -= cross
+        take_group(self, [cross])
         chunk = self._chunk_tokens()
         if chunk:
             self._grow(c, chunk, {}, at)  # type: ignore[arg-type]  # fits: _group_need
@@ -501,6 +528,7 @@ class _FastInstance:
         self.D, self.last_end = d + 1, end
         self.log.decode_tokens += members
         self.log.decode_seq_steps += members
+        cache_last_prompts(self)
         self.finish_members(end, at)
         self.chunker = None
         chunking = [i for i, n in explicit if not self._admitted_step(i, n, end, at)]
@@ -510,6 +538,8 @@ class _FastInstance:
             self.chunker = chunking[0]  # a prompt in chunks, last in line: the group goes on
         elif chunking:
             self._materialize(frozenset(chunking))
+        if not no_returning(self):  # the chunker is explicit already
+            self._materialize(frozenset(() if self.chunker is None else (self.chunker,)))
         self.steps.running_after(at, len(run))
         return end
 
@@ -528,6 +558,7 @@ class _FastInstance:
         prompt is not done yet (it owes more than one token)."""
         comp, nout, log = self.comp, self.nout, self.log
         comp[i] += n
+        cache_prompt(self, i)
         if comp[i] < self.P[i] + nout[i]:
             return False
         log.tokens(i, end, 1)
@@ -548,6 +579,7 @@ class _FastInstance:
             num_preemptions=self.num_preemptions,
             num_steps=self.num_steps,
             prompt_tokens_queried=self.queried,
+            prefix_hit_tokens=self.hit_tokens,
             kv_blocks=self.num_blocks,
             block_size=self.bs,
             static_slots=self.max_running if static else None,

@@ -14,12 +14,34 @@ bounds; the sum of convex piecewise-linear functions is convex piecewise linear)
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
 import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    """Where a stretch of steps stops for the next arrival at ``at``: through the first step
+    that ends at or after it, or, ``lagged`` (async scheduling, ``serving.lookahead``),
+    through the first that starts at or after it (the schedule at that step's end is the
+    first to see the request)."""
+
+    at: float
+    lagged: bool = False
+
+    def reached(self, start: float, end: float) -> bool:
+        """Whether a step from ``start`` to ``end`` is the last before the arrival is seen."""
+        return (start if self.lagged else end) >= self.at
+
+    def steps(self, acc: Sequence[float]) -> int:
+        """How many of the steps with boundaries ``acc`` (acc[0] the first start, acc[j + 1]
+        step j's end) run up to the stop: len(acc) − 1 or more when none reaches it."""
+        if self.lagged:
+            return bisect_left(acc, self.at, 0, len(acc) - 1) + 1
+        return bisect_left(acc, self.at, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,17 +164,18 @@ def decode_segment_ends(
     fixed_s: float,
     seq_s: float,
     t: float,
-    horizon: float,
+    horizon: Horizon,
 ) -> tuple[list[float], float]:
     """The ends of the steps of ``decode_segments_s`` from ``t``, each added to the previous
-    end as stepping adds it, through the first that reaches ``horizon``; and the time of the
+    end as stepping adds it, through the one where ``horizon`` stops; and the time of the
     last of them."""
     ends: list[float] = []
-    dt = 0.0
+    dt, at, lagged = 0.0, horizon.at, horizon.lagged
     for dt in _step_times(segments, known, pieces_of, fixed_s, seq_s):
+        start = t
         t = t + dt
         ends.append(t)
-        if t >= horizon:
+        if (start if lagged else t) >= at:
             break
     return ends, dt
 

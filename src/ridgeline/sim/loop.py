@@ -50,6 +50,7 @@ from ridgeline.serving.disagg import Disagg, decode_request, prefill_request
 from ridgeline.serving.eviction import EvictionKind, make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
+from ridgeline.serving.lookahead import Lookahead
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
@@ -58,12 +59,14 @@ from ridgeline.sim import fast
 from ridgeline.sim.early import LateCounter, LateStop
 from ridgeline.sim.executor import (
     CostModelExecutor,
+    HostCost,
     RequestPlan,
     StepCost,
     one_chip,
     step_cost_model,
 )
-from ridgeline.sim.metrics import SLO, RequestLog, SimResult, StepSamples
+from ridgeline.sim.metrics import SLO, RequestLog, SimResult
+from ridgeline.sim.step_log import StepRecorder
 from ridgeline.sim.summary import RunStats, summarize
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec
@@ -98,6 +101,8 @@ class SimConfig:
         compiled: compiled shapes: steps are priced at them (``sim.compiled``; None: the
             roofline of the tokens scheduled).
         slo: latency objectives for goodput.
+        host: the engine's host work per step and per request (``HostCost``): a request reaches
+            the scheduler ``host.work.request_s`` after it arrives; latencies count from arrival.
         seed: seeds draft acceptance.
         fast_forward: advance plain decode runs in closed form.
         label: a name for tables.
@@ -116,6 +121,7 @@ class SimConfig:
     disagg: Disagg | None = None
     compiled: CompiledShapes | None = None
     slo: SLO = SLO()
+    host: HostCost = HostCost()
     seed: int = 0
     fast_forward: bool = True
     label: str = ""
@@ -205,48 +211,9 @@ class _Instance:
     busy: bool = False
     batch: ScheduledBatch | None = None
     result: StepResult | None = None
-    batch_start_s: float = 0.0
+    batch_start_s: float = 0.0  # the start of the step in flight
     finishing: int = 0  # requests a decode run finished at its end, still running until then
-
-
-class _StepRecorder:
-    """KV samples after every step, in lists until the run ends."""
-
-    __slots__ = ("start", "dur", "used", "unused", "running")
-
-    def __init__(self) -> None:
-        self.start: list[float] = []
-        self.dur: list[float] = []
-        self.used: list[float] = []
-        self.unused: list[float] = []
-        self.running: list[float] = []
-
-    def add(self, t: float, dur: float, used: float, unused: float, running: int) -> None:
-        self.start.append(t)
-        self.dur.append(dur)
-        self.used.append(used)
-        self.unused.append(unused)
-        self.running.append(running)
-
-    def extend(
-        self, t: np.ndarray, dur: np.ndarray, used: np.ndarray, unused: np.ndarray, running: int
-    ) -> None:
-        """Samples of several steps with the same number of running requests."""
-        self.start += t.tolist()
-        self.dur += dur.tolist()
-        self.used += used.tolist()
-        self.unused += unused.tolist()
-        self.running += [running] * len(t)
-
-    def samples(self, interleaved: bool) -> StepSamples:
-        """The samples; ``interleaved`` (several instances): in the order their steps ended,
-        as stepping records them (a decode run records its steps when it starts)."""
-        cols = [np.array(x, dtype=float) for x in (
-            self.start, self.dur, self.used, self.unused, self.running)]  # fmt: skip
-        if interleaved:
-            order = np.argsort(cols[0] + cols[1], kind="stable")
-            cols = [c[order] for c in cols]
-        return StepSamples(*cols)
+    held: Lookahead[Request] | None = None  # async scheduling (``serving.lookahead``)
 
 
 # An event is a tuple (time_s, priority, seq, kind, payload): the key is its first three fields,
@@ -255,10 +222,23 @@ _Event = tuple[float, int, int, _Kind, object]
 
 
 class Simulation:
-    """One run of a workload under a ``SimConfig``."""
+    """One run of a workload under a ``SimConfig``.
 
-    def __init__(self, cfg: SimConfig, workload: Sequence[RequestSpec]) -> None:
+    With ``clients`` (a closed loop), that many clients each send their next request the
+    moment their last one finishes (or is rejected): the workload's first ``clients``
+    requests start at their arrival times, request j + clients when request j is done, and
+    each one's latencies count from that moment (the step loop runs it, not the fast mode).
+    """
+
+    def __init__(
+        self, cfg: SimConfig, workload: Sequence[RequestSpec], clients: int | None = None
+    ) -> None:
+        if clients is not None:
+            check_int("clients", clients, 1, max(1, len(workload)))
         self.cfg = cfg
+        self.clients = clients
+        self._waiting_clients: list[RequestSpec] = list(workload[clients or len(workload) :])
+        self._waiting_clients.reverse()  # the next request is popped from the end
         self.workload = workload
         self.specs = {r.request_id: r for r in workload}
         if len(self.specs) != len(workload):
@@ -270,7 +250,7 @@ class Simulation:
             [r.arrival_s for r in order],
             [r.prompt_len for r in order],
         )
-        self.steps = _StepRecorder()
+        self.steps = StepRecorder()
         self.now = 0.0
         self._heap: list[_Event] = []
         self._seq = 0
@@ -291,7 +271,8 @@ class Simulation:
 
     def _make_cost(self) -> StepCost:
         """The cost model that prices steps (a subclass prices them its own way)."""
-        return self.compiled_cost or step_cost_model(self.cfg.model, self.cfg.pricing)
+        cfg = self.cfg
+        return self.compiled_cost or step_cost_model(cfg.model, cfg.pricing, cfg.host)
 
     def _make_instances(self) -> list[_Instance]:
         d = self.cfg.disagg
@@ -334,7 +315,8 @@ class Simulation:
 
             copies = PrefixCopies(cfg.compiled.prefix_copy and role is not Role.DECODE)
             executor = CompiledExecutor(self.compiled_cost, copies, **args)
-        return _Instance(index, role, Scheduler(cfg.scheduler, kv), executor)
+        held = Lookahead[Request]() if cfg.scheduler.async_scheduling else None
+        return _Instance(index, role, Scheduler(cfg.scheduler, kv), executor, held=held)
 
     def _push(self, time_s: float, kind: _Kind, payload: object) -> None:
         self._seq += 1
@@ -382,8 +364,9 @@ class Simulation:
         )
 
     def _loop(self, progress: Callable[[int], None] | None, late: LateCounter | None) -> None:
-        for spec in self.workload:
-            self._push(spec.arrival_s, _Kind.ARRIVAL, spec)
+        delay = self.cfg.host.work.request_s  # the API server's share, before the scheduler
+        for spec in self.workload[: self.clients or len(self.workload)]:
+            self._push(spec.arrival_s + delay, _Kind.ARRIVAL, spec)
         handlers = {
             _Kind.ARRIVAL: self._on_arrival,
             _Kind.KV_READY: self._on_kv_ready,
@@ -419,7 +402,7 @@ class Simulation:
         if self.cfg.disagg is None:
             self._submit(self._least_loaded(Role.MIXED), req)
             return
-        reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req)
+        reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req.max_tokens)
         if reason is not None:  # reject before prefilling a request the decode side can never hold
             self.log.rejected[self.log.index[req.request_id]] = reason
             self.done += 1
@@ -437,30 +420,45 @@ class Simulation:
         return min(
             pool,
             key=lambda i: (
-                len(i.scheduler.running) + len(i.scheduler.waiting) + i.finishing,
+                len(i.scheduler.running)
+                + len(i.scheduler.waiting)
+                + i.finishing
+                + len(i.held or ()),
                 i.index,
             ),
         )
 
     def _submit(self, inst: _Instance, req: Request) -> None:
-        if not inst.scheduler.add_request(req):
-            self.log.rejected[self.log.index[req.request_id]] = req.reject_reason
-            self.done += 1
-            return
-        if not inst.busy:
+        if inst.held is not None and inst.busy:
+            inst.held.hold(req, self.now == inst.batch_start_s)
+        elif self._enqueue(inst, req) and not inst.busy:
             self._start_step(inst)
+
+    def _enqueue(self, inst: _Instance, req: Request) -> bool:
+        """Hand ``req`` to ``inst``'s scheduler; False when it rejects it."""
+        if inst.scheduler.add_request(req):
+            return True
+        self.log.rejected[self.log.index[req.request_id]] = req.reject_reason
+        self.done += 1
+        self._next_of_client(self.now)
+        return False
 
     def _start_step(self, inst: _Instance) -> None:
         """Start ``inst``'s next step (or a closed-form decode run), if it has work."""
         sched = inst.scheduler
         if not sched.has_unfinished:
             return
-        k = sched.decode_run_limit(1 << 30) if self.cfg.fast_forward else 0
+        run = self.cfg.fast_forward and not (inst.held and inst.held.pending)
+        k = sched.decode_run_limit(1 << 30) if run else 0
         if k > 1:
             self._decode_run(inst, k)
             return
         batch = sched.schedule()
         if not batch.requests:
+            if inst.held is not None and inst.held.pending:  # idle: it takes every held request
+                for req in inst.held.flush():
+                    self._enqueue(inst, req)
+                self._start_step(inst)
             return
         result = inst.executor.execute(batch)
         index, first_sched = self.log.index, self.log.first_sched
@@ -491,6 +489,9 @@ class Simulation:
             self._sample_kv(inst, inst.batch_start_s, self.now - inst.batch_start_s)
             for req in finished:
                 self._finished(inst, req, self.now)
+        if inst.held is not None:  # async scheduling: the requests the next schedule sees
+            for req in inst.held.at_boundary(lambda: not inst.scheduler.has_unfinished):
+                self._enqueue(inst, req)
         self._start_step(inst)
 
     def _decode_run(self, inst: _Instance, k: int) -> None:
@@ -514,7 +515,7 @@ class Simulation:
         for req in finished:
             self._finished(inst, req, ends[-1])
         inst.finishing = len(finished)  # the router sees them running until the run ends
-        inst.busy = True
+        inst.busy, inst.batch_start_s = True, float(acc[m - 1])
         self._push(ends[-1], _Kind.STEP_DONE, inst)
 
     def _sample_run(self, inst: _Instance, acc: np.ndarray) -> None:
@@ -562,6 +563,15 @@ class Simulation:
             return
         self.log.finish[i] = t
         self.done += 1
+        self._next_of_client(t)
+
+    def _next_of_client(self, t: float) -> None:
+        """A closed loop's client whose request is done sends its next one at ``t``."""
+        if self.clients is None or not self._waiting_clients:
+            return
+        spec = self._waiting_clients.pop()
+        self.log.arrival[self.log.index[spec.request_id]] = t
+        self._push(t + self.cfg.host.work.request_s, _Kind.ARRIVAL, spec)
 
 
 @contextmanager
@@ -580,7 +590,11 @@ def gc_paused() -> Iterator[None]:
 
 
 def simulate(
-    cfg: SimConfig, workload: Sequence[RequestSpec], progress: Callable[[int], None] | None = None
+    cfg: SimConfig,
+    workload: Sequence[RequestSpec],
+    progress: Callable[[int], None] | None = None,
+    clients: int | None = None,
 ) -> SimResult:
-    """Run ``workload`` under ``cfg`` and summarise it."""
-    return Simulation(cfg, workload).run(progress)
+    """Run ``workload`` under ``cfg`` (as a closed loop of ``clients``: ``Simulation``) and
+    summarise it."""
+    return Simulation(cfg, workload, clients).run(progress)

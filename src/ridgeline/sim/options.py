@@ -26,7 +26,7 @@ def parse_tiers(text: str, hw: Accelerator) -> tuple[TierSpec, ...]:
             nums = [float(x) for x in fields[1:]]
         except ValueError:
             raise ConfigError(f"field tiers: {part!r}: sizes must be numbers") from None
-        tiers.append(TierSpec(fields[0], *nums))
+        tiers.append(TierSpec(fields[0], nums[0], nums[1], nums[2] if len(nums) > 2 else 0.0))
     if not tiers:
         raise ConfigError("field tiers: empty")
     return tuple(tiers)

@@ -86,6 +86,7 @@ class ReplicaSimulation(Simulation):
         workload: Sequence[RequestSpec],
         replicas: ReplicaSet,
         cost: DeploymentStepCost | None = None,
+        clients: int | None = None,
     ) -> None:
         if cfg.disagg is not None:
             raise ConfigError("field disagg: replicas and disaggregation do not combine yet")
@@ -93,7 +94,7 @@ class ReplicaSimulation(Simulation):
         self._given_cost = cost
         self.assignments: dict[str, int] = {}
         self._arrivals = 0
-        super().__init__(cfg, workload)
+        super().__init__(cfg, workload, clients)
 
     def _make_cost(self) -> StepCost:
         return self._given_cost or super()._make_cost()
@@ -128,6 +129,7 @@ def simulate_replicas(
     workload: Sequence[RequestSpec],
     replicas: ReplicaSet,
     cost: DeploymentStepCost | None = None,
+    clients: int | None = None,
 ) -> ReplicaRun:
     """Run ``workload`` over ``replicas`` of ``cfg.pricing``'s deployment; ``cost`` prices the
     steps in place of the deployment's own cost model when given."""

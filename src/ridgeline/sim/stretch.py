@@ -26,22 +26,26 @@ from bisect import bisect_left
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
+from ridgeline.sim.fast_cache import take_group
+from ridgeline.sim.lines import Horizon
+
 if TYPE_CHECKING:
     from ridgeline.sim.fast import _FastInstance
 
 _MAX_SPAN = 8192  # steps priced in one vector (bounds its memory)
 
 
-def stretch(inst: _FastInstance, now: float, horizon: float) -> float:
-    """Group steps from ``now`` until the step in flight at ``horizon``, through completions
-    while nothing can be admitted; returns the end of the last step."""
+def stretch(inst: _FastInstance, now: float, horizon: Horizon) -> float:
+    """Group steps from ``now`` until the step where ``horizon`` stops (the step in flight at
+    the next arrival, or with async scheduling the one after), through completions while
+    nothing can be admitted; returns the end of the last step."""
     t = now
     while True:
         if inst.closed_forms is not None and not inst.waiting_len:
             k = fundable(inst, _span(inst, t, horizon))
             if k > 0:
                 t = _through_completions(inst, t, horizon, k)
-                if t >= horizon or not inst.running:
+                if horizon.reached(inst.steps.last_start, t) or not inst.running:
                     return t
                 continue
         else:
@@ -58,30 +62,30 @@ def stretch(inst: _FastInstance, now: float, horizon: float) -> float:
 
 
 def _segment(
-    inst: _FastInstance, t: float, horizon: float, k: int, k_done: int
+    inst: _FastInstance, t: float, horizon: Horizon, k: int, k_done: int
 ) -> tuple[float, bool]:
     """Up to ``k`` steps of the same members; the end, and whether the stretch goes on."""
     run, d, cbase = inst.running, inst.D, inst.cbase
     times = inst.cost.decode_run_s([cbase[i] + d for i in run], k).tolist()
     # step ends added one at a time from t, as stepping adds them: acc[j + 1] ends step j
     acc = list(accumulate(times, initial=t))
-    m = min(k, bisect_left(acc, horizon, 1))
+    m = min(k, horizon.steps(acc))
     t = _apply_segment(inst, len(run), acc[: m + 1])
-    if t >= horizon or m < k_done or not inst.running:
+    if horizon.reached(acc[m - 1], t) or m < k_done or not inst.running:
         return t, False
     # a completion that makes room for a waiting request: the next step admits it
     return t, not (inst.waiting_len and len(inst.running) < inst.max_running)
 
 
-def _span(inst: _FastInstance, t: float, horizon: float) -> int:
+def _span(inst: _FastInstance, t: float, horizon: Horizon) -> int:
     """Steps worth pricing at once: past ``horizon`` at the last decode step's pace (steps
     slow as contexts grow and members join, hence the margin), or to the last completion when
     nothing arrives."""
-    if horizon == float("inf"):
+    if horizon.at == float("inf"):
         return min(_MAX_SPAN, max(f for f, _ in inst.fins) - inst.D)
     if inst.pace <= 0:
         return _MAX_SPAN
-    return min(_MAX_SPAN, int((horizon - t) / inst.pace * 1.1) + 3)
+    return min(_MAX_SPAN, int((horizon.at - t) / inst.pace * 1.1) + 3 + horizon.lagged)
 
 
 def fundable(inst: _FastInstance, k: int) -> int:
@@ -97,7 +101,7 @@ def fundable(inst: _FastInstance, k: int) -> int:
     return min(k, cycles * bs + within)
 
 
-def _through_completions(inst: _FastInstance, t: float, horizon: float, k: int) -> float:
+def _through_completions(inst: _FastInstance, t: float, horizon: Horizon, k: int) -> float:
     """Up to ``k`` funded steps with an empty waiting queue, members finishing on the way."""
     d, fins, cbase = inst.D, inst.fins, inst.cbase
     done: list[tuple[int, int]] = []  # (steps it still takes, request), in finishing order
@@ -125,9 +129,9 @@ def _through_completions(inst: _FastInstance, t: float, horizon: float, k: int) 
             heapq.heappush(fins, (r + d, i))
     finished = [x for x in done if x[0] <= m]
     at = len(inst.steps.end)
-    _record(inst, t, ends, _members(inst, segments, at, m, b), _blocks(inst, m, finished))
-    for r, i in finished:
-        inst.finish_member(i, d + r, ends[r - 1], at + r - 1)
+    blocks = _blocks(inst, m, finished)
+    _record(inst, t, ends, _members(inst, segments, at, m, b), blocks)
+    take_group(inst, blocks, finished, ends, at)  # and the finished members leave
     return ends[-1]
 
 
@@ -172,10 +176,10 @@ def _record(
     inst: _FastInstance, start: float, ends: list[float], tokens: list[int], blocks: list[int]
 ) -> None:
     """Log the group steps from ``start`` to ``ends[-1]``, step j ending at ends[j], with
-    ``tokens`` members each (the caller logs the requests running after them)."""
+    ``tokens`` members each (the caller logs the requests running after them, and has the
+    group take its ``blocks``: ``sim.fast_cache.take_group``)."""
     m = len(ends)
     inst.steps.extend(start, ends, tokens, blocks, tokens[0] - len(inst.stale))
-    inst.free -= sum(blocks)
     inst.stale_gaps(ends[0])
     decoded = sum(tokens)
     inst.log.decode_tokens += decoded
@@ -196,6 +200,7 @@ def _apply_segment(inst: _FastInstance, members: int, acc: list[float]) -> float
     else:
         blocks = [0] * m
     _record(inst, acc[0], ends, [members] * m, blocks)
+    take_group(inst, blocks)
     inst.finish_members(ends[-1], at + m - 1)
     inst.steps.running_after(at + m - 1, len(inst.running))
     return ends[-1]

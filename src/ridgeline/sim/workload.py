@@ -92,6 +92,31 @@ class Tokens(Sequence[int]):
     def __add__(self, other: Tokens) -> Tokens:
         return Tokens(self._parts + other._parts)
 
+    @property
+    def parts(self) -> tuple[range, ...]:
+        """The ``range`` segments, in order."""
+        return self._parts
+
+    def runs(self, start: int, stop: int) -> tuple[tuple[int, int], ...] | None:
+        """Tokens ``start:stop`` as maximal runs (first token, count) of consecutive ids: the
+        same runs exactly when the tokens are the same (None where a segment steps by other
+        than 1, whose tokens are then compared one by one)."""
+        out: list[tuple[int, int]] = []
+        for p in self._parts:
+            n = len(p)
+            if start < n and stop > 0:
+                if p.step != 1:
+                    return None
+                lo, hi = max(start, 0), min(stop, n)
+                first = p[lo]
+                if out and out[-1][0] + out[-1][1] == first:  # continues the run before
+                    out[-1] = (out[-1][0], out[-1][1] + hi - lo)
+                else:
+                    out.append((first, hi - lo))
+            start -= n
+            stop -= n
+        return tuple(out)
+
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:

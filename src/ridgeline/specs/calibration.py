@@ -14,6 +14,10 @@ term                          what it models
 ``kv_bandwidth_efficiency``   the same for the KV cache, read by the attention kernel in scattered
                               blocks (paged attention), often well below streaming
 ``compute_efficiency``        achievable fraction of the dense peak on large GEMMs (MFU)
+``moe_compute_efficiency``    the same for the grouped GEMMs of MoE experts (many small GEMMs,
+                              one per expert hit; never above ``compute_efficiency``)
+``moe_bandwidth_efficiency``  the fraction of bandwidth the experts' weights stream at (never
+                              above ``bandwidth_efficiency``)
 ``gemm_tile_rows``            rows of the matrix unit: a GEMM of M rows costs ceil(M/t)·t rows
 ``overlap``                   how far an operator's memory traffic hides under its compute: 1 is
                               the roofline's max(compute, memory) (a GPU's or systolic array's
@@ -65,6 +69,8 @@ class Term(StrEnum):
     BANDWIDTH_EFFICIENCY = "bandwidth_efficiency"
     KV_BANDWIDTH_EFFICIENCY = "kv_bandwidth_efficiency"
     COMPUTE_EFFICIENCY = "compute_efficiency"
+    MOE_COMPUTE_EFFICIENCY = "moe_compute_efficiency"
+    MOE_BANDWIDTH_EFFICIENCY = "moe_bandwidth_efficiency"
     GEMM_TILE_ROWS = "gemm_tile_rows"
     LAYER_LATENCY_S = "layer_latency_s"
     STEP_LATENCY_S = "step_latency_s"
@@ -79,6 +85,8 @@ EFFICIENCY_TERMS = (
     Term.BANDWIDTH_EFFICIENCY,
     Term.KV_BANDWIDTH_EFFICIENCY,
     Term.COMPUTE_EFFICIENCY,
+    Term.MOE_COMPUTE_EFFICIENCY,
+    Term.MOE_BANDWIDTH_EFFICIENCY,
     Term.LINK_EFFICIENCY,
 )
 FITTED_PREFIX = "fitted"
@@ -98,6 +106,8 @@ class Calibration:
     bandwidth_efficiency: float = 1.0
     kv_bandwidth_efficiency: float = 1.0
     compute_efficiency: float = 1.0
+    moe_compute_efficiency: float = 1.0
+    moe_bandwidth_efficiency: float = 1.0
     gemm_tile_rows: int = 1
     layer_latency_s: float = 0.0
     step_latency_s: float = 0.0
@@ -175,6 +185,8 @@ class _TermsFile(_Strict):
     bandwidth_efficiency: _Term | None = None
     kv_bandwidth_efficiency: _Term | None = None
     compute_efficiency: _Term | None = None
+    moe_compute_efficiency: _Term | None = None
+    moe_bandwidth_efficiency: _Term | None = None
     gemm_tile_rows: _Term | None = None
     layer_latency_s: _Term | None = None
     step_latency_s: _Term | None = None

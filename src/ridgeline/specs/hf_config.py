@@ -1,8 +1,9 @@
 """Build a ``ModelSpec`` from a Hugging Face ``config.json`` (offline; no network).
 
-Supported ``model_type`` values: gpt2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3,
-qwen3_moe, gemma, gemma2, phi3, deepseek_v2, deepseek_v3. A config that nests its language
-model under ``text_config`` (vision-language models) is read from there.
+Supported ``model_type`` values: gpt2, llama, llama4_text, mistral, mixtral, qwen2, qwen2_moe,
+qwen3, qwen3_moe, gemma, gemma2, phi3, deepseek_v2, deepseek_v3. A config that nests its
+language model under ``text_config`` (vision-language models such as Llama-4, ``llama4``) is
+read from there.
 
 Traps handled on purpose (each has a test):
 - ``use_sliding_window: false`` with a ``sliding_window`` value present means *no* window (Qwen2).
@@ -11,6 +12,13 @@ Traps handled on purpose (each has a test):
 - MLA models report ``num_key_value_heads`` equal to the query heads; their cache stores one
   latent per token instead (``ModelSpec.kv_elements_per_token_per_layer``).
 - ``tie_word_embeddings`` defaults differ by family (GPT-2 and Gemma tie; Llama does not).
+- Llama-4 has two FFN widths: ``intermediate_size`` is an expert's (and its shared expert's),
+  ``intermediate_size_mlp`` a dense layer's; every ``interleave_moe_layer_step``-th layer is MoE
+  (transformers ``Llama4TextDecoderLayer``: ``(layer_idx + 1) % step == 0``).
+
+NOTE: Llama-4's chunked local attention (``attention_chunk_size``, on the RoPE layers) is read
+as global attention: the same keys while a context is shorter than one chunk (8,192 tokens for
+Scout), more than the model attends beyond it.
 """
 
 from __future__ import annotations
@@ -214,6 +222,8 @@ def _moe(r: _Reader, family: str, layers: int) -> tuple[MoESpec | None, tuple[bo
         step = r.integer("decoder_sparse_step", 1)
         dense_only = set(r.integers("mlp_only_layers"))
         return spec, tuple(i not in dense_only and (i + 1) % step == 0 for i in range(layers))
+    if family == "llama4_text":
+        return _llama4_moe(r, layers)
     if family in ("deepseek_v2", "deepseek_v3"):
         if r.data.get("n_routed_experts") is None:
             return None, (False,) * layers
@@ -230,6 +240,23 @@ def _moe(r: _Reader, family: str, layers: int) -> tuple[MoESpec | None, tuple[bo
         freq = r.integer("moe_layer_freq", 1)
         return spec, tuple(i >= first and i % freq == 0 for i in range(layers))
     return None, (False,) * layers
+
+
+def _llama4_moe(r: _Reader, layers: int) -> tuple[MoESpec, tuple[bool, ...]]:
+    """Llama-4: routed experts of ``intermediate_size`` plus one shared expert of the same
+    width (transformers ``Llama4TextMoe``), on every ``interleave_moe_layer_step``-th layer."""
+    num, top_k = _experts(r, "num_local_experts")
+    expert = r.integer("intermediate_size", maximum=MAX_FFN)
+    spec = MoESpec(num, top_k, expert, shared_ffn=expert)
+    step = r.integer("interleave_moe_layer_step", 1)
+    return spec, tuple((i + 1) % step == 0 for i in range(layers))
+
+
+def _dense_ffn(r: _Reader, family: str) -> int:
+    """A dense MLP layer's width (Llama-4 names it ``intermediate_size_mlp``)."""
+    if family == "llama4_text":
+        return r.integer("intermediate_size_mlp", maximum=MAX_FFN)
+    return r.integer("intermediate_size", maximum=MAX_FFN)
 
 
 def _mla(r: _Reader) -> MLASpec:
@@ -275,7 +302,7 @@ def _decoder(r: _Reader, name: str) -> ModelSpec:
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        ffn=r.integer("intermediate_size", maximum=MAX_FFN),
+        ffn=_dense_ffn(r, family),
         vocab_size=r.integer("vocab_size", maximum=MAX_VOCAB),
         max_position_embeddings=r.integer("max_position_embeddings", 2048),
         attention=attention,
@@ -333,6 +360,7 @@ _FAMILIES: dict[str, Callable[[_Reader, str], ModelSpec]] = {
         f: _decoder
         for f in (
             "llama",
+            "llama4_text",
             "mistral",
             "mixtral",
             "qwen2",
