@@ -165,7 +165,7 @@ def test_the_fit_recovers_known_terms() -> None:
     """Rows made from a known calibration give that calibration back."""
     truth = {
         Term.BANDWIDTH_EFFICIENCY: 0.7,
-        Term.COMPUTE_EFFICIENCY: 0.45,
+        Term.FP8_COMPUTE_EFFICIENCY: 0.45,
         Term.LAYER_LATENCY_S: 2e-5,
     }
     family = get_family("nvidia-gpu")

@@ -45,7 +45,10 @@ def main() -> None:
     for name, fit in fits.items():
         if not fit.rows:
             continue
-        values = ", ".join(f"{t.value} = {v:.4g}" for t, v in fit.values.items())
+        values = ", ".join(
+            f"{t.value} = {v:.4g} ({fit.constraining.get(t, 0)} rows constrain it)"
+            for t, v in fit.values.items()
+        )
         print(
             f"{name}: {values} ({len(fit.rows)} rows, mean |ln ratio| {fit.mean_abs_log_error:.3f})"
         )

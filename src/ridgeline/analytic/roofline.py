@@ -21,7 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.analytic.calibrated import calibration_for, fixed_step_seconds, op_seconds
+from ridgeline.analytic.calibrated import (
+    calibration_for,
+    fixed_step_seconds,
+    kind_of,
+    op_rates,
+    op_seconds,
+    quantised_gemms,
+)
 from ridgeline.analytic.ops import UniformShape, op_terms
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import ConfigError
@@ -251,12 +258,13 @@ def step_cost(
     or calibrated (``analytic.calibrated``)."""
     eff = efficiency or Efficiency()
     cal = eff.calibration(acc, mode)
-    peak, bw = acc.peak(workload.dtypes.compute), acc.device_bandwidth_bytes_per_s
+    peak = acc.peak(workload.dtypes.compute)
     ops = []
     for t in op_terms(model, shape_of(workload), workload.dtypes):
         kv = t.kv_read_bytes + t.kv_write_bytes
+        rates = op_rates(acc, kind_of(t), cal)
         compute_s, memory_s = op_seconds(
-            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, (peak, bw), cal
+            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, rates, cal
         )
         ops.append(
             OpCost(
@@ -283,7 +291,11 @@ def step_cost(
         bandwidth_bytes_per_s=acc.device_bandwidth_bytes_per_s,
         efficiency=eff,
         mode=mode,
-        fixed_s=float(fixed_step_seconds(model.num_layers, cal, workload.batch)),
+        fixed_s=float(
+            fixed_step_seconds(
+                model.num_layers, cal, workload.batch, quantised_gemms(model, workload.dtypes)
+            )
+        ),
     )
 
 
@@ -373,12 +385,12 @@ def sweep(
     else:
         shape = UniformShape(num_seqs=b, new_per_seq=c, prior_per_seq=np.zeros_like(b))
     cal = eff.calibration(acc, mode)
-    peak, bw = acc.peak(dt.compute), acc.device_bandwidth_bytes_per_s
     flops, nbytes, wbytes, kvbytes, time_s = (np.zeros_like(b) for _ in range(5))
     for t in op_terms(model, shape, dt):
         kv = t.kv_read_bytes + t.kv_write_bytes
+        rates = op_rates(acc, kind_of(t), cal)
         compute_s, memory_s = op_seconds(
-            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, (peak, bw), cal
+            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, rates, cal
         )
         flops += t.flops
         nbytes += t.bytes_read + t.bytes_written
@@ -393,7 +405,8 @@ def sweep(
         bytes=nbytes,
         weight_bytes=wbytes,
         kv_bytes=kvbytes,
-        step_time_s=time_s + fixed_step_seconds(model.num_layers, cal, b),
+        step_time_s=time_s
+        + fixed_step_seconds(model.num_layers, cal, b, quantised_gemms(model, dt)),
         ridge_point=acc.peak(dt.compute) / acc.device_bandwidth_bytes_per_s,
     )
 

@@ -1,6 +1,9 @@
 """Fitting a family's few calibration terms on the published rows of its accelerators.
 
-Each family names at most three terms it may fit (``Family.fit``); everything else stays sourced.
+Each family names the terms it may fit (``Family.fit``); everything else stays sourced. A fitted
+term must be constrained by at least ``MIN_CONSTRAINING_ROWS`` published rows: a row constrains a
+term when its prediction moves by at least ``MIN_ELASTICITY`` of the term's relative change
+(``FamilyFit.constraining``); ``validate`` lists each fitted term with that count and its bound.
 The fit minimises the mean absolute log error, mean |ln(predicted / published)|, over the
 family's re-timeable rows (per-user decode at a fixed batch and offline throughput, see
 ``fidelity.trace``): one set of numbers for every model, dtype and workload of the family, never
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize
@@ -25,6 +28,7 @@ from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.calibration import (
     EFFICIENCY_TERMS,
     FITTED_PREFIX,
+    MIN_ELASTICITY,
     Calibration,
     Family,
     Term,
@@ -45,6 +49,11 @@ class FamilyFit:
     values: Mapping[Term, float]
     rows: tuple[str, ...]
     mean_abs_log_error: float
+    constraining: Mapping[Term, int] = field(default_factory=dict)  # rows that move with each
+
+    def bound(self, term: Term) -> str:
+        """The physical range the fit keeps ``term`` in."""
+        return "(0, 1]" if term in EFFICIENCY_TERMS else ">= 0 s"
 
     @property
     def source(self) -> str:
@@ -136,4 +145,32 @@ def fit_family(family: Family, items: Sequence[tuple[Row, Trace]]) -> FamilyFit:
     for _ in range(RESTARTS):  # a restart from the last optimum escapes a collapsed simplex
         best = minimize(objective, best, method="Nelder-Mead", options=NELDER_MEAD).x
     values = {t: _from_free(t, x) for t, x in zip(terms, best, strict=True)}
-    return FamilyFit(family.name, values, keys, objective(best))
+    return FamilyFit(family.name, values, keys, objective(best), _constraining(groups, values))
+
+
+_STEP = 0.9  # the relative change of a term that ``_constraining`` tries
+
+
+def _predictions(
+    groups: Sequence[tuple[Calibration, float, TraceSet, np.ndarray]], values: Mapping[Term, float]
+) -> np.ndarray:
+    return np.concatenate(
+        [
+            stacked.values(engine_calibration(base.with_values(values), k))
+            for base, k, stacked, _ in groups
+        ]
+    )
+
+
+def _constraining(
+    groups: Sequence[tuple[Calibration, float, TraceSet, np.ndarray]], values: Mapping[Term, float]
+) -> dict[Term, int]:
+    """Per fitted term, the rows whose prediction moves by at least ``MIN_ELASTICITY`` of a
+    ``_STEP`` change of the term (the others do not constrain it)."""
+    at = _predictions(groups, values)
+    out = {}
+    for term, v in values.items():
+        moved = _predictions(groups, {**values, term: v * _STEP})
+        elasticity = np.abs(np.log(moved / at)) / abs(math.log(_STEP))
+        out[term] = int(np.sum(elasticity >= MIN_ELASTICITY))
+    return out

@@ -17,11 +17,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
+from ridgeline.analytic.calibrated import OpKind, compute_term, fixed_step_seconds, gemm_padding
 from ridgeline.analytic.ops import MixedShape
 from ridgeline.fidelity.dataset import Metric
 from ridgeline.sim.replicas import DeploymentStepCost
-from ridgeline.specs.calibration import Calibration
+from ridgeline.specs.calibration import Calibration, Term
+
+TERMS = tuple(Term)  # an op's compute efficiency is recorded as its term's index here
+_PAD_TERM = TERMS.index(Term.COMPUTE_EFFICIENCY)  # of rows that pad a shorter op list
+
+
+def term_indices(kinds: Sequence[OpKind]) -> np.ndarray:
+    """Each op's compute-efficiency term as an index into ``TERMS``."""
+    return np.array([TERMS.index(compute_term(k)) for k in kinds], dtype=np.int8)
+
+
+def efficiencies(cal: Calibration) -> np.ndarray:
+    """Every term's value under ``cal``, indexed as ``TERMS`` (read with a trace's indices)."""
+    return np.array([cal.value(t) for t in TERMS])
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +47,11 @@ class Trace:
     ``scale`` multiplies system throughput (data-parallel instances recorded as one).
     """
 
-    compute_s: np.ndarray  # (ops, steps)
+    compute_s: np.ndarray  # (ops, steps), at each op's ideal peak
     memory_s: np.ndarray  # (ops, steps), weights and activations
     kv_s: np.ndarray  # (ops, steps), the KV cache
     pad: np.ndarray  # (ops, steps)
+    terms: np.ndarray  # (ops, steps), each op's compute-efficiency term (``term_indices``)
     seqs: np.ndarray  # (steps,) sequences in the step
     links: np.ndarray  # (4, steps)
     layers: int
@@ -47,6 +61,7 @@ class Trace:
     admitted: np.ndarray  # (requests,) steps before admission; -1: TTFT counts from t = 0
     scale: float = 1.0
     runs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=int))  # (first, k)
+    quantised: float = 0.0  # 8- and 4-bit GEMM kernels per step (``quantised_gemms``)
 
     @property
     def num_steps(self) -> int:
@@ -56,11 +71,11 @@ class Trace:
         """Every step's time under ``cal`` (``analytic.calibrated``'s formulas)."""
         compute = self.compute_s * self.pad if cal.gemm_tile_rows > 1 else self.compute_s
         memory = self.memory_s / cal.bandwidth_efficiency + self.kv_s / cal.kv_bandwidth_efficiency
-        ops = np.maximum(compute / cal.compute_efficiency, memory)
+        ops = np.maximum(compute / efficiencies(cal)[self.terms], memory)
         hop, coll, transfer, cross = self.links
         link = hop + coll * cal.collective_latency_s + transfer / cal.link_efficiency
         link = link + cross * cal.stage_latency_s
-        fixed = fixed_step_seconds(self.layers, cal, self.seqs)
+        fixed = fixed_step_seconds(self.layers, cal, self.seqs, self.quantised)
         return ops.sum(axis=0) + link + fixed
 
     def metrics(self, cal: Calibration) -> dict[Metric, float]:
@@ -100,12 +115,14 @@ class Recorder(DeploymentStepCost):
             x = np.asarray(self.aggregates(new, prior))[:, None]
             compute, memory, kv = self.ideal_op_seconds(x, decode)
             rows = self.gemm_rows(x, decode)
+            kinds = self.op_kinds(decode)
         else:
             shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
             f, m, k, r = self._terms(shape)
-            compute, memory, kv = f[:, None] / self.peak, m[:, None] / self.bw, k[:, None] / self.bw
+            kinds = self._last_kinds
+            compute, memory, kv = f[:, None], m[:, None] / self.bw, k[:, None] / self.bw
             rows = r[:, None]
-        self._add((compute, memory, kv), rows, len(new), float(sum(new)))
+        self._add((compute, memory, kv), rows, len(new), float(sum(new)), kinds)
         return 1.0
 
     def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
@@ -116,11 +133,17 @@ class Recorder(DeploymentStepCost):
             return np.ones(k)
         x = self.decode_run_aggregates(prior, k)
         rows = self.gemm_rows(x, True)
-        self._add(self.ideal_op_seconds(x, decode=True), rows, len(prior), float(len(prior)))
+        seconds = self.ideal_op_seconds(x, decode=True)
+        self._add(seconds, rows, len(prior), float(len(prior)), self.op_kinds(True))
         return np.ones(k)
 
     def _add(
-        self, seconds: tuple[np.ndarray, ...], rows: np.ndarray, seqs: int, tokens: float
+        self,
+        seconds: tuple[np.ndarray, ...],
+        rows: np.ndarray,
+        seqs: int,
+        tokens: float,
+        kinds: Sequence[OpKind],
     ) -> None:
         k = rows.shape[1]
         self._steps += k
@@ -129,7 +152,8 @@ class Recorder(DeploymentStepCost):
         link = np.repeat(
             np.array([[t.hop_s], [t.collectives], [t.transfer_s], [t.crossings]]), k, 1
         )
-        self._parts.append((*seconds, pad, np.full(k, float(seqs)), link))
+        terms = np.repeat(term_indices(kinds)[:, None], k, 1)
+        self._parts.append((*seconds, pad, terms, np.full(k, float(seqs)), link))
 
     def trace(
         self,
@@ -140,7 +164,7 @@ class Recorder(DeploymentStepCost):
         scale: float,
     ) -> Trace:
         """The recorded steps and the requests' token steps, as a ``Trace``."""
-        compute, memory, kv, pad, seqs, links = (
+        compute, memory, kv, pad, terms, seqs, links = (
             np.concatenate(parts, axis=-1) for parts in zip(*self._parts, strict=True)
         )
         return Trace(
@@ -148,6 +172,7 @@ class Recorder(DeploymentStepCost):
             memory_s=memory,
             kv_s=kv,
             pad=pad,
+            terms=terms,
             seqs=seqs,
             links=links,
             layers=self.model.num_layers,
@@ -157,10 +182,12 @@ class Recorder(DeploymentStepCost):
             admitted=admitted,
             scale=scale,
             runs=np.array(self._runs, dtype=int).reshape(-1, 2),
+            quantised=self.quantised,
         )
 
 
 _Three = tuple[np.ndarray, np.ndarray, np.ndarray]
+_Four = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +197,11 @@ class _Steps:
     compute_s: np.ndarray  # (ops, steps), padded GEMMs
     memory_s: np.ndarray  # (ops, steps)
     kv_s: np.ndarray  # (ops, steps)
+    terms: np.ndarray  # (ops, steps)
     seqs: np.ndarray  # (steps,)
     links: np.ndarray  # (4, steps)
     layers: np.ndarray  # (steps,)
+    quantised: np.ndarray  # (steps,)
     starts: np.ndarray  # (traces,) first global step of each trace
     req_trace: np.ndarray  # (requests,)
     first: np.ndarray  # (requests,) global step of the first token
@@ -200,9 +229,11 @@ class _Steps:
             compute_s=stack(lambda t: t.compute_s * t.pad),
             memory_s=stack(lambda t: t.memory_s),
             kv_s=stack(lambda t: t.kv_s),
+            terms=np.concatenate([_term_rows(t.terms, ops) for t in traces], axis=1),
             seqs=np.concatenate([t.seqs for t in traces]),
             links=np.concatenate([t.links for t in traces], axis=1),
             layers=np.concatenate([np.full(t.num_steps, t.layers) for t in traces]),
+            quantised=np.concatenate([np.full(t.num_steps, t.quantised) for t in traces]),
             starts=steps[:-1],
             req_trace=np.concatenate([np.full(len(t.first), i) for i, t in enumerate(traces)]),
             first=requests(lambda t: t.first, True),
@@ -214,8 +245,8 @@ class _Steps:
         )
 
     def values(self, cal: Calibration) -> np.ndarray:
-        step = _op_seconds(self.compute_s, self.memory_s, self.kv_s, cal).sum(axis=0)
-        step += _link_and_fixed(self.links, self.layers, self.seqs, cal)
+        step = _op_seconds((self.compute_s, self.memory_s, self.kv_s), self.terms, cal).sum(axis=0)
+        step += _link_and_fixed((self.links, self.layers, self.seqs, self.quantised), cal)
         ends = np.concatenate(([0.0], np.cumsum(step)))
         base = ends[self.starts][self.req_trace]
         first, last = ends[self.first + 1] - base, ends[self.last + 1] - base
@@ -254,12 +285,14 @@ class _Totals:
 
     trace: np.ndarray  # (steps,) trace of each explicit step
     parts: _Three  # compute, memory, KV seconds (ops, steps)
-    step_extra: _Three  # links (4, steps), layers, seqs
+    terms: np.ndarray  # (ops, steps) compute-efficiency terms (``term_indices``)
+    step_extra: _Four  # links (4, steps), layers, seqs, quantised GEMMs
     run_trace: np.ndarray  # (runs,)
     run_first: _Three  # compute, memory, KV seconds at j = 0 (ops, runs)
     run_slope: _Three  # their change per step (ops, runs)
+    run_terms: np.ndarray  # (ops, runs)
     run_len: np.ndarray  # (runs,)
-    run_extra: _Three  # links (4, runs), layers, seqs
+    run_extra: _Four  # links (4, runs), layers, seqs, quantised GEMMs
     outputs: np.ndarray  # (traces,)
     scale: np.ndarray  # (traces,)
 
@@ -274,24 +307,28 @@ class _Totals:
         return _Totals(
             trace=cat(0),
             parts=(cat(1), cat(2), cat(3)),
-            step_extra=(cat(4), cat(5), cat(6)),
+            terms=cat(18),
+            step_extra=(cat(4), cat(5), cat(6), cat(20)),
             run_trace=cat(7),
             run_first=(cat(8), cat(9), cat(10)),
             run_slope=(cat(11), cat(12), cat(13)),
+            run_terms=cat(19),
             run_len=cat(14),
-            run_extra=(cat(15), cat(16), cat(17)),
+            run_extra=(cat(15), cat(16), cat(17), cat(21)),
             outputs=np.array([float(t.outputs.sum()) for t in traces]),
             scale=np.array([t.scale for t in traces]),
         )
 
     def values(self, cal: Calibration) -> np.ndarray:
         n = len(self.scale)
-        step = _op_seconds(*self.parts, cal).sum(axis=0) + _link_and_fixed(*self.step_extra, cal)
+        step = _op_seconds(self.parts, self.terms, cal).sum(axis=0)
+        step += _link_and_fixed(self.step_extra, cal)
         total = np.bincount(self.trace, step, n)
         k = self.run_len
-        f0, f1 = _scaled(self.run_first, cal), _scaled(self.run_slope, cal)
+        eff = efficiencies(cal)[self.run_terms]
+        f0, f1 = _scaled(self.run_first, eff, cal), _scaled(self.run_slope, eff, cal)
         runs = _sum_max(f0[0], f1[0], f0[1], f1[1], k).sum(axis=0)
-        runs += k * _link_and_fixed(*self.run_extra, cal)
+        runs += k * _link_and_fixed(self.run_extra, cal)
         total += np.bincount(self.run_trace, runs, n)
         return self.scale * self.outputs / total
 
@@ -300,26 +337,27 @@ def _rows(a: np.ndarray, ops: int) -> np.ndarray:
     return np.pad(a, ((0, ops - a.shape[0]), (0, 0)))
 
 
-def _op_seconds(c: np.ndarray, m: np.ndarray, k: np.ndarray, cal: Calibration) -> np.ndarray:
-    memory = m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency
-    return np.maximum(c / cal.compute_efficiency, memory)
+def _term_rows(a: np.ndarray, ops: int) -> np.ndarray:
+    return np.pad(a, ((0, ops - a.shape[0]), (0, 0)), constant_values=_PAD_TERM)
 
 
-def _scaled(parts: _Three, cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
-    """(compute, memory) at the calibrated rates."""
+def _op_seconds(parts: _Three, terms: np.ndarray, cal: Calibration) -> np.ndarray:
+    compute, memory = _scaled(parts, efficiencies(cal)[terms], cal)
+    return np.maximum(compute, memory)
+
+
+def _scaled(parts: _Three, eff: np.ndarray, cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
+    """(compute, memory) at the calibrated rates (``eff``: each op's compute efficiency)."""
     c, m, k = parts
-    return (
-        c / cal.compute_efficiency,
-        m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency,
-    )
+    return (c / eff, m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency)
 
 
-def _link_and_fixed(
-    links: np.ndarray, layers: np.ndarray, seqs: np.ndarray, cal: Calibration
-) -> np.ndarray:
+def _link_and_fixed(extra: _Four, cal: Calibration) -> np.ndarray:
+    """Link and fixed seconds of steps: ``extra`` = links (4, steps), layers, seqs, quantised."""
+    links, layers, seqs, quantised = extra
     hop, coll, transfer, cross = links
     out = hop + coll * cal.collective_latency_s + transfer / cal.link_efficiency
-    return out + cross * cal.stage_latency_s + fixed_step_seconds(layers, cal, seqs)
+    return out + cross * cal.stage_latency_s + fixed_step_seconds(layers, cal, seqs, quantised)
 
 
 def _sum_max(
@@ -367,6 +405,10 @@ def _compress(t: Trace, index: int, ops: int) -> tuple[np.ndarray, ...]:
         t.links[:, first],
         layers[first],
         t.seqs[first],
+        _term_rows(t.terms[:, explicit], ops),
+        _term_rows(t.terms[:, first], ops),
+        np.full(int(explicit.sum()), t.quantised),
+        np.full(len(first), t.quantised),
     )
 
 

@@ -27,7 +27,7 @@ from ridgeline.fidelity.trace import Trace
 from ridgeline.specs import Accelerator, get_accelerator
 from ridgeline.specs.calibration import IDEAL, Calibration, CostMode, family_names, get_family
 
-Progress = Callable[[str], None]
+Progress = Callable[[str, int, int], None]  # (what, done, total)
 
 SUMMARY_HEADERS = (
     "accelerator",
@@ -38,7 +38,15 @@ SUMMARY_HEADERS = (
     "within 2x",
     "worst row (ratio)",
 )
-FIT_HEADERS = ("family", "fitted terms", "rows", "mean |ln ratio|")
+FIT_HEADERS = (
+    "family",
+    "fitted term",
+    "value",
+    "bound",
+    "rows constraining it",
+    "rows fitted",
+    "mean |ln ratio|",
+)
 
 
 def request_for(row: Row, mode: CostMode = CostMode.CALIBRATED) -> PredictRequest:
@@ -166,7 +174,7 @@ class Validation:
                 str(s.rows),
                 f"{s.ideal_median_error:.0%}",
                 f"{s.calibrated_median_error:.0%}",
-                f"{s.loso_median_error:.0%}",
+                _percent_or(s.loso_median_error, "not run"),
                 f"{s.within_2x}/{s.rows}",
                 f"{s.worst_key} ({s.worst_ratio:.2f}x)",
             )
@@ -174,16 +182,21 @@ class Validation:
         ]
 
     def fit_rows(self) -> list[tuple[str, ...]]:
-        """``FIT_HEADERS`` rows: each family's fitted numbers and the rows behind them."""
+        """``FIT_HEADERS`` rows: every fitted term with its value, bound, the rows that
+        constrain it (``FamilyFit.constraining``) and the family's fit."""
         return [
             (
                 f.family,
-                ", ".join(f"{t.value} = {v:.4g}" for t, v in f.values.items()),
+                t.value,
+                f"{v:.4g}",
+                f.bound(t),
+                str(f.constraining.get(t, 0)),
                 str(len(f.rows)),
                 f"{f.mean_abs_log_error:.3f}",
             )
             for f in self.fits
-            if f.values and f.rows
+            if f.rows
+            for t, v in f.values.items()
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,6 +208,7 @@ class Validation:
                 {
                     "family": f.family,
                     "values": {t.value: v for t, v in f.values.items()},
+                    "constraining_rows": {t.value: n for t, n in f.constraining.items()},
                     "rows": list(f.rows),
                     "mean_abs_log_error": f.mean_abs_log_error,
                 }
@@ -202,6 +216,11 @@ class Validation:
             ],
             "rows": [r.to_dict() for r in self.results],
         }
+
+
+def _percent_or(value: float, missing: str) -> str:
+    """``value`` as a percentage, or ``missing`` where it was not computed (NaN)."""
+    return missing if math.isnan(value) else f"{value:.0%}"
 
 
 def family_of(row: Row) -> str:
@@ -234,11 +253,11 @@ def _predicted(row: Row, cal: Calibration, traces: Mapping[str, Trace]) -> float
 def record_all(rows: Sequence[Row], progress: Progress | None = None) -> dict[str, Trace]:
     """One recorded run per re-timeable row."""
     traces = {}
-    for row in rows:
-        if retimeable(row):
-            if progress is not None:
-                progress(row.key)
-            traces[row.key] = record(request_for(row))
+    todo = [row for row in rows if retimeable(row)]
+    for i, row in enumerate(todo):
+        if progress is not None:
+            progress(f"recording {row.key}", i, len(todo))
+        traces[row.key] = record(request_for(row))
     return traces
 
 
@@ -252,9 +271,11 @@ def validate(
     (``traces``: the rows' recorded runs, when already recorded)."""
     rows = list(load_dataset() if rows is None else rows)
     traces = record_all(rows, progress) if traces is None else traces
-    held_out = _loso(rows, traces) if loso else {}
+    held_out = _loso(rows, traces, progress) if loso else {}
     results = []
-    for row in rows:
+    for i, row in enumerate(rows):
+        if progress is not None:
+            progress(f"predicting {row.key}", i, len(rows))
         cal = get_accelerator(row.hardware).calibration
         results.append(
             RowResult(
@@ -267,9 +288,14 @@ def validate(
     return Validation(tuple(results), tuple(fit_all(rows, traces).values()))
 
 
-def _loso(rows: Sequence[Row], traces: Mapping[str, Trace]) -> dict[str, float]:
+def _loso(
+    rows: Sequence[Row], traces: Mapping[str, Trace], progress: Progress | None = None
+) -> dict[str, float]:
     out = {}
-    for source in sorted({r.source.id for r in rows}):
+    sources = sorted({r.source.id for r in rows})
+    for i, source in enumerate(sources):
+        if progress is not None:
+            progress(f"leaving out {source}", i, len(sources))
         held = [r for r in rows if r.source.id == source]
         # only the families of the held-out rows change when they leave the fit
         families = sorted({family_of(r) for r in held})

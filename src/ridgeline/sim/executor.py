@@ -33,7 +33,14 @@ from typing import Protocol
 import numpy as np
 
 from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
-from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
+from ridgeline.analytic.calibrated import (
+    OpKind,
+    compute_term,
+    fixed_step_seconds,
+    gemm_padding,
+    kind_of,
+    quantised_gemms,
+)
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
 from ridgeline.sim.lines import (
@@ -109,17 +116,21 @@ class StepCostModel:
         self.mode = mode
         self.calibration = self.efficiency.calibration(acc, mode)
         cal = self.calibration
+        self.acc = acc
         self.peak = acc.peak(self.dtypes.compute)  # the datasheet's; efficiencies scale below
         self.bw = acc.device_bandwidth_bytes_per_s
+        self._kinds: dict[bool, tuple[OpKind, ...]] = {}
+        self._last_kinds: tuple[OpKind, ...] = ()
         self.tile_rows = cal.gemm_tile_rows
-        self.fixed_s = float(fixed_step_seconds(model.num_layers, cal))
+        self.quantised = quantised_gemms(model, self.dtypes)
+        self.fixed_s = float(fixed_step_seconds(model.num_layers, cal, quantised=self.quantised))
         self.seq_s = cal.sequence_latency_s
         self.windows: tuple[int | None, ...] = tuple(
             sorted({layer.window for layer in model.layers}, key=lambda w: -1 if w is None else w)
         )
         self.affine = model.moe is None
         self._raw = {d: self._read_coefficients(d) for d in (True, False)} if self.affine else {}
-        self._coef = {d: self._calibrated(*raw) for d, raw in self._raw.items()}
+        self._coef = {d: self._calibrated(r[0], r[1], r[2], r[3], d) for d, r in self._raw.items()}
         self._run = (
             self._decode_run_coefficients() if self.windows == (None,) and self.affine else None
         )
@@ -145,13 +156,34 @@ class StepCostModel:
         )
 
     def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
-        """Per-op FLOPs, bytes other than KV, KV bytes and GEMM rows of ``shape``."""
+        """Per-op ideal compute seconds (each op at its own format's peak), bytes other than KV,
+        KV bytes and GEMM rows of ``shape``; ``op_kinds`` then holds the ops' kinds."""
         ops = op_terms(self.model, shape, self.dtypes)  # type: ignore[arg-type]
-        flops = np.array([float(o.flops) for o in ops])
         kv = np.array([float(o.kv_read_bytes + o.kv_write_bytes) for o in ops])
         nbytes = np.array([float(o.bytes_read + o.bytes_written) for o in ops]) - kv
         rows = np.array([float(o.gemm_rows) for o in ops])
-        return flops, nbytes, kv, rows
+        kinds = tuple(kind_of(o) for o in ops)
+        return self._ideal_compute_s([float(o.flops) for o in ops], kinds), nbytes, kv, rows
+
+    def _ideal_compute_s(self, flops: Sequence[float], kinds: tuple[OpKind, ...]) -> np.ndarray:
+        """FLOPs over each op's peak, remembering the kinds (the op lists of a decode and of a
+        mixed step may differ: MLA's two forms)."""
+        self._last_kinds = kinds
+        peaks = np.array([self.acc.peak(k.compute_dtype) for k in kinds])
+        return np.asarray(flops, dtype=float) / peaks
+
+    def op_kinds(self, decode: bool) -> tuple[OpKind, ...]:
+        """The kinds of the ops of a decode (or a mixed) step, in the order of ``_terms``."""
+        kinds = self._kinds.get(decode)
+        if kinds is None:
+            self._terms(self._shape([1.0] + [1.0] * (3 + 2 * len(self.windows)), decode))
+            kinds = self._kinds[decode] = self._last_kinds
+        return kinds
+
+    def compute_efficiencies(self, decode: bool) -> np.ndarray:
+        """Each op's compute efficiency under this model's calibration (``compute_term``)."""
+        cal = self.calibration
+        return np.array([cal.value(compute_term(k)) for k in self.op_kinds(decode)])
 
     def _read_coefficients(self, decode: bool) -> tuple[np.ndarray, ...]:
         """(ops × d) matrices, per unit of each aggregate (column 0 constant), of the ideal
@@ -166,15 +198,17 @@ class StepCostModel:
             for col, t, t0 in zip(cols, self._terms(self._shape(x, decode)), zero, strict=True):
                 col.append(t - t0)
         f, m, k, g = (np.stack(c, axis=1) for c in cols)
-        return f / self.peak, m / self.bw, k / self.bw, g
+        return f, m / self.bw, k / self.bw, g
 
     def _calibrated(
-        self, f: np.ndarray, m: np.ndarray, k: np.ndarray, g: np.ndarray
+        self, f: np.ndarray, m: np.ndarray, k: np.ndarray, g: np.ndarray, decode: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Compute and memory seconds at the calibrated rates (``analytic.calibrated``)."""
         cal = self.calibration
         mem = m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency
-        compute, serial = f / cal.compute_efficiency, 1.0 - cal.overlap
+        eff = self.compute_efficiencies(decode)
+        compute = f / (eff[:, None] if f.ndim == 2 else eff)
+        serial = 1.0 - cal.overlap
         if serial:
             # max(c + s·m, m + s·c) = max(c, m) + s·min(c, m) (``analytic.calibrated``), in a
             # form that stays linear in the aggregates, so every closed form below holds
@@ -209,7 +243,7 @@ class StepCostModel:
         if not self.affine:
             shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
             f, m, k, r = self._terms(shape)
-            compute, memory, _ = self._calibrated(f / self.peak, m / self.bw, k / self.bw, r)
+            compute, memory, _ = self._calibrated(f, m / self.bw, k / self.bw, r, decode)
             fixed = self.fixed_s + len(new) * self.seq_s
             return float(np.maximum(compute * self._pad(r), memory).sum()) + fixed
         fc, bc, gc = self._coef[decode]

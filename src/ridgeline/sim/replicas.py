@@ -91,8 +91,9 @@ class DeploymentStepCost(StepCostModel):
     def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
         costs = chip_op_costs(self.model, self.deployment.tensor_parallel, shape, self.dtypes)  # type: ignore[arg-type]
         kv = np.array([c.kv_bytes for c in costs])
+        compute = self._ideal_compute_s([c.flops for c in costs], tuple(c.kind for c in costs))
         return (
-            np.array([c.flops for c in costs]),
+            compute,
             np.array([c.bytes for c in costs]) - kv,
             kv,
             np.array([c.gemm_rows for c in costs]),

@@ -13,7 +13,16 @@ term                          what it models
                               streaming weights and activations
 ``kv_bandwidth_efficiency``   the same for the KV cache, read by the attention kernel in scattered
                               blocks (paged attention), often well below streaming
-``compute_efficiency``        achievable fraction of the dense peak on large GEMMs (MFU)
+``compute_efficiency``        achievable fraction of the dense peak on large 16-bit GEMMs (MFU)
+``fp8_compute_efficiency``    the same for 8-bit GEMMs (fp8, int8 W8A8) against the 8-bit peak
+``fp4_compute_efficiency``    the same for 4-bit GEMMs (fp4 W4A4) against the 4-bit peak
+``weight_only_compute_...``   the same for GEMMs of int8/int4 weights dequantised to 16 bits
+``attention_compute_...``     the same for fused prefill attention (FlashAttention-style
+                              kernels, in the activations' 16-bit format)
+``moe_compute_efficiency``    the same for grouped MoE expert GEMMs (many small GEMMs, one per
+                              expert, plus the token permutation around them)
+``quantised_gemm_latency_s``  fixed time each 8- or 4-bit GEMM adds to a step beyond a 16-bit
+                              one (quantising its input, the scales in its epilogue)
 ``gemm_tile_rows``            rows of the matrix unit: a GEMM of M rows costs ceil(M/t)·t rows
 ``overlap``                   how far an operator's memory traffic hides under its compute: 1 is
                               the roofline's max(compute, memory) (a GPU's or systolic array's
@@ -73,16 +82,33 @@ class Term(StrEnum):
     COLLECTIVE_LATENCY_S = "collective_latency_s"
     STAGE_LATENCY_S = "stage_latency_s"
     OVERLAP = "overlap"
+    FP8_COMPUTE_EFFICIENCY = "fp8_compute_efficiency"
+    FP4_COMPUTE_EFFICIENCY = "fp4_compute_efficiency"
+    WEIGHT_ONLY_COMPUTE_EFFICIENCY = "weight_only_compute_efficiency"
+    ATTENTION_COMPUTE_EFFICIENCY = "attention_compute_efficiency"
+    MOE_COMPUTE_EFFICIENCY = "moe_compute_efficiency"
+    QUANTISED_GEMM_LATENCY_S = "quantised_gemm_latency_s"
 
 
+COMPUTE_TERMS = (
+    Term.COMPUTE_EFFICIENCY,
+    Term.FP8_COMPUTE_EFFICIENCY,
+    Term.FP4_COMPUTE_EFFICIENCY,
+    Term.WEIGHT_ONLY_COMPUTE_EFFICIENCY,
+    Term.ATTENTION_COMPUTE_EFFICIENCY,
+    Term.MOE_COMPUTE_EFFICIENCY,
+)
 EFFICIENCY_TERMS = (
     Term.BANDWIDTH_EFFICIENCY,
     Term.KV_BANDWIDTH_EFFICIENCY,
-    Term.COMPUTE_EFFICIENCY,
     Term.LINK_EFFICIENCY,
+    *COMPUTE_TERMS,
 )
 FITTED_PREFIX = "fitted"
-MAX_FITTED_TERMS = 3  # per family: few physical numbers, never one per data point
+# A term is fitted only where at least this many published rows constrain it (a row constrains
+# a term when its prediction moves by at least ``MIN_ELASTICITY`` of the term's relative change).
+MIN_CONSTRAINING_ROWS = 8
+MIN_ELASTICITY = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +132,18 @@ class Calibration:
     collective_latency_s: float = 0.0
     stage_latency_s: float = 0.0
     overlap: float = 1.0
+    # None: as ``compute_efficiency`` (a family that does not tell its GEMM kinds apart)
+    fp8_compute_efficiency: float | None = None
+    fp4_compute_efficiency: float | None = None
+    weight_only_compute_efficiency: float | None = None
+    attention_compute_efficiency: float | None = None
+    moe_compute_efficiency: float | None = None
+    quantised_gemm_latency_s: float = 0.0
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for term in EFFICIENCY_TERMS:
-            value = getattr(self, term.value)
+            value = self.value(term)
             if not 0.0 < value <= 1.0:
                 raise ConfigError(f"calibration {self.family}: field {term}: must be in (0, 1]")
         latencies = (
@@ -118,6 +151,7 @@ class Calibration:
             Term.STEP_LATENCY_S,
             Term.SEQUENCE_LATENCY_S,
             Term.COLLECTIVE_LATENCY_S,
+            Term.QUANTISED_GEMM_LATENCY_S,
         )
         for term in latencies:
             if getattr(self, term.value) < 0:
@@ -135,7 +169,9 @@ class Calibration:
             )
 
     def value(self, term: Term) -> float:
-        return float(getattr(self, term.value))
+        """The term's value (a compute efficiency left unset is ``compute_efficiency``)."""
+        v = getattr(self, term.value)
+        return float(self.compute_efficiency if v is None else v)
 
     def with_values(self, values: Mapping[Term, float], source: str | None = None) -> Calibration:
         """A copy with ``values`` set (and, if given, their source replaced by ``source``)."""
@@ -183,6 +219,12 @@ class _TermsFile(_Strict):
     collective_latency_s: _Term | None = None
     stage_latency_s: _Term | None = None
     overlap: _Term | None = None
+    fp8_compute_efficiency: _Term | None = None
+    fp4_compute_efficiency: _Term | None = None
+    weight_only_compute_efficiency: _Term | None = None
+    attention_compute_efficiency: _Term | None = None
+    moe_compute_efficiency: _Term | None = None
+    quantised_gemm_latency_s: _Term | None = None
 
 
 class CalibrationTable(_TermsFile):
@@ -238,8 +280,6 @@ def parse_family(data: dict[str, Any], where: str) -> Family:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise ConfigError(f"{where}: field {loc}: {err['msg']}") from None
-    if len(f.fit) > MAX_FITTED_TERMS:
-        raise ConfigError(f"{where}: field fit: at most {MAX_FITTED_TERMS} fitted terms")
     terms, priors = _terms(f.terms), _terms(f.priors)
     for term in f.fit:
         if term not in priors:
