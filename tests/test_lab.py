@@ -134,7 +134,9 @@ def test_calibrate_gives_plausible_figures_and_a_loadable_spec(
     (core,) = cal.core
     table = rep.physical.flops_per_cycle
     if table is not None and rep.measured_flops_per_cycle is not None:
-        assert rep.measured_flops_per_cycle == pytest.approx(table, rel=0.15)
+        # never above the table; below it by how busy the other core is (a loaded 2-core machine
+        # read 0.45 of it), but a scalar or broken loop (2 FLOP/cycle) stays far below a quarter
+        assert table / 4 < rep.measured_flops_per_cycle <= table * 1.15
     assert core.lanes in (8, 16) and rep.calibrated.flops_per_s >= core.fma_flops_per_s
     monkeypatch.setenv("RIDGELINE_HW_DIR", str(tmp_path))
     (written,) = write_specs(cal)

@@ -95,13 +95,16 @@ def _nnls_rel(x: np.ndarray, y: np.ndarray, base: np.ndarray) -> np.ndarray:
     a = x / y[:, None] / norm  # columns scaled to unit norm: bytes and FLOPs span 1e0..1e10
     b = (y - base) / y
     best, best_err = np.zeros(x.shape[1]), float(np.sum(b**2))
+    # NOTE: a larger subset must beat a smaller one by more than rounding: on data a subset
+    # explains exactly, an extra column otherwise wins by 1e-30 and names a term never fitted
+    tol = 1e-12 * best_err
     for k in range(1, min(x.shape[1], len(y) - 1) + 1):
         for cols in itertools.combinations(range(x.shape[1]), k):
             coef, *_ = np.linalg.lstsq(a[:, cols], b, rcond=None)
             if np.any(coef < 0):
                 continue
             err = float(np.sum((a[:, cols] @ coef - b) ** 2))
-            if err < best_err:
+            if err < best_err - tol:
                 best_err = err
                 best = np.zeros(x.shape[1])
                 best[list(cols)] = coef
