@@ -18,11 +18,17 @@ from typer.testing import CliRunner
 from ridgeline.cli import app
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.fidelity.dataset import Metric, load_dataset, load_source_file, parse_source
-from ridgeline.fidelity.fit import engine_calibration, fit_family, kv_read_factor
+from ridgeline.fidelity.fit import (
+    EngineFacts,
+    engine_calibration,
+    engine_facts,
+    fit_family,
+    kv_read_factor,
+)
 from ridgeline.fidelity.prediction import PredictRequest, kv_blocks, predict, record
 from ridgeline.fidelity.trace import TraceSet, _sum_max
 from ridgeline.specs import DType, get_accelerator, get_family, get_model
-from ridgeline.specs.calibration import IDEAL, CostMode, Term
+from ridgeline.specs.calibration import IDEAL, MIN_CONSTRAINING_ROWS, CostMode, Term
 
 runner = CliRunner()
 
@@ -177,7 +183,7 @@ def test_the_fit_recovers_known_terms() -> None:
         {"isl": 2048, "osl": 16},
         {"requests": None, "batch": 1, "model": "distilgpt2", "weight_dtype": DType.BF16},
     ]
-    for i, over in enumerate(shapes):
+    for i, over in enumerate(shapes * 4):  # each term needs MIN_CONSTRAINING_ROWS rows behind it
         req = _small(**over)
         trace = record(req)
         metric = Metric.OUTPUT_TOKENS_PER_S if i % 2 == 0 else Metric.PER_USER_TOKENS_PER_S
@@ -204,6 +210,14 @@ def test_the_fit_recovers_known_terms() -> None:
     for term, value in truth.items():
         assert fit.values[term] == pytest.approx(value, rel=0.02)
     assert fit.source.startswith("fitted on rows: synthetic/r0")
+    assert fit.pinned == {}
+    # with half the rows every term has fewer than 8 rows behind it: pinned at its prior
+    few = fit_family(family, items[:4])
+    assert few.values == {} and set(few.pinned) == set(truth)
+    assert all(n < MIN_CONSTRAINING_ROWS for n in few.pinned.values())
+    pinned = few.calibration(base)
+    assert pinned.layer_latency_s == family.priors.layer_latency_s
+    assert pinned.sources["layer_latency_s"] == family.priors.sources["layer_latency_s"]
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -254,7 +268,18 @@ def test_an_engine_without_gqa_attention_reads_the_group_size_times_the_kv() -> 
     assert kv_read_factor(old) == 64 / 8  # llama-2-70b: 64 query heads, 8 KV heads
     assert kv_read_factor(new) == 1.0
     cal = get_accelerator("h100-sxm").calibration
-    slower = engine_calibration(cal, 8.0)
+    slower = engine_calibration(cal, EngineFacts(8.0))
     assert slower.kv_bandwidth_efficiency == pytest.approx(cal.kv_bandwidth_efficiency / 8)
     assert slower.bandwidth_efficiency == cal.bandwidth_efficiency
-    assert engine_calibration(cal, 1.0) is cal
+    assert engine_calibration(cal, EngineFacts()) is cal
+
+
+def test_an_engine_that_fuses_the_quantisation_pays_no_quantised_gemm_latency() -> None:
+    rows = {r.key: r for r in load_dataset()}
+    trt = rows["trtllm-perf-v0-17/8b-h100-tp1-fp8-128-128"]  # TensorRT engines
+    assert engine_facts(trt) == EngineFacts(1.0, fused_quantisation=True)
+    cal = get_accelerator("h100-sxm").calibration
+    assert cal.quantised_gemm_latency_s == pytest.approx(9e-6)  # AIConfigurator's PyTorch flow
+    fused = engine_calibration(cal, engine_facts(trt))
+    assert fused.quantised_gemm_latency_s == 0.0
+    assert fused.gemm_latency_s == cal.gemm_latency_s

@@ -3,13 +3,14 @@
 Ideal and calibrated times come from the same FLOPs and bytes (``analytic.ops``); calibration
 only changes the rates and adds fixed latencies::
 
+    kv_s      = KV bytes / (bandwidth · kv_bandwidth_efficiency)
     compute_s = FLOPs · pad(rows) / (peak(format) · efficiency(class, format))
-    memory_s  = other bytes / (bandwidth · bandwidth_efficiency)
-              + KV bytes / (bandwidth · kv_bandwidth_efficiency)
+                + (1 − kv_overlap) · kv_s
+    memory_s  = other bytes / (bandwidth · bandwidth_efficiency) + kv_s
     op_s      = max(compute_s, memory_s)                         (roofline, Williams et al. 2009)
                 + (1 − overlap) · min(compute_s, memory_s)        (overlap = 1: the roofline)
-    step_s    = Σ op_s + layers · layer_latency_s + step_latency_s + seqs · sequence_latency_s
-                + quantised GEMM kernels · quantised_gemm_latency_s
+    step_s    = Σ op_s + Σ_kernels latency(kernel kind)
+                + layers · layer_latency_s + step_latency_s + seqs · sequence_latency_s
 
     pad(rows) = ceil(rows / t) · t / rows                        (t = gemm_tile_rows)
 
@@ -26,6 +27,19 @@ format (``compute_term``): 16-bit, 8-bit, 4-bit and weight-only GEMMs, fused att
 grouped MoE expert GEMMs each reach their own fraction of the peak (measured GEMM kernels reach
 71-82% of the 16-bit peak and 40-64% of the 8-bit one on an H200; AIConfigurator 0.12's
 ``gemm_perf`` tables). Elementwise operators are memory traffic; their FLOPs are negligible.
+
+``kv_overlap`` = 0 keeps the KV cache's traffic out from under an operator's compute: in a mixed
+step the decoding sequences' attention reads their caches in kernels of their own, after the
+prompt's attention (TensorRT-LLM runs context FMHA and generation XQA as separate kernels), so
+max(compute, memory) + kv_s; at 1 (the ideal machine) the roofline's max hides them.
+
+Every kernel a step launches pays a fixed time beyond its roofline time, by kind (``KernelCounts``:
+GEMMs ``gemm_latency_s``, attention ``attention_latency_s``, elementwise kernels
+``kernel_latency_s``, and 8- and 4-bit GEMMs ``quantised_gemm_latency_s`` more): a memory-bound
+kernel's time is latency + bytes / bandwidth, as the GEMM tables measured for AIConfigurator 0.12
+show (decode GEMMs of Llama shapes on H100 and H200: 4.0-4.6 µs + weight bytes / (0.83-0.86 of
+the bandwidth), bf16, M ≤ 16). The kernel counts do not change with tensor parallelism, so as
+kernels shrink the fixed part stays: what is left per layer is ``layer_latency_s``.
 
 ``pad`` is the tile quantisation of a matrix unit: a weight-stationary systolic array (TPU MXU,
 Spyre's PE arrays) spends at least t cycles per weight tile, and a GPU's MMA instruction covers t
@@ -48,7 +62,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ridgeline.analytic.ops import Array, OpClass, UniformShape, op_terms
+from ridgeline.analytic.ops import Array, OpClass, OpTerms, UniformShape, op_terms
 from ridgeline.analytic.workload import Dtypes
 from ridgeline.specs.calibration import COMPUTE_TERMS, IDEAL, Calibration, CostMode, Term
 from ridgeline.specs.dtypes import DType
@@ -167,10 +181,10 @@ def op_seconds(
     """(compute_s, memory_s) of an operator moving ``nbytes``, ``kv_bytes`` of them KV, at the
     calibrated rates (module docstring)."""
     peak, bandwidth = rates.peak_flops_per_s, rates.bandwidth_bytes_per_s
+    kv_s = kv_bytes / (bandwidth * cal.kv_bandwidth_efficiency)
     compute_s = flops * gemm_padding(rows, cal.gemm_tile_rows) / (peak * rates.compute_efficiency)
-    memory_s = (nbytes - kv_bytes) / (bandwidth * cal.bandwidth_efficiency) + kv_bytes / (
-        bandwidth * cal.kv_bandwidth_efficiency
-    )
+    compute_s = compute_s + (1.0 - cal.kv_overlap) * kv_s
+    memory_s = (nbytes - kv_bytes) / (bandwidth * cal.bandwidth_efficiency) + kv_s
     return overlapped(compute_s, memory_s, cal.overlap)
 
 
@@ -183,21 +197,70 @@ def overlapped(compute_s: Array, memory_s: Array, overlap: float) -> tuple[Array
     return compute_s + hidden, memory_s + hidden
 
 
+@dataclass(frozen=True, slots=True)
+class KernelCounts:
+    """Kernels one step launches (all layers, one chip), by the fixed time each pays
+    (module docstring); ``quantised`` of the GEMMs run in 8 or 4 bits."""
+
+    gemm: float = 0.0
+    attention: float = 0.0
+    elementwise: float = 0.0
+    quantised: float = 0.0
+
+    def as_array(self) -> np.ndarray:
+        """(gemm, attention, elementwise, quantised), as ``fixed_step_seconds`` reads them."""
+        return np.array([self.gemm, self.attention, self.elementwise, self.quantised])
+
+
+NO_KERNELS = KernelCounts()
+
+# Kernels of one grouped MoE expert layer beyond its two grouped GEMMs: the token permutation,
+# the gated activation and the un-permutation with the weighted sum (vLLM's fused_moe:
+# moe_align_block_size, silu_and_mul, moe_sum; TensorRT-LLM's CUTLASS MoE: expandInputRows,
+# doActivation, finalizeMoeRouting).
+_EXPERT_GEMMS, _EXPERT_ELEMENTWISE = 2, 3
+
+
+def _kernels_of(t: OpTerms) -> tuple[int, int, int]:
+    """(GEMM, attention, elementwise) kernels of one instance of ``t``."""
+    if t.op_class is OpClass.GEMM:
+        return 1, 0, 0
+    if t.op_class is OpClass.ATTENTION:
+        return 0, 1, 0
+    if t.op_class is OpClass.EXPERTS:
+        return _EXPERT_GEMMS, 0, _EXPERT_ELEMENTWISE
+    return 0, 0, 1
+
+
+def kernel_counts(model: ModelSpec, dt: Dtypes) -> KernelCounts:
+    """The kernels one step of ``model`` launches (each op once per layer it repeats in)."""
+    gemm = attention = elementwise = quantised = 0.0
+    for t in op_terms(model, UniformShape(1.0, 1.0, 0.0), dt):
+        g, a, e = _kernels_of(t)
+        gemm, attention, elementwise = (
+            gemm + g * t.count,
+            attention + a * t.count,
+            elementwise + e * t.count,
+        )
+        if compute_term(kind_of(t)) in _QUANTISED_TERMS:
+            quantised += g * t.count
+    return KernelCounts(gemm, attention, elementwise, quantised)
+
+
 def fixed_step_seconds(
-    layers: Array, cal: Calibration, seqs: Array = 0.0, quantised: Array = 0.0
+    layers: Array, cal: Calibration, seqs: Array = 0.0, kernels: Array | KernelCounts = NO_KERNELS
 ) -> Array:
-    """layers · layer_latency_s + step_latency_s + seqs · sequence_latency_s
-    + quantised · quantised_gemm_latency_s (``quantised``: 8- and 4-bit GEMM kernels a step runs,
-    ``quantised_gemms``)."""
+    """layers · layer_latency_s + step_latency_s + seqs · sequence_latency_s + each kernel's
+    latency (``kernels``: a ``KernelCounts``, or its ``as_array`` with a column per step)."""
+    k = kernels.as_array() if isinstance(kernels, KernelCounts) else np.asarray(kernels)
+    latency = (
+        k[0] * cal.gemm_latency_s
+        + k[1] * cal.attention_latency_s
+        + k[2] * cal.kernel_latency_s
+        + k[3] * cal.quantised_gemm_latency_s
+    )
     fixed = layers * cal.layer_latency_s + cal.step_latency_s + seqs * cal.sequence_latency_s
-    return fixed + quantised * cal.quantised_gemm_latency_s
+    return fixed + latency
 
 
 _QUANTISED_TERMS = (Term.FP8_COMPUTE_EFFICIENCY, Term.FP4_COMPUTE_EFFICIENCY)
-
-
-def quantised_gemms(model: ModelSpec, dt: Dtypes) -> float:
-    """GEMM kernels of one step that run in 8 or 4 bits (each op once per layer it repeats in):
-    each pays ``quantised_gemm_latency_s``."""
-    ops = op_terms(model, UniformShape(1.0, 1.0, 0.0), dt)
-    return float(sum(t.count for t in ops if compute_term(kind_of(t)) in _QUANTISED_TERMS))

@@ -45,10 +45,10 @@ from typing import Any
 from ridgeline.analytic.calibrated import (
     OpKind,
     fixed_step_seconds,
+    kernel_counts,
     kind_of,
     op_rates,
     op_seconds,
-    quantised_gemms,
 )
 from ridgeline.analytic.collectives import (
     Collective,
@@ -332,9 +332,7 @@ def _slot(
         send_s=links.send_s,
         stages=links.stages,
         layer_s=float(
-            fixed_step_seconds(
-                model.num_layers, cal, quantised=quantised_gemms(model, workload.dtypes)
-            )
+            fixed_step_seconds(model.num_layers, cal, kernels=kernel_counts(model, workload.dtypes))
             - cal.step_latency_s
         )
         / dep.pipeline_parallel,

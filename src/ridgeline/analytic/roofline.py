@@ -24,10 +24,10 @@ import numpy as np
 from ridgeline.analytic.calibrated import (
     calibration_for,
     fixed_step_seconds,
+    kernel_counts,
     kind_of,
     op_rates,
     op_seconds,
-    quantised_gemms,
 )
 from ridgeline.analytic.ops import UniformShape, op_terms
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
@@ -293,7 +293,7 @@ def step_cost(
         mode=mode,
         fixed_s=float(
             fixed_step_seconds(
-                model.num_layers, cal, workload.batch, quantised_gemms(model, workload.dtypes)
+                model.num_layers, cal, workload.batch, kernel_counts(model, workload.dtypes)
             )
         ),
     )
@@ -405,8 +405,7 @@ def sweep(
         bytes=nbytes,
         weight_bytes=wbytes,
         kv_bytes=kvbytes,
-        step_time_s=time_s
-        + fixed_step_seconds(model.num_layers, cal, b, quantised_gemms(model, dt)),
+        step_time_s=time_s + fixed_step_seconds(model.num_layers, cal, b, kernel_counts(model, dt)),
         ridge_point=acc.peak(dt.compute) / acc.device_bandwidth_bytes_per_s,
     )
 

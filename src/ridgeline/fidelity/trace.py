@@ -61,7 +61,7 @@ class Trace:
     admitted: np.ndarray  # (requests,) steps before admission; -1: TTFT counts from t = 0
     scale: float = 1.0
     runs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=int))  # (first, k)
-    quantised: float = 0.0  # 8- and 4-bit GEMM kernels per step (``quantised_gemms``)
+    kernels: np.ndarray = field(default_factory=lambda: np.zeros(4))  # ``KernelCounts`` per step
 
     @property
     def num_steps(self) -> int:
@@ -70,12 +70,14 @@ class Trace:
     def step_seconds(self, cal: Calibration) -> np.ndarray:
         """Every step's time under ``cal`` (``analytic.calibrated``'s formulas)."""
         compute = self.compute_s * self.pad if cal.gemm_tile_rows > 1 else self.compute_s
-        memory = self.memory_s / cal.bandwidth_efficiency + self.kv_s / cal.kv_bandwidth_efficiency
-        ops = np.maximum(compute / efficiencies(cal)[self.terms], memory)
+        compute, memory = _scaled(
+            (compute, self.memory_s, self.kv_s), efficiencies(cal)[self.terms], cal
+        )
+        ops = np.maximum(compute, memory)
         hop, coll, transfer, cross = self.links
         link = hop + coll * cal.collective_latency_s + transfer / cal.link_efficiency
         link = link + cross * cal.stage_latency_s
-        fixed = fixed_step_seconds(self.layers, cal, self.seqs, self.quantised)
+        fixed = fixed_step_seconds(self.layers, cal, self.seqs, self.kernels[:, None])
         return ops.sum(axis=0) + link + fixed
 
     def metrics(self, cal: Calibration) -> dict[Metric, float]:
@@ -182,7 +184,7 @@ class Recorder(DeploymentStepCost):
             admitted=admitted,
             scale=scale,
             runs=np.array(self._runs, dtype=int).reshape(-1, 2),
-            quantised=self.quantised,
+            kernels=self.kernels.as_array(),
         )
 
 
@@ -201,7 +203,7 @@ class _Steps:
     seqs: np.ndarray  # (steps,)
     links: np.ndarray  # (4, steps)
     layers: np.ndarray  # (steps,)
-    quantised: np.ndarray  # (steps,)
+    kernels: np.ndarray  # (4, steps) ``KernelCounts`` of each step
     starts: np.ndarray  # (traces,) first global step of each trace
     req_trace: np.ndarray  # (requests,)
     first: np.ndarray  # (requests,) global step of the first token
@@ -233,7 +235,9 @@ class _Steps:
             seqs=np.concatenate([t.seqs for t in traces]),
             links=np.concatenate([t.links for t in traces], axis=1),
             layers=np.concatenate([np.full(t.num_steps, t.layers) for t in traces]),
-            quantised=np.concatenate([np.full(t.num_steps, t.quantised) for t in traces]),
+            kernels=np.concatenate(
+                [np.repeat(t.kernels[:, None], t.num_steps, 1) for t in traces], axis=1
+            ),
             starts=steps[:-1],
             req_trace=np.concatenate([np.full(len(t.first), i) for i, t in enumerate(traces)]),
             first=requests(lambda t: t.first, True),
@@ -246,7 +250,7 @@ class _Steps:
 
     def values(self, cal: Calibration) -> np.ndarray:
         step = _op_seconds((self.compute_s, self.memory_s, self.kv_s), self.terms, cal).sum(axis=0)
-        step += _link_and_fixed((self.links, self.layers, self.seqs, self.quantised), cal)
+        step += _link_and_fixed((self.links, self.layers, self.seqs, self.kernels), cal)
         ends = np.concatenate(([0.0], np.cumsum(step)))
         base = ends[self.starts][self.req_trace]
         first, last = ends[self.first + 1] - base, ends[self.last + 1] - base
@@ -286,13 +290,13 @@ class _Totals:
     trace: np.ndarray  # (steps,) trace of each explicit step
     parts: _Three  # compute, memory, KV seconds (ops, steps)
     terms: np.ndarray  # (ops, steps) compute-efficiency terms (``term_indices``)
-    step_extra: _Four  # links (4, steps), layers, seqs, quantised GEMMs
+    step_extra: _Four  # links (4, steps), layers, seqs, kernels (4, steps)
     run_trace: np.ndarray  # (runs,)
     run_first: _Three  # compute, memory, KV seconds at j = 0 (ops, runs)
     run_slope: _Three  # their change per step (ops, runs)
     run_terms: np.ndarray  # (ops, runs)
     run_len: np.ndarray  # (runs,)
-    run_extra: _Four  # links (4, runs), layers, seqs, quantised GEMMs
+    run_extra: _Four  # links (4, runs), layers, seqs, kernels (4, runs)
     outputs: np.ndarray  # (traces,)
     scale: np.ndarray  # (traces,)
 
@@ -349,15 +353,16 @@ def _op_seconds(parts: _Three, terms: np.ndarray, cal: Calibration) -> np.ndarra
 def _scaled(parts: _Three, eff: np.ndarray, cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
     """(compute, memory) at the calibrated rates (``eff``: each op's compute efficiency)."""
     c, m, k = parts
-    return (c / eff, m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency)
+    kv = k / cal.kv_bandwidth_efficiency
+    return (c / eff + (1.0 - cal.kv_overlap) * kv, m / cal.bandwidth_efficiency + kv)
 
 
 def _link_and_fixed(extra: _Four, cal: Calibration) -> np.ndarray:
-    """Link and fixed seconds of steps: ``extra`` = links (4, steps), layers, seqs, quantised."""
-    links, layers, seqs, quantised = extra
+    """Link and fixed seconds of steps: ``extra`` = links (4, steps), layers, seqs, kernels."""
+    links, layers, seqs, kernels = extra
     hop, coll, transfer, cross = links
     out = hop + coll * cal.collective_latency_s + transfer / cal.link_efficiency
-    return out + cross * cal.stage_latency_s + fixed_step_seconds(layers, cal, seqs, quantised)
+    return out + cross * cal.stage_latency_s + fixed_step_seconds(layers, cal, seqs, kernels)
 
 
 def _sum_max(
@@ -407,8 +412,8 @@ def _compress(t: Trace, index: int, ops: int) -> tuple[np.ndarray, ...]:
         t.seqs[first],
         _term_rows(t.terms[:, explicit], ops),
         _term_rows(t.terms[:, first], ops),
-        np.full(int(explicit.sum()), t.quantised),
-        np.full(len(first), t.quantised),
+        np.repeat(t.kernels[:, None], int(explicit.sum()), 1),
+        np.repeat(t.kernels[:, None], len(first), 1),
     )
 
 

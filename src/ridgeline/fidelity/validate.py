@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 
 from ridgeline.fidelity.dataset import Row, Scenario, load_dataset
-from ridgeline.fidelity.fit import FamilyFit, engine_calibration, fit_family, kv_read_factor
+from ridgeline.fidelity.fit import FamilyFit, engine_calibration, engine_facts, fit_family
 from ridgeline.fidelity.prediction import DEFAULT_MAX_SEQS, PredictRequest, predict, record
 from ridgeline.fidelity.trace import Trace
 from ridgeline.specs import Accelerator, get_accelerator
-from ridgeline.specs.calibration import IDEAL, Calibration, CostMode, family_names, get_family
+from ridgeline.specs.calibration import IDEAL, Calibration, CostMode, Term, family_names, get_family
 
 Progress = Callable[[str, int, int], None]  # (what, done, total)
 
@@ -183,21 +183,28 @@ class Validation:
 
     def fit_rows(self) -> list[tuple[str, ...]]:
         """``FIT_HEADERS`` rows: every fitted term with its value, bound, the rows that
-        constrain it (``FamilyFit.constraining``) and the family's fit."""
-        return [
-            (
-                f.family,
-                t.value,
-                f"{v:.4g}",
-                f.bound(t),
-                str(f.constraining.get(t, 0)),
-                str(len(f.rows)),
-                f"{f.mean_abs_log_error:.3f}",
-            )
+        constrain it (``FamilyFit.constraining``) and the family's fit; then every term a
+        family asked to fit that too few rows constrain, pinned at its prior."""
+        fitted = [
+            (f.family, t.value, f"{v:.4g}", f.bound(t), str(f.constraining.get(t, 0)))
             for f in self.fits
             if f.rows
             for t, v in f.values.items()
         ]
+        pinned = [
+            (
+                f.family,
+                f"{t.value} (pinned at its prior)",
+                f"{_prior(f, t):.4g}",
+                f.bound(t),
+                str(n),
+            )
+            for f in self.fits
+            if f.rows
+            for t, n in f.pinned.items()
+        ]
+        errors = {f.family: (str(len(f.rows)), f"{f.mean_abs_log_error:.3f}") for f in self.fits}
+        return [(*row, *errors[row[0]]) for row in fitted + pinned]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -209,6 +216,7 @@ class Validation:
                     "family": f.family,
                     "values": {t.value: v for t, v in f.values.items()},
                     "constraining_rows": {t.value: n for t, n in f.constraining.items()},
+                    "pinned": {t.value: n for t, n in f.pinned.items()},
                     "rows": list(f.rows),
                     "mean_abs_log_error": f.mean_abs_log_error,
                 }
@@ -216,6 +224,10 @@ class Validation:
             ],
             "rows": [r.to_dict() for r in self.results],
         }
+
+
+def _prior(fit: FamilyFit, term: Term) -> float:
+    return get_family(fit.family).priors.value(term)
 
 
 def _percent_or(value: float, missing: str) -> str:
@@ -241,7 +253,7 @@ def fit_all(
 
 
 def _predicted(row: Row, cal: Calibration, traces: Mapping[str, Trace]) -> float:
-    cal = engine_calibration(cal, kv_read_factor(row))
+    cal = engine_calibration(cal, engine_facts(row))
     if row.key in traces:
         return traces[row.key].metrics(cal)[row.metric]
     acc: Accelerator = dataclasses.replace(get_accelerator(row.hardware), calibration=cal)

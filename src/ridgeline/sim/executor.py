@@ -38,8 +38,8 @@ from ridgeline.analytic.calibrated import (
     compute_term,
     fixed_step_seconds,
     gemm_padding,
+    kernel_counts,
     kind_of,
-    quantised_gemms,
 )
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
@@ -122,8 +122,8 @@ class StepCostModel:
         self._kinds: dict[bool, tuple[OpKind, ...]] = {}
         self._last_kinds: tuple[OpKind, ...] = ()
         self.tile_rows = cal.gemm_tile_rows
-        self.quantised = quantised_gemms(model, self.dtypes)
-        self.fixed_s = float(fixed_step_seconds(model.num_layers, cal, quantised=self.quantised))
+        self.kernels = kernel_counts(model, self.dtypes)
+        self.fixed_s = float(fixed_step_seconds(model.num_layers, cal, kernels=self.kernels))
         self.seq_s = cal.sequence_latency_s
         self.windows: tuple[int | None, ...] = tuple(
             sorted({layer.window for layer in model.layers}, key=lambda w: -1 if w is None else w)
@@ -205,9 +205,10 @@ class StepCostModel:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Compute and memory seconds at the calibrated rates (``analytic.calibrated``)."""
         cal = self.calibration
-        mem = m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency
+        kv = k / cal.kv_bandwidth_efficiency
+        mem = m / cal.bandwidth_efficiency + kv
         eff = self.compute_efficiencies(decode)
-        compute = f / (eff[:, None] if f.ndim == 2 else eff)
+        compute = f / (eff[:, None] if f.ndim == 2 else eff) + (1.0 - cal.kv_overlap) * kv
         serial = 1.0 - cal.overlap
         if serial:
             # max(c + s·m, m + s·c) = max(c, m) + s·min(c, m) (``analytic.calibrated``), in a

@@ -22,14 +22,24 @@ term                          what it models
 ``moe_compute_efficiency``    the same for grouped MoE expert GEMMs (many small GEMMs, one per
                               expert, plus the token permutation around them)
 ``quantised_gemm_latency_s``  fixed time each 8- or 4-bit GEMM adds to a step beyond a 16-bit
-                              one (quantising its input, the scales in its epilogue)
+                              one (quantising its input in a kernel of its own, the scales in
+                              its epilogue); 0 for an engine that fuses the quantisation into
+                              the kernel before the GEMM
+``gemm_latency_s``            fixed time of each GEMM kernel beyond its roofline time (launch,
+                              ramp-up and tail, under CUDA graphs)
+``attention_latency_s``       the same for each attention kernel
+``kernel_latency_s``          the same for each elementwise kernel (norms, activation functions,
+                              gathers, MoE token permutations)
 ``gemm_tile_rows``            rows of the matrix unit: a GEMM of M rows costs ceil(M/t)·t rows
 ``overlap``                   how far an operator's memory traffic hides under its compute: 1 is
                               the roofline's max(compute, memory) (a GPU's or systolic array's
                               asynchronous copies), 0 their sum (one CPU core that stalls on the
                               weight stream between FMAs)
-``layer_latency_s``           fixed time each layer adds to a step: kernel launches and syncs on
-                              a GPU, the per-layer latency of a pipeline laid across a fabric on a
+``kv_overlap``                how far an operator's KV-cache traffic hides under its compute: 1
+                              the roofline's, 0 none (a mixed step's decode attention reads the
+                              cache in kernels of their own, beside the prompt's attention)
+``layer_latency_s``           fixed time each layer adds to a step beyond its kernels' own: syncs
+                              and host work on a GPU, the per-layer latency of a pipeline laid across a fabric on a
                               spatial machine
 ``step_latency_s``            fixed time per step (host scheduling, sampling)
 ``sequence_latency_s``        host time per running sequence per step (its scheduling, input
@@ -88,6 +98,10 @@ class Term(StrEnum):
     ATTENTION_COMPUTE_EFFICIENCY = "attention_compute_efficiency"
     MOE_COMPUTE_EFFICIENCY = "moe_compute_efficiency"
     QUANTISED_GEMM_LATENCY_S = "quantised_gemm_latency_s"
+    GEMM_LATENCY_S = "gemm_latency_s"
+    ATTENTION_LATENCY_S = "attention_latency_s"
+    KERNEL_LATENCY_S = "kernel_latency_s"
+    KV_OVERLAP = "kv_overlap"
 
 
 COMPUTE_TERMS = (
@@ -139,6 +153,10 @@ class Calibration:
     attention_compute_efficiency: float | None = None
     moe_compute_efficiency: float | None = None
     quantised_gemm_latency_s: float = 0.0
+    gemm_latency_s: float = 0.0
+    attention_latency_s: float = 0.0
+    kernel_latency_s: float = 0.0
+    kv_overlap: float = 1.0
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -152,6 +170,9 @@ class Calibration:
             Term.SEQUENCE_LATENCY_S,
             Term.COLLECTIVE_LATENCY_S,
             Term.QUANTISED_GEMM_LATENCY_S,
+            Term.GEMM_LATENCY_S,
+            Term.ATTENTION_LATENCY_S,
+            Term.KERNEL_LATENCY_S,
         )
         for term in latencies:
             if getattr(self, term.value) < 0:
@@ -160,8 +181,9 @@ class Calibration:
             raise ConfigError(f"calibration {self.family}: field stage_latency_s: must be >= 0")
         if self.gemm_tile_rows < 1:
             raise ConfigError(f"calibration {self.family}: field gemm_tile_rows: must be >= 1")
-        if not 0.0 <= self.overlap <= 1.0:
-            raise ConfigError(f"calibration {self.family}: field overlap: must be in [0, 1]")
+        for term in (Term.OVERLAP, Term.KV_OVERLAP):
+            if not 0.0 <= getattr(self, term.value) <= 1.0:
+                raise ConfigError(f"calibration {self.family}: field {term}: must be in [0, 1]")
         if self.overlap < 1.0 and self.gemm_tile_rows > 1:
             # tile padding stretches compute alone; a partly serial op would pad its bytes too
             raise ConfigError(
@@ -225,6 +247,10 @@ class _TermsFile(_Strict):
     attention_compute_efficiency: _Term | None = None
     moe_compute_efficiency: _Term | None = None
     quantised_gemm_latency_s: _Term | None = None
+    gemm_latency_s: _Term | None = None
+    attention_latency_s: _Term | None = None
+    kernel_latency_s: _Term | None = None
+    kv_overlap: _Term | None = None
 
 
 class CalibrationTable(_TermsFile):
