@@ -4,6 +4,7 @@ fit itself, and the predict command."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -174,7 +175,7 @@ def test_the_fit_recovers_known_terms() -> None:
         Term.FP8_COMPUTE_EFFICIENCY: 0.45,
         Term.LAYER_LATENCY_S: 2e-5,
     }
-    family = get_family("nvidia-gpu")
+    family = dataclasses.replace(get_family("nvidia-gpu"), fit=tuple(truth))
     base = get_accelerator("h100-sxm").calibration
     items = []
     shapes: list[dict[str, object]] = [

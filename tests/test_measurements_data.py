@@ -37,6 +37,7 @@ SOURCE_OPTIONAL: dict[str, Callable[[object], bool]] = {
     "attention_kv_reads": lambda v: v in {"per-kv-head", "per-query-head"},
     "activation_quantisation": lambda v: v in {"separate-kernel", "fused"},
     "dense_kv_cache_tokens": lambda v: isinstance(v, int) and v >= 1,
+    "device_bandwidth_bytes_per_s": lambda v: isinstance(v, float) and v > 0,
 }
 ROW_REQUIRED = {
     "id",

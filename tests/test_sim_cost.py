@@ -73,6 +73,21 @@ def test_moe_models_take_the_exact_path() -> None:
     assert cost.step_time_s([1] * 4, [100] * 4) == pytest.approx(want, rel=1e-9)
 
 
+@pytest.mark.parametrize("name", ["mixtral-8x7b", "qwen3-30b-a3b"])
+def test_moe_steps_are_the_linear_model_but_the_routed_experts(name: str) -> None:
+    """Every op of a mixture-of-experts step but the routed experts is affine in the
+    aggregates; the experts op is evaluated exactly per token count: the same per-op terms as
+    op_terms on the step's own shape, mixed prefill-and-decode steps included."""
+    cost = StepCostModel(get_model(name), get_accelerator("h100-sxm"), mode=CostMode.CALIBRATED)
+    for new, prior in (([1] * 4, [100, 7, 300, 2]), ([512, 1, 1], [0, 40, 900]), ([33], [64])):
+        decode = all(n == 1 for n in new)
+        shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
+        f, m, k, r = cost._terms(shape)
+        got = cost.moe_terms(new, prior, decode)
+        for a, b in zip(got, (f, m / cost.bw, k / cost.bw, r), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-15)
+
+
 @pytest.mark.parametrize("hw", ["a100-80gb", "h100-sxm", "tpu-v5e"])
 @pytest.mark.parametrize("mode", list(CostMode))
 def test_grouped_closed_forms_equal_step_time(hw: str, mode: CostMode) -> None:

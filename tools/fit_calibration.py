@@ -34,7 +34,7 @@ def rewrite(path: Path, fit: FamilyFit) -> None:
     for term in [*fit.values, *fit.pinned]:
         pattern = re.compile(rf"^{term.value} = .*$", re.MULTILINE)
         new = _line(term.value, cal.value(term), cal.sources[term.value])
-        body = pattern.sub(new, body) if pattern.search(body) else f"{body}\n{new}"
+        body = pattern.sub(new, body) if pattern.search(body) else f"{body.rstrip()}\n{new}\n"
     path.write_text(f"{head}[terms]\n{body}{sep}{tail}")
 
 

@@ -75,6 +75,7 @@ class _SourceFile(_Strict):
     attention_kv_reads: AttentionReads = AttentionReads.PER_KV_HEAD
     activation_quantisation: ActivationQuantisation = ActivationQuantisation.SEPARATE_KERNEL
     dense_kv_cache_tokens: _Count | None = None
+    device_bandwidth_bytes_per_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
 
 
 class _RowFile(_Strict):
@@ -121,6 +122,7 @@ class Source:
     attention_kv_reads: AttentionReads = AttentionReads.PER_KV_HEAD
     activation_quantisation: ActivationQuantisation = ActivationQuantisation.SEPARATE_KERNEL
     dense_kv_cache_tokens: int | None = None
+    device_bandwidth_bytes_per_s: float | None = None  # stated, when below the catalog part's
 
 
 @dataclass(frozen=True, slots=True)

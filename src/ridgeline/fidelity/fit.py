@@ -41,7 +41,7 @@ from ridgeline.specs.calibration import (
 MAX_EFFICIENCY = 1.0 - 1e-9
 MIN_LATENCY_S = 1e-9
 RESTARTS = 3
-NELDER_MEAD = {"xatol": 1e-5, "fatol": 1e-8, "maxiter": 2000}
+NELDER_MEAD = {"xatol": 1e-3, "fatol": 1e-6, "maxiter": 2000}  # 0.1% on each term
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,28 +110,38 @@ def kv_read_factor(row: Row) -> float:
 
 @dataclass(frozen=True, slots=True, order=True)
 class EngineFacts:
-    """What a source states about its engine's kernels (``fidelity.dataset.Source``): how many
-    times its decode attention reads each KV byte, and whether it fuses the activations'
-    quantisation into the kernel before each 8- or 4-bit GEMM."""
+    """What a source states about its engine and machines (``fidelity.dataset.Source``): how
+    many times its decode attention reads each KV byte, whether it fuses the activations'
+    quantisation into the kernel before each 8- or 4-bit GEMM, and the fraction of the catalog
+    part's memory bandwidth its GPUs have (a power-limited part: below 1)."""
 
     kv_read_factor: float = 1.0
     fused_quantisation: bool = False
+    bandwidth_scale: float = 1.0
 
 
 def engine_facts(row: Row) -> EngineFacts:
     """The ``EngineFacts`` of ``row``'s source."""
     fused = row.source.activation_quantisation is ActivationQuantisation.FUSED
-    return EngineFacts(kv_read_factor(row), fused)
+    stated = row.source.device_bandwidth_bytes_per_s
+    catalog = get_accelerator(row.hardware).device_bandwidth_bytes_per_s
+    scale = 1.0 if stated is None else min(1.0, stated / catalog)
+    return EngineFacts(kv_read_factor(row), fused, scale)
 
 
 def engine_calibration(cal: Calibration, facts: EngineFacts) -> Calibration:
     """``cal`` for an engine of ``facts``: reading the KV cache ``kv_read_factor`` times, the
     same bytes at ``1 / kv_read_factor`` of the KV rate take the time of that many times the
     bytes; fusing the activations' quantisation, a quantised GEMM adds no fixed time of its own
-    (``quantised_gemm_latency_s`` = 0)."""
+    (``quantised_gemm_latency_s`` = 0); with GPUs of ``bandwidth_scale`` of the catalog's
+    bandwidth, every byte moves that much slower."""
     values = {}
-    if facts.kv_read_factor != 1.0:
-        values[Term.KV_BANDWIDTH_EFFICIENCY] = cal.kv_bandwidth_efficiency / facts.kv_read_factor
+    scale = facts.bandwidth_scale
+    if facts.kv_read_factor != 1.0 or scale != 1.0:
+        kv = cal.kv_bandwidth_efficiency * scale / facts.kv_read_factor
+        values[Term.KV_BANDWIDTH_EFFICIENCY] = kv
+    if scale != 1.0:
+        values[Term.BANDWIDTH_EFFICIENCY] = cal.bandwidth_efficiency * scale
     if facts.fused_quantisation and cal.quantised_gemm_latency_s:
         values[Term.QUANTISED_GEMM_LATENCY_S] = 0.0
     return cal.with_values(values) if values else cal
@@ -140,61 +150,131 @@ def engine_calibration(cal: Calibration, facts: EngineFacts) -> Calibration:
 _Group = tuple[Calibration, EngineFacts, TraceSet, np.ndarray]
 
 
-def _groups(items: Sequence[tuple[Row, Trace]]) -> list[_Group]:
-    """Rows grouped by accelerator and engine facts (each its own base calibration), stacked
-    for re-timing."""
-    out = []
-    for name, factor in sorted({(row.hardware, engine_facts(row)) for row, _ in items}):
-        mine = [(r, t) for r, t in items if (r.hardware, engine_facts(r)) == (name, factor)]
-        stacked = TraceSet.of([t for _, t in mine], [row.metric for row, _ in mine])
-        published = np.array([row.value for row, _ in mine])
-        out.append((get_accelerator(name).calibration, factor, stacked, published))
-    return out
+@dataclass(frozen=True, slots=True)
+class FamilyRows:
+    """A family's rows stacked once for re-timing, grouped by accelerator and engine facts
+    (each group its own base calibration), with each row's key and source in the groups'
+    order: a fit may leave any source out without stacking again."""
+
+    family: Family
+    groups: tuple[_Group, ...]
+    keys: tuple[str, ...]
+    sources: np.ndarray  # (rows,) source id of each row
+
+    @staticmethod
+    def of(family: Family, items: Sequence[tuple[Row, Trace]]) -> FamilyRows:
+        groups, keys, sources = [], [], []
+        for name, facts in sorted({(row.hardware, engine_facts(row)) for row, _ in items}):
+            mine = [(r, t) for r, t in items if (r.hardware, engine_facts(r)) == (name, facts)]
+            stacked = TraceSet.of([t for _, t in mine], [row.metric for row, _ in mine])
+            published = np.array([row.value for row, _ in mine])
+            groups.append((get_accelerator(name).calibration, facts, stacked, published))
+            keys += [r.key for r, _ in mine]
+            sources += [r.source.id for r, _ in mine]
+        return FamilyRows(family, tuple(groups), tuple(keys), np.array(sources, dtype=object))
 
 
-def fit_family(family: Family, items: Sequence[tuple[Row, Trace]]) -> FamilyFit:
-    """Fit ``family.fit`` on ``items`` (rows of the family's accelerators with their traces).
-
-    Terms that fewer than ``MIN_CONSTRAINING_ROWS`` rows constrain at the fit are pinned at
-    their priors and the others fitted again without them. With no rows the fitted terms take
-    their priors; with no terms to fit nothing changes.
-    """
+def fit_family(
+    family: Family,
+    items: Sequence[tuple[Row, Trace]],
+    start: Mapping[Term, float] | None = None,
+) -> FamilyFit:
+    """Fit ``family.fit`` on ``items`` (rows of the family's accelerators with their traces),
+    the search starting from ``start``'s values where given, else from the priors
+    (``fit_rows``)."""
     if not items:
         return FamilyFit(family.name, {t: family.priors.value(t) for t in family.fit}, (), math.nan)
-    groups = _groups(items)
-    keys = tuple(sorted(row.key for row, _ in items))
-    values, error = _fit(family, groups, family.fit, {})
-    counts = _constraining(groups, values)
-    pinned = {t: counts[t] for t in family.fit if counts[t] < MIN_CONSTRAINING_ROWS}
-    if pinned:
+    return fit_rows(FamilyRows.of(family, items), start=start)
+
+
+def fit_rows(
+    data: FamilyRows,
+    leave_out: str | None = None,
+    start: FamilyFit | Mapping[Term, float] | None = None,
+) -> FamilyFit:
+    """Fit ``data.family.fit`` on ``data``'s rows but those of source ``leave_out``.
+
+    Terms that fewer than ``MIN_CONSTRAINING_ROWS`` rows constrain at the fit are pinned at
+    their priors and the others fitted again without them. From a ``FamilyFit`` ``start``
+    (a fit on more rows) the search starts at its values with its pinned terms pinned: fewer
+    rows never constrain a term more. With no rows the fitted terms take their priors.
+    """
+    family = data.family
+    mask = data.sources != leave_out
+    if not mask.any():
+        return FamilyFit(family.name, {t: family.priors.value(t) for t in family.fit}, (), math.nan)
+    keys = tuple(sorted(k for k, m in zip(data.keys, mask, strict=True) if m))
+    begin = {t: family.priors.value(t) for t in family.fit}
+    pinned: dict[Term, int] = {}
+    restarts = RESTARTS
+    if isinstance(start, FamilyFit):
+        begin |= dict(start.values)
+        pinned, restarts = dict(start.pinned), 1
+    elif start is not None:
+        begin |= dict(start)
+    fit = _Fit(data.groups, mask)
+    while True:
         fixed = {t: family.priors.value(t) for t in pinned}
         terms = tuple(t for t in family.fit if t not in pinned)
-        values, error = _fit(family, groups, terms, fixed)
-        counts = _constraining(groups, {**fixed, **values})
-    return FamilyFit(family.name, values, keys, error, {t: counts[t] for t in values}, pinned)
+        values, error = fit.search(terms, fixed, begin, restarts)
+        counts = fit.constraining({**fixed, **values})
+        weak = {t: counts[t] for t in values if counts[t] < MIN_CONSTRAINING_ROWS}
+        if not weak:
+            return FamilyFit(
+                family.name, values, keys, error, {t: counts[t] for t in values}, pinned
+            )
+        pinned |= weak
+        begin |= values  # the next search starts where this one ended
+        restarts = 1
 
 
-def _fit(
-    family: Family, groups: Sequence[_Group], terms: Sequence[Term], fixed: Mapping[Term, float]
-) -> tuple[dict[Term, float], float]:
-    """``terms`` fitted from their priors (the ``fixed`` values held), and the error reached."""
+@dataclass(frozen=True, slots=True)
+class _Fit:
+    """The rows of ``mask`` in ``groups``, re-timed for a search."""
 
-    def objective(u: np.ndarray) -> float:
-        values = {**fixed, **{t: _from_free(t, x) for t, x in zip(terms, u, strict=True)}}
-        return float(_errors(groups, values).mean())
+    groups: tuple[_Group, ...]
+    mask: np.ndarray
 
-    if not terms:
-        return {}, objective(np.zeros(0))
-    best = np.array([_to_free(t, family.priors.value(t)) for t in terms])
-    for _ in range(RESTARTS):  # a restart from the last optimum escapes a collapsed simplex
-        best = minimize(objective, best, method="Nelder-Mead", options=NELDER_MEAD).x
-    return {t: _from_free(t, x) for t, x in zip(terms, best, strict=True)}, objective(best)
+    def predictions(self, values: Mapping[Term, float]) -> np.ndarray:
+        return _predictions(self.groups, values)[self.mask]
 
+    def errors(self, values: Mapping[Term, float]) -> np.ndarray:
+        """|ln(predicted / published)| of every row under ``values``."""
+        published = np.concatenate([p for *_, p in self.groups])[self.mask]
+        return np.abs(np.log(self.predictions(values) / published))
 
-def _errors(groups: Sequence[_Group], values: Mapping[Term, float]) -> np.ndarray:
-    """|ln(predicted / published)| of every row under ``values``."""
-    predicted = _predictions(groups, values)
-    return np.abs(np.log(predicted / np.concatenate([p for *_, p in groups])))
+    def search(
+        self,
+        terms: Sequence[Term],
+        fixed: Mapping[Term, float],
+        begin: Mapping[Term, float],
+        restarts: int,
+    ) -> tuple[dict[Term, float], float]:
+        """``terms`` fitted from ``begin`` (the ``fixed`` values held), and the error reached."""
+
+        def objective(u: np.ndarray) -> float:
+            values = {**fixed, **{t: _from_free(t, x) for t, x in zip(terms, u, strict=True)}}
+            return float(self.errors(values).mean())
+
+        if not terms:
+            return {}, objective(np.zeros(0))
+        best = np.array([_to_free(t, begin[t]) for t in terms])
+        for _ in range(restarts):  # a restart from the last optimum escapes a collapsed simplex
+            best = minimize(objective, best, method="Nelder-Mead", options=NELDER_MEAD).x
+        return {t: _from_free(t, x) for t, x in zip(terms, best, strict=True)}, objective(best)
+
+    def constraining(self, values: Mapping[Term, float]) -> dict[Term, int]:
+        """Per term of ``values``, the rows whose prediction moves by at least
+        ``MIN_ELASTICITY`` of a ``_STEP`` change of the term (the others do not constrain it)."""
+        if not values:
+            return {}
+        at = self.predictions(values)
+        out = {}
+        for term, v in values.items():
+            moved = self.predictions({**values, term: v * _STEP})
+            elasticity = np.abs(np.log(moved / at)) / abs(math.log(_STEP))
+            out[term] = int(np.sum(elasticity >= MIN_ELASTICITY))
+        return out
 
 
 _STEP = 0.9  # the relative change of a term that ``_constraining`` tries
@@ -207,17 +287,3 @@ def _predictions(groups: Sequence[_Group], values: Mapping[Term, float]) -> np.n
             for base, k, stacked, _ in groups
         ]
     )
-
-
-def _constraining(groups: Sequence[_Group], values: Mapping[Term, float]) -> dict[Term, int]:
-    """Per term of ``values``, the rows whose prediction moves by at least ``MIN_ELASTICITY`` of
-    a ``_STEP`` change of the term (the others do not constrain it)."""
-    if not values:
-        return {}
-    at = _predictions(groups, values)
-    out = {}
-    for term, v in values.items():
-        moved = _predictions(groups, {**values, term: v * _STEP})
-        elasticity = np.abs(np.log(moved / at)) / abs(math.log(_STEP))
-        out[term] = int(np.sum(elasticity >= MIN_ELASTICITY))
-    return out

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ridgeline.analytic.calibrated import OpKind, compute_term, fixed_step_seconds, gemm_padding
-from ridgeline.analytic.ops import MixedShape
 from ridgeline.fidelity.dataset import Metric
 from ridgeline.sim.replicas import DeploymentStepCost
 from ridgeline.specs.calibration import Calibration, Term
@@ -110,6 +109,8 @@ class Recorder(DeploymentStepCost):
         self._parts: list[tuple[np.ndarray, ...]] = []
         self._steps = 0
         self._runs: list[tuple[int, int]] = []  # (first step, steps) of each decode run
+        self._link_cols: dict[tuple[int, float], np.ndarray] = {}
+        self._term_cols: dict[bool, np.ndarray] = {}  # of a decode (or a mixed) step's ops
 
     def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float:
         decode = all(n == 1 for n in new)
@@ -117,14 +118,10 @@ class Recorder(DeploymentStepCost):
             x = np.asarray(self.aggregates(new, prior))[:, None]
             compute, memory, kv = self.ideal_op_seconds(x, decode)
             rows = self.gemm_rows(x, decode)
-            kinds = self.op_kinds(decode)
         else:
-            shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
-            f, m, k, r = self._terms(shape)
-            kinds = self._last_kinds
-            compute, memory, kv = f[:, None], m[:, None] / self.bw, k[:, None] / self.bw
-            rows = r[:, None]
-        self._add((compute, memory, kv), rows, len(new), float(sum(new)), kinds)
+            f, m, k, r = self.moe_terms(new, prior, decode)
+            compute, memory, kv, rows = f[:, None], m[:, None], k[:, None], r[:, None]
+        self._add((compute, memory, kv), rows, len(new), float(sum(new)), decode)
         return 1.0
 
     def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
@@ -136,7 +133,7 @@ class Recorder(DeploymentStepCost):
         x = self.decode_run_aggregates(prior, k)
         rows = self.gemm_rows(x, True)
         seconds = self.ideal_op_seconds(x, decode=True)
-        self._add(seconds, rows, len(prior), float(len(prior)), self.op_kinds(True))
+        self._add(seconds, rows, len(prior), float(len(prior)), True)
         return np.ones(k)
 
     def _add(
@@ -145,16 +142,21 @@ class Recorder(DeploymentStepCost):
         rows: np.ndarray,
         seqs: int,
         tokens: float,
-        kinds: Sequence[OpKind],
+        decode: bool,
     ) -> None:
         k = rows.shape[1]
         self._steps += k
-        t = self.link_terms(seqs, tokens)
+        link_col = self._link_cols.get((seqs, tokens))
+        if link_col is None:  # a run asks for the same few shapes step after step
+            t = self.link_terms(seqs, tokens)
+            link_col = np.array([[t.hop_s], [t.collectives], [t.transfer_s], [t.crossings]])
+            self._link_cols[(seqs, tokens)] = link_col
         pad = np.asarray(gemm_padding(rows, self.tile)) * np.ones_like(rows)
-        link = np.repeat(
-            np.array([[t.hop_s], [t.collectives], [t.transfer_s], [t.crossings]]), k, 1
-        )
-        terms = np.repeat(term_indices(kinds)[:, None], k, 1)
+        link = np.repeat(link_col, k, 1)
+        index = self._term_cols.get(decode)
+        if index is None:
+            index = self._term_cols[decode] = term_indices(self.op_kinds(decode))[:, None]
+        terms = np.repeat(index, k, 1)
         self._parts.append((*seconds, pad, terms, np.full(k, float(seqs)), link))
 
     def trace(
@@ -288,6 +290,7 @@ class _Totals:
     """
 
     trace: np.ndarray  # (steps,) trace of each explicit step
+    weight: np.ndarray  # (steps,) how many identical explicit steps each column stands for
     parts: _Three  # compute, memory, KV seconds (ops, steps)
     terms: np.ndarray  # (ops, steps) compute-efficiency terms (``term_indices``)
     step_extra: _Four  # links (4, steps), layers, seqs, kernels (4, steps)
@@ -308,11 +311,15 @@ class _Totals:
         def cat(j: int, axis: int = -1) -> np.ndarray:
             return np.concatenate([p[j] for p in pieces], axis=axis)
 
+        trace, weight, (c, m, k, terms, links, layers, seqs, kernels) = _distinct_steps(
+            cat(0), (cat(1), cat(2), cat(3), cat(18), cat(4), cat(5), cat(6), cat(20))
+        )
         return _Totals(
-            trace=cat(0),
-            parts=(cat(1), cat(2), cat(3)),
-            terms=cat(18),
-            step_extra=(cat(4), cat(5), cat(6), cat(20)),
+            trace=trace,
+            weight=weight,
+            parts=(c, m, k),
+            terms=terms,
+            step_extra=(links, layers, seqs, kernels),
             run_trace=cat(7),
             run_first=(cat(8), cat(9), cat(10)),
             run_slope=(cat(11), cat(12), cat(13)),
@@ -327,7 +334,7 @@ class _Totals:
         n = len(self.scale)
         step = _op_seconds(self.parts, self.terms, cal).sum(axis=0)
         step += _link_and_fixed(self.step_extra, cal)
-        total = np.bincount(self.trace, step, n)
+        total = np.bincount(self.trace, step * self.weight, n)
         k = self.run_len
         eff = efficiencies(cal)[self.run_terms]
         f0, f1 = _scaled(self.run_first, eff, cal), _scaled(self.run_slope, eff, cal)
@@ -335,6 +342,21 @@ class _Totals:
         runs += k * _link_and_fixed(self.run_extra, cal)
         total += np.bincount(self.run_trace, runs, n)
         return self.scale * self.outputs / total
+
+
+def _distinct_steps(
+    trace: np.ndarray, arrays: tuple[np.ndarray, ...]
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Explicit steps merged where a trace repeats one exactly (an offline run repeats its
+    mixed steps many times): each distinct step once, with how many it stands for."""
+    if trace.size == 0:
+        return trace, np.zeros(0), arrays
+    table = np.vstack(
+        [trace[None].astype(float)] + [np.atleast_2d(a).astype(float) for a in arrays]
+    )
+    _, first, inverse = np.unique(table.T, axis=0, return_index=True, return_inverse=True)
+    weight = np.bincount(inverse.ravel(), minlength=first.size).astype(float)
+    return trace[first], weight, tuple(a[..., first] for a in arrays)
 
 
 def _rows(a: np.ndarray, ops: int) -> np.ndarray:

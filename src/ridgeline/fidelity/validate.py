@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.fidelity.dataset import Row, Scenario, load_dataset
-from ridgeline.fidelity.fit import FamilyFit, engine_calibration, engine_facts, fit_family
+from ridgeline.fidelity.fit import FamilyFit, FamilyRows, engine_calibration, engine_facts, fit_rows
 from ridgeline.fidelity.prediction import DEFAULT_MAX_SEQS, PredictRequest, predict, record
 from ridgeline.fidelity.trace import Trace
 from ridgeline.specs import Accelerator, get_accelerator
@@ -240,16 +240,30 @@ def family_of(row: Row) -> str:
 
 
 def fit_all(
-    rows: Iterable[Row], traces: Mapping[str, Trace], families: Iterable[str] | None = None
+    rows: Iterable[Row],
+    traces: Mapping[str, Trace],
+    families: Iterable[str] | None = None,
+    start: Mapping[str, FamilyFit] | None = None,
 ) -> dict[str, FamilyFit]:
     """Every family (or those of ``families``) fitted on its re-timeable rows among ``rows``
-    (priors where it has none)."""
+    (priors where it has none), each search starting from ``start``'s fit where given."""
+    data = family_rows(rows, traces, families)
+    return {
+        name: fit_rows(d, start=None if start is None else start.get(name))
+        for name, d in data.items()
+    }
+
+
+def family_rows(
+    rows: Iterable[Row], traces: Mapping[str, Trace], families: Iterable[str] | None = None
+) -> dict[str, FamilyRows]:
+    """Each family's (or those of ``families``) re-timeable rows among ``rows``, stacked."""
     rows = [r for r in rows if r.key in traces]
-    fits = {}
+    out = {}
     for name in family_names() if families is None else families:
         items = [(r, traces[r.key]) for r in rows if family_of(r) == name]
-        fits[name] = fit_family(get_family(name), items)
-    return fits
+        out[name] = FamilyRows.of(get_family(name), items)
+    return out
 
 
 def _predicted(row: Row, cal: Calibration, traces: Mapping[str, Trace]) -> float:
@@ -283,7 +297,9 @@ def validate(
     (``traces``: the rows' recorded runs, when already recorded)."""
     rows = list(load_dataset() if rows is None else rows)
     traces = record_all(rows, progress) if traces is None else traces
-    held_out = _loso(rows, traces, progress) if loso else {}
+    data = family_rows(rows, traces)
+    fits = {name: fit_rows(d) for name, d in data.items()}
+    held_out = _loso(rows, traces, data, fits, progress) if loso else {}
     results = []
     for i, row in enumerate(rows):
         if progress is not None:
@@ -297,12 +313,18 @@ def validate(
                 loso=held_out.get(row.key, float("nan")),
             )
         )
-    return Validation(tuple(results), tuple(fit_all(rows, traces).values()))
+    return Validation(tuple(results), tuple(fits.values()))
 
 
 def _loso(
-    rows: Sequence[Row], traces: Mapping[str, Trace], progress: Progress | None = None
+    rows: Sequence[Row],
+    traces: Mapping[str, Trace],
+    data: Mapping[str, FamilyRows],
+    fits: Mapping[str, FamilyFit],
+    progress: Progress | None = None,
 ) -> dict[str, float]:
+    """Each source's rows predicted by its families fitted without them (each search starting
+    from the fit on every row, with its pinned terms: the same optimum in fewer steps)."""
     out = {}
     sources = sorted({r.source.id for r in rows})
     for i, source in enumerate(sources):
@@ -310,10 +332,11 @@ def _loso(
             progress(f"leaving out {source}", i, len(sources))
         held = [r for r in rows if r.source.id == source]
         # only the families of the held-out rows change when they leave the fit
-        families = sorted({family_of(r) for r in held})
-        fits = fit_all([r for r in rows if r.source.id != source], traces, families)
+        others = {
+            name: fit_rows(data[name], source, fits[name]) for name in {family_of(r) for r in held}
+        }
         for row in held:
             base = get_accelerator(row.hardware).calibration
-            cal = fits[base.family].calibration(base) if base.family in fits else base
+            cal = others[base.family].calibration(base) if base.family in others else base
             out[row.key] = _predicted(row, cal, traces)
     return out

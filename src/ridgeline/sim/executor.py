@@ -129,8 +129,14 @@ class StepCostModel:
             sorted({layer.window for layer in model.layers}, key=lambda w: -1 if w is None else w)
         )
         self.affine = model.moe is None
-        self._raw = {d: self._read_coefficients(d) for d in (True, False)} if self.affine else {}
-        self._coef = {d: self._calibrated(r[0], r[1], r[2], r[3], d) for d, r in self._raw.items()}
+        self._raw = {d: self._read_coefficients(d) for d in (True, False)}
+        self._experts = _experts_index(model, self.dtypes)
+        self._expert_rows: dict[tuple[float, bool], tuple[float, ...]] = {}
+        self._coef = (
+            {d: self._calibrated(r[0], r[1], r[2], r[3], d) for d, r in self._raw.items()}
+            if self.affine
+            else {}
+        )
         self._run = (
             self._decode_run_coefficients() if self.windows == (None,) and self.affine else None
         )
@@ -185,6 +191,29 @@ class StepCostModel:
         cal = self.calibration
         return np.array([cal.value(compute_term(k)) for k in self.op_kinds(decode)])
 
+    def moe_terms(
+        self, new: Sequence[int], prior: Sequence[int], decode: bool
+    ) -> tuple[np.ndarray, ...]:
+        """Per-op ideal compute seconds, other-byte seconds, KV-byte seconds and GEMM rows of a
+        mixture-of-experts step. Every op is affine in the aggregates (the linear model) but
+        the routed experts, whose weight bytes and rows follow the distinct experts the step's
+        tokens reach (``analytic.ops.expected_distinct_experts``): that op alone is evaluated
+        exactly, once per token count."""
+        x = np.asarray(self.aggregates(new, prior))
+        f, m, k, g = (a @ x for a in self._raw[decode])
+        key = (float(x[2]), decode)
+        row = self._expert_rows.get(key)
+        if row is None:
+            exact = self._terms(
+                self._shape([1.0, 1.0, x[2]] + [1.0] * (1 + 2 * len(self.windows)), decode)
+            )
+            j = self._experts
+            row = (exact[0][j], exact[1][j] / self.bw, exact[2][j] / self.bw, exact[3][j])
+            self._expert_rows[key] = row
+        j = self._experts
+        f[j], m[j], k[j], g[j] = row
+        return f, m, k, g
+
     def _read_coefficients(self, decode: bool) -> tuple[np.ndarray, ...]:
         """(ops × d) matrices, per unit of each aggregate (column 0 constant), of the ideal
         FLOP seconds, other-byte seconds, KV-byte seconds, and of GEMM rows."""
@@ -221,7 +250,11 @@ class StepCostModel:
         return 1.0 if self.tile_rows == 1 else gemm_padding(rows, self.tile_rows)
 
     def aggregates(self, new: Sequence[int], prior: Sequence[int]) -> list[float]:
-        """The linear model's x for sequences adding ``new`` tokens on ``prior`` cached ones."""
+        """The linear model's x for sequences adding ``new`` tokens on ``prior`` cached ones
+        (summed by numpy for a large batch: every term is an integer, so the sums are exact
+        and equal whatever their order)."""
+        if len(new) >= _VECTOR_MIN:
+            return self._aggregates_np(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
         seqs = tokens = keys = 0.0
         att = [0.0] * len(self.windows)
         cac = [0.0] * len(self.windows)
@@ -238,13 +271,25 @@ class StepCostModel:
                     cac[i] += min(p, w)
         return [1.0, seqs, tokens, keys, *att, *cac]
 
+    def _aggregates_np(self, n: np.ndarray, p: np.ndarray) -> list[float]:
+        if n.shape != p.shape:
+            raise ValueError("new and prior differ in length")
+        att, cac = [], []
+        for w in self.windows:
+            if w is None:
+                att.append(float((n * p + n * (n + 1) / 2).sum()))
+                cac.append(float(p.sum()))
+            else:
+                att.append(float((_windowed_sums(p + n, w) - _windowed_sums(p, w)).sum()))
+                cac.append(float(np.minimum(p, w).sum()))
+        return [1.0, float(n.size), float(n.sum()), float((p + n).sum()), *att, *cac]
+
     def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float:
         """Time of one step whose sequences add ``new`` tokens on ``prior`` cached ones."""
         decode = all(n == 1 for n in new)
         if not self.affine:
-            shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
-            f, m, k, r = self._terms(shape)
-            compute, memory, _ = self._calibrated(f, m / self.bw, k / self.bw, r, decode)
+            f, m, k, r = self.moe_terms(new, prior, decode)
+            compute, memory, _ = self._calibrated(f, m, k, r, decode)
             fixed = self.fixed_s + len(new) * self.seq_s
             return float(np.maximum(compute * self._pad(r), memory).sum()) + fixed
         fc, bc, gc = self._coef[decode]
@@ -419,6 +464,20 @@ class StepCostModel:
             rows = gc[:, 0] + batch * (gc[:, 1] + gc[:, 2])
             per_op[0] *= np.asarray(self._pad(rows))[:, None]
         return per_op.max(axis=0).sum(axis=0) + self.fixed_s + batch * self.seq_s
+
+
+def _experts_index(model: ModelSpec, dt: Dtypes) -> int:
+    """Position of the routed experts' op in a step's op list (-1: a dense model)."""
+    names = [t.name for t in op_terms(model, MixedShape(np.ones(1), np.zeros(1)), dt)]
+    return names.index("moe.experts") if "moe.experts" in names else -1
+
+
+_VECTOR_MIN = 32  # sequences from which numpy sums a step's aggregates faster than a loop
+
+
+def _windowed_sums(x: np.ndarray, w: int) -> np.ndarray:
+    """``_windowed_sum`` of every element of ``x``."""
+    return np.where(x <= w, x * (x + 1) / 2, w * (w + 1) / 2 + (x - w) * w)
 
 
 def _windowed_sum(x: float, w: int) -> float:
