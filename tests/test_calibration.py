@@ -327,3 +327,42 @@ def test_fp8_attention_runs_at_the_16_bit_peak() -> None:
     qkv = next(op for op in cost.ops if op.name == "attn.qkv_proj")
     fp8 = h100.calibration.value(Term.FP8_COMPUTE_EFFICIENCY)
     assert qkv.time_s == pytest.approx(qkv.flops / (1978.9e12 * fp8))
+
+
+def test_kernel_latencies_by_hand() -> None:
+    """llama-3.1-8b, one step on an H100: per layer 4 GEMMs (qkv, o, gate+up, down), one
+    attention kernel and 3 elementwise kernels (two norms, the gated activation); plus the
+    embedding gather, the final norm and the lm_head. The fixed time is those kernels at the
+    family's sourced latencies and what is left per layer (``layer_latency_s``)."""
+    from ridgeline.analytic.calibrated import KernelCounts, fixed_step_seconds, kernel_counts
+    from ridgeline.analytic.workload import Dtypes
+
+    m = get_model("llama-3.1-8b")
+    assert kernel_counts(m, Dtypes()) == KernelCounts(4 * 32 + 1, 32, 3 * 32 + 2, 0)
+    fp8 = Dtypes(weight=DType.FP8, act=DType.FP8, kv=DType.FP8)
+    assert kernel_counts(m, fp8).quantised == 4 * 32  # the 16-bit lm_head is not quantised
+    cal = get_accelerator("h100-sxm").calibration
+    assert (cal.gemm_latency_s, cal.attention_latency_s, cal.kernel_latency_s) == (
+        4.2e-6,
+        7e-6,
+        3e-6,
+    )
+    want = 129 * 4.2e-6 + 32 * 7e-6 + 98 * 3e-6 + 32 * cal.layer_latency_s
+    assert fixed_step_seconds(32, cal, 0.0, kernel_counts(m, Dtypes())) == pytest.approx(want)
+    # an fp8 step adds each quantised GEMM's input-quantisation kernel
+    extra = 128 * cal.quantised_gemm_latency_s
+    assert fixed_step_seconds(32, cal, 0.0, kernel_counts(m, fp8)) == pytest.approx(want + extra)
+
+
+def test_kv_traffic_is_not_hidden_under_compute_by_hand() -> None:
+    """kv_overlap = 0: an op's KV seconds add to its compute side; at 1 the roofline's max."""
+    rates = Rates(1e12, 1e12, 1.0)
+    hidden = Calibration(kv_overlap=1.0)
+    apart = Calibration(kv_overlap=0.0)
+    # 2 s of compute, 1 s of other bytes, 0.5 s of KV bytes
+    c, m = op_seconds(2e12, 1.5e12, 0.5e12, 0.0, rates, hidden)
+    assert max(c, m) == pytest.approx(2.0)
+    c, m = op_seconds(2e12, 1.5e12, 0.5e12, 0.0, rates, apart)
+    assert max(c, m) == pytest.approx(2.5)
+    with pytest.raises(ConfigError, match="kv_overlap"):
+        Calibration(kv_overlap=1.5)

@@ -284,3 +284,18 @@ def test_an_engine_that_fuses_the_quantisation_pays_no_quantised_gemm_latency() 
     fused = engine_calibration(cal, engine_facts(trt))
     assert fused.quantised_gemm_latency_s == 0.0
     assert fused.gemm_latency_s == cal.gemm_latency_s
+
+
+def test_stated_engine_facts_by_hand() -> None:
+    """JetStream-PyTorch reads a dense 2,048-token cache per slot: 2,048 / (161 + 338 / 2)
+    times the KV bytes of its rows' mean context; gpt-fast's power-limited A100s move bytes at
+    1.7 / 2.039 TB/s of the catalog part's rate."""
+    rows = {r.key: r for r in load_dataset()}
+    tpu = engine_facts(rows["jetstream-pytorch-v5e/llama-3-8b-v5e8-bf16-b128"])
+    assert tpu.kv_read_factor == pytest.approx(2048 / (161 + 338 / 2))
+    a100 = engine_facts(rows["gpt-fast-a100/7b-a100-tp1-bf16-batch1"])
+    assert a100.bandwidth_scale == pytest.approx(1.7e12 / 2.039e12)
+    cal = get_accelerator("a100-80gb").calibration
+    slow = engine_calibration(cal, a100)
+    assert slow.bandwidth_efficiency == pytest.approx(cal.bandwidth_efficiency * 1.7 / 2.039)
+    assert slow.kv_bandwidth_efficiency == pytest.approx(cal.kv_bandwidth_efficiency * 1.7 / 2.039)
