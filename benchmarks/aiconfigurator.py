@@ -9,8 +9,10 @@ batch whose token budget holds every prompt (one prefill step, then decode steps
 
 Cases: llama-3.1-8b and -70b on h100-sxm and h200, bf16 and fp8 (fp8 KV), TP 1/2/4/8, ISL/OSL
 4000/500, 1024/128, 128/2048, batches 1, 16, 64; Mixtral-8x7B and Qwen3-30B-A3B likewise
-(experts split by tensor parallelism, as ridgeline deploys them). Cases whose weights and KV do
-not fit are skipped by both. Prints, per group and overall, the median and worst ratio
+(experts split by tensor parallelism, as ridgeline deploys them). A case is left out when
+either tool cannot hold the whole batch at once (AIConfigurator's memory estimate above the GPU's,
+or ridgeline's KV pool, whose reserve covers the whole batch's prefill step, short of the batch):
+it is then no static batch, and the count of each is printed. Prints, per group and overall, the median and worst ratio
 ridgeline / AIConfigurator of tokens/s per GPU and of TPOT, and how many cases lie within the
 target (15% dense, 25% MoE).
 
@@ -179,7 +181,9 @@ def aic_all(todo: list[Case], python: str | None) -> dict[str, Any]:
 
 
 def ridgeline_figures(case: Case) -> Figures | None:
-    """ridgeline's calibrated prediction of one case (None when it does not fit)."""
+    """ridgeline's calibrated prediction of one case (None when its KV pool, sized by
+    ``analytic.memory``'s rule with the reserve for the whole batch's prefill step, does not
+    hold every sequence at once: then it is no static batch)."""
     from ridgeline.errors import CapacityError, ConfigError
     from ridgeline.fidelity.prediction import PredictRequest, predict
     from ridgeline.specs.dtypes import DType
@@ -197,6 +201,8 @@ def ridgeline_figures(case: Case) -> Figures | None:
     try:
         p = predict(req)
     except (CapacityError, ConfigError):
+        return None
+    if p.max_batch < case.batch:
         return None
     return Figures(p.output_tokens_per_s / case.tp, p.tpot_s)
 
@@ -294,19 +300,25 @@ def main() -> None:
         cache.update(aic_all(missing, args.aic_python))
         if args.cache:
             Path(args.cache).write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
-    pairs = []
+    pairs, theirs_out, ours_out = [], 0, 0
     for c in todo:
         theirs = cache.get(c.key)
         if not theirs or "error" in theirs or not _fits(c, theirs):
+            theirs_out += 1
             continue
         ours = ridgeline_figures(c)
         if ours is None:
+            ours_out += 1
             continue
         pairs.append(Pair(c, ours, Figures(theirs["tokens_per_s_per_gpu"], theirs["tpot_s"])))
         if args.rows:
             p = pairs[-1]
             print(f"{c.key:48s} tok/s/GPU {p.throughput_ratio:5.2f}  TPOT {p.tpot_ratio:5.2f}")
     print(_table(summary_rows(pairs)))
+    print(
+        f"left out: {theirs_out} cases AIConfigurator does not fit (or fails), {ours_out} more "
+        "whose whole batch ridgeline's KV pool does not hold at once"
+    )
 
 
 if __name__ == "__main__":

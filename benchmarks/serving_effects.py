@@ -6,12 +6,14 @@ Usage: python benchmarks/serving_effects.py
 
 from __future__ import annotations
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig, expected_tokens_per_step
 from ridgeline.sim import LengthDist, Lengths, SimConfig, WorkloadSpec, generate, simulate
 from ridgeline.specs import get_accelerator, get_model
 
 A100 = get_accelerator("a100-80gb")
+IDEAL = Pricing.ideal(A100)  # these runs' figures are the ideal roofline's
 LLAMA = get_model("llama-2-7b")
 
 
@@ -28,7 +30,7 @@ def paged_vs_contiguous() -> None:
     res = {}
     for policy in ("fcfs", "contiguous"):
         sched = SchedulerConfig(max_model_len=2048, max_num_batched_tokens=4096, policy=policy)
-        res[policy] = simulate(SimConfig(LLAMA, A100, sched, num_blocks=1000), wl)
+        res[policy] = simulate(SimConfig(LLAMA, IDEAL, sched, num_blocks=1000), wl)
     p, c = res["fcfs"], res["contiguous"]
     print("paged vs contiguous (1,000 blocks, 150 requests at once, max_model_len 2048):")
     print(
@@ -54,8 +56,8 @@ def prefix_caching() -> None:
             seed=2,
         )
     )
-    off = simulate(SimConfig(LLAMA, A100), wl)
-    on = simulate(SimConfig(LLAMA, A100, prefix_caching=True), wl)
+    off = simulate(SimConfig(LLAMA, IDEAL), wl)
+    on = simulate(SimConfig(LLAMA, IDEAL, prefix_caching=True), wl)
     print("prefix caching (4 system prompts of 2,048 tokens + 128-token questions, 40 req/s):")
     print(
         f"  hit rate {on.prefix_hit_rate:.1%}; TTFT mean {off.ttft_s.mean * 1e3:.0f} -> {on.ttft_s.mean * 1e3:.0f} ms ({off.ttft_s.mean / on.ttft_s.mean:.1f}x lower)"
@@ -81,7 +83,7 @@ def chunked_prefill() -> None:
         ),
         wl,
     )
-    b = simulate(SimConfig(LLAMA, A100, SchedulerConfig(max_num_batched_tokens=512)), wl)
+    b = simulate(SimConfig(LLAMA, IDEAL, SchedulerConfig(max_num_batched_tokens=512)), wl)
     print("chunked prefill (lognormal 3,000-token prompts, 200-token outputs, 4 req/s):")
     print(
         f"  ITL p99 whole prompts {a.itl_s.p99 * 1e3:.1f} ms -> chunks of 512 {b.itl_s.p99 * 1e3:.1f} ms ({a.itl_s.p99 / b.itl_s.p99:.1f}x lower)"
@@ -93,13 +95,13 @@ def chunked_prefill() -> None:
 
 def spec_decode() -> None:
     wl = generate(WorkloadSpec(40, 50, output=Lengths(LengthDist.FIXED, 400), seed=4))
-    plain = simulate(SimConfig(LLAMA, A100), wl)
+    plain = simulate(SimConfig(LLAMA, IDEAL), wl)
     print(
         "speculative decoding (free drafts; tokens per verify step per sequence vs (1 - a^(k+1))/(1 - a)):"
     )
     for alpha, k in ((0.5, 2), (0.7, 4), (0.9, 4)):
         res = simulate(
-            SimConfig(LLAMA, A100, SchedulerConfig(spec=SpecDecodeConfig(k, alpha)), seed=11), wl
+            SimConfig(LLAMA, IDEAL, SchedulerConfig(spec=SpecDecodeConfig(k, alpha)), seed=11), wl
         )
         want = expected_tokens_per_step(alpha, k)
         print(

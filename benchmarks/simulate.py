@@ -31,6 +31,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import (
     LengthDist,
@@ -111,7 +112,7 @@ def lognormal_case(n: int) -> tuple[SimConfig, list[RequestSpec]]:
     )
     cfg = SimConfig(
         get_model("llama-2-7b"),
-        get_accelerator("a100-80gb"),
+        Pricing.ideal(get_accelerator("a100-80gb")),  # the docs' figures: the ideal roofline's
         SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=256),
     )
     return cfg, generate(spec)
@@ -188,7 +189,7 @@ def vidur_run(repeat: int) -> None:
         max_model_len=4096,
         enable_chunked_prefill=False,
     )
-    cfg = SimConfig(get_model("llama-2-7b"), get_accelerator("a100-80gb"), sched)
+    cfg = SimConfig(get_model("llama-2-7b"), Pricing.ideal(get_accelerator("a100-80gb")), sched)
     print("[2] vidur's requests (Splitwise conversation lengths, Poisson 4 QPS), whole prompts,")
     print("    4096 tokens per batch, batch cap 128 (vidur's vLLM scheduler setting)")
     for n in sorted(VIDUR_LOOP_S):
@@ -213,8 +214,10 @@ _TO_FIRST_STEP = """
 import time
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import Simulation, SimConfig, WorkloadSpec, generate
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.specs import get_accelerator, get_model
-cfg = SimConfig(get_model("llama-2-7b"), get_accelerator("a100-80gb"), SchedulerConfig())
+cfg = SimConfig(get_model("llama-2-7b"), Pricing.expected(get_accelerator("a100-80gb")),
+                SchedulerConfig())
 sim = Simulation(cfg, generate(WorkloadSpec(num_requests=1000, rate_per_s=4.0)))
 print(time.time())  # the first step starts now
 """

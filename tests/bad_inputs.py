@@ -32,12 +32,14 @@ class FileCase:
 
 @dataclass(frozen=True)
 class CliCase:
-    """A command line; ``files`` are written under ``{tmp}`` first."""
+    """A command line; ``files`` are written under ``{tmp}`` first; ``env`` is set (``{tmp}``
+    in its values too)."""
 
     id: str
     args: tuple[str, ...]
     needle: str
     files: dict[str, bytes] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -404,9 +406,10 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("roofline-plot-directory", "roofline --plot {tmp}", "--plot"),
     ("kv-batch-zero", "kv --batch 0", "batch"),
     ("kv-context-zero", "kv --context 0", "context"),
-    ("kv-reserve-negative", "kv --reserve -0.5", "reserve"),
-    ("kv-reserve-one", "kv --reserve 1", "reserve"),
-    ("kv-reserve-inf", "kv --reserve inf --hw h100-sxm", "--reserve"),
+    ("kv-memory-utilization-negative", "kv --memory-utilization -0.5", "memory_utilization"),
+    ("kv-memory-utilization-big", "kv --memory-utilization 1.5", "memory_utilization"),
+    ("kv-memory-utilization-inf", "kv --memory-utilization inf --hw h100-sxm", "--memory-utilization"),
+    ("kv-tp-odd", "kv --hw h100-sxm --tp 3", "tensor_parallel"),
     ("kv-dtype", "kv --kv-dtype fp9", "fp9"),
     ("kv-hw-directory", "kv --hw {tmp}", "directory"),
     ("questions-batch-zero", "questions --batch 0", "batch"),
@@ -477,8 +480,10 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("simulate-block-size-negative", "simulate --block-size -16", "block_size"),
     ("simulate-block-size-huge", "simulate --block-size 100000000", "block_size"),
     ("simulate-eviction", "simulate --eviction mru", "mru"),
-    ("simulate-mem-util-zero", "simulate --mem-util 0", "memory_utilization"),
-    ("simulate-mem-util-big", "simulate --mem-util 1.5", "memory_utilization"),
+    ("simulate-memory-utilization-zero", "simulate --memory-utilization 0", "memory_utilization"),
+    ("simulate-memory-utilization-big", "simulate --memory-utilization 1.5", "memory_utilization"),
+    ("simulate-tp-odd", "simulate --tp 3", "tensor_parallel"),
+    ("simulate-efficiency-calibrated", "simulate --bw-eff 0.5", "--ideal"),
     ("simulate-spec-k-negative", "simulate --spec-k -1", "spec_k"),
     ("simulate-spec-k-huge", "simulate --spec-k 1000", "spec_k"),
     ("simulate-spec-accept", "simulate --spec-accept 2", "--spec-accept"),
@@ -568,6 +573,107 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("bench-batch", "bench engine --batch 0", "batch"),
     ("bench-context", "bench engine --context -1", "context"),
     ("bench-bandwidth-nan", "bench engine --bandwidth-gbs nan", "--bandwidth-gbs"),
+    ("bench-bandwidth-negative", "bench engine --bandwidth-gbs -1", "bandwidth_gbs"),
+    ("bench-bandwidth-zero", "bench engine --bandwidth-gbs 0", "bandwidth_gbs"),
+    # ridgeline serve: every option before the engine is built (compiling kernels for minutes)
+    ("serve-threads-negative", "serve --threads -2", "--threads"),
+    ("serve-threads-zero", "serve --threads 0", "--threads"),
+    ("serve-drain-negative", "serve --drain-s -5", "--drain-s"),
+    ("serve-drain-nan", "serve --drain-s nan", "--drain-s"),
+    ("serve-drain-inf", "serve --drain-s inf", "--drain-s"),
+    ("serve-max-waiting-negative", "serve --max-waiting -1", "--max-waiting"),
+    ("serve-kv-gib-negative", "serve --kv-gib -1", "kv_budget_bytes"),
+    ("serve-kv-gib-zero", "serve --kv-gib 0", "kv_budget_bytes"),
+    ("serve-kernels", "serve --kernels fast", "kernels"),
+    ("serve-seed-negative", "serve --seed -1", "seed"),
+    ("serve-port-zero", "serve --port 0", "--port"),
+    ("serve-port-huge", "serve --port 70000", "--port"),
+    ("serve-block-size-huge", "serve --block-size 100000000", "block_size"),
+    ("serve-max-num-tokens-zero", "serve --max-num-tokens 0", "--max-num-tokens"),
+    ("serve-max-body-zero", "serve --max-body-mib 0", "--max-body-mib"),
+    ("serve-max-body-huge", "serve --max-body-mib 100000", "--max-body-mib"),
+    ("serve-model-missing", "serve --model {tmp}/none.json", "no such file"),
+    ("serve-model-binary", "serve --model {tmp}/config.json", "binary"),
+    ("serve-tokenizer-missing", "serve --tokenizer {tmp}/nothing", "--tokenizer"),
+    ("serve-weights-file", "serve --weights {tmp}/bin.json", "--weights"),
+    # lab serve-check: before the calibration compiles and runs
+    ("serve-check-rates-nan", "lab serve-check --out {tmp}/sc --rates nan", "rates"),
+    ("serve-check-rates-negative", "lab serve-check --out {tmp}/sc --rates -1", "rates"),
+    ("serve-check-rates-zero", "lab serve-check --out {tmp}/sc --rates 0", "rates"),
+    ("serve-check-rates-inf", "lab serve-check --out {tmp}/sc --rates 1,inf", "rates"),
+    ("serve-check-rates-huge", "lab serve-check --out {tmp}/sc --rates 1e300", "rates"),
+    ("serve-check-rates-text", "lab serve-check --out {tmp}/sc --rates 1,fast", "--rates"),
+    ("serve-check-rates-empty", "lab serve-check --out {tmp}/sc --rates ,", "--rates"),
+    ("serve-check-prompt-too-long", "lab serve-check --out {tmp}/sc --prompt-tokens 5000",
+     "prompt_tokens"),
+    ("serve-check-output-too-long", "lab serve-check --out {tmp}/sc --output-tokens 2000",
+     "output_tokens"),
+    ("serve-check-requests-one", "lab serve-check --out {tmp}/sc --num-requests 1",
+     "--num-requests"),
+    ("serve-check-requests-huge", "lab serve-check --out {tmp}/sc --num-requests 100000000",
+     "--num-requests"),
+    ("serve-check-seqs-zero", "lab serve-check --out {tmp}/sc --max-num-seqs 0", "--max-num-seqs"),
+    ("serve-check-port-zero", "lab serve-check --out {tmp}/sc --port 0", "--port"),
+    ("serve-check-out-file", "lab serve-check --out {tmp}/bin.json", "--out"),
+    # conflicting and ignored options
+    ("predict-batch-and-rate", "predict --batch 4 --rate 2", "rate"),
+    ("predict-rate-huge", "predict --rate 1e300", "rate"),
+    ("predict-rate-negative", "predict --rate -1", "rate"),
+    ("generate-draft-layers-alone", "generate --draft-layers 2", "--spec-k"),
+    ("generate-draft-layers-negative-alone", "generate --draft-layers -1", "draft_layers"),
+    ("simulate-link-bw-negative-alone", "simulate --link-bw -1", "link_bw"),
+    ("simulate-link-latency-negative-alone", "simulate --link-latency -1", "link_latency"),
+    ("simulate-link-bw-inf-alone", "simulate --link-bw inf", "--link-bw"),
+    ("simulate-prefill-chunk-zero", "simulate --prefill-chunk 0", "prefill_chunk"),
+    ("simulate-compile-s-zero", "simulate --compile-s 0", "compile_s"),
+    ("simulate-compile-budget-negative", "simulate --compile-budget -1", "compile_budget"),
+    ("simulate-trace-with-bad-rate", "simulate --trace {tmp}/ok.csv --rate -1", "rate"),
+    ("simulate-trace-with-bad-cv", "simulate --trace {tmp}/ok.csv --cv -1", "cv"),
+    ("simulate-trace-with-bad-prompt", "simulate --trace {tmp}/ok.csv --prompt fixed:0", "mean"),
+    # layout: whole bytes, no negative sizes
+    ("layout-granule-fraction", "layout --granule 0.3", "granule"),
+    ("layout-granule-zero", "layout --granule 0", "granule"),
+    ("layout-granule-not-whole", "layout --granule 1.5", "granule"),
+    ("layout-granule-huge", "layout --granule 1e300", "granule"),
+    ("layout-cache-negative", "layout --cache -1", "cache"),
+    ("layout-cache-fraction", "layout --cache 0.5", "cache"),
+    ("layout-stride-zero", "layout --stride 0", "stride"),
+    ("layout-stride-negative", "layout --stride -3", "stride"),
+    ("layout-offset-fraction", "layout --offset 0.5", "offset"),
+    ("layout-offset-negative", "layout --offset -1", "offset"),
+    ("layout-size-fraction", "layout --size 0.5", "size"),
+    ("layout-size-zero", "layout --size 0", "size"),
+    ("layout-elem-fraction", "layout --elem 0.3", "elem_bytes"),
+    ("layout-rows-zero", "layout --rows 0", "rows"),
+    ("layout-cols-negative", "layout --cols -4", "cols"),
+    # the kernel build's lock wait
+    ("engine-build-lock-timeout-negative", "engine build --root {tmp}/k --lock-timeout-s -1",
+     "--lock-timeout-s"),
+    ("engine-build-lock-timeout-nan", "engine build --root {tmp}/k --lock-timeout-s nan",
+     "--lock-timeout-s"),
+    ("engine-build-target", "engine build --root {tmp}/k --target fast", "fast"),
+)  # fmt: skip
+CLI_ENV_BAD: tuple[tuple[str, str, dict[str, str], str], ...] = (
+    # (id, arguments, environment, what the error line contains): variables checked as flags
+    ("env-lock-timeout-nan", "engine build --root {tmp}/k",
+     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-lock-timeout-negative", "engine build --root {tmp}/k",
+     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "-1"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-lock-timeout-inf", "engine build --root {tmp}/k",
+     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "inf"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-lock-timeout-text", "engine build --root {tmp}/k",
+     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "soon"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-lock-timeout-serve", "serve", {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"},
+     "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-lock-timeout-serve-check", "lab serve-check --out {tmp}/sc",
+     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    ("env-api-key-empty", "serve", {"RIDGELINE_API_KEY": ""}, "RIDGELINE_API_KEY"),
+    ("env-api-key-space", "serve", {"RIDGELINE_API_KEY": "two words"}, "RIDGELINE_API_KEY"),
+    ("env-api-key-control", "serve", {"RIDGELINE_API_KEY": "key\x07"}, "RIDGELINE_API_KEY"),
+    ("env-kernel-dir-file", "engine build", {"RIDGELINE_KERNEL_DIR": "{tmp}/bin.json"},
+     "RIDGELINE_KERNEL_DIR"),
+    ("env-hw-dir-file", "roofline --hw mychip", {"RIDGELINE_HW_DIR": "{tmp}/bin.toml"},
+     "RIDGELINE_HW_DIR"),
 )  # fmt: skip
 CLI_FILES: dict[str, bytes] = {
     "bin.toml": BINARY,
@@ -578,8 +684,10 @@ CLI_FILES: dict[str, bytes] = {
     "sheet.json": _json({"answers": {}}),
     "spec.toml": SPEC.encode(),
     "d.json": _json(GPT2),
+    "ok.csv": b"arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,2\n0.5,12,3\n",
 }
 CLI_CASES = [CliCase(i, tuple(a.split()), n, CLI_FILES) for i, a, n in CLI_BAD]
+CLI_CASES += [CliCase(i, tuple(a.split()), n, CLI_FILES, env) for i, a, env, n in CLI_ENV_BAD]
 
 # ---- API bodies ---------------------------------------------------------------------------
 
@@ -605,8 +713,9 @@ API_BAD_FIELDS: dict[str, tuple[tuple[str, Any, str], ...]] = {
                  ("prompt", 0, "prompt"), ("accelerator", "nope", "accelerator"),
                  ("act_dtype", "fp9", "act_dtype"), ("act_dtype", 8, "act_dtype"),
                  ("batch", "many", "batch")),
-    "kv": (("reserve_fraction", 1.0, "reserve_fraction"), ("reserve_fraction", -1,
-           "reserve_fraction"), ("context", 0, "context"), ("kv_dtype", "fp9", "kv_dtype")),
+    "kv": (("memory_utilization", 1.5, "memory_utilization"), ("memory_utilization", 0,
+           "memory_utilization"), ("context", 0, "context"), ("kv_dtype", "fp9", "kv_dtype"),
+           ("tensor_parallel", 0, "tensor_parallel"), ("tensor_parallel", 3, "tensor_parallel")),
     "questions": (("batch", 0, "batch"), ("context", 10**9, "context")),
     "compare": (("accelerators", [], "accelerators"), ("accelerators", ["x"], "accelerators"),
                 ("accelerators", ["h100-sxm"] * 9, "accelerators"), ("batch", -1, "batch")),
@@ -617,10 +726,11 @@ API_BAD_FIELDS: dict[str, tuple[tuple[str, Any, str], ...]] = {
     "simulate": (("num_requests", 0, "num_requests"), ("num_requests", 50_000, "num_requests"),
                  ("rate_per_s", 0, "rate_per_s"), ("prompt_len", 0, "prompt_len"),
                  ("output_len", 10**6, "output_len"), ("seed", -1, "seed"),
-                 ("accelerator", "nope", "accelerator")),
+                 ("accelerator", "nope", "accelerator"), ("mode", "cheap", "mode"),
+                 ("tensor_parallel", 3, "tensor_parallel"), ("arrival", "gamma", "arrival")),
     "models/parse": (("config", 3, "config"), ("config", "llama", "config")),
 }  # fmt: skip
-NAN_FIELDS = {"kv": "reserve_fraction", "simulate": "rate_per_s"}
+NAN_FIELDS = {"kv": "memory_utilization", "simulate": "rate_per_s"}
 
 
 def _api_cases() -> list[ApiCase]:
@@ -658,3 +768,159 @@ def _api_cases() -> list[ApiCase]:
 
 
 API_CASES = _api_cases()
+
+
+# ---- the server's bodies (ridgeline serve) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServeCase:
+    """A request to ``ridgeline serve``: a JSON ``body`` or ``raw`` bytes; ``keyed`` sends it
+    to a server that wants an API key. ``param`` is the OpenAI error's field (None: none)."""
+
+    id: str
+    path: str
+    status: int
+    param: str | None
+    needle: str
+    body: Any = None
+    raw: bytes | None = None
+    method: str = "POST"
+    headers: dict[str, str] = field(default_factory=dict)
+    keyed: bool = False
+
+
+SERVE_KEY = "sk-corpus-key"
+P = [1, 2, 3]  # a prompt of token ids
+SERVE_FIELDS: tuple[tuple[str, dict[str, Any], str], ...] = (
+    # (tag, what the body adds to a valid one, the field named)
+    ("max-tokens-string", {"max_tokens": "5"}, "max_tokens"),
+    ("max-tokens-true", {"max_tokens": True}, "max_tokens"),
+    ("max-tokens-float", {"max_tokens": 5.0}, "max_tokens"),
+    ("max-tokens-zero", {"max_tokens": 0}, "max_tokens"),
+    ("max-tokens-negative", {"max_tokens": -3}, "max_tokens"),
+    ("max-tokens-huge", {"max_tokens": 10**30}, "max_tokens"),
+    ("max-tokens-list", {"max_tokens": [5]}, "max_tokens"),
+    ("max-completion-tokens-string", {"max_completion_tokens": "5"}, "max_completion_tokens"),
+    ("stream-yes", {"stream": "yes"}, "stream"),
+    ("stream-one", {"stream": 1}, "stream"),
+    (
+        "stream-options-usage-yes",
+        {"stream": True, "stream_options": {"include_usage": "yes"}},
+        "stream_options",
+    ),
+    ("stream-options-list", {"stream_options": [True]}, "stream_options"),
+    ("temperature-string", {"temperature": "0.5"}, "temperature"),
+    ("temperature-true", {"temperature": True}, "temperature"),
+    ("temperature-negative", {"temperature": -1}, "temperature"),
+    ("temperature-huge", {"temperature": 1e9}, "temperature"),
+    ("top-p-zero", {"top_p": 0}, "top_p"),
+    ("top-p-string", {"top_p": "0.9"}, "top_p"),
+    ("top-k-true", {"top_k": True}, "top_k"),
+    ("top-k-negative", {"top_k": -2}, "top_k"),
+    ("seed-negative", {"seed": -1}, "seed"),
+    ("seed-huge", {"seed": 10**40}, "seed"),
+    ("seed-string", {"seed": "7"}, "seed"),
+    ("n-two", {"n": 2}, "n"),
+    ("n-string", {"n": "1"}, "n"),
+    ("ignore-eos-string", {"ignore_eos": "no"}, "ignore_eos"),
+    ("echo", {"echo": True}, "echo"),
+    ("logprobs", {"logprobs": 5}, "logprobs"),
+    ("stop", {"stop": ["x"]}, "stop"),
+    ("stop-number", {"stop": 5}, "stop"),
+    ("model-number", {"model": 5}, "model"),
+    ("prompt-bools", {"prompt": [True, 1]}, "prompt"),
+    ("prompt-floats", {"prompt": [1.5]}, "prompt"),
+    ("prompt-deep", {"prompt": [[[1]]]}, "prompt"),
+    ("prompt-empty-list", {"prompt": []}, "prompt"),
+    ("prompt-empty-text", {"prompt": ""}, "prompt"),
+    ("prompt-object", {"prompt": {"text": "hi"}}, "prompt"),
+    ("prompt-two", {"prompt": [[1], [2]]}, "prompt"),
+    ("prompt-id-negative", {"prompt": [-1]}, "prompt"),
+    ("prompt-id-outside", {"prompt": [10**30]}, "prompt"),
+    ("prompt-too-long", {"prompt": [1] * 600}, "prompt"),
+    ("prompt-plus-output-too-long", {"max_tokens": 100_000}, "max_tokens"),
+    ("prompt-text-too-long", {"prompt": "decode " * 2000}, "prompt"),
+    ("prompt-text-far-too-long", {"prompt": "a" * 100_000}, "prompt"),
+)
+SERVE_CHAT: tuple[tuple[str, dict[str, Any], str], ...] = (
+    ("messages-empty", {"messages": []}, "messages"),
+    ("messages-null", {"messages": None}, "messages"),
+    ("messages-text", {"messages": "hello"}, "messages"),
+    ("content-number", {"messages": [{"role": "user", "content": 5}]}, "messages"),
+    ("content-parts", {"messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages"),
+    ("role-wizard", {"messages": [{"role": "wizard", "content": "hi"}]}, "messages"),
+    ("role-missing", {"messages": [{"content": "hi"}]}, "messages"),
+    ("max-tokens-string", {"max_tokens": "5"}, "max_tokens"),
+    ("stream-yes", {"stream": "yes"}, "stream"),
+    ("too-long", {"messages": [{"role": "user", "content": "decode " * 2000}]}, "messages"),
+    ("far-too-long", {"messages": [{"role": "user", "content": "a" * 100_000}]}, "messages"),
+)
+CHAT_OK = {"messages": [{"role": "user", "content": "hi"}]}
+HUGE_BODY = b'{"prompt": "' + b"a" * (4 * 2**20) + b'"}'  # past the default 4 MiB
+
+
+def _serve_cases() -> list[ServeCase]:
+    comp, chat = "/v1/completions", "/v1/chat/completions"
+    cases = [
+        ServeCase(f"serve-{tag}", comp, 400, name, f"field {name}", {"prompt": P, **change})
+        for tag, change, name in SERVE_FIELDS
+    ]  # fmt: skip
+    cases += [
+        ServeCase(f"serve-chat-{tag}", chat, 400, name, f"field {name}", {**CHAT_OK, **change})
+        for tag, change, name in SERVE_CHAT
+    ]
+    raw: list[tuple[str, str, bytes, int, str]] = [
+        ("malformed", comp, b'{"prompt": [1,', 400, "not valid JSON"),
+        ("empty", comp, b"", 400, "not valid JSON"),
+        ("array", comp, b"[1, 2]", 400, "expected a JSON object"),
+        ("string", comp, b'"prompt"', 400, "expected a JSON object"),
+        ("deep", comp, b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "JSON"),
+        ("deep-ignored-field", comp, b'{"x": ' + b"[" * 5000 + b"]" * 5000 + b', "prompt": [1]}',
+         400, "JSON"),
+        ("not-utf8", comp, b'{"prompt": "\xff\xfe"}', 400, "not UTF-8"),
+        ("binary", comp, BINARY, 400, "not UTF-8"),
+        ("nul", comp, b'{"prompt": [1]}\x00', 400, "not valid JSON"),
+        ("lone-surrogate", comp, b'{"prompt": "ab\\ud800cd"}', 400, "surrogate"),
+        ("lone-low-surrogate", comp, b'{"prompt": "ab\\udc00cd"}', 400, "surrogate"),
+        ("chat-lone-surrogate", chat,
+         b'{"messages": [{"role": "user", "content": "ab\\ud800cd"}]}', 400, "surrogate"),
+        ("temperature-nan", comp, b'{"prompt": [1], "temperature": NaN}', 400, "finite"),
+        ("temperature-infinity", comp, b'{"prompt": [1], "temperature": Infinity}', 400, "finite"),
+        ("max-tokens-1e999", comp, b'{"prompt": [1], "max_tokens": 1e999}', 400, "max_tokens"),
+        ("max-tokens-5000-digits", comp, b'{"prompt": [1], "max_tokens": ' + b"9" * 5000 + b"}",
+         400, "not valid JSON"),
+        ("too-large", comp, HUGE_BODY, 413, "larger than this server reads"),
+    ]  # fmt: skip
+    for tag, path, body, status, needle in raw:
+        param = {"temperature-nan": "temperature", "temperature-infinity": "temperature",
+                 "max-tokens-1e999": "max_tokens"}.get(tag)  # fmt: skip
+        cases.append(ServeCase(f"serve-raw-{tag}", path, status, param, needle, raw=body))
+    cases += [
+        ServeCase("serve-chat-messages-missing", chat, 400, "messages", "field messages",
+                  {"max_tokens": 3}),
+        ServeCase("serve-model-other", comp, 404, "model", "field model",
+                  {"prompt": P, "model": "gpt-9"}),
+        ServeCase("serve-model-path", comp, 404, "model", "field model",
+                  {"prompt": P, "model": "/etc/passwd"}),
+        ServeCase("serve-route-unknown", "/v1/nothing", 404, None, "no such route", {"prompt": P}),
+        ServeCase("serve-route-docs", "/docs", 404, None, "no such route", method="GET"),
+        ServeCase("serve-route-openapi", "/openapi.json", 404, None, "no such route", method="GET"),
+        ServeCase("serve-method-get", comp, 405, None, "method not allowed", method="GET"),
+        ServeCase("serve-method-put", "/health", 405, None, "method not allowed", method="PUT"),
+        ServeCase("serve-key-missing", comp, 401, None, "no API key", {"prompt": P}, keyed=True),
+        ServeCase("serve-key-wrong", comp, 401, None, "incorrect API key", {"prompt": P},
+                  headers={"Authorization": "Bearer sk-wrong"}, keyed=True),
+        ServeCase("serve-key-basic", comp, 401, None, "incorrect API key", {"prompt": P},
+                  headers={"Authorization": f"Basic {SERVE_KEY}"}, keyed=True),
+        ServeCase("serve-key-bare", "/v1/models", 401, None, "incorrect API key", method="GET",
+                  headers={"Authorization": SERVE_KEY}, keyed=True),
+        ServeCase("serve-key-metrics", "/metrics", 401, None, "no API key", method="GET",
+                  keyed=True),
+        ServeCase("serve-key-unknown-route", "/v1/nothing", 401, None, "no API key",
+                  method="GET", keyed=True),
+    ]  # fmt: skip
+    return cases
+
+
+SERVE_CASES = _serve_cases()

@@ -71,15 +71,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(served: Served) -> Iterator[str]:
-    """Start the engine thread and uvicorn on a free port; yields the base URL (``/v1``)."""
+def running(served: Served, start_engine: bool = True) -> Iterator[str]:
+    """Start the engine thread (unless it runs already: ``start_engine`` False) and uvicorn on
+    a free port; yields the base URL (``/v1``)."""
     import uvicorn
 
     port = free_port()
     config = uvicorn.Config(create_app(served), host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
-    served.engine.start()
+    if start_engine:
+        served.engine.start()
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started and time.monotonic() < deadline:
@@ -90,7 +92,8 @@ def running(served: Served) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
-        served.engine.stop()
+        if start_engine:
+            served.engine.stop()
 
 
 def serve_llm(llm: LLM, max_waiting: int = 8) -> Served:

@@ -63,8 +63,11 @@ def test_efficiency_and_overhead_scale_time() -> None:
     m, a = rl.get_model("llama-2-7b"), rl.get_accelerator("a100-80gb")
     w = Workload(Phase.DECODE, 1, 640)
     ideal = rl.step_cost(m, a, w).step_time_s
-    slow = rl.step_cost(m, a, w, rl.Efficiency(bandwidth=0.5, step_overhead_s=1e-3)).step_time_s
+    eff = rl.Efficiency(bandwidth=0.5, step_overhead_s=1e-3)
+    slow = rl.step_cost(m, rl.Pricing.of(a, "ideal", efficiency=eff), w).step_time_s
     assert slow == pytest.approx(2 * ideal + 1e-3)
+    with pytest.raises(ConfigError, match="add --ideal"):
+        rl.Pricing.of(a, "calibrated", efficiency=eff)  # efficiencies scale the ideal roofline
     with pytest.raises(ConfigError, match="bandwidth_efficiency"):
         rl.Efficiency(bandwidth=1.5)
 
@@ -144,13 +147,19 @@ def test_sweep_matches_single_point_api() -> None:
 
 
 def test_capacity_on_h100() -> None:
+    """The KV-pool rule (analytic.memory) by hand: 0.9 x 80e9 B usable; weights 8,030,261,248
+    params x 2 B; reserve: a profile step of 8,192 tokens, 8,192 x 2 B x (4,096 + 3 x 14,336)
+    = 771,751,936 B, and 256 sequences' sampler, 256 x 128,256 x 24 B = 788,004,864 B, plus a
+    1e9 B workspace."""
     m, h100 = rl.get_model("llama-3.1-8b"), rl.get_accelerator("h100-sxm")
-    cap = rl.capacity(m, h100, context=32_768)
-    budget = 80e9 * 0.9 - 8_030_261_248 * 2
-    assert cap.max_batch == int(budget // (32_768 * 131_072))
-    assert cap.max_context == int(budget // 131_072)
+    fit = rl.kv_fit(m, rl.Deployment(h100), rl.Dtypes(), (32_768, 1))
+    pool = 72e9 - 8_030_261_248 * 2 - (771_751_936 + 788_004_864 + 1e9)
+    assert fit.pool_bytes == pool == 53_379_720_704
+    assert fit.max_batch == int(pool // (32_768 * 131_072)) == 12
+    # one sequence could hold pool // 131,072 = 407,254 tokens: capped at the model's 131,072
+    assert fit.max_context == 131_072 and fit.capped
     with pytest.raises(CapacityError, match="short by"):
-        rl.capacity(rl.get_model("llama-3.1-70b"), h100, context=1)
+        rl.kv_fit(rl.get_model("llama-3.1-70b"), rl.Deployment(h100), rl.Dtypes(), (1, 1))
 
 
 def test_techniques_ratios() -> None:

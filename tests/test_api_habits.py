@@ -49,7 +49,7 @@ def test_result_types_show_themselves_as_tables() -> None:
         "sweep": rl.sweep(M, H100, rl.Phase.DECODE, batch=np.arange(1, 9), context=4096),
         "questions": rl.five_questions(M, H100, w),
         "compare": rl.compare(M),
-        "kv": rl.kv_summary(M, 8, 4096, acc=H100),
+        "kv": rl.kv_summary(M, 8, 4096, target=H100),
         "model": rl.model_summary(M),
         "accelerator": rl.accelerator_summary(H100),
     }

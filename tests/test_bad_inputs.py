@@ -3,7 +3,8 @@
 - a loader raises ``RidgelineError`` with one line that names the file, line or field;
 - a CLI command exits 2 with exactly one line on stderr (``error: ...``), nothing on stdout and
   no traceback;
-- an API endpoint answers a 4xx whose detail names the field.
+- an API endpoint answers a 4xx whose detail names the field;
+- ``ridgeline serve`` answers a 4xx in OpenAI's error shape whose ``param`` names the field.
 
 No case may pass silently (exit 0, a 2xx) or hang.
 """
@@ -19,7 +20,18 @@ import pytest
 import typer.main
 import typer.testing
 
-from bad_inputs import API_CASES, BIG, CLI_CASES, FILE_CASES, ApiCase, CliCase, FileCase
+from bad_inputs import (
+    API_CASES,
+    BIG,
+    CLI_CASES,
+    FILE_CASES,
+    SERVE_CASES,
+    SERVE_KEY,
+    ApiCase,
+    CliCase,
+    FileCase,
+    ServeCase,
+)
 from ridgeline.cli import app
 from ridgeline.errors import RidgelineError
 from ridgeline.lab.store import ResultsStore
@@ -74,8 +86,9 @@ def cli() -> Iterator[typer.testing.CliRunner]:
 
 
 def _needs_torch(case: CliCase) -> bool:
-    engine = case.args[0] in ("generate", "bench") or case.args[:2] in (
+    engine = case.args[0] in ("generate", "bench", "serve", "engine") or case.args[:2] in (
         ("lab", "sweep"), ("lab", "profile"), ("lab", "kv"), ("lab", "calibrate"),
+        ("lab", "serve-check"),
     )  # fmt: skip
     return engine and importlib.util.find_spec("torch") is None
 
@@ -89,7 +102,8 @@ def test_a_command_refuses_in_one_line(
     for name, content in case.files.items():
         _write(tmp_path, name, content)
     args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
-    result = cli.invoke(app, args)
+    env = {k: v.replace("{tmp}", str(tmp_path)) for k, v in case.env.items()}
+    result = cli.invoke(app, args, env=env)
     err = result.stderr
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(
         result.exception
@@ -134,3 +148,45 @@ def test_big_config_answers_where_it_is_cheap(client: Any) -> None:
     head_dim = BIG["hidden_size"] // BIG["num_attention_heads"]
     per_token = 2 * BIG["num_hidden_layers"] * BIG["num_key_value_heads"] * head_dim * 2  # bf16
     assert r.json()["kv_bytes_per_token"] == per_token == 32_768_000
+
+
+@pytest.fixture(scope="module")
+def serve_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[bool, Any]]:
+    """Two faces of one tiny served engine (a byte-level tokenizer with a chat template): open,
+    and keyed with ``SERVE_KEY``."""
+    pytest.importorskip("torch")
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    import dataclasses
+
+    from fastapi.testclient import TestClient
+
+    from ridgeline.serve.app import Access, create_app
+    from serve_support import make_tokenizer, serve_llm, tiny_llm
+
+    served = serve_llm(tiny_llm(make_tokenizer(tmp_path_factory.mktemp("tok"))))
+    served.engine.start()
+    keyed = dataclasses.replace(served, access=Access(api_key=SERVE_KEY))
+    yield {k: TestClient(create_app(s), raise_server_exceptions=False)
+           for k, s in ((False, served), (True, keyed))}  # fmt: skip
+    assert served.engine.state.in_system == 0 and served.engine.llm.scheduler.kv.pool.num_used == 0
+    served.engine.stop()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", SERVE_CASES, ids=lambda c: c.id)
+def test_the_server_refuses_in_the_openai_error_shape(case: ServeCase, serve_clients: dict) -> None:
+    client = serve_clients[case.keyed]
+    headers = dict(case.headers)
+    if case.raw is not None:
+        r = client.request(case.method, case.path, content=case.raw,
+                           headers={"content-type": "application/json", **headers})  # fmt: skip
+    else:
+        r = client.request(case.method, case.path, json=case.body, headers=headers)
+    assert r.status_code == case.status, (r.status_code, r.text[:300])
+    body = r.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    err = body["error"]
+    assert err["param"] == case.param, err
+    assert case.needle in err["message"] and "\n" not in err["message"], err
+    assert len(err["message"]) < 400, err

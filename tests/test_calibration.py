@@ -27,7 +27,6 @@ from ridgeline.specs import accelerator_names, get_accelerator, get_model
 from ridgeline.specs.calibration import (
     IDEAL,
     Calibration,
-    CostMode,
     Term,
     family_names,
     get_family,
@@ -108,7 +107,7 @@ def test_calibrated_decode_step_by_hand() -> None:
     acc = _chip({**base, **terms}).accelerator
     w = an.Workload(an.Phase.DECODE, 2, 512)
     ideal = an.step_cost(llama, acc, w)
-    cal = an.step_cost(llama, acc, w, mode=CostMode.CALIBRATED)
+    cal = an.step_cost(llama, an.Pricing.expected(acc), w)
     assert all(op.bound is an.Bound.MEMORY for op in ideal.ops)
     # 32 layers x 10 us, 200 us per step, 2 sequences x 30 us
     assert cal.step_time_s == pytest.approx(2 * ideal.step_time_s + 32e-5 + 2e-4 + 6e-5)
@@ -122,10 +121,10 @@ def test_deployment_layer_latency_by_hand() -> None:
     model = get_model("llama-3.1-70b")
     dep = an.Deployment(acc, 1, 4)
     cost = an.deployment_cost(
-        model, dep, an.Workload(an.Phase.DECODE, 1, 1024), mode=CostMode.CALIBRATED
+        model, an.Pricing.expected(dep), an.Workload(an.Phase.DECODE, 1, 1024)
     )
     assert cost.slot.layer_s == pytest.approx(80 / 4 * cal.layer_latency_s)
-    ideal = an.deployment_cost(model, dep, an.Workload(an.Phase.DECODE, 1, 1024))
+    ideal = an.deployment_cost(model, an.Pricing.ideal(dep), an.Workload(an.Phase.DECODE, 1, 1024))
     # four slots of a steady pipeline with one microbatch: 80 layer latencies, 4 stage crossings
     extra = 80 * cal.layer_latency_s + 4 * cal.stage_latency_s
     assert cost.step_time_s == pytest.approx(ideal.step_time_s + extra, rel=1e-6)
@@ -139,7 +138,7 @@ def test_ideal_mode_is_the_roofline() -> None:
     model = get_model("llama-3.1-8b")
     assert an.step_cost(model, acc, w).step_time_s == an.step_cost(model, bare, w).step_time_s
     assert (
-        an.step_cost(model, bare, w, mode=CostMode.CALIBRATED).step_time_s
+        an.step_cost(model, an.Pricing.expected(bare), w).step_time_s
         == an.step_cost(model, bare, w).step_time_s
     )
 
@@ -210,14 +209,14 @@ def test_calibrated_time_is_never_below_ideal(
     a, m = get_accelerator(acc), get_model(model)
     w = an.Workload(phase, batch, context)
     ideal = an.step_cost(m, a, w).step_time_s
-    assert an.step_cost(m, a, w, mode=CostMode.CALIBRATED).step_time_s >= ideal
+    assert an.step_cost(m, an.Pricing.expected(a), w).step_time_s >= ideal
     for tp in tensor_parallel_degrees(m, a)[:3]:
         d = an.Deployment(a, tp)
-        lo = an.deployment_cost(m, d, w).step_time_s
-        assert an.deployment_cost(m, d, w, mode=CostMode.CALIBRATED).step_time_s >= lo
+        lo = an.deployment_cost(m, an.Pricing.ideal(d), w).step_time_s
+        assert an.deployment_cost(m, an.Pricing.expected(d), w).step_time_s >= lo
     new, prior = [1] * min(batch, 64), [context] * min(batch, 64)
-    ideal_sim = StepCostModel(m, a).step_time_s(new, prior)
-    cal_sim = StepCostModel(m, a, mode=CostMode.CALIBRATED).step_time_s(new, prior)
+    ideal_sim = StepCostModel(m, an.Pricing.ideal(a)).step_time_s(new, prior)
+    cal_sim = StepCostModel(m, an.Pricing.expected(a)).step_time_s(new, prior)
     assert cal_sim >= ideal_sim
     assert math.isfinite(cal_sim)
 
@@ -226,8 +225,8 @@ def test_simulator_step_equals_analytic_step_calibrated() -> None:
     """The simulator's calibrated step is the analytic calibrated step (one shared formula)."""
     acc, model = get_accelerator("h100-sxm"), get_model("llama-3.1-8b")
     w = an.Workload(an.Phase.DECODE, 24, 3000)
-    analytic = an.step_cost(model, acc, w, mode=CostMode.CALIBRATED).step_time_s
-    sim = StepCostModel(model, acc, mode=CostMode.CALIBRATED)
+    analytic = an.step_cost(model, an.Pricing.expected(acc), w).step_time_s
+    sim = StepCostModel(model, an.Pricing.expected(acc))
     assert sim.step_time_s([1] * 24, [3000] * 24) == pytest.approx(analytic, rel=1e-9)
     run = sim.decode_run_s([3000] * 24, 3)
     assert run[0] == pytest.approx(analytic, rel=1e-9)
@@ -263,14 +262,16 @@ def test_simulator_step_equals_analytic_step_with_partial_overlap(overlap: float
     acc, model = get_accelerator("h100-sxm"), get_model("llama-3.1-8b")
     eff = an.Efficiency(bandwidth=0.7, compute=0.5, overlap=overlap)
     for w in (an.Workload(an.Phase.DECODE, 24, 3000), an.Workload(an.Phase.PREFILL, 2, 900)):
-        analytic = an.step_cost(model, acc, w, eff).step_time_s
-        full = an.step_cost(model, acc, w, an.Efficiency(0.7, 0.5)).step_time_s
+        analytic = an.step_cost(model, an.Pricing.of(acc, "ideal", efficiency=eff), w).step_time_s
+        full = an.step_cost(
+            model, an.Pricing.of(acc, "ideal", efficiency=an.Efficiency(0.7, 0.5)), w
+        ).step_time_s
         assert analytic > full  # something no longer hides
-        sim = StepCostModel(model, acc, efficiency=eff)
+        sim = StepCostModel(model, an.Pricing.of(acc, "ideal", efficiency=eff))
         new = [1] * 24 if w.phase is an.Phase.DECODE else [900] * 2
         prior = [3000] * 24 if w.phase is an.Phase.DECODE else [0] * 2
         assert sim.step_time_s(new, prior) == pytest.approx(analytic, rel=1e-9)
-    sim = StepCostModel(model, acc, efficiency=eff)
+    sim = StepCostModel(model, an.Pricing.of(acc, "ideal", efficiency=eff))
     run = sim.decode_run_s([3000] * 24, 4)
     grouped = sim.decode_steps_s([24] * 4, [24 * (3000 + j) for j in range(4)])
     assert grouped is not None
@@ -311,12 +312,13 @@ def test_fp8_attention_runs_at_the_16_bit_peak() -> None:
     KV traffic is not hidden under compute), the GEMMs at the fp8 peak; the residual stream,
     and so the all-reduces, stay bf16."""
     from ridgeline.analytic import Dtypes, Phase, Workload, step_cost
+    from ridgeline.analytic.pricing import Pricing
 
     h100 = get_accelerator("h100-sxm")
     dt = Dtypes(weight=DType.FP8, act=DType.FP8, kv=DType.FP8)
     assert dt.stream is DType.BF16
     w = Workload(Phase.PREFILL, 1, 4096, dtypes=dt)
-    cost = step_cost(get_model("llama-3.1-8b"), h100, w, mode=CostMode.CALIBRATED)
+    cost = step_cost(get_model("llama-3.1-8b"), Pricing.expected(h100, dt), w)
     core = next(op for op in cost.ops if op.name == "attn.core")
     eff = h100.calibration.value(Term.ATTENTION_COMPUTE_EFFICIENCY)
     assert h100.calibration.kv_overlap == 0.0

@@ -83,9 +83,10 @@ def test_roofline_json_and_plot(tmp_path: Path) -> None:
         "640",
         "--plot",
         str(plot),
+        "--ideal",  # the datasheet's roofline: 13.5 GB of weights at 2.039 TB/s
     )
     assert d["ridge_point_flops_per_byte"] == pytest.approx(312e12 / 2.039e12)
-    assert d["bound"] == "memory"
+    assert d["bound"] == "memory" and d["mode"] == "ideal"
     assert d["step_time_s"] == pytest.approx(6.65e-3, rel=1e-3)
     assert {"flops", "bytes", "arithmetic_intensity", "ops"} <= set(d)
     assert plot.stat().st_size > 10_000
@@ -99,7 +100,13 @@ def test_kv_json_with_hw() -> None:
     assert d["kv_bytes"] == 32_768 * 131_072
     assert d["weights_bytes"] == 8_030_261_248 * 2
     assert d["crossover_context_tokens"] == 122_533
-    assert d["max_batch"] == int((72e9 - 16_060_522_496) // (32_768 * 131_072))
+    # the KV-pool rule: 0.9 x 80e9 B less the weights and a 2,559,756,800 B reserve (the
+    # activations of a step of 8,192 tokens over 256 sequences, and a 1e9 B workspace)
+    assert d["max_batch"] == int((72e9 - 16_060_522_496 - 2_559_756_800) // (32_768 * 131_072))
+    assert (
+        d["max_batch"] == 12 and d["capacity"]["memory_per_chip"]["reserve_bytes"] == 2_559_756_800
+    )
+    assert d["max_context"] == 131_072 and d["capacity"]["context_capped"]  # the model's maximum
 
 
 def test_questions_and_compare_tables() -> None:
@@ -119,7 +126,7 @@ def test_report_writes_three_files(tmp_path: Path) -> None:
     d = run_json("report", "--model", "gpt2", "--out", str(tmp_path))
     html = Path(d["html"]).read_text()
     assert "data:image/png;base64," in html and "<script" not in html
-    assert json.loads(Path(d["json"]).read_text())["schema"] == "ridgeline.report/1"
+    assert json.loads(Path(d["json"]).read_text())["schema"] == "ridgeline.report/2"
     assert "## KV cache" in Path(d["markdown"]).read_text()
 
 
@@ -130,7 +137,7 @@ def test_report_writes_three_files(tmp_path: Path) -> None:
         (("model", "show", "lama-3.1-8b"), "unknown model"),
         (("roofline", "--batch", "0"), "field batch"),
         (("roofline", "--context", "1000000000"), "absurdly large"),
-        (("kv", "--model", "llama-3.1-70b", "--hw", "h100-sxm"), "short by"),
+        (("kv", "--model", "llama-3.1-70b", "--hw", "h100-sxm", "--tp", "1"), "short by"),
         (("roofline", "--kv-dtype", "fp7"), "unknown dtype"),
         (("model", "show", "/nonexistent/config.json"), "no such file"),
         (("roofline", "--phase", "foo"), "'foo' is not one of"),

@@ -11,6 +11,7 @@ import pytest
 from ridgeline.analytic import Phase, Workload
 from ridgeline.analytic.dataflow import Bucket, ScheduleOptions, compile_schedule
 from ridgeline.analytic.pallas import tpu_step
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
 from ridgeline.serving import BlockPool, KVCacheManager, Request, SamplingParams, Scheduler
 from ridgeline.serving.policies import StaticOptions
@@ -26,7 +27,7 @@ LLAMA = "llama-3.1-8b"
 
 
 def _cost(shapes: CompiledShapes, hw: str = SPYRE) -> CompiledStepCost:
-    return CompiledStepCost(get_model(LLAMA), get_accelerator(hw), shapes)
+    return CompiledStepCost(get_model(LLAMA), Pricing.ideal(get_accelerator(hw)), shapes)
 
 
 def test_spyre_step_reads_the_bucket_and_matches_schedule_by_hand() -> None:
@@ -149,7 +150,7 @@ def _shared_prefix_runs() -> tuple[object, object]:
     )
     wl = generate(spec)
     sched = SchedulerConfig(max_num_batched_tokens=2048, max_num_seqs=256, max_model_len=4096)
-    base = SimConfig(get_model(LLAMA), get_accelerator(SPYRE), sched)
+    base = SimConfig(get_model(LLAMA), Pricing.ideal(get_accelerator(SPYRE)), sched)
     return simulate(variant(base, "paged", wl), wl), simulate(variant(base, "static", wl), wl)
 
 

@@ -22,6 +22,7 @@ from ridgeline.analytic.orchestrate import orchestrate
 from ridgeline.cli import app
 from ridgeline.errors import ConfigError
 from ridgeline.specs import get_accelerator, get_model
+from ridgeline.specs.calibration import CostMode
 
 
 @cache
@@ -130,7 +131,7 @@ def test_schedule_bytes_equal_analytic_plus_declared_reloads(
 def test_orchestrators_share_one_kv_cache() -> None:
     g = get_accelerator
     rep = orchestrate(get_model("llama-3.1-8b"), 1, 4096, g("h100-sxm"), g("tpu-v6e"),
-                      g("ibm-spyre"))  # fmt: skip
+                      g("ibm-spyre"), CostMode.IDEAL)  # fmt: skip
     assert rep.traffic.kv_read_bytes == 536_870_912
     assert [r.binding for r in rep.rows] == ["hbm", "hbm", "lpddr5"]
     gpu, tpu, spyre = rep.rows
@@ -138,6 +139,12 @@ def test_orchestrators_share_one_kv_cache() -> None:
     assert gpu.moves[0].moved_bytes == rep.traffic.hbm_bytes + 32_768
     assert gpu.time_s == pytest.approx(gpu.moves[0].moved_bytes / 3.35e12)
     assert spyre.time_s > tpu.time_s > gpu.time_s
+    # calibrated (the default): the KV streams at the family's KV bandwidth efficiency
+    expected = orchestrate(get_model("llama-3.1-8b"), 1, 4096, g("h100-sxm"), g("tpu-v6e"),
+                           g("ibm-spyre"))  # fmt: skip
+    eff = g("h100-sxm").calibration.kv_bandwidth_efficiency
+    assert expected.mode is CostMode.CALIBRATED and eff < 1
+    assert expected.rows[0].time_s == pytest.approx(gpu.time_s / eff, rel=1e-12)
 
 
 runner = CliRunner()

@@ -79,7 +79,8 @@ def test_groq_chips_for_llama_70b_bf16_weights() -> None:
 
 def test_one_tensor_parallel_allreduce_of_llama_70b_decode_on_8_h100() -> None:
     h100 = get_accelerator("h100-sxm")
-    cost = an.deployment_cost(get_model("llama-3.1-70b"), an.Deployment(h100, 8), _decode(1))
+    pricing = an.Pricing.ideal(an.Deployment(h100, 8))
+    cost = an.deployment_cost(get_model("llama-3.1-70b"), pricing, _decode(1))
     ar = cost.slot.allreduce
     message = 1 * LLAMA_70B["hidden"] * BF16_BYTES  # one token's hidden state: 16,384 B
     # through NVSwitch a message this small goes one-shot: each chip reads the 7 others'
@@ -112,7 +113,8 @@ def test_pipeline_bubble_fraction() -> None:
     # decode is steady: (p - m) / p while the batch holds fewer microbatches than stages
     assert an.bubble_fraction(4, 2, an.Schedule.STEADY) == pytest.approx(2 / 4)
     assert an.bubble_fraction(4, 8, an.Schedule.STEADY) == 0.0
-    m, wafers = get_model("llama-3.1-70b"), an.Deployment(get_accelerator("cerebras-wse3"), 1, 4)
+    wafers = an.Pricing.ideal(an.Deployment(get_accelerator("cerebras-wse3"), 1, 4))
+    m = get_model("llama-3.1-70b")
     prompt = an.Workload(an.Phase.PREFILL, 1, 8)
     prefill = an.deployment_cost(m, wafers, prompt, microbatches=8)
     assert prefill.bubble_fraction == pytest.approx(3 / 11)
@@ -147,11 +149,12 @@ def test_smallest_deployments_of_the_five_for_llama_70b() -> None:
         for name in an.DEFAULT_ACCELERATORS
         for d in [an.auto_deployment(m, get_accelerator(name), w)]
     }
-    # H100: 142.4 GB / 72 GB usable -> 2; v5e: / 14.4 GB -> 10 -> TP 16 (divides 64 heads);
-    # Cerebras: / 44 GB -> 4 wafers [S26]; Spyre: / 100.8 GB -> 2 cards;
+    # H100 (the KV-pool rule, analytic.memory): TP 2 leaves 72 GB - 70.6 GB of weights, less
+    # than the 2.6 GB reserve -> TP 4; v5e: 16 GB x 0.9 less a 1 GB workspace -> TP 16
+    # (divides 64 heads); Cerebras: / 44 GB -> 4 wafers [S26]; Spyre: / 115 GB -> 2 cards;
     # Groq: 142.4 GB / 230 MB = 620 chips > TP 8 x PP 77 = 616 -> PP 78.
     assert got == {
-        "h100-sxm": (2, 1),
+        "h100-sxm": (4, 1),
         "tpu-v5e": (16, 1),
         "cerebras-wse3": (1, 4),
         "groq-lpu": (8, 78),
@@ -181,7 +184,10 @@ def test_more_tensor_parallel_chips_never_fewer_link_bytes(
     small = data.draw(st.sampled_from(degrees))
     big = data.draw(st.sampled_from([d for d in degrees if d >= small]))
     pp = data.draw(st.integers(min_value=1, max_value=4))
-    cost = {tp: an.deployment_cost(m, an.Deployment(acc, tp, pp), workload) for tp in (small, big)}
+    cost = {
+        tp: an.deployment_cost(m, an.Pricing.ideal(an.Deployment(acc, tp, pp)), workload)
+        for tp in (small, big)
+    }
     assert cost[big].interconnect_bytes >= cost[small].interconnect_bytes
 
 
@@ -205,8 +211,8 @@ def test_automatic_deployment_holds_weights_plus_kv(
         dep = an.auto_deployment(m, acc, workload)
     except CapacityError:
         return  # none within the domain and one stage per layer: reported, not hidden
-    reserve = 0.10 if acc.device.managed_by.value == "runtime" else 0.0
-    per_chip = acc.device_capacity_bytes * (1 - reserve)
+    budget = an.chip_budget(m, dep, workload.dtypes)  # the KV-pool rule (analytic.memory)
+    per_chip = budget.usable_bytes - budget.reserve_bytes
     weights = PUBLISHED_PARAMS[model] * BF16_BYTES
     kv = _kv_bytes_by_hand(model, workload.batch, workload.context_len + 1)
     tp, pp = dep.tensor_parallel, dep.pipeline_parallel
@@ -222,18 +228,27 @@ def test_automatic_deployment_holds_weights_plus_kv(
 
 def test_impossible_splits_name_the_field() -> None:
     m, h100 = get_model("llama-3.1-70b"), get_accelerator("h100-sxm")
+
+    def on(tp: int, pp: int = 1) -> an.Pricing:
+        return an.Pricing.ideal(an.Deployment(h100, tp, pp))
+
     with pytest.raises(ConfigError, match="field tensor_parallel: 3 does not divide"):
-        an.deploy_step(m, h100, _decode(), 3)
+        an.deploy_step(m, on(3), _decode())
     with pytest.raises(ConfigError, match="field tensor_parallel: 16 exceeds the 8 chips"):
-        an.deploy_step(m, h100, _decode(), 16)
+        an.deploy_step(m, on(16), _decode())
     with pytest.raises(ConfigError, match="field pipeline_parallel: 81 stages for 80 layers"):
-        an.deploy_step(m, h100, _decode(), 1, 81)
+        an.deploy_step(m, on(1, 81), _decode())
     with pytest.raises(ConfigError, match="field tensor_parallel: must be an integer >= 1"):
         an.Deployment(h100, 0)
     with pytest.raises(ConfigError, match="field pipeline_parallel: must be an integer >= 1"):
-        an.deploy_step(m, h100, _decode(), None, 0)  # 0 is not "not given"
-    with pytest.raises(CapacityError, match=r"needs 142 GB .* offers 72 GB"):
-        an.deploy_step(m, h100, _decode(), 1, 1)
+        an.Deployment(h100, 1, 0)
+    # 72 GB usable less the 3.3 GB reserve of a step of 8,192 tokens (analytic.memory)
+    with pytest.raises(CapacityError, match=r"needs 142 GB .* offers 68.7 GB .* exceed each"):
+        an.deploy_step(m, on(1), _decode())
+    with pytest.raises(CapacityError, match=r"memory_utilization above 0.915 would leave some"):
+        an.deploy_step(m, on(2), _decode())
+    bad = runner.invoke(app, ["deploy", "--hw", "h100-sxm", "-m", "llama-3.1-70b", "--pp", "0"])
+    assert bad.exit_code == 2 and "pipeline_parallel" in bad.stderr  # 0 is not "not given"
 
 
 def test_a_chip_without_links_runs_on_one_chip_only(tmp_path: Path) -> None:
@@ -243,7 +258,7 @@ def test_a_chip_without_links_runs_on_one_chip_only(tmp_path: Path) -> None:
     m = get_model("distilgpt2")
     assert an.auto_deployment(m, acc, _decode()).chips == 1
     with pytest.raises(ConfigError, match="field interconnect"):
-        an.deploy_step(m, acc, _decode(), 1, 2)
+        an.deploy_step(m, an.Pricing.ideal(an.Deployment(acc, 1, 2)), _decode())
 
 
 # --- faces --------------------------------------------------------------------------------------
@@ -253,7 +268,9 @@ def test_deploy_cli_json_and_errors() -> None:
     out = runner.invoke(app, ["deploy", "--hw", "groq-lpu", "--model", "llama-3.1-70b", "--json"])
     assert out.exit_code == 0, out.output
     d = json.loads(out.stdout)
-    assert d["schema"] == "ridgeline.deploy/1"
+    assert d["schema"] == "ridgeline.deploy/2"
+    assert d["mode"] == "calibrated" and d["ideal"]["mode"] == "ideal"
+    assert d["capacity"]["max_batch"] >= 1
     assert d["deployment"] == {
         "accelerator": "groq-lpu",
         "chips": 624,
@@ -270,7 +287,7 @@ def test_compare_cli_names_each_deployment() -> None:
     out = runner.invoke(app, ["compare", "--model", "llama-3.1-70b", "--json"])
     assert out.exit_code == 0, out.output
     d = json.loads(out.stdout)
-    assert d["schema"] == "ridgeline.compare/3"
+    assert d["schema"] == "ridgeline.compare/4" and d["mode"] == "calibrated"
     for row in d["rows"]:
         assert row["deployment"]["chips"] >= 1
         assert row["decode"]["tokens_per_s"] == pytest.approx(row["decode"]["tokens_per_s_per_seq"])
@@ -289,7 +306,7 @@ def test_prefill_microbatches_are_prompt_chunks_with_exact_sums() -> None:
     # a deep pipeline fills with prompt chunks: Groq's prefill takes more than one microbatch
     m, groq = get_model("llama-3.1-70b"), get_accelerator("groq-lpu")
     dep = an.auto_deployment(m, groq, _decode())
-    prefill = an.deployment_cost(m, dep, an.Workload(an.Phase.PREFILL, 1, 2048))
+    prefill = an.deployment_cost(m, an.Pricing.ideal(dep), an.Workload(an.Phase.PREFILL, 1, 2048))
     assert prefill.microbatches > 1
     assert prefill.bubble_fraction == pytest.approx(77 / (prefill.microbatches + 77))
 

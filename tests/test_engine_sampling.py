@@ -33,6 +33,20 @@ def test_top_k_and_top_p_keep_the_right_tokens() -> None:
     assert hot[0].item() == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("temperature", [1e-300, 5e-324, 1e-40])
+def test_a_tiny_temperature_samples_the_argmax_instead_of_nan(temperature: float) -> None:
+    """Regression (found by the server's fuzz test): logits / 1e-300 overflow to inf and
+    softmax made NaN, so torch.multinomial raised and the server's engine thread died."""
+    probs = probabilities(LOGITS, SamplingParams(temperature=temperature))
+    assert probs.tolist() == [[1.0, 0.0, 0.0, 0.0, 0.0]]
+    tied = probabilities(torch.tensor([[3.0, 3.0, -1.0]]), SamplingParams(temperature=1e-300))
+    assert tied.tolist() == [[0.5, 0.5, 0.0]]
+    from ridgeline.engine.sampling import sample
+
+    gen = torch.Generator().manual_seed(0)
+    assert sample(LOGITS[0], SamplingParams(temperature=temperature, top_p=0.5), gen) == 0
+
+
 def test_bad_params_name_the_field() -> None:
     with pytest.raises(ConfigError, match="top_p"):
         SamplingParams(top_p=0.0)

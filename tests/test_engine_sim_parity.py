@@ -12,6 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from engine_support import VOCAB, llama_config, spec_of  # noqa: E402
+from ridgeline.analytic.pricing import Pricing  # noqa: E402
 from ridgeline.engine.llm import LLM  # noqa: E402
 from ridgeline.engine.sampling import SamplingParams  # noqa: E402
 from ridgeline.serving.executor import ScheduledBatch, StepResult  # noqa: E402
@@ -61,7 +62,7 @@ def test_simulator_makes_the_engines_batches_step_by_step() -> None:
         for o, a in zip(outs, arrivals, strict=True)
     ]
     cfg = SimConfig(
-        model=spec, hw=get_accelerator("xeon-spr"), scheduler=llm.scheduler.config,
+        model=spec, pricing=Pricing.ideal(get_accelerator("xeon-spr")), scheduler=llm.scheduler.config,
         block_size=4, prefix_caching=True, num_blocks=llm.num_blocks, fast_forward=False,
     )  # fmt: skip
     sim = Simulation(cfg, trace)

@@ -26,7 +26,7 @@ from ridgeline.fidelity.fit import (
     fit_family,
     kv_read_factor,
 )
-from ridgeline.fidelity.prediction import PredictRequest, kv_blocks, predict, record
+from ridgeline.fidelity.prediction import PredictRequest, predict, record
 from ridgeline.fidelity.trace import TraceSet, _sum_max
 from ridgeline.specs import DType, get_accelerator, get_family, get_model
 from ridgeline.specs.calibration import IDEAL, MIN_CONSTRAINING_ROWS, CostMode, Term
@@ -97,19 +97,23 @@ def _small(**over: object) -> PredictRequest:
     return PredictRequest(**kw)  # type: ignore[arg-type]
 
 
-def test_kv_blocks_are_the_memory_fraction_of_what_weights_leave() -> None:
-    """70B in bf16 on 4 H100s: each chip keeps 80 GB - 141.1 GB / 4 = 44.7 GB; 90% of it holds
-    KV heads 8 / 4 = 2 per chip: 80 layers x 2 x 2 heads x 128 x 2 B = 81,920 B per token."""
-    from ridgeline.analytic import Deployment, Dtypes
+def test_predict_sizes_its_kv_pool_with_the_one_rule() -> None:
+    """70B in bf16 on 4 H100s under the KV-pool rule (analytic.memory), predict's profile step
+    of 8,192 tokens over 256 sequences: each chip may use 0.9 x 80e9 = 72e9 B for 141.1e9 / 4 =
+    35,276,853,248 B of weights, a reserve of 8,192 x 2 B x (8,192 + 3 x 28,672 / 4) +
+    256 x 128,256 x 24 B = 1,274,544,128 B of activations and 1e9 B of workspace, and KV:
+    34,448,602,624 B. The 4 chips hold distinct KV heads (8 / 4): 137,794,410,496 B / (16 x
+    327,680 B per block) = 26,282 blocks."""
+    from ridgeline.analytic import Deployment, Dtypes, MemoryRule, kv_pool_blocks
 
     model = get_model("llama-3.1-70b")
     dep = Deployment(get_accelerator("h100-sxm"), 4)
-    weights = 70_553_706_496 * 2
-    free = 80e9 - weights / 4
-    per_token = 80 * 2 * 2 * 128 * 2
-    assert kv_blocks(model, dep, Dtypes(), 0.9) == int(0.9 * free / (per_token * 16))
-    with pytest.raises(CapacityError, match="does not fit 1 x h100-sxm"):
-        kv_blocks(model, Deployment(get_accelerator("h100-sxm")), Dtypes(), 0.9)
+    assert kv_pool_blocks(model, dep, Dtypes(), 16 * 327_680, MemoryRule(None, 8192, 256)) == 26_282
+    req = PredictRequest("h100-sxm", "llama-3.1-70b", isl=128, osl=8, tensor_parallel=4, requests=4)
+    p = predict(req)
+    assert p.kv_blocks == 26_282 and p.max_batch == 26_282 // 9  # 136 tokens: 9 blocks each
+    with pytest.raises(CapacityError, match="leaves no room for KV on 2 x h100-sxm"):
+        predict(PredictRequest("h100-sxm", "llama-3.1-70b", 128, 8, tensor_parallel=2))
 
 
 def test_calibrated_prediction_is_slower_than_ideal_and_reports_its_mode() -> None:
@@ -249,7 +253,7 @@ def test_predict_json_carries_the_issue_fields() -> None:
 def test_predict_refuses_what_does_not_fit_in_one_line() -> None:
     out = runner.invoke(app, ["predict", "--hw", "tpu-v5e", "-m", "llama-3.1-70b", "--json"])
     assert out.exit_code == 2 and out.stdout == ""
-    assert out.stderr.count("\n") == 1 and "does not fit" in out.stderr
+    assert out.stderr.count("\n") == 1 and "leaves no room for KV on 1 x tpu-v5e" in out.stderr
 
 
 def test_one_offline_prediction_takes_well_under_a_second_of_cpu() -> None:

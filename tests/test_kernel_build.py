@@ -75,6 +75,21 @@ def test_a_live_lock_is_waited_on_then_one_error(tmp_path: Path) -> None:
     assert "\n" not in str(e.value) and not p.marker.exists()
 
 
+@pytest.mark.parametrize("bound", [float("nan"), float("inf"), -1.0])
+def test_a_bound_that_is_no_bound_is_refused(tmp_path: Path, bound: float) -> None:
+    """Regression: ``RIDGELINE_KERNEL_LOCK_TIMEOUT_S=nan`` made the bounded wait endless (no
+    time is past a NaN deadline) and ``-1`` reported "waited -1 s"."""
+    from ridgeline.errors import ConfigError
+
+    with (
+        pytest.raises(ConfigError, match="timeout_s"),
+        build_lock(tmp_path / "x.lock", bound, lambda owner: None),
+    ):
+        pass
+    with pytest.raises(ConfigError, match="lock_timeout_s"):
+        kb.resolve_lock_timeout_s(bound)
+
+
 def test_the_cli_exits_2_with_one_line_on_a_live_lock(tmp_path: Path) -> None:
     p = kb.plan("native", tmp_path)
     with build_lock(p.lock_path, 5, lambda owner: None):
@@ -128,3 +143,46 @@ def test_a_build_killed_mid_way_is_cleared_by_the_next(tmp_path: Path) -> None:
     before = len(said)
     again = kb.ensure_built(p, said.append)  # built: nothing to do, nothing said
     assert not again.compiled and len(said) == before
+
+
+def _processes_naming(text: str, compilers_only: bool = False) -> list[int]:
+    """Live processes whose command line holds ``text`` (zombies excluded); with
+    ``compilers_only``, not the Python ones (the build's own process and its reaper)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        python = cmdline.startswith(sys.executable)
+        if text in cmdline and state != "Z" and not (compilers_only and python):
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_a_build_whose_caller_is_killed_leaves_no_compiler(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Regression: killing the process that builds (``lab serve-check``, ``serve``) left its
+    ``cc1plus`` running; the build runs in a process group of its own that dies with it."""
+    p = _tiny(tmp_path)
+    args = [sys.executable, "-c", _CHILD, str(p.root), str(p.sources[0].parent),
+            json.dumps(list(p.flags))]  # fmt: skip
+    child = subprocess.Popen(args, stderr=subprocess.DEVNULL)  # the caller's group: not killed
+    deadline = time.monotonic() + 120
+    source = str(p.sources[0])
+    while not _processes_naming(source, compilers_only=True):
+        assert child.poll() is None and time.monotonic() < deadline, "no compiler started"
+        time.sleep(0.05)
+    child.send_signal(sig)  # the caller alone, as ``kill PID`` does
+    child.wait(30)
+    deadline = time.monotonic() + 15
+    while _processes_naming(source) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_naming(source) == []
+    assert not p.marker.exists()

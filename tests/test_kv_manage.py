@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ridgeline.analytic.layout import LayoutQuery, Order, layout_report
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.cli import app
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import SimConfig, WorkloadSpec, generate, parse_lengths, simulate
@@ -54,7 +55,9 @@ def test_technique_effects_are_the_simulators_numbers() -> None:
     gpu = _report().rows[0]
     prefix = next(t for t in gpu.techniques if t.technique is Technique.PREFIX_CACHING)
     wl = _trace()
-    base = SimConfig(get_model("llama-3.1-8b"), get_accelerator("h100-sxm"), SCHED)
+    base = SimConfig(
+        get_model("llama-3.1-8b"), Pricing.expected(get_accelerator("h100-sxm")), SCHED
+    )
     without = simulate(variant(base, "paged", wl), wl).ttft_s.p50 * 1e3
     with_ = simulate(variant(base, "prefix", wl), wl).ttft_s.p50 * 1e3
     assert (prefix.without, prefix.with_) == (pytest.approx(without), pytest.approx(with_))
@@ -77,7 +80,7 @@ def test_kv_manage_cli_json() -> None:
          "--output", "fixed:20", "--json"])  # fmt: skip
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["schema"] == "ridgeline.kv-manage/1"
+    assert d["schema"] == "ridgeline.kv-manage/2" and d["mode"] == "calibrated"
     assert [t["technique"] for t in d["rows"][0]["techniques"]] == [t.value for t in Technique]
 
 

@@ -16,14 +16,15 @@ import ridgeline
 from srctree import source
 
 ROOT = Path(ridgeline.__file__).parent
-BASE = {"errors", "defaults", "data"}  # leaves every layer may use
+BASE = {"errors", "defaults", "data", "processes"}  # leaves every layer may use
 LIBRARY = BASE | {"specs", "analytic", "serving", "sim", "fidelity", "engine", "lab", "quiz"}
-LIBRARY |= {"sweep"}
+LIBRARY |= {"sweep", "plan"}
 
 # layer -> the ridgeline packages it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "defaults": set(),
+    "processes": set(),
     "data": {"errors"},
     "__main__": {"cli"},
     "specs": BASE,
@@ -35,6 +36,8 @@ ALLOWED: dict[str, set[str]] = {
     "lab": BASE | {"specs", "analytic", "serving", "sim", "engine"},
     "quiz": BASE | {"specs", "analytic", "serving", "sim"},
     "sweep": BASE | {"specs", "analytic", "serving", "sim"},
+    # plan: a search over deployments on predict's pricing (fidelity) and the sweep's backends
+    "plan": BASE | {"specs", "analytic", "serving", "sim", "fidelity", "sweep"},
     "report": LIBRARY,
     "cli": LIBRARY | {"report", "web", "serve", "cli"},
     "web": LIBRARY | {"report"},

@@ -19,6 +19,7 @@ from ridgeline.analytic.pallas import (
 from ridgeline.analytic.tiling import Matmul
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.specs import get_accelerator, get_model
+from ridgeline.specs.calibration import CostMode
 
 TPUS = ("tpu-v5e", "tpu-v6e")  # the TPUs whose catalog files give the MXU edge
 
@@ -75,7 +76,7 @@ def test_chosen_blocks_fit_vmem_double_buffered(hw: str, m: int, k: int, n: int,
 
 def test_three_orchestrators_agree_with_schedule_and_the_tpu_pipeline() -> None:
     model, g = get_model("llama-3.1-8b"), get_accelerator
-    rep = orchestrate(model, 3, 3000, g("h100-sxm"), g("tpu-v6e"), g("ibm-spyre"))
+    rep = orchestrate(model, 3, 3000, g("h100-sxm"), g("tpu-v6e"), g("ibm-spyre"), CostMode.IDEAL)
     gpu, tpu, spyre = rep.rows
     w = Workload(Phase.DECODE, 3, 3000)
     sched = compile_schedule(model, g("ibm-spyre"), w, None, ScheduleOptions(keep_events=False))

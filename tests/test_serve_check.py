@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ridgeline.analytic import Efficiency
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.lab.loadgen import ServedRequest, read_report, summarize
 from ridgeline.lab.serve_check import FP32, fit_efficiency, simulate
 from ridgeline.serving.executor import ScheduledBatch, ScheduledRequest
@@ -18,6 +19,7 @@ from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.loop import SimConfig
 from ridgeline.specs import get_accelerator, get_model
+from ridgeline.specs.calibration import CostMode
 
 
 def _batch(new: list[int], prior: list[int]) -> ScheduledBatch:
@@ -32,7 +34,7 @@ def _batch(new: list[int], prior: list[int]) -> ScheduledBatch:
 def test_the_fit_recovers_the_efficiencies_and_overhead_it_was_made_with(overlap: float) -> None:
     spec, acc = get_model("distilgpt2"), get_accelerator("xeon-spr")
     truth = Efficiency(bandwidth=1.0, compute=0.3, step_overhead_s=2e-3, overlap=overlap)
-    cost = StepCostModel(spec, acc, FP32, truth)
+    cost = StepCostModel(spec, Pricing.of(acc, CostMode.IDEAL, FP32, truth))
     shapes = [([1] * b, [p] * b) for b in (1, 4, 16) for p in (64, 300, 900)]
     shapes += [([128], [0]), ([128, 1, 1], [0, 200, 400]), ([512] * 4, [0] * 4), ([2048], [0])]
     batches = [_batch(n, p) for n, p in shapes]
@@ -69,10 +71,11 @@ def test_a_guidellm_report_becomes_request_timings(tmp_path: Path) -> None:
 def test_a_lone_request_is_one_prefill_then_decode_steps() -> None:
     spec, acc = get_model("distilgpt2"), get_accelerator("xeon-spr")
     eff = Efficiency(bandwidth=0.5, compute=0.5, step_overhead_s=1e-3)
-    cfg = SimConfig(model=spec, hw=acc, scheduler=SchedulerConfig(max_num_batched_tokens=512),
-                    num_blocks=256, efficiency=eff, dtypes=FP32)  # fmt: skip
+    pricing = Pricing.of(acc, CostMode.IDEAL, FP32, eff)
+    cfg = SimConfig(model=spec, pricing=pricing, scheduler=SchedulerConfig(max_num_batched_tokens=512),
+                    num_blocks=256)  # fmt: skip
     lat = simulate(cfg, [ServedRequest(0.0, 100, 8, 0.0, None, 0.0)])
-    cost = StepCostModel(spec, acc, FP32, eff)
+    cost = StepCostModel(spec, pricing)
     assert lat.ttft_p50_s == pytest.approx(cost.step_time_s([100], [0]), rel=1e-9)
     decode = [cost.step_time_s([1], [100 + j]) for j in range(7)]  # the first output is fed back
     assert lat.tpot_p50_s == pytest.approx(sum(decode) / 7, rel=1e-6)
@@ -120,12 +123,12 @@ def test_guidellm_runs_one_worker_so_its_poisson_gaps_do_not_repeat(
 
     seen: dict[str, object] = {}
 
-    def fake_run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
+    def fake_run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
         seen.update(kw, cmd=cmd)
-        return subprocess.CompletedProcess(cmd, 0)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
 
     pytest.importorskip("guidellm")
-    monkeypatch.setattr(loadgen.subprocess, "run", fake_run)
+    monkeypatch.setattr(loadgen, "run_group", fake_run)
     loadgen.run_guidellm({"spec": {}}, tmp_path, tmp_path / "log.txt")
     env = seen["env"]
     assert isinstance(env, dict) and env["GUIDELLM__MAX_WORKER_PROCESSES"] == "1"

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.serving.tiers import TierSpec
@@ -30,6 +31,7 @@ from ridgeline.specs import get_accelerator, get_model
 
 DATA = Path(__file__).parent / "data"
 A100 = get_accelerator("a100-80gb")
+IDEAL = Pricing.ideal(A100)  # these runs' figures are the ideal roofline's
 LLAMA = get_model("llama-2-7b")
 
 
@@ -39,8 +41,8 @@ def one(prompt: int, output: int, at: float = 0.0, rid: str = "r0", base: int = 
 
 
 def test_single_request_ttft_is_its_prefill_step_and_tpot_the_decode_steps() -> None:
-    res = simulate(SimConfig(LLAMA, A100), [one(1000, 50)])
-    cost = StepCostModel(LLAMA, A100)
+    res = simulate(SimConfig(LLAMA, IDEAL), [one(1000, 50)])
+    cost = StepCostModel(LLAMA, IDEAL)
     (r,) = res.requests
     assert r.ttft_s == pytest.approx(cost.step_time_s([1000], [0]), rel=1e-12)
     decode = [cost.step_time_s([1], [1000 + j]) for j in range(49)]
@@ -60,9 +62,9 @@ def test_closed_form_decode_runs_give_the_step_by_step_result() -> None:
         seed=3,
     )
     wl = generate(spec)
-    cfg = SimConfig(LLAMA, A100, SchedulerConfig(max_num_batched_tokens=512), num_blocks=400)
+    cfg = SimConfig(LLAMA, IDEAL, SchedulerConfig(max_num_batched_tokens=512), num_blocks=400)
     fast = simulate(cfg, wl)
-    slow = simulate(SimConfig(LLAMA, A100, cfg.scheduler, num_blocks=400, fast_forward=False), wl)
+    slow = simulate(SimConfig(LLAMA, IDEAL, cfg.scheduler, num_blocks=400, fast_forward=False), wl)
     assert fast.num_preemptions == slow.num_preemptions > 0
     assert fast.num_steps == slow.num_steps
     for a, b in zip(fast.requests, slow.requests, strict=True):
@@ -88,11 +90,11 @@ def _requests(rate: float) -> list[RequestSpec]:
 
 def test_overload_completes_or_rejects_every_request_and_never_exceeds_memory() -> None:
     # what the machine sustains: the same requests all queued at once, completed per second
-    saturated = simulate(SimConfig(LLAMA, A100, num_blocks=400), _requests(1e6))
+    saturated = simulate(SimConfig(LLAMA, IDEAL, num_blocks=400), _requests(1e6))
     sustained = saturated.requests_per_s
     wl = _requests(3.0 * sustained)
     wl[7] = one(7000, 10, wl[7].arrival_s, "too-long")  # can never fit 400 blocks of 16
-    sim = Simulation(SimConfig(LLAMA, A100, num_blocks=400), wl)
+    sim = Simulation(SimConfig(LLAMA, IDEAL, num_blocks=400), wl)
     res = sim.run()
     assert res.num_completed + res.num_rejected == 300
     assert res.num_rejected == 1 and res.reject_reasons == ("1× larger than the KV pool",)
@@ -107,8 +109,8 @@ def test_overload_completes_or_rejects_every_request_and_never_exceeds_memory() 
 
 def test_a_simulation_is_deterministic_for_a_seed() -> None:
     spec = WorkloadSpec(num_requests=40, rate_per_s=10, output=Lengths(LengthDist.ZIPF, 40), seed=9)
-    a = simulate(SimConfig(LLAMA, A100), generate(spec))
-    b = simulate(SimConfig(LLAMA, A100), generate(spec))
+    a = simulate(SimConfig(LLAMA, IDEAL), generate(spec))
+    b = simulate(SimConfig(LLAMA, IDEAL), generate(spec))
     assert a.to_dict() == b.to_dict()
 
 
@@ -143,7 +145,7 @@ def test_prefix_blocks_offloaded_to_host_come_back_on_a_hit() -> None:
     filler = [one(1000, 4, 0.5 + 0.1 * i, f"f{i}", base=10**8 * (i + 1)) for i in range(3)]
     host = TierSpec("host", 1e12, 32e9)
     wl = sorted([*shared, *filler], key=lambda r: r.arrival_s)
-    res = simulate(SimConfig(LLAMA, A100, num_blocks=70, prefix_caching=True, tiers=(host,)), wl)
+    res = simulate(SimConfig(LLAMA, IDEAL, num_blocks=70, prefix_caching=True, tiers=(host,)), wl)
     (traffic,) = res.tier_traffic
     assert traffic.hit_blocks == 32  # the whole 512-token prefix came back from host memory
     assert traffic.bytes_out == pytest.approx(32 * 16 * 524288)
@@ -153,8 +155,8 @@ def test_prefix_blocks_offloaded_to_host_come_back_on_a_hit() -> None:
 
 def test_disaggregation_adds_the_kv_transfer_before_decode() -> None:
     link = Disagg(1, 1, link_bandwidth_bytes_per_s=10e9, link_latency_s=0.002)
-    res = simulate(SimConfig(LLAMA, A100, disagg=link), [one(1000, 20)])
-    mixed = simulate(SimConfig(LLAMA, A100), [one(1000, 20)])
+    res = simulate(SimConfig(LLAMA, IDEAL, disagg=link), [one(1000, 20)])
+    mixed = simulate(SimConfig(LLAMA, IDEAL), [one(1000, 20)])
     (d,), (m,) = res.requests, mixed.requests
     assert d.ttft_s == pytest.approx(m.ttft_s, rel=1e-12)  # the prefill instance samples token 1
     transfer = 0.002 + 1000 * 524288 / 10e9
@@ -176,7 +178,7 @@ def test_multi_turn_prompts_contain_the_previous_answer_and_hit_the_cache() -> N
     t0, t1 = by_id["c0t0"], by_id["c0t1"]
     assert t1.prompt_len == 100 + 40 + 100 and t1.arrival_s > t0.arrival_s
     assert list(t1.prompt[:140]) == [*t0.prompt, *t0.output]
-    res = simulate(SimConfig(LLAMA, A100, prefix_caching=True), wl)
+    res = simulate(SimConfig(LLAMA, IDEAL, prefix_caching=True), wl)
     hits = {r.request_id: r.cached_tokens for r in res.requests}
     assert hits["c0t0"] == 0 and hits["c0t1"] == 128  # 140 shared tokens → 8 full blocks
     assert hits["c0t2"] == 272  # 100 + 40 + 100 + 40 = 280 shared → 17 blocks
@@ -194,7 +196,7 @@ def test_gamma_arrivals_keep_the_mean_rate_and_are_burstier() -> None:
 
 
 def test_disaggregation_rejects_before_prefill_what_decode_cannot_hold() -> None:
-    cfg = SimConfig(LLAMA, A100, SchedulerConfig(max_model_len=1024), disagg=Disagg(1, 1))
+    cfg = SimConfig(LLAMA, IDEAL, SchedulerConfig(max_model_len=1024), disagg=Disagg(1, 1))
     res = simulate(cfg, [one(1000, 100), one(200, 10, 0.0, "ok", base=10**7)])
     assert res.num_rejected == 1 and res.requests[0].rejected.startswith(
         "longer than max_model_len"
@@ -209,7 +211,7 @@ def test_per_request_acceptance_overrides_the_global_rate() -> None:
     never = RequestSpec(
         "never", 0.0, Tokens([range(10**6, 10**6 + 100)]), range(9000, 9100), spec_acceptance=0.0
     )
-    cfg = SimConfig(LLAMA, A100, SchedulerConfig(spec=SpecDecodeConfig(4, 0.5)))
+    cfg = SimConfig(LLAMA, IDEAL, SchedulerConfig(spec=SpecDecodeConfig(4, 0.5)))
     res = simulate(cfg, [sure, never])
     # "sure" arrives first and prefills alone (step 1), then takes 5 tokens per verify step
     # (20 steps for its other 99); "never" prefills in step 2 and then takes 1 token per step
@@ -233,8 +235,8 @@ def test_closed_form_matches_steps_when_admission_waits_for_memory(policy: str) 
     sched = SchedulerConfig(
         max_num_batched_tokens=256, max_num_seqs=16, policy=policy, max_model_len=2048
     )
-    fast = simulate(SimConfig(LLAMA, A100, sched, num_blocks=170), wl)
-    slow = simulate(SimConfig(LLAMA, A100, sched, num_blocks=170, fast_forward=False), wl)
+    fast = simulate(SimConfig(LLAMA, IDEAL, sched, num_blocks=170), wl)
+    slow = simulate(SimConfig(LLAMA, IDEAL, sched, num_blocks=170, fast_forward=False), wl)
     assert (fast.num_steps, fast.num_preemptions) == (slow.num_steps, slow.num_preemptions)
     assert [r.e2e_s for r in fast.requests] == pytest.approx(
         [r.e2e_s for r in slow.requests], rel=1e-9, nan_ok=True
@@ -270,7 +272,7 @@ def test_a_run_pauses_the_collector_and_restores_it() -> None:
     from ridgeline.sim.loop import gc_paused
 
     workload = generate(WorkloadSpec(num_requests=5, rate_per_s=2.0))
-    simulate(SimConfig(LLAMA, A100), workload)
+    simulate(SimConfig(LLAMA, IDEAL), workload)
     assert gc.isenabled()
     with gc_paused():
         assert not gc.isenabled()

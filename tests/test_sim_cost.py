@@ -18,6 +18,7 @@ from ridgeline.analytic import (
     op_terms,
     step_cost,
 )
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.workload import Dtypes
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.lines import Pieces, affine_maxima, sum_of_maxima
@@ -26,13 +27,14 @@ from ridgeline.specs import get_accelerator, get_model, load_config_file
 from ridgeline.specs.calibration import CostMode
 
 A100 = get_accelerator("a100-80gb")
+IDEAL = Pricing.ideal(A100)
 DATA = Path(__file__).parent / "data"
 
 
 @pytest.mark.parametrize("name", ["llama-2-7b", "mistral-7b", "gpt2"])
 def test_uniform_steps_match_step_cost(name: str) -> None:
     m = get_model(name)
-    cost = StepCostModel(m, A100)
+    cost = StepCostModel(m, IDEAL)
     for batch, ctx in ((1, 512), (32, 3000), (200, 5000)):
         decode = step_cost(m, A100, Workload(Phase.DECODE, batch, ctx)).step_time_s
         assert cost.step_time_s([1] * batch, [ctx] * batch) == pytest.approx(decode, rel=1e-9)
@@ -51,14 +53,14 @@ def _exact(m, new, prior, eff: Efficiency) -> float:
 def test_mixed_batches_with_sliding_windows_match_op_terms() -> None:
     m = load_config_file(DATA / "qwen2_window.json")
     eff = Efficiency(bandwidth=0.8, compute=0.6, step_overhead_s=1e-3)
-    cost = StepCostModel(m, A100, efficiency=eff)
+    cost = StepCostModel(m, Pricing.of(A100, CostMode.IDEAL, efficiency=eff))
     new, prior = [1, 1, 37, 120], [10, 90, 0, 50]
     assert cost.step_time_s(new, prior) == pytest.approx(_exact(m, new, prior, eff), rel=1e-9)
 
 
 def test_closed_form_decode_run_equals_steps_one_by_one() -> None:
     for m in (get_model("llama-2-7b"), load_config_file(DATA / "qwen2_window.json")):
-        cost = StepCostModel(m, A100)
+        cost = StepCostModel(m, IDEAL)
         prior = [5, 60, 61, 300]
         run = cost.decode_run_s(prior, 7)
         one_by_one = [cost.step_time_s([1] * 4, [p + j for p in prior]) for j in range(7)]
@@ -67,7 +69,7 @@ def test_closed_form_decode_run_equals_steps_one_by_one() -> None:
 
 def test_moe_models_take_the_exact_path() -> None:
     m = get_model("mixtral-8x7b")
-    cost = StepCostModel(m, A100)
+    cost = StepCostModel(m, IDEAL)
     assert not cost.affine
     want = step_cost(m, A100, Workload(Phase.DECODE, 4, 100)).step_time_s
     assert cost.step_time_s([1] * 4, [100] * 4) == pytest.approx(want, rel=1e-9)
@@ -78,7 +80,7 @@ def test_moe_steps_are_the_linear_model_but_the_routed_experts(name: str) -> Non
     """Every op of a mixture-of-experts step but the routed experts is affine in the
     aggregates; the experts op is evaluated exactly per token count: the same per-op terms as
     op_terms on the step's own shape, mixed prefill-and-decode steps included."""
-    cost = StepCostModel(get_model(name), get_accelerator("h100-sxm"), mode=CostMode.CALIBRATED)
+    cost = StepCostModel(get_model(name), Pricing.expected(get_accelerator("h100-sxm")))
     for new, prior in (([1] * 4, [100, 7, 300, 2]), ([512, 1, 1], [0, 40, 900]), ([33], [64])):
         decode = all(n == 1 for n in new)
         shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
@@ -94,7 +96,7 @@ def test_grouped_closed_forms_equal_step_time(hw: str, mode: CostMode) -> None:
     """decode_steps_s (batch and tokens per step, members finishing), decode_segments_s
     (the same steps as runs of a fixed batch) and grouped_step_s
     (members by count and sum) give step_time_s of the listed sequences."""
-    cost = StepCostModel(get_model("llama-2-7b"), get_accelerator(hw), mode=mode)
+    cost = StepCostModel(get_model("llama-2-7b"), Pricing.of(get_accelerator(hw), mode))
     prior = [5, 60, 61, 300, 4000, 17]
     fin = [3, 9, 9, 2, 9, 6]  # steps each still takes
     batch, total, one_by_one = [], [], []
@@ -121,7 +123,7 @@ def test_grouped_closed_forms_equal_step_time(hw: str, mode: CostMode) -> None:
 
 def test_decode_steps_follow_the_pieces_across_kinks() -> None:
     """A run whose cached tokens cross kinks (and land on one) takes each step's own piece."""
-    cost = StepCostModel(get_model("llama-2-7b"), A100)
+    cost = StepCostModel(get_model("llama-2-7b"), IDEAL)
     pieces = Pieces((100.5, 164.0, 2000.0), (1.0, 0.5, 0.25, 2.0), (1e-3, 2e-3, 3e-3, 1e-4))
     cost._pieces[4] = pieces  # a stand-in with kinks (llama's decode has none on these chips)
     times = cost.decode_segments_s([(4, 0, 600), (3, 2500, 5)])
@@ -138,9 +140,9 @@ def test_grouped_closed_forms_need_the_base_pricing() -> None:
         def step_time_s(self, new, prior):  # type: ignore[no-untyped-def]
             return 2 * super().step_time_s(new, prior)
 
-    assert StepCostModel(get_model("llama-2-7b"), A100).offers_grouped_forms()
-    assert Doubled(get_model("llama-2-7b"), A100).decode_steps_s([2], [10]) is None
-    window = StepCostModel(load_config_file(DATA / "qwen2_window.json"), A100)
+    assert StepCostModel(get_model("llama-2-7b"), IDEAL).offers_grouped_forms()
+    assert Doubled(get_model("llama-2-7b"), IDEAL).decode_steps_s([2], [10]) is None
+    window = StepCostModel(load_config_file(DATA / "qwen2_window.json"), IDEAL)
     assert window.grouped_step_s(2, 10, [1], [3]) is None
 
 
@@ -185,7 +187,7 @@ def test_affine_maxima_equal_the_sum(
 def test_a_deployment_prices_grouped_steps_with_its_links() -> None:
     """Tensor/pipeline splits add link time per step; a recording subclass gets no shortcut."""
     model = get_model("llama-2-7b")
-    cost = DeploymentStepCost(model, Deployment(get_accelerator("h100-sxm"), 2, 2))
+    cost = DeploymentStepCost(model, Pricing.ideal(Deployment(get_accelerator("h100-sxm"), 2, 2)))
     prior = [40, 7, 900]
     mixed = cost.grouped_step_s(3, sum(prior), [300], [0])
     assert mixed == pytest.approx(cost.step_time_s([1, 1, 1, 300], prior + [0]), rel=1e-12)
@@ -198,4 +200,4 @@ def test_a_deployment_prices_grouped_steps_with_its_links() -> None:
         def step_time_s(self, new, prior):  # type: ignore[no-untyped-def]
             return 1.0
 
-    assert not Recording(model, Deployment(A100, 2, 1)).offers_grouped_forms()
+    assert not Recording(model, Pricing.ideal(Deployment(A100, 2, 1))).offers_grouped_forms()

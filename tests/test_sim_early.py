@@ -11,12 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import LengthDist, Lengths, SimConfig, Simulation, WorkloadSpec, generate
 from ridgeline.sim.early import LateStop, late_limit
 from ridgeline.specs import get_accelerator, get_model
 
 A100 = get_accelerator("a100-80gb")
+IDEAL = Pricing.ideal(A100)  # these runs' figures are the ideal roofline's
 LLAMA = get_model("llama-2-7b")
 
 
@@ -62,7 +64,7 @@ def _percentile(sim: Simulation, pct: float) -> float:
     return math.inf if math.isnan(value) else value  # inf - inf in the interpolation
 
 
-CFG = SimConfig(LLAMA, A100, SchedulerConfig(max_num_batched_tokens=1024), num_blocks=300)
+CFG = SimConfig(LLAMA, IDEAL, SchedulerConfig(max_num_batched_tokens=1024), num_blocks=300)
 
 
 def test_an_overloaded_run_stops_and_did_miss_the_objective() -> None:

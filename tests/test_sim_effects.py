@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig, expected_tokens_per_step
 from ridgeline.sim import LengthDist, Lengths, SimConfig, WorkloadSpec, generate, simulate
 from ridgeline.specs import get_accelerator, get_model
 
 A100 = get_accelerator("a100-80gb")
+IDEAL = Pricing.ideal(A100)  # these runs' figures are the ideal roofline's
 LLAMA = get_model("llama-2-7b")
 
 
@@ -27,11 +29,11 @@ def test_paged_beats_contiguous_reservation_on_waste_and_concurrency() -> None:
         )
     )
     sched = SchedulerConfig(max_model_len=2048, max_num_batched_tokens=4096)
-    paged = simulate(SimConfig(LLAMA, A100, sched, num_blocks=1000), wl)
+    paged = simulate(SimConfig(LLAMA, IDEAL, sched, num_blocks=1000), wl)
     contig = simulate(
         SimConfig(
             LLAMA,
-            A100,
+            IDEAL,
             SchedulerConfig(max_model_len=2048, max_num_batched_tokens=4096, policy="contiguous"),
             num_blocks=1000,
         ),
@@ -45,7 +47,7 @@ def test_paged_beats_contiguous_reservation_on_waste_and_concurrency() -> None:
     static = simulate(
         SimConfig(
             LLAMA,
-            A100,
+            IDEAL,
             SchedulerConfig(
                 max_model_len=2048, max_num_batched_tokens=4096, policy="static", static_slots=16
             ),
@@ -69,8 +71,8 @@ def test_prefix_caching_cuts_ttft_and_raises_throughput_on_shared_prefixes() -> 
             seed=2,
         )
     )
-    off = simulate(SimConfig(LLAMA, A100), wl)
-    on = simulate(SimConfig(LLAMA, A100, prefix_caching=True), wl)
+    off = simulate(SimConfig(LLAMA, IDEAL), wl)
+    on = simulate(SimConfig(LLAMA, IDEAL, prefix_caching=True), wl)
     assert on.prefix_hit_rate > 0.85  # all but the first request per prefix reuse 2,048 tokens
     assert off.prefix_hit_rate == 0.0
     assert on.ttft_s.mean < 0.3 * off.ttft_s.mean
@@ -89,8 +91,8 @@ def test_chunked_prefill_shortens_the_inter_token_latency_tail() -> None:
     )
     whole = SchedulerConfig(max_num_batched_tokens=8192, enable_chunked_prefill=False)
     chunked = SchedulerConfig(max_num_batched_tokens=512)
-    a = simulate(SimConfig(LLAMA, A100, whole), wl)
-    b = simulate(SimConfig(LLAMA, A100, chunked), wl)
+    a = simulate(SimConfig(LLAMA, IDEAL, whole), wl)
+    b = simulate(SimConfig(LLAMA, IDEAL, chunked), wl)
     assert b.itl_s.p99 < 0.5 * a.itl_s.p99  # no decode waits behind a whole 3,000-token prompt
     assert b.tpot_s.p99 < a.tpot_s.p99
 
@@ -101,9 +103,9 @@ def test_spec_decode_tokens_per_step_match_the_formula(alpha: float, k: int) -> 
         WorkloadSpec(num_requests=40, rate_per_s=50, output=Lengths(LengthDist.FIXED, 400), seed=4)
     )
     cfg = SchedulerConfig(spec=SpecDecodeConfig(k, alpha))
-    res = simulate(SimConfig(LLAMA, A100, cfg, seed=11), wl)
+    res = simulate(SimConfig(LLAMA, IDEAL, cfg, seed=11), wl)
     want = expected_tokens_per_step(alpha, k)
     # drafts are capped near the end of each output, which lowers the mean by < 1 %
     assert res.tokens_per_step_per_seq == pytest.approx(want, rel=0.03)
-    plain = simulate(SimConfig(LLAMA, A100), wl)
+    plain = simulate(SimConfig(LLAMA, IDEAL), wl)
     assert res.tpot_s.mean < plain.tpot_s.mean / (0.7 * want)  # free drafts: time per token falls

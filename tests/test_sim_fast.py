@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ridgeline.analytic import Deployment
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
@@ -35,11 +36,11 @@ from ridgeline.sim import (
     generate,
     simulate,
 )
-from ridgeline.sim.replicas import ReplicaSet, simulate_replicas
 from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.calibration import CostMode
 
 A100 = get_accelerator("a100-80gb")
+IDEAL = Pricing.ideal(A100)  # these runs' figures are the ideal roofline's
 LLAMA = get_model("llama-2-7b")
 REL = 1e-9
 
@@ -104,17 +105,17 @@ WHOLE = replace(BASE, max_num_batched_tokens=4096)
 HOST = TierSpec("host", 1e12, 32e9)  # no tier eviction: issue 20 fixes a hit evicted mid-admission
 
 CASES = {
-    "paged": (SimConfig(LLAMA, A100, BASE, num_blocks=400), WORKLOAD),
-    "priority": (SimConfig(LLAMA, A100, replace(BASE, policy="priority"), num_blocks=300), None),
-    "contiguous": (SimConfig(LLAMA, A100, replace(WHOLE, policy="contiguous"), num_blocks=600), WORKLOAD),
-    "static": (SimConfig(LLAMA, A100, replace(WHOLE, policy="static", static_slots=12), num_blocks=500), WORKLOAD),
-    "chunk-cap": (SimConfig(LLAMA, A100, replace(BASE, long_prefill_token_threshold=96), num_blocks=170), WORKLOAD),
-    "no-chunk": (SimConfig(LLAMA, A100, replace(BASE, enable_chunked_prefill=False, max_num_batched_tokens=2048), num_blocks=300), WORKLOAD),
-    "prefix": (SimConfig(LLAMA, A100, BASE, num_blocks=300, prefix_caching=True), SHARED),
-    "host-tier": (SimConfig(LLAMA, A100, BASE, num_blocks=300, prefix_caching=True, tiers=(HOST,)), SHARED),
-    "swap": (SimConfig(LLAMA, A100, replace(BASE, preemption=PreemptionMode.SWAP), num_blocks=300, tiers=(HOST,)), WORKLOAD),
-    "spec": (SimConfig(LLAMA, A100, replace(BASE, spec=SpecDecodeConfig(3, 0.6)), num_blocks=400, draft_model=get_model("distilgpt2")), WORKLOAD),
-    "disagg": (SimConfig(LLAMA, A100, BASE, num_blocks=400, disagg=Disagg(1, 2)), WORKLOAD),
+    "paged": (SimConfig(LLAMA, IDEAL, BASE, num_blocks=400), WORKLOAD),
+    "priority": (SimConfig(LLAMA, IDEAL, replace(BASE, policy="priority"), num_blocks=300), None),
+    "contiguous": (SimConfig(LLAMA, IDEAL, replace(WHOLE, policy="contiguous"), num_blocks=600), WORKLOAD),
+    "static": (SimConfig(LLAMA, IDEAL, replace(WHOLE, policy="static", static_slots=12), num_blocks=500), WORKLOAD),
+    "chunk-cap": (SimConfig(LLAMA, IDEAL, replace(BASE, long_prefill_token_threshold=96), num_blocks=170), WORKLOAD),
+    "no-chunk": (SimConfig(LLAMA, IDEAL, replace(BASE, enable_chunked_prefill=False, max_num_batched_tokens=2048), num_blocks=300), WORKLOAD),
+    "prefix": (SimConfig(LLAMA, IDEAL, BASE, num_blocks=300, prefix_caching=True), SHARED),
+    "host-tier": (SimConfig(LLAMA, IDEAL, BASE, num_blocks=300, prefix_caching=True, tiers=(HOST,)), SHARED),
+    "swap": (SimConfig(LLAMA, IDEAL, replace(BASE, preemption=PreemptionMode.SWAP), num_blocks=300, tiers=(HOST,)), WORKLOAD),
+    "spec": (SimConfig(LLAMA, IDEAL, replace(BASE, spec=SpecDecodeConfig(3, 0.6)), num_blocks=400, draft_model=get_model("distilgpt2")), WORKLOAD),
+    "disagg": (SimConfig(LLAMA, IDEAL, BASE, num_blocks=400, disagg=Disagg(1, 2)), WORKLOAD),
 }  # fmt: skip
 
 
@@ -178,11 +179,10 @@ def _configs(draw: st.DrawFn) -> SimConfig:
     block = draw(st.sampled_from([1, 4, 16]))
     return SimConfig(
         LLAMA,
-        A100,
+        Pricing.of(A100, draw(st.sampled_from(CostMode))),  # calibrated: GEMM tile padding
         sched,
         block_size=block,
         num_blocks=draw(st.integers(1, 60)) * 16 // block + 8,
-        mode=draw(st.sampled_from(CostMode)),  # calibrated: GEMM tile padding
     )
 
 
@@ -212,9 +212,9 @@ def test_a_split_deployment_gives_the_step_by_step_result(mode: CostMode) -> Non
     """Tensor and pipeline splits add link time to every step (DeploymentStepCost): the fast
     mode prices its grouped steps and decode stretches with them too."""
     dep = Deployment(get_accelerator("h100-sxm"), 2, 2)
-    cfg = SimConfig(LLAMA, dep.accelerator, BASE, num_blocks=400, mode=mode)
-    got = simulate_replicas(cfg, WORKLOAD, ReplicaSet(dep)).result
-    want = simulate_replicas(replace(cfg, fast_forward=False), WORKLOAD, ReplicaSet(dep)).result
+    cfg = SimConfig(LLAMA, Pricing.of(dep, mode), BASE, num_blocks=400)
+    got = simulate(cfg, WORKLOAD)
+    want = simulate(replace(cfg, fast_forward=False), WORKLOAD)
     assert (got.num_preemptions, got.num_steps) == (want.num_preemptions, want.num_steps)
     assert got.num_preemptions > 0
     _close(got.to_dict(with_requests=True), want.to_dict(with_requests=True))

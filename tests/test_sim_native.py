@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import (
@@ -102,7 +103,8 @@ def _configs() -> list[SimConfig]:
     a pool too small for the load (preemptions), and the reserving, priority and static
     policies."""
     sched = SchedulerConfig(max_num_batched_tokens=1024)
-    base = SimConfig(get_model("llama-2-7b"), get_accelerator("a100-80gb"), sched, num_blocks=900)
+    a100 = Pricing.ideal(get_accelerator("a100-80gb"))
+    base = SimConfig(get_model("llama-2-7b"), a100, sched, num_blocks=900)
     return [
         replace(base, scheduler=replace(sched, policy=policy))
         for policy in (PolicyKind.FCFS, PolicyKind.CONTIGUOUS, PolicyKind.PRIORITY,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.cli import app
 from ridgeline.report.build import ReportContext
 from ridgeline.report.serving_section import serving_section
@@ -37,9 +38,28 @@ def test_simulate_json_reports_one_result() -> None:
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     (res,) = out["results"]
-    assert out["schema"] == "ridgeline.simulate/1" and res["num_requests"] == 50
+    assert out["schema"] == "ridgeline.simulate/2" and res["num_requests"] == 50
+    assert out["mode"] == "calibrated" and out["pricing"]["label"] == "expected (calibrated)"
     assert res["num_completed"] + res["num_rejected"] == 50
-    assert res["ttft_s"]["p50"] > 0 and res["kv_blocks"] == 6976
+    # the KV-pool rule (analytic.memory): 0.9 x 80e9 B less 13,476,831,232 B of weights, the
+    # profile step's 2,048 x 2 B x (4,096 + 3 x 11,008) + 256 x 32,000 x 24 B = 348,651,520 B
+    # of activations and 1e9 B of workspace: 57,174,517,248 B / (16 x 524,288 B) = 6,815 blocks
+    assert res["ttft_s"]["p50"] > 0 and res["kv_blocks"] == 6815
+
+
+def test_simulate_prices_calibrated_unless_ideal_and_says_so() -> None:
+    """The same run is slower calibrated than on the ideal roofline, and the table names it."""
+    args = ["simulate", "--hw", "h100-sxm", "-m", "llama-3.1-8b", "-n", "20", "--rate", "2"]
+    cal = runner.invoke(app, [*args, "--json"])
+    ideal = runner.invoke(app, [*args, "--json", "--ideal"])
+    assert cal.exit_code == ideal.exit_code == 0, cal.output + ideal.output
+    c, i = json.loads(cal.stdout), json.loads(ideal.stdout)
+    assert (c["mode"], i["mode"]) == ("calibrated", "ideal")
+    assert c["results"][0]["tpot_s"]["p50"] > i["results"][0]["tpot_s"]["p50"]
+    table = runner.invoke(app, [*args, "--ideal"], env={"COLUMNS": "200"})
+    assert "— ideal roofline" in table.stdout
+    bad = runner.invoke(app, [*args, "--bw-eff", "0.5"])
+    assert bad.exit_code == 2 and "add --ideal" in bad.stderr
 
 
 def test_simulate_compare_table_and_plots(tmp_path: Path) -> None:
@@ -103,7 +123,7 @@ def test_errors_are_one_stderr_line_with_exit_2() -> None:
 
 
 def test_report_serving_section(tmp_path: Path) -> None:
-    ctx = ReportContext(get_model("gpt2"), get_accelerator("a100-80gb"), tmp_path)
+    ctx = ReportContext(get_model("gpt2"), Pricing.expected(get_accelerator("a100-80gb")), tmp_path)
     s = serving_section(ctx, num_requests=60)
     assert [row[0] for row in s.tables[0].rows] == [
         "paged",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.specs import get_accelerator, get_model
 from ridgeline.sweep import (
@@ -43,13 +44,12 @@ def _spec(ttft_slo_s: float) -> dict[str, object]:
 
 
 def test_capacity_on_the_simulator_matches_the_hand_computed_rate(tmp_path: Path) -> None:
-    """Each request is one prefill step of T = step_time([1000], [0]) and ends there (one
-    output token). Arrivals every 1/λ: below λ = 1/T nobody waits and TTFT = T; above it
+    """Each request is one prefill step of T = step_time([1000], [0]) (calibrated: a sweep's
+    default pricing) and ends there (one output token). Arrivals every 1/λ: below λ = 1/T nobody waits and TTFT = T; above it
     request k waits k(T − 1/λ), so the last of n has TTFT = T + (n − 1)(T − 1/λ). With the
     TTFT SLO S = 2T at p100: λ* = 1 / (T − (S − T)/(n − 1)) = 1 / (0.9 T) for n = 11."""
-    t = StepCostModel(get_model("llama-3.1-8b"), get_accelerator("h100-sxm")).step_time_s(
-        [PROMPT], [0]
-    )
+    pricing = Pricing.expected(get_accelerator("h100-sxm"))
+    t = StepCostModel(get_model("llama-3.1-8b"), pricing).step_time_s([PROMPT], [0])
     slo = SLO_FACTOR * t
     expected = 1 / (t - (slo - t) / (N - 1))
     out = run_sweep(

@@ -74,10 +74,15 @@ def test_roofline_equals_the_library(client: TestClient) -> None:
     r = client.post("/api/roofline", json=body).json()
     m, acc = get_model("llama-3.1-8b"), get_accelerator("h100-sxm")
     dt = an.Dtypes(kv=DType.FP8)
-    decode = an.step_cost(m, acc, an.Workload(an.Phase.DECODE, 8, 2048, dtypes=dt))
-    prefill = an.step_cost(m, acc, an.Workload(an.Phase.PREFILL, 8, 512, dtypes=dt))
+    expected = an.Pricing.expected(acc, dt)  # the explorer's default mode
+    decode = an.step_cost(m, expected, an.Workload(an.Phase.DECODE, 8, 2048, dtypes=dt))
+    prefill = an.step_cost(m, expected, an.Workload(an.Phase.PREFILL, 8, 512, dtypes=dt))
     assert r["decode"]["flops"] == decode.flops and r["decode"]["bytes"] == decode.bytes
     assert r["prefill"]["step_time_s"] == prefill.step_time_s
+    assert r["mode"] == r["decode"]["mode"] == "calibrated"
+    ideal = client.post("/api/roofline", json={**body, "mode": "ideal"}).json()
+    roofline = an.step_cost(m, acc, an.Workload(an.Phase.PREFILL, 8, 512, dtypes=dt))
+    assert ideal["mode"] == "ideal" and ideal["prefill"]["step_time_s"] == roofline.step_time_s
     assert (r["decode"]["bound"], r["prefill"]["bound"]) == ("memory", "compute")
     assert r["decode"]["dtypes"]["kv"] == "fp8"
 
@@ -101,9 +106,14 @@ def test_kv_sizing_and_curve(client: TestClient) -> None:
 
 
 def test_kv_when_the_weights_do_not_fit_is_a_result(client: TestClient) -> None:
-    k = client.post("/api/kv", json={"model": "llama-3.1-70b", "accelerator": "groq-lpu"})
-    assert k.status_code == 200
-    assert k.json()["capacity"] is None and "do not fit" in k.json()["capacity_error"]
+    """One Groq chip cannot hold llama-3.1-70b: the answer is the smallest deployment that
+    can, or, on a split given that cannot, why (never a 422 for a model that does not fit)."""
+    body = {"model": "llama-3.1-70b", "accelerator": "groq-lpu"}
+    k = client.post("/api/kv", json=body).json()
+    assert k["capacity"]["chosen_deployment"] and k["capacity"]["deployment"]["chips"] == 616
+    one = client.post("/api/kv", json={**body, "tensor_parallel": 1})
+    assert one.status_code == 200
+    assert one.json()["capacity"] is None and "leaves no room" in one.json()["capacity_error"]
 
 
 def test_questions(client: TestClient) -> None:
@@ -172,7 +182,7 @@ def test_bad_inputs_are_422_naming_the_field(
         ("/api/simulate", {"seed": True}),
         ("/api/kv-manage", {"output_len": True}),
         ("/api/roofline", {"batch": False}),
-        ("/api/kv", {"reserve_fraction": True}),
+        ("/api/kv", {"memory_utilization": True}),
         ("/api/simulate", {"num_requests": "12"}),
     ],
 )
@@ -191,14 +201,14 @@ def test_kv_at_zero_context_is_a_422_not_a_500(client: TestClient) -> None:
     assert field_of(client.post("/api/kv", json={"context": 0})) == ["body", "context"]
 
 
-def test_malformed_json_and_wrong_reserve(client: TestClient) -> None:
+def test_malformed_json_and_wrong_memory_utilization(client: TestClient) -> None:
     r = client.post("/api/kv", content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 422
     r = client.post("/api/kv", content=b"\xff\xfe", headers={"content-type": "application/json"})
     assert field_of(r)[0] == "body"  # not UTF-8: never a 400 or a 500
-    assert field_of(client.post("/api/kv", json={"reserve_fraction": 1.0})) == [
+    assert field_of(client.post("/api/kv", json={"memory_utilization": 1.5})) == [
         "body",
-        "reserve_fraction",
+        "memory_utilization",
     ]
 
 
@@ -261,8 +271,10 @@ def test_explore_runs_the_server_or_names_what_is_missing(monkeypatch: pytest.Mo
 def test_schedule_equals_the_library_and_refuses_what_it_cannot_compile(client: TestClient) -> None:
     s = client.post("/api/schedule", json={"batch": 4, "context": 1024}).json()
     w = an.Workload(an.Phase.DECODE, 4, 1024)
-    ref = dataflow.compile_schedule(get_model("llama-3.1-8b"), get_accelerator("ibm-spyre"), w)
-    assert (s["accelerator"], s["time_s"]) == ("ibm-spyre", ref.time_s)
+    spyre = get_accelerator("ibm-spyre")  # calibrated: device memory at its bandwidth efficiency
+    opts = dataflow.ScheduleOptions(bandwidth_efficiency=spyre.calibration.bandwidth_efficiency)
+    ref = dataflow.compile_schedule(get_model("llama-3.1-8b"), spyre, w, options=opts)
+    assert (s["accelerator"], s["time_s"], s["mode"]) == ("ibm-spyre", ref.time_s, "calibrated")
     assert s["time_s"] >= s["roofline_time_s"] > 0 and len(s["ops"]) == len(ref.ops)
     r = client.post("/api/schedule", json={"accelerator": "groq-lpu"})
     assert field_of(r) == ["body", "accelerator"] and "no load/store schedule" in r.text
@@ -384,7 +396,52 @@ def test_kv_manage_view_equals_the_library(client: TestClient) -> None:
     r = client.post("/api/kv-manage", json=body)
     assert r.status_code == 200, r.text
     d = r.json()
-    assert d["schema"] == "ridgeline.kv-manage/1" and d["rows"][0]["allocator"] == "runtime"
+    assert d["schema"] == "ridgeline.kv-manage/2" and d["rows"][0]["allocator"] == "runtime"
+    assert d["mode"] == "calibrated"
     assert len(d["rows"][0]["techniques"]) == 7
     too_many = client.post("/api/kv-manage", json={**body, "num_requests": 500})
     assert field_of(too_many) == ["body", "num_requests"]
+
+
+# --- plan (issue 29, item 5) ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_plan_answers_with_winners_front_and_intervals(client: TestClient) -> None:
+    body = {"model": "llama-3.1-8b", "accelerators": ["h100-sxm"], "isl": 512, "osl": 64}
+    r = client.post("/api/plan", json={**body, "rate_rps": 5, "ttft_s": 0.5, "tpot_s": 0.05})
+    assert r.status_code == 200, r.text
+    p = r.json()
+    assert p["model"] == "llama-3.1-8b" and p["mode"] == "calibrated"
+    w = p["winner"]
+    assert w["chips"] == 1 and w["tokens_per_s_per_chip"] == pytest.approx(5 * 64)
+    iv = w["intervals"]["tpot_s"]
+    assert iv["low"] < w["met"]["tpot_p_s"] < iv["high"] and iv["family"] == "nvidia-gpu"
+    assert p["front"] and p["commands"][0]["engine"] == "vllm"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"rate_rps": 0}, "rate_rps"),
+        ({"rate_rps": -1}, "rate_rps"),
+        ({"ttft_s": 0}, "ttft_s"),
+        ({"percentile": 101}, "percentile"),
+        ({"accelerators": ["h100"]}, "accelerators"),
+        ({"accelerators": ["h100-sxm", "h200", "b200", "mi300x", "tpu-v5e"]}, "accelerators"),
+        ({"rate_rps": True}, "rate_rps"),
+        ({"weight_dtypes": ["fp4"], "accelerators": ["h100-sxm"]}, "weight_dtypes"),
+        ({"seconds": 3600}, "seconds"),
+    ],
+)
+def test_plan_bad_bodies_are_422_naming_the_field(
+    client: TestClient, body: dict[str, Any], field: str
+) -> None:
+    assert field_of(client.post("/api/plan", json=body))[:2] == ["body", field]
+
+
+def test_a_plan_too_big_for_the_explorer_is_refused_at_once(client: TestClient) -> None:
+    body = {"accelerators": ["h100-sxm", "h200", "b200", "mi300x"], "rate_rps": 1000}
+    r = client.post("/api/plan", json={**body, "isl": 32768, "osl": 8192, "seconds": 30})
+    assert r.status_code == 422 and r.json()["detail"][0]["type"] == "unsatisfiable"
+    assert "the CLI runs it" in r.json()["detail"][0]["msg"]

@@ -285,7 +285,7 @@ assert by_hand == rl.kv_bytes_per_token(m)""",
         """cross = rl.crossover_context(m)
 print(f"the KV of one sequence passes the {rl.weights_bytes(m) / 1e9:.1f} GB of weights at {cross:,} tokens")""",
     ),
-    ("code", """rl.kv_summary(m, batch=8, context=32768, acc=rl.get_accelerator("h100-sxm"))"""),
+    ("code", """rl.kv_summary(m, batch=8, context=32768, target=rl.get_accelerator("h100-sxm"))"""),
     ("code", """plots.kv_plot(m, acc=rl.get_accelerator("h100-sxm"))"""),
     (
         "code",
@@ -319,7 +319,8 @@ m, a100 = rl.get_model("llama-2-7b"), rl.get_accelerator("a100-80gb")
 workload = generate(WorkloadSpec(num_requests=150, rate_per_s=4, num_prefixes=4, prefix_len=512,
                                  prompt=Lengths(LengthDist.LOGNORMAL, 512, hi=2048),
                                  output=Lengths(LengthDist.LOGNORMAL, 128, hi=512), seed=0))
-base = SimConfig(m, a100, SchedulerConfig(max_model_len=4096))
+pricing = rl.Pricing.of(a100)  # calibrated: the expected step times (rl.Pricing.ideal: the roofline)
+base = SimConfig(m, pricing, SchedulerConfig(max_model_len=4096))
 results = compare(base, workload, ["paged", "contiguous", "static", "prefix", "spec"]).results
 pd.DataFrame([{"config": r.label, "TTFT p50 (ms)": r.ttft_s.p50 * 1e3, "TPOT p50 (ms)": r.tpot_s.p50 * 1e3,
                "KV peak": r.kv_peak_frac, "unused allocated": r.unused_allocated_frac,
@@ -334,16 +335,16 @@ pd.DataFrame([{"config": r.label, "TTFT p50 (ms)": r.ttft_s.p50 * 1e3, "TPOT p50
         """paged, contiguous, static, prefix, spec = results
 assert paged.unused_allocated_frac < contiguous.unused_allocated_frac
 assert prefix.ttft_s.p50 < paged.ttft_s.p50 and spec.tpot_s.p50 < paged.tpot_s.p50
-serving_plots.kv_timeline_plot(results)""",
+serving_plots.kv_timeline_plot(results, pricing.label)""",
     ),
-    ("code", """serving_plots.latency_cdf_plot(results)"""),
+    ("code", """serving_plots.latency_cdf_plot(results, pricing.label)"""),
     (
         "md",
         "On Spyre the compiler fixes batch slots and sequence buckets ahead of time (the `static` policy); the padding is reserved memory:",
     ),
     (
         "code",
-        """spyre_base = SimConfig(rl.get_model("llama-3.1-8b"), rl.get_accelerator("ibm-spyre"), SchedulerConfig(max_model_len=4096))
+        """spyre_base = SimConfig(rl.get_model("llama-3.1-8b"), rl.Pricing.of(rl.get_accelerator("ibm-spyre")), SchedulerConfig(max_model_len=4096))
 spyre = compare(spyre_base, workload[:60], ["paged", "static"]).results
 spyre[1]""",
     ),

@@ -1,5 +1,6 @@
 """Five architectures compared for one model and workload (course module 4), each on the
-smallest deployment of its chips that holds the weights plus the KV (``analytic.deploy``)."""
+smallest deployment of its chips that holds the weights plus the KV (``analytic.deploy``),
+priced in one mode (``analytic.pricing``: calibrated by default) with the other beside it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.analytic.deploy import DeploymentCost, auto_deployment, deployment_cost
+from ridgeline.analytic.pricing import EXPECTED_LABEL, IDEAL_LABEL, Pricing
 from ridgeline.analytic.questions import FiveAnswers, five_questions
 from ridgeline.analytic.speed import SpeedQuote, quote_deployment
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
@@ -27,7 +29,8 @@ DEFAULT_ACCELERATORS = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm
 class ArchRow:
     """One accelerator: the five questions for one chip, and prefill and decode steps on the
     smallest deployment that holds the model, ideal and calibrated (``None`` with ``unfit``
-    saying why, when none does)."""
+    saying why, when none does); ``mode`` is the one quoted (``decode_quoted``), whose
+    binding every table and plot shows."""
 
     accelerator: Accelerator
     answers: FiveAnswers
@@ -36,23 +39,50 @@ class ArchRow:
     unfit: str = ""
     prefill_calibrated: DeploymentCost | None = None
     decode_calibrated: DeploymentCost | None = None
+    mode: CostMode = CostMode.CALIBRATED
+
+    def _in_mode(
+        self, ideal: DeploymentCost | None, cal: DeploymentCost | None, other: bool
+    ) -> DeploymentCost | None:
+        quoted_ideal = (self.mode is CostMode.IDEAL) != other
+        return ideal if quoted_ideal else cal
+
+    @property
+    def decode_quoted(self) -> DeploymentCost | None:
+        """The decode step in the quoted mode."""
+        return self._in_mode(self.decode, self.decode_calibrated, False)
+
+    @property
+    def prefill_quoted(self) -> DeploymentCost | None:
+        return self._in_mode(self.prefill, self.prefill_calibrated, False)
+
+    @property
+    def decode_other(self) -> DeploymentCost | None:
+        """The decode step in the other mode (what tables show in brackets)."""
+        return self._in_mode(self.decode, self.decode_calibrated, True)
+
+    @property
+    def prefill_other(self) -> DeploymentCost | None:
+        return self._in_mode(self.prefill, self.prefill_calibrated, True)
 
     @property
     def decode_quote(self) -> SpeedQuote | None:
-        """The decode step, ideal and calibrated side by side."""
+        """The decode step, ideal and calibrated side by side, the quoted mode first."""
         if self.decode is None or self.decode_calibrated is None:
             return None
-        return quote_deployment(self.decode, self.decode_calibrated)
+        return quote_deployment(self.decode, self.decode_calibrated, self.mode)
 
     @property
     def binds(self) -> str:
-        """One sentence on what the decode step waits on."""
-        if self.decode is None:
+        """One sentence on what the decode step waits on, in the quoted mode."""
+        quoted = self.decode_quoted
+        if quoted is None:
             return f"{self.accelerator.name}: does not fit ({self.unfit})"
-        return binding_sentence(self.decode_calibrated or self.decode)
+        return binding_sentence(quoted)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "mode": self.mode.value,
             "accelerator": self.accelerator.name,
             "kind": self.accelerator.kind,
             "questions": self.answers.to_dict(),
@@ -126,10 +156,18 @@ class Comparison:
     context: int
     prompt: int
     rows: tuple[ArchRow, ...]
+    mode: CostMode = CostMode.CALIBRATED
+
+    @property
+    def label(self) -> str:
+        """The quoted figures' kind, for titles: ``expected (calibrated)`` or ``ideal roofline``."""
+        return EXPECTED_LABEL if self.mode is CostMode.CALIBRATED else IDEAL_LABEL
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": "ridgeline.compare/3",
+            "schema": "ridgeline.compare/4",
+            "mode": self.mode.value,
+            "label": self.label,
             "model": self.model,
             "batch": self.batch,
             "context": self.context,
@@ -140,7 +178,7 @@ class Comparison:
     def _repr_html_(self) -> str:
         rows: list[tuple[Any, ...]] = []
         for r in self.rows:
-            d = r.decode
+            d = r.decode_quoted
             if d is None:
                 rows.append((r.accelerator.name, "does not fit", None, None, None))
                 continue
@@ -148,25 +186,30 @@ class Comparison:
             rows.append((r.accelerator.name, f"{dep.chips} (TP {dep.tensor_parallel} x PP "
                          f"{dep.pipeline_parallel})", d.step_time_s, d.tokens_per_s_per_seq,
                          d.binding))  # fmt: skip
-        title = f"{self.model}: batch {self.batch}, context {self.context}"
+        title = f"{self.model}: batch {self.batch}, context {self.context} ({self.label})"
         headers = ("accelerator", "chips", "decode step (s)", "tok/s per user", "binds")
         return html_table(headers, rows, title)
 
 
-def _row(model: ModelSpec, acc: Accelerator, prefill: Workload, decode: Workload) -> ArchRow:
-    answers = five_questions(model, acc, decode)
+def _row(model: ModelSpec, pricing: Pricing, prefill: Workload, decode: Workload) -> ArchRow:
+    acc = pricing.accelerator
+    answers = five_questions(model, pricing, decode)
     try:
         dep = auto_deployment(model, acc, decode)
     except CapacityError as e:
-        return ArchRow(acc, answers, None, None, str(e))
-    cal = CostMode.CALIBRATED
+        return ArchRow(acc, answers, None, None, str(e), mode=pricing.mode)
+    quoted = pricing.on(dep)
+    ideal, cal = (
+        (quoted, quoted.counterpart()) if quoted.is_ideal else (quoted.counterpart(), quoted)
+    )
     return ArchRow(
         acc,
         answers,
-        deployment_cost(model, dep, prefill),
-        deployment_cost(model, dep, decode),
-        prefill_calibrated=deployment_cost(model, dep, prefill, mode=cal),
-        decode_calibrated=deployment_cost(model, dep, decode, mode=cal),
+        deployment_cost(model, ideal, prefill),
+        deployment_cost(model, ideal, decode),
+        prefill_calibrated=deployment_cost(model, cal, prefill),
+        decode_calibrated=deployment_cost(model, cal, decode),
+        mode=pricing.mode,
     )
 
 
@@ -177,12 +220,17 @@ def compare(
     context: int = 4096,
     prompt: int = 2048,
     dtypes: Dtypes | None = None,
+    mode: CostMode = CostMode.CALIBRATED,
 ) -> Comparison:
     """The five questions for one chip, then a prefill step (``prompt`` tokens) and a decode
     step (``context`` cached tokens) for ``model`` on each accelerator's smallest deployment
-    that holds the weights plus the decode KV (``analytic.deploy.auto_deployment``)."""
+    that holds the weights plus the decode KV (``analytic.deploy.auto_deployment``), priced in
+    ``mode`` with the other mode beside it."""
     dt = dtypes or Dtypes()
     decode = Workload(Phase.DECODE, batch, context, dtypes=dt)
     prefill = Workload(Phase.PREFILL, batch, prompt, dtypes=dt)
-    rows = [_row(model, get_accelerator(name), prefill, decode) for name in accelerators]
-    return Comparison(model.name, batch, context, prompt, tuple(rows))
+    rows = [
+        _row(model, Pricing.of(get_accelerator(name), mode, dt), prefill, decode)
+        for name in accelerators
+    ]
+    return Comparison(model.name, batch, context, prompt, tuple(rows), mode)

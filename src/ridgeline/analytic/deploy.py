@@ -65,15 +65,15 @@ from ridgeline.analytic.deployment import (
     bubble_fraction,
     check_deployment,
     chip_memory,
-    default_reserve_fraction,
     kv_share,
     min_chips,
     pipeline_slots,
     schedule_of,
     tensor_parallel_degrees,
 )
+from ridgeline.analytic.memory import MemoryRule, kv_fit
 from ridgeline.analytic.ops import OpClass, OpTerms, StepShape, UniformShape, op_terms
-from ridgeline.analytic.roofline import Efficiency
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.specs.calibration import IDEAL, Calibration, CostMode
@@ -98,7 +98,6 @@ __all__ = [
     "check_deployment",
     "chip_memory",
     "chip_op_costs",
-    "default_reserve_fraction",
     "deploy_step",
     "deployment_cost",
     "kv_share",
@@ -356,9 +355,15 @@ class DeploymentCost:
     microbatches: int
     memory: ChipMemory
     slot: SlotCost
-    efficiency: Efficiency
-    mode: CostMode = CostMode.IDEAL
-    calibration: Calibration = IDEAL
+    pricing: Pricing
+
+    @property
+    def mode(self) -> CostMode:
+        return self.pricing.mode
+
+    @property
+    def calibration(self) -> Calibration:
+        return self.pricing.calibration
 
     @property
     def schedule(self) -> Schedule:
@@ -424,7 +429,7 @@ class DeploymentCost:
     def to_dict(self) -> dict[str, Any]:
         s, w = self.slot, self.workload
         return {
-            "schema": "ridgeline.deploy/1",
+            "schema": "ridgeline.deploy/2",
             "model": self.model,
             "deployment": self.deployment.to_dict(),
             "phase": w.phase.value,
@@ -455,6 +460,7 @@ class DeploymentCost:
             "bubble_s": self.bubble_s,
             "step_time_s": self.step_time_s,
             "mode": self.mode.value,
+            "pricing": self.pricing.to_dict(),
             "tokens_per_s_per_seq": self.tokens_per_s_per_seq,
             "tokens_per_s": self.tokens_per_s,
             "binding": self.binding.value,
@@ -486,21 +492,19 @@ def _microbatch_choices(workload: Workload, stages: int, given: int | None) -> r
 
 def deployment_cost(
     model: ModelSpec,
-    deployment: Deployment,
+    pricing: Pricing,
     workload: Workload,
-    efficiency: Efficiency | None = None,
     microbatches: int | None = None,
-    reserve_fraction: float | None = None,
-    mode: CostMode = CostMode.IDEAL,
+    rule: MemoryRule | None = None,
 ) -> DeploymentCost:
-    """Cost of one step of ``workload`` on ``deployment`` (whether or not it fits: see
-    ``memory.fits``), ideal or calibrated. ``microbatches`` defaults to the count with the
-    shortest step among 1..min(sequences, p) at decode and 1..min(prompt tokens, 4p) at
+    """Cost of one step of ``workload`` on ``pricing``'s deployment (whether or not it fits:
+    see ``memory.fits``, under the KV-pool rule ``rule``), ideal or calibrated as ``pricing``
+    says; the workload's data types are the step's. ``microbatches`` defaults to the count with
+    the shortest step among 1..min(sequences, p) at decode and 1..min(prompt tokens, 4p) at
     prefill."""
+    deployment, cal = pricing.deployment, pricing.calibration
     check_deployment(model, deployment)
-    eff = efficiency or Efficiency()
-    cal = eff.calibration(deployment.accelerator, mode)
-    memory = chip_memory(model, deployment, workload, reserve_fraction)
+    memory = chip_memory(model, deployment, workload, rule)
     choices = _microbatch_choices(workload, deployment.pipeline_parallel, microbatches)
     costs = [
         DeploymentCost(
@@ -510,9 +514,7 @@ def deployment_cost(
             m,
             memory,
             _slot(model, deployment, workload, m, cal),
-            eff,
-            mode,
-            cal,
+            pricing,
         )
         for m in choices
     ]
@@ -521,34 +523,46 @@ def deployment_cost(
 
 def deploy_step(
     model: ModelSpec,
-    acc: Accelerator,
+    pricing: Pricing,
     workload: Workload,
-    tensor_parallel: int | None = None,
-    pipeline_parallel: int | None = None,
-    efficiency: Efficiency | None = None,
-    reserve_fraction: float | None = None,
-    mode: CostMode = CostMode.IDEAL,
+    choose: bool = False,
+    rule: MemoryRule | None = None,
 ) -> DeploymentCost:
-    """The step cost of ``model`` on ``acc``: on the given split, or on the smallest one that
-    holds the weights plus the KV of ``workload`` when neither degree is given.
+    """The step cost of ``model`` on ``pricing``'s deployment, or (``choose``) on the smallest
+    deployment of its accelerator that holds the weights plus the KV of ``workload``.
 
     Raises:
         ConfigError: an impossible split (the message names the field).
         CapacityError: a given split whose chips cannot hold the weights plus the KV.
     """
-    if tensor_parallel is None and pipeline_parallel is None:
-        dep = auto_deployment(model, acc, workload, reserve_fraction)
-    else:
-        tp = 1 if tensor_parallel is None else tensor_parallel
-        dep = Deployment(acc, tp, 1 if pipeline_parallel is None else pipeline_parallel)
-    cost = deployment_cost(
-        model, dep, workload, efficiency, reserve_fraction=reserve_fraction, mode=mode
-    )
+    acc = pricing.accelerator
+    if choose:
+        pricing = pricing.on(auto_deployment(model, acc, workload, rule))
+    dep = pricing.deployment
+    cost = deployment_cost(model, pricing, workload, rule=rule)
     mem = cost.memory
     if not mem.fits:
         raise CapacityError(
             f"{model.name} on {dep.label}: each chip needs {mem.needed_bytes / 1e9:.3g} GB "
             f"(weights + KV) but {acc.device_level} offers {mem.available_bytes / 1e9:.3g} GB "
-            f"after the reserve; raise --tp or --pp, or give neither for the smallest that fits"
+            f"under the KV-pool rule ({mem.budget.sentence()}){_what_fits(model, cost, rule)}; "
+            f"raise --tp or --pp, or give neither for the smallest that fits"
         )
     return cost
+
+
+def _what_fits(model: ModelSpec, cost: DeploymentCost, rule: MemoryRule | None) -> str:
+    """``; the largest batch that fits at 4,096 tokens is 2``, or, when the weights and the
+    reserve leave no KV at all, the ``memory_utilization`` that would leave some."""
+    w, budget = cost.workload, cost.memory.budget
+    if not budget.fits:
+        need = (budget.weights_bytes + budget.reserve_bytes) / budget.capacity_bytes
+        if need >= 1:
+            return "; the weights and the reserve alone exceed each chip"
+        return (
+            f"; the weights and the reserve leave no KV at all (memory_utilization above "
+            f"{need:.3f} would leave some)"
+        )
+    context = w.prior_tokens_per_seq + w.new_tokens_per_seq
+    fit = kv_fit(model, cost.deployment, w.dtypes, (context, w.batch), rule)
+    return f"; the largest batch that fits at {context:,} tokens is {fit.max_batch or 0:,}"

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ridgeline.analytic.kv import DEFAULT_RESERVE_FRACTION, kv_bytes, weights_bytes
+from ridgeline.analytic.kv import kv_bytes, weights_bytes
+from ridgeline.analytic.memory import ChipBudget, MemoryRule, chip_budget, kv_share
 from ridgeline.analytic.workload import Phase, Workload
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.specs.hardware import Accelerator, ManagedBy, Parallelism
 from ridgeline.specs.model import ModelSpec
+from ridgeline.specs.runtime_memory import runtime_memory
 
 
 class Schedule(StrEnum):
@@ -87,12 +89,24 @@ class Deployment:
 
 @dataclass(frozen=True, slots=True)
 class ChipMemory:
-    """What one chip of a deployment holds, against what its device memory offers."""
+    """What one chip of a deployment holds (its share of the weights and of this workload's KV)
+    against what the KV-pool rule offers it (``analytic.memory``: the usable memory less the
+    reserve for activations and workspace)."""
 
-    weights_bytes: float
     kv_bytes: float
-    capacity_bytes: float
-    reserve_bytes: float
+    budget: ChipBudget
+
+    @property
+    def weights_bytes(self) -> float:
+        return self.budget.weights_bytes
+
+    @property
+    def capacity_bytes(self) -> float:
+        return self.budget.capacity_bytes
+
+    @property
+    def reserve_bytes(self) -> float:
+        return self.budget.reserve_bytes
 
     @property
     def needed_bytes(self) -> float:
@@ -100,7 +114,8 @@ class ChipMemory:
 
     @property
     def available_bytes(self) -> float:
-        return self.capacity_bytes - self.reserve_bytes
+        """Usable memory for weights and KV: u x capacity less the reserve."""
+        return self.budget.usable_bytes - self.budget.reserve_bytes
 
     @property
     def fits(self) -> bool:
@@ -112,48 +127,23 @@ class ChipMemory:
             "kv_bytes": self.kv_bytes,
             "needed_bytes": self.needed_bytes,
             "capacity_bytes": self.capacity_bytes,
+            "memory_utilization": self.budget.memory_utilization,
             "reserve_bytes": self.reserve_bytes,
+            "available_bytes": self.available_bytes,
             "fits": self.fits,
         }
 
 
-def default_reserve_fraction(acc: Accelerator) -> float:
-    """Headroom kept free on each chip: 10% where a runtime allocator manages device memory
-    (vLLM's gpu_memory_utilization = 0.9), none where a compiler places every byte statically.
-
-    NOTE: the compiler-managed case ignores activations (kilobytes per token at decode).
-    """
-    return DEFAULT_RESERVE_FRACTION if acc.device.managed_by is ManagedBy.RUNTIME else 0.0
-
-
-def _reserve(acc: Accelerator, reserve_fraction: float | None) -> float:
-    r = default_reserve_fraction(acc) if reserve_fraction is None else reserve_fraction
-    if not 0 <= r < 1:
-        raise ConfigError(f"field reserve_fraction: must be in [0, 1), got {r}")
-    return r
-
-
-def kv_share(model: ModelSpec, tensor_parallel: int) -> float:
-    """Fraction of the KV cache one chip of a tensor-parallel group holds: ceil(kv/tp)/kv heads
-    (KV heads replicate once tp exceeds them; MLA's single latent is on every chip)."""
-    heads = model.kv_heads_cached
-    return math.ceil(heads / tensor_parallel) / heads
-
-
 def chip_memory(
-    model: ModelSpec, deployment: Deployment, workload: Workload, reserve_fraction: float | None
+    model: ModelSpec, deployment: Deployment, workload: Workload, rule: MemoryRule | None = None
 ) -> ChipMemory:
-    """Weights and KV (at the end of the step) per chip, against the usable device memory."""
+    """Weights and KV (at the end of the step) per chip, against what the rule offers."""
     dt, tp, pp = workload.dtypes, deployment.tensor_parallel, deployment.pipeline_parallel
-    acc = deployment.accelerator
     end_context = workload.prior_tokens_per_seq + workload.new_tokens_per_seq
     kv_total = kv_bytes(model, workload.batch, end_context, dt.kv)
-    capacity = acc.device_capacity_bytes
     return ChipMemory(
-        weights_bytes=weights_bytes(model, dt.weight) / deployment.chips,
         kv_bytes=kv_total * kv_share(model, tp) / pp,
-        capacity_bytes=capacity,
-        reserve_bytes=_reserve(acc, reserve_fraction) * capacity,
+        budget=chip_budget(model, deployment, dt, rule),
     )
 
 
@@ -161,13 +151,14 @@ def min_chips(
     model: ModelSpec,
     acc: Accelerator,
     kv_total_bytes: float = 0.0,
-    reserve_fraction: float | None = None,
     weight_bytes: float | None = None,
 ) -> int:
-    """Fewest chips whose device memory holds the weights plus ``kv_total_bytes``:
-    ceil((weights + KV) / (usable capacity x (1 - reserve))), a lower bound for any split."""
+    """Fewest chips whose usable device memory (``memory_utilization`` of it, less the
+    runtime's workspace) holds the weights plus ``kv_total_bytes``: a lower bound for any split
+    (the activation reserve, which shrinks with tensor parallelism, is left out)."""
     weights = weights_bytes(model) if weight_bytes is None else weight_bytes
-    per_chip = acc.device_capacity_bytes * (1 - _reserve(acc, reserve_fraction))
+    rt = runtime_memory(acc)
+    per_chip = acc.device_capacity_bytes * rt.memory_utilization - rt.workspace_bytes
     return max(1, math.ceil((weights + kv_total_bytes) / per_chip))
 
 
@@ -206,14 +197,15 @@ def check_deployment(model: ModelSpec, deployment: Deployment) -> None:
         )
 
 
-def _fits(model: ModelSpec, dep: Deployment, workload: Workload, reserve: float | None) -> bool:
-    return chip_memory(model, dep, workload, reserve).fits
+def _fits(model: ModelSpec, dep: Deployment, workload: Workload, rule: MemoryRule | None) -> bool:
+    return chip_memory(model, dep, workload, rule).fits
 
 
 def auto_deployment(
-    model: ModelSpec, acc: Accelerator, workload: Workload, reserve_fraction: float | None = None
+    model: ModelSpec, acc: Accelerator, workload: Workload, rule: MemoryRule | None = None
 ) -> Deployment:
-    """The smallest deployment that holds the weights plus the KV of ``workload``, split the way
+    """The smallest deployment whose chips hold the weights plus the KV of ``workload`` under the
+    KV-pool rule (``analytic.memory``), split the way
     the accelerator is usually deployed (``interconnect.parallelism``):
 
     - tensor: the smallest tensor-parallel group that fits (GPUs in an NVLink node, TPUs on
@@ -229,13 +221,13 @@ def auto_deployment(
     link = acc.interconnect
     if link is None or link.parallelism is Parallelism.TENSOR:
         for tp in degrees:
-            if _fits(model, Deployment(acc, tp), workload, reserve_fraction):
+            if _fits(model, Deployment(acc, tp), workload, rule):
                 return Deployment(acc, tp)
         degrees = degrees[-1:]
     for tp in degrees:
         for pp in range(1, model.num_layers + 1):
             dep = Deployment(acc, tp, pp)
-            if _fits(model, dep, workload, reserve_fraction):
+            if _fits(model, dep, workload, rule):
                 return dep
     raise CapacityError(
         f"{model.name} does not fit any deployment of {acc.name}: at most TP {degrees[-1]} x "

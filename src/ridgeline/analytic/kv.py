@@ -14,13 +14,9 @@ from typing import Any
 import numpy as np
 
 from ridgeline.analytic.workload import MAX_BATCH, MAX_CONTEXT, Dtypes, check_size
-from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.specs.dtypes import DType
-from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.model import Attention, LayerSpec, MLASpec, ModelSpec
 from ridgeline.specs.params import param_counts
-
-DEFAULT_RESERVE_FRACTION = 0.10  # like vLLM's gpu_memory_utilization = 0.9
 
 
 def kv_bytes_per_token(m: ModelSpec, kv_dtype: DType = DType.BF16) -> float:
@@ -69,65 +65,6 @@ def crossover_context(m: ModelSpec, dtypes: Dtypes | None = None, batch: int = 1
     """
     dt = dtypes or Dtypes()
     return _smallest_context(m, batch, weights_bytes(m, dt.weight), dt.kv)
-
-
-@dataclass(frozen=True, slots=True)
-class Capacity:
-    """How much KV a device holds after the weights and a reserve."""
-
-    device_bytes: float
-    weights_bytes: float
-    reserve_bytes: float
-    kv_budget_bytes: float
-    max_batch: int | None
-    max_context: int | None
-    context: int
-    batch: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def capacity(
-    m: ModelSpec,
-    acc: Accelerator,
-    context: int,
-    batch: int = 1,
-    dtypes: Dtypes | None = None,
-    reserve_fraction: float = DEFAULT_RESERVE_FRACTION,
-) -> Capacity:
-    """Largest batch at ``context`` and largest context at ``batch`` that fit ``acc``'s device
-    memory after the weights and ``reserve_fraction`` of the device for activations.
-
-    Raises:
-        CapacityError: when the weights alone do not fit, saying by how much.
-    """
-    if not 0 <= reserve_fraction < 1:
-        raise ConfigError(f"field reserve_fraction: must be in [0, 1), got {reserve_fraction}")
-    dt = dtypes or Dtypes()
-    device = acc.device_capacity_bytes
-    weights = weights_bytes(m, dt.weight)
-    reserve = reserve_fraction * device
-    budget = device - reserve - weights
-    if budget <= 0:
-        raise CapacityError(
-            f"{m.name} weights ({weights / 1e9:.2f} GB at {dt.weight.value}) do not fit "
-            f"{acc.name}'s {acc.device_level} ({device / 1e9:.2f} GB, {reserve / 1e9:.2f} GB "
-            f"reserved): short by {-budget / 1e9:.2f} GB; use more chips or a smaller dtype"
-        )
-    per_seq = kv_bytes(m, 1, context, dt.kv)
-    max_batch = int(budget // per_seq) if per_seq > 0 else None
-    over = _smallest_context(m, batch, budget + 1e-9, dt.kv)
-    return Capacity(
-        device_bytes=device,
-        weights_bytes=weights,
-        reserve_bytes=reserve,
-        kv_budget_bytes=budget,
-        max_batch=max_batch if max_batch else None,
-        max_context=None if over is None else over - 1,
-        context=context,
-        batch=batch,
-    )
 
 
 @dataclass(frozen=True, slots=True)

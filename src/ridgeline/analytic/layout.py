@@ -26,6 +26,8 @@ from typing import Any
 
 from ridgeline.errors import ConfigError
 from ridgeline.specs.hardware import MemoryLevel
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_BYTES, MAX_COUNT
 
 
 def _positive(field: str, value: float) -> None:
@@ -242,13 +244,38 @@ class LayoutQuery:
     elem_bytes: float = 4.0
     cache_bytes: float = 0.0
 
+    def __post_init__(self) -> None:
+        for stride in self.strides:
+            check_int("stride_words", stride, 1, MAX_COUNT)
+        whole_bytes("size_bytes", self.access_bytes, 1)  # the name alignment() gives it
+        for offset in self.offsets:
+            whole_bytes("offset_bytes", offset, 0)
+        check_int("rows", self.rows, 1, MAX_COUNT)
+        check_int("cols", self.cols, 1, MAX_COUNT)
+        check_real("elem_bytes", self.elem_bytes, 0, MAX_BYTES, low_open=True)
+        if self.elem_bytes * 8 != int(self.elem_bytes * 8):  # int4 is 0.5 B, fp6 0.75 B
+            raise ConfigError(f"field elem_bytes: a whole number of bits, got {self.elem_bytes} B")
+        whole_bytes("cache_bytes", self.cache_bytes, 0)
+
+
+def whole_bytes(field: str, value: float, low: int) -> float:
+    """``value`` if it is a whole number of bytes in [low, ``MAX_BYTES``].
+
+    Raises:
+        ConfigError: naming ``field`` (a 0.3-B granule was printed as "0-B granules").
+    """
+    check_real(field, value, low, MAX_BYTES)
+    if value != int(value):
+        raise ConfigError(f"field {field}: a whole number of bytes, got {value}")
+    return value
+
 
 def layout_report(
     bank_level: MemoryLevel, granule_bytes: float, query: LayoutQuery = LayoutQuery()
 ) -> LayoutReport:
     """Bank conflicts on ``bank_level`` (its catalog banks), alignment and traversal against
     transfers of ``granule_bytes`` (a 128-B Spyre stick, a 32-B GPU sector, a 64-B line)."""
-    _positive("granule_bytes", granule_bytes)
+    whole_bytes("granule_bytes", granule_bytes, 1)
     banks = tuple(level_bank_conflicts(bank_level, s) for s in query.strides)
     aligns = tuple(alignment(o, query.access_bytes, granule_bytes) for o in query.offsets)
     walks = tuple(

@@ -18,7 +18,9 @@ the KV cache effect", IBM Technology):
     (batch, context) bucket — so the step reads the bucket's KV, not the request's.
 
 Bytes per level are what crosses into or out of that level; time per level is bytes ÷ its
-bandwidth. The GPU row's time is its binding level's; the TPU and Spyre rows' times are their
+bandwidth, which in calibrated mode (the default, ``analytic.pricing``) is the device level's
+datasheet bandwidth × the machine's ``kv_bandwidth_efficiency`` (the attention kernel reads the
+KV) and in ideal mode the datasheet's. The GPU row's time is its binding level's; the TPU and Spyre rows' times are their
 simulated pipelines (the same numbers as ``ridgeline schedule`` and the compiled-shape
 simulator), and the binding level is the one whose transfers take longest.
 """
@@ -31,10 +33,12 @@ from typing import Any
 
 from ridgeline.analytic import dataflow, pallas
 from ridgeline.analytic.ops import OpTerms, op_terms
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.roofline import shape_of
 from ridgeline.analytic.tiling import scratchpad_level
 from ridgeline.analytic.workload import Phase, Workload
 from ridgeline.errors import ConfigError
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.model import ModelSpec
 
@@ -123,11 +127,15 @@ class OrchestrationReport:
     context: int
     traffic: KvTraffic
     rows: tuple[Orchestration, ...]
+    mode: CostMode = CostMode.CALIBRATED
+    label: str = "expected (calibrated)"
 
     def to_dict(self) -> dict[str, Any]:
         t = self.traffic
         return {
-            "schema": "ridgeline.orchestrate/2",
+            "schema": "ridgeline.orchestrate/3",
+            "mode": self.mode.value,
+            "label": self.label,
             "model": self.model,
             "batch": self.batch,
             "context": self.context,
@@ -161,9 +169,17 @@ def _finish(acc: Accelerator, who: str, home: str, moves: list[LevelMove]) -> Or
     return Orchestration(acc.name, who, home, tuple(moves), time_s, binding)
 
 
-def _move(acc: Accelerator, level: str, by: str, moved: float, what: str) -> LevelMove:
+def _move(
+    acc: Accelerator, level: str, by: str, moved: float, what: str, eff: float = 1.0
+) -> LevelMove:
     lvl = acc.level(level)
-    return LevelMove(level, lvl.managed_by.value, by, moved, lvl.bandwidth_bytes_per_s, what)
+    bw = lvl.bandwidth_bytes_per_s
+    return LevelMove(level, lvl.managed_by.value, by, moved, None if bw is None else bw * eff, what)
+
+
+def _kv_efficiency(acc: Accelerator, mode: CostMode) -> float:
+    """The fraction of the device bandwidth the KV is read at in ``mode``."""
+    return Pricing.of(acc, mode).calibration.kv_bandwidth_efficiency
 
 
 def _block_table_bytes(w: Workload, layers: int) -> float:
@@ -171,7 +187,9 @@ def _block_table_bytes(w: Workload, layers: int) -> float:
     return w.batch * math.ceil(w.context_len / PAGE_TOKENS) * PAGE_INDEX_BYTES * layers
 
 
-def gpu_runtime_kernels(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestration:
+def gpu_runtime_kernels(
+    acc: Accelerator, t: KvTraffic, w: Workload, mode: CostMode = CostMode.IDEAL
+) -> Orchestration:
     """(a) Paged KV in HBM (runtime), tiles through shared memory (kernel), L2 (hardware)."""
     table = _block_table_bytes(w, t.layers)
     hbm = t.hbm_bytes + table
@@ -182,6 +200,7 @@ def gpu_runtime_kernels(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestr
             "kernel",
             hbm,
             "KV pages + q/o + block tables (runtime-allocated)",
+            _kv_efficiency(acc, mode),
         ),
         _move(
             acc, "l2", "hardware", hbm, "every HBM byte passes the hardware cache once (no reuse)"
@@ -197,17 +216,21 @@ def gpu_runtime_kernels(acc: Accelerator, t: KvTraffic, w: Workload) -> Orchestr
     return _finish(acc, "runtime + kernels", f"{acc.device_level} (paged blocks)", moves)
 
 
-def tpu_compiler_kernels(acc: Accelerator, model: ModelSpec, w: Workload) -> Orchestration:
+def tpu_compiler_kernels(
+    acc: Accelerator, model: ModelSpec, w: Workload, mode: CostMode = CostMode.IDEAL
+) -> Orchestration:
     """(b) KV pages in HBM; a Pallas kernel pipelines KV blocks HBM→VMEM under MXU work."""
     (term,) = _attention_terms(model, w)
+    eff = _kv_efficiency(acc, mode)
     core = pallas.tensor_core(acc, w.dtypes.compute)
+    core = replace(core, hbm_bytes_per_s=core.hbm_bytes_per_s * eff)
     p = pallas.best_attention(term.name, pallas.attn_shape(term, model, w), core)
     n = term.count
     table = _block_table_bytes(w, model.num_layers)
     vmem = scratchpad_level(acc).name
     moves = [
         _move(acc, acc.device_level, "compiler", p.dma_bytes * n + table,
-              "KV blocks + q/o (DMA) + page indices"),
+              "KV blocks + q/o (DMA) + page indices", eff),
         _move(acc, vmem, "kernel", p.dma_bytes * n,
               f"double-buffered {p.note}, {p.vmem_bytes / 1e6:.3g} MB of VMEM"),
     ]  # fmt: skip
@@ -219,10 +242,13 @@ def tpu_compiler_kernels(acc: Accelerator, model: ModelSpec, w: Workload) -> Orc
     return replace(o, time_s=p.time_s * n, detail=detail)
 
 
-def spyre_compiler_only(acc: Accelerator, model: ModelSpec, w: Workload) -> Orchestration:
+def spyre_compiler_only(
+    acc: Accelerator, model: ModelSpec, w: Workload, mode: CostMode = CostMode.IDEAL
+) -> Orchestration:
     """(c) Explicit loads into each core's scratchpad and ring transfers, from the schedule
     compiled for the step's bucket (``dataflow.default_bucket``)."""
-    opts = dataflow.ScheduleOptions(keep_events=False)
+    eff = _kv_efficiency(acc, mode)
+    opts = dataflow.ScheduleOptions(keep_events=False, bandwidth_efficiency=eff)
     sched = dataflow.compile_schedule(model, acc, w, None, opts)
     run = next(r for r in sched.runs if r.program.name.startswith("attn.core"))
     prog, core = run.program, sched.core
@@ -233,7 +259,7 @@ def spyre_compiler_only(acc: Accelerator, model: ModelSpec, w: Workload) -> Orch
     b = sched.bucket
     moves = [
         LevelMove(dev.name, dev.managed_by.value, "compiler", loaded + stored,
-                  dev.bandwidth_bytes_per_s,
+                  None if dev.bandwidth_bytes_per_s is None else dev.bandwidth_bytes_per_s * eff,
                   f"compiler-emitted loads/stores of the ({b.batch}, {b.context}) bucket's KV"),
         LevelMove(lx.name, lx.managed_by.value, "compiler", loaded + ring,
                   lx.bandwidth_bytes_per_s, "LX writes"),
@@ -257,6 +283,7 @@ def orchestrate(
     gpu: Accelerator,
     tpu: Accelerator,
     spyre: Accelerator,
+    mode: CostMode = CostMode.CALIBRATED,
 ) -> OrchestrationReport:
     """The KV traffic of one decode step under the three orchestrators.
 
@@ -267,6 +294,8 @@ def orchestrate(
         gpu: the runtime + kernels machine (needs ``l2`` and ``smem`` levels).
         tpu: the compiler + kernels machine.
         spyre: the compiler-only machine (a compiled schedule of the attention).
+        mode: the device level's bandwidth as the calibration's KV efficiency reaches it, or
+            the datasheet's (module docstring).
 
     Returns:
         Bytes per level, time and binding level for each machine.
@@ -276,8 +305,9 @@ def orchestrate(
         raise ConfigError("field context: must be at least 1 for a KV cache to exist")
     t = kv_traffic(model, w)
     rows = (
-        gpu_runtime_kernels(gpu, t, w),
-        tpu_compiler_kernels(tpu, model, w),
-        spyre_compiler_only(spyre, model, w),
+        gpu_runtime_kernels(gpu, t, w, mode),
+        tpu_compiler_kernels(tpu, model, w, mode),
+        spyre_compiler_only(spyre, model, w, mode),
     )
-    return OrchestrationReport(model.name, batch, context, t, rows)
+    label = Pricing.of(gpu, mode).label
+    return OrchestrationReport(model.name, batch, context, t, rows, mode, label)

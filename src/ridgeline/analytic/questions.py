@@ -13,9 +13,11 @@ from enum import StrEnum
 from typing import Any
 
 from ridgeline.analytic.kv import kv_bytes, weights_bytes
-from ridgeline.analytic.roofline import Bound, StepCost, step_cost
+from ridgeline.analytic.pricing import Pricing
+from ridgeline.analytic.roofline import Bound, StepCost, as_pricing, step_cost
 from ridgeline.analytic.speed import SpeedQuote, quote_step
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.hardware import Accelerator, MemoryLevel
 from ridgeline.specs.html import html_table
 from ridgeline.specs.model import ModelSpec
@@ -58,14 +60,16 @@ class FiveAnswers:
     device_capacity_bytes: float
     scarce: Resource
     reason: str
-    step_time_s: float  # the ideal roofline's
+    step_time_s: float  # in the pricing's mode
     speed: SpeedQuote = field(repr=False)  # ideal and calibrated, or none when it does not fit
+    mode: CostMode = CostMode.CALIBRATED
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "speed"}
         d["levels"] = [asdict(lvl) for lvl in self.levels]
         d["bound"] = self.bound.value
         d["scarce"] = self.scarce.value
+        d["mode"] = self.mode.value
         d["speed"] = self.speed.to_dict()
         d["schema"] = "ridgeline.questions/1"
         return d
@@ -124,9 +128,14 @@ def _scarce(acc: Accelerator, cost: StepCost, needed: float) -> tuple[Resource, 
     )
 
 
-def five_questions(model: ModelSpec, acc: Accelerator, workload: Workload) -> FiveAnswers:
-    """Answer the five questions for ``workload`` of ``model`` on ``acc``."""
-    cost, quote = quote_step(model, acc, workload)
+def five_questions(
+    model: ModelSpec, priced: Pricing | Accelerator, workload: Workload
+) -> FiveAnswers:
+    """Answer the five questions for ``workload`` of ``model`` on one chip, its step priced by
+    ``priced`` (an accelerator alone: the ideal roofline) with the other mode beside it."""
+    pricing = as_pricing(priced, workload.dtypes)
+    acc = pricing.accelerator
+    cost, quote = quote_step(model, pricing, workload)
     needed = memory_needed_bytes(model, workload)
     scarce, reason = _scarce(acc, cost, needed)
     return FiveAnswers(
@@ -143,6 +152,7 @@ def five_questions(model: ModelSpec, acc: Accelerator, workload: Workload) -> Fi
         reason=reason,
         step_time_s=cost.step_time_s,
         speed=quote,
+        mode=pricing.mode,
     )
 
 

@@ -9,20 +9,21 @@ Step time is the sum over operators of each operator's own roofline time,
 max(FLOPs ÷ (peak·compute_eff), bytes ÷ (bandwidth·bandwidth_eff)), plus a fixed per-step
 overhead: operators run one after another, and an operator cannot overlap with the next.
 
-Two modes (``CostMode``): ``ideal`` is that roofline at the datasheet peaks (the course's);
-``calibrated`` applies the accelerator's calibration terms (``analytic.calibrated``).
+Two modes (``CostMode``), carried by a ``Pricing`` (``analytic.pricing``): ``ideal`` is that
+roofline at the datasheet peaks (the course's); ``calibrated`` applies the accelerator's
+calibration terms (``analytic.calibrated``). A bare accelerator in place of a pricing means the
+ideal roofline on one chip (the course's step).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 from ridgeline.analytic.calibrated import (
-    calibration_for,
     fixed_step_seconds,
     kernel_counts,
     kind_of,
@@ -30,48 +31,20 @@ from ridgeline.analytic.calibrated import (
     op_seconds,
 )
 from ridgeline.analytic.ops import UniformShape, op_terms
+from ridgeline.analytic.pricing import Efficiency as Efficiency  # re-exported: its old home
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import ConfigError
-from ridgeline.specs.calibration import Calibration, CostMode
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.html import html_table
-from ridgeline.specs.inputs import check_real
-from ridgeline.specs.limits import MAX_SECONDS
 from ridgeline.specs.model import ModelSpec
 
 
 class Bound(StrEnum):
     COMPUTE = "compute"
     MEMORY = "memory"
-
-
-@dataclass(frozen=True, slots=True)
-class Efficiency:
-    """Fractions of peak actually reached (1.0 = ideal) and a fixed per-step overhead.
-
-    Published decode MBU is 0.5–0.85 of spec bandwidth: gpt-fast 68.5% on an A100
-    (https://github.com/pytorch-labs/gpt-fast), vLLM and SGLang at most 50% and a megakernel 78%
-    on an H100 (Hazy Research, "Look Ma, No Bubbles!", 2025).
-    """
-
-    bandwidth: float = 1.0
-    compute: float = 1.0
-    step_overhead_s: float = 0.0
-    overlap: float = 1.0  # 1: the roofline's max(compute, memory); 0: their sum
-
-    def __post_init__(self) -> None:
-        for name in ("bandwidth", "compute"):
-            check_real(f"{name}_efficiency", getattr(self, name), 0.0, 1.0, low_open=True)
-        check_real("step_overhead_s", self.step_overhead_s, 0.0, MAX_SECONDS)
-        check_real("overlap", self.overlap, 0.0, 1.0)
-
-    def calibration(self, acc: Accelerator, mode: CostMode = CostMode.IDEAL) -> Calibration:
-        """The terms a cost in ``mode`` uses on ``acc`` (these efficiencies apply in ideal
-        mode; calibrated mode takes the accelerator's own terms)."""
-        return calibration_for(
-            acc, mode, self.bandwidth, self.compute, self.step_overhead_s, self.overlap
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +102,12 @@ class StepCost:
     level: str
     peak_flops_per_s: float
     bandwidth_bytes_per_s: float
-    efficiency: Efficiency = field(default_factory=Efficiency)
-    mode: CostMode = CostMode.IDEAL
+    pricing: Pricing
     fixed_s: float = 0.0  # latencies per layer, step and sequence (calibrated), or the overhead
+
+    @property
+    def mode(self) -> CostMode:
+        return self.pricing.mode
 
     @property
     def flops(self) -> float:
@@ -232,8 +208,8 @@ class StepCost:
             "attainable_flops_per_s": self.attainable_flops_per_s,
             "step_time_s": self.step_time_s,
             "tokens_per_s": self.tokens_per_s,
-            "efficiency": asdict(self.efficiency),
             "mode": self.mode.value,
+            "pricing": self.pricing.to_dict(),
             "fixed_s": self.fixed_s,
             "ops": [op.to_dict() for op in self.ops],
         }
@@ -247,17 +223,29 @@ def shape_of(workload: Workload) -> UniformShape:
     )
 
 
-def step_cost(
-    model: ModelSpec,
-    acc: Accelerator,
-    workload: Workload,
-    efficiency: Efficiency | None = None,
-    mode: CostMode = CostMode.IDEAL,
-) -> StepCost:
-    """Per-operator and total cost of one step of ``workload`` on ``acc``'s device memory, ideal
-    or calibrated (``analytic.calibrated``)."""
-    eff = efficiency or Efficiency()
-    cal = eff.calibration(acc, mode)
+def as_pricing(priced: Pricing | Accelerator, dtypes: Dtypes) -> Pricing:
+    """``priced`` itself, or the ideal roofline on one chip of an accelerator (the course's).
+
+    Raises:
+        ConfigError: a pricing of many chips (one chip's roofline; ``analytic.deploy`` prices
+            a deployment).
+    """
+    if isinstance(priced, Accelerator):
+        return Pricing.ideal(priced, dtypes)
+    if priced.deployment.chips != 1:
+        raise ConfigError(
+            f"field deployment: a roofline step is one chip's; {priced.deployment.label} is "
+            "priced by analytic.deploy.deployment_cost"
+        )
+    return priced
+
+
+def step_cost(model: ModelSpec, priced: Pricing | Accelerator, workload: Workload) -> StepCost:
+    """Per-operator and total cost of one step of ``workload`` on one chip's device memory,
+    priced by ``priced`` (ideal or calibrated, ``analytic.calibrated``); the workload's data
+    types are the step's."""
+    pricing = as_pricing(priced, workload.dtypes)
+    acc, cal = pricing.accelerator, pricing.calibration
     peak = acc.peak(workload.dtypes.compute)
     ops = []
     for t in op_terms(model, shape_of(workload), workload.dtypes):
@@ -289,8 +277,7 @@ def step_cost(
         level=acc.device_level,
         peak_flops_per_s=peak,
         bandwidth_bytes_per_s=acc.device_bandwidth_bytes_per_s,
-        efficiency=eff,
-        mode=mode,
+        pricing=pricing,
         fixed_s=float(
             fixed_step_seconds(
                 model.num_layers, cal, workload.batch, kernel_counts(model, workload.dtypes)
@@ -362,21 +349,21 @@ class Sweep:
 
 def sweep(
     model: ModelSpec,
-    acc: Accelerator,
+    priced: Pricing | Accelerator,
     phase: Phase,
     batch: Any,
     context: Any,
     dtypes: Dtypes | None = None,
-    efficiency: Efficiency | None = None,
-    mode: CostMode = CostMode.IDEAL,
 ) -> Sweep:
-    """Vectorised step cost over arrays of batch and context (broadcast together).
+    """Vectorised step cost over arrays of batch and context (broadcast together), priced by
+    ``priced`` (``step_cost``; ``dtypes`` default to the pricing's).
 
     Decode reads ``context`` cached tokens per sequence; prefill processes ``context`` new tokens
     per sequence from an empty cache. Same formulas as ``step_cost`` (both call ``op_terms``).
     """
-    dt = dtypes or Dtypes()
-    eff = efficiency or Efficiency()
+    dt = dtypes or (priced.dtypes if isinstance(priced, Pricing) else Dtypes())
+    pricing = as_pricing(priced, dt)
+    acc = pricing.accelerator
     b, c = np.broadcast_arrays(np.asarray(batch, dtype=float), np.asarray(context, dtype=float))
     if np.any(b < 1) or np.any(c < (1 if phase is Phase.PREFILL else 0)):
         raise ConfigError("field batch/context: sweep values must be positive")
@@ -384,7 +371,7 @@ def sweep(
         shape = UniformShape(num_seqs=b, new_per_seq=np.ones_like(b), prior_per_seq=c)
     else:
         shape = UniformShape(num_seqs=b, new_per_seq=c, prior_per_seq=np.zeros_like(b))
-    cal = eff.calibration(acc, mode)
+    cal = pricing.calibration
     flops, nbytes, wbytes, kvbytes, time_s = (np.zeros_like(b) for _ in range(5))
     for t in op_terms(model, shape, dt):
         kv = t.kv_read_bytes + t.kv_write_bytes

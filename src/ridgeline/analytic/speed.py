@@ -1,6 +1,6 @@
-"""Every quoted speed says which kind it is: the ideal roofline, the calibrated expectation
-beside it, whether the figure rests on estimates, and nothing at all when the configuration does
-not fit its memory.
+"""Every quoted speed says which kind it is: the mode it is priced in (``analytic.pricing``),
+the other mode beside it, whether the calibrated figure rests on estimates, and nothing at all
+when the configuration does not fit its memory.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.analytic.deploy import Deployment, DeploymentCost, chip_memory
-from ridgeline.analytic.roofline import Efficiency, StepCost, step_cost
+from ridgeline.analytic.pricing import EXPECTED_LABEL, Pricing
+from ridgeline.analytic.roofline import StepCost, step_cost
 from ridgeline.analytic.workload import Workload
 from ridgeline.specs.calibration import Calibration, CostMode, Term
 from ridgeline.specs.hardware import Accelerator
@@ -22,7 +23,8 @@ LINK_TERMS = (Term.LINK_EFFICIENCY, Term.COLLECTIVE_LATENCY_S, Term.STAGE_LATENC
 @dataclass(frozen=True, slots=True)
 class SpeedQuote:
     """One step's time and tokens/s, ideal and calibrated (``None`` speeds when it does not
-    fit). ``tokens`` counts the step's new tokens, ``tokens_per_seq`` one sequence's."""
+    fit). ``tokens`` counts the step's new tokens, ``tokens_per_seq`` one sequence's; ``mode``
+    is the one quoted first (the pricing's), the other follows."""
 
     ideal_step_s: float
     calibrated_step_s: float
@@ -31,6 +33,10 @@ class SpeedQuote:
     calibration: Calibration
     unfit: str = ""
     multi_chip: bool = False  # whether link terms bear on the figure
+    mode: CostMode = CostMode.CALIBRATED
+
+    def step_s(self, mode: CostMode) -> float:
+        return self.ideal_step_s if mode is CostMode.IDEAL else self.calibrated_step_s
 
     @property
     def fits(self) -> bool:
@@ -40,14 +46,12 @@ class SpeedQuote:
         """New tokens per second of the whole batch, or ``None`` when it does not fit."""
         if not self.fits:
             return None
-        step = self.ideal_step_s if mode is CostMode.IDEAL else self.calibrated_step_s
-        return self.tokens / step
+        return self.tokens / self.step_s(mode)
 
     def per_user_tokens_per_s(self, mode: CostMode) -> float | None:
         if not self.fits:
             return None
-        step = self.ideal_step_s if mode is CostMode.IDEAL else self.calibrated_step_s
-        return self.tokens_per_seq / step
+        return self.tokens_per_seq / self.step_s(mode)
 
     @property
     def basis(self) -> str:
@@ -64,18 +68,22 @@ class SpeedQuote:
         return f"{cal.family}: " + ("; ".join(parts) if parts else "sourced terms only")
 
     def sentence(self) -> str:
-        """``expected ... (calibrated; ideal roofline ...)``, or why nothing is quoted."""
+        """``expected ... (calibrated; ideal roofline ...)`` (the quoted mode first), or why
+        nothing is quoted."""
         if not self.fits:
             return f"does not fit: {self.unfit}; no tokens/s quoted"
         cal, ideal = self.tokens_per_s(CostMode.CALIBRATED), self.tokens_per_s(CostMode.IDEAL)
-        return (
-            f"expected {fmt_seconds(self.calibrated_step_s)} per step, {cal:,.0f} tokens/s "
-            f"(calibrated, {self.basis}); ideal roofline {fmt_seconds(self.ideal_step_s)}, "
-            f"{ideal:,.0f} tokens/s"
+        expected = (
+            f"{fmt_seconds(self.calibrated_step_s)} per step, {cal:,.0f} tokens/s ({self.basis})"
         )
+        roofline = f"{fmt_seconds(self.ideal_step_s)} per step, {ideal:,.0f} tokens/s"
+        if self.mode is CostMode.IDEAL:
+            return f"ideal roofline {roofline}; {EXPECTED_LABEL} {expected}"
+        return f"{EXPECTED_LABEL} {expected}; ideal roofline {roofline}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "mode": self.mode.value,
             "fits": self.fits,
             "unfit": self.unfit or None,
             "ideal": {
@@ -106,11 +114,14 @@ def unfit_reason(model: ModelSpec, acc: Accelerator, workload: Workload) -> str:
 
 
 def quote_step(
-    model: ModelSpec, acc: Accelerator, workload: Workload, efficiency: Efficiency | None = None
+    model: ModelSpec, pricing: Pricing, workload: Workload
 ) -> tuple[StepCost, SpeedQuote]:
-    """One chip's step, ideal (with any user efficiencies) and calibrated, as a quote."""
-    ideal = step_cost(model, acc, workload, efficiency)
-    calibrated = step_cost(model, acc, workload, mode=CostMode.CALIBRATED)
+    """One chip's step priced by ``pricing`` (its cost, op by op), and the quote of it beside
+    the other mode's."""
+    cost = step_cost(model, pricing, workload)
+    other = step_cost(model, pricing.counterpart(), workload)
+    ideal, calibrated = (cost, other) if pricing.is_ideal else (other, cost)
+    acc = pricing.accelerator
     quote = SpeedQuote(
         ideal.step_time_s,
         calibrated.step_time_s,
@@ -118,12 +129,16 @@ def quote_step(
         workload.new_tokens_per_seq,
         acc.calibration,
         unfit_reason(model, acc, workload),
+        mode=pricing.mode,
     )
-    return ideal, quote
+    return cost, quote
 
 
-def quote_deployment(ideal: DeploymentCost, calibrated: DeploymentCost) -> SpeedQuote:
-    """A deployment's step both ways (``deploy_step`` has already refused one that does not fit)."""
+def quote_deployment(
+    ideal: DeploymentCost, calibrated: DeploymentCost, mode: CostMode = CostMode.CALIBRATED
+) -> SpeedQuote:
+    """A deployment's step both ways, ``mode`` first (``deploy_step`` has already refused one
+    that does not fit)."""
     w = ideal.workload
     return SpeedQuote(
         ideal.step_time_s,
@@ -133,4 +148,5 @@ def quote_deployment(ideal: DeploymentCost, calibrated: DeploymentCost) -> Speed
         calibrated.calibration,
         "" if ideal.memory.fits else "weights + KV exceed each chip's memory",
         multi_chip=ideal.deployment.chips > 1,
+        mode=mode,
     )

@@ -8,23 +8,23 @@ Each summary is a frozen dataclass with ``to_dict()`` (the stable JSON of ``ridg
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ridgeline.analytic.deployment import Deployment, auto_deployment
 from ridgeline.analytic.kv import (
-    Capacity,
     Technique,
-    capacity,
     crossover_context,
     kv_bytes,
     kv_bytes_per_token,
     techniques,
     weights_bytes,
 )
+from ridgeline.analytic.memory import KvFit, MemoryRule, kv_fit
 from ridgeline.analytic.roofline import LevelRidge, ridge_points
-from ridgeline.analytic.workload import Dtypes
+from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError
 from ridgeline.specs import Accelerator, DType, ModelSpec, ParamCounts, param_counts
 from ridgeline.specs.html import html_table
@@ -187,7 +187,8 @@ def model_summary(m: ModelSpec, kv_dtype: DType = DType.BF16) -> ModelSummary:
 class KvSummary:
     """KV sizing of one model at one batch and context (course module 6): bytes per token and in
     total, the crossover with the weights, the techniques that shrink it and, when an
-    accelerator is given, what fits its device memory (``capacity_error`` says why nothing does).
+    accelerator is given, what fits its deployment under the KV-pool rule (``analytic.memory``;
+    ``capacity_error`` says why nothing does).
     """
 
     model: str
@@ -201,22 +202,29 @@ class KvSummary:
     techniques: tuple[Technique, ...]
     accelerator: str | None = None
     device_capacity_bytes: float | None = None
-    capacity: Capacity | None = None
+    fit: KvFit | None = None
     capacity_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("dtypes")
-        cap = self.capacity
+        fit = self.fit
         return {
-            **d,
-            "schema": "ridgeline.kv/1",
+            "schema": "ridgeline.kv/2",
+            "model": self.model,
+            "batch": self.batch,
+            "context": self.context,
             "kv_dtype": self.dtypes.kv.value,
             "weight_dtype": self.dtypes.weight.value,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_bytes": self.kv_bytes,
+            "weights_bytes": self.weights_bytes,
+            "crossover_context_tokens": self.crossover_context_tokens,
             "techniques": [t.to_dict() for t in self.techniques],
-            "capacity": None if cap is None else cap.to_dict(),
-            "max_batch": None if cap is None else cap.max_batch,
-            "max_context": None if cap is None else cap.max_context,
+            "accelerator": self.accelerator,
+            "device_capacity_bytes": self.device_capacity_bytes,
+            "capacity": None if fit is None else fit.to_dict(),
+            "capacity_error": self.capacity_error,
+            "max_batch": None if fit is None else fit.max_batch,
+            "max_context": None if fit is None else fit.max_context,
         }
 
     def _repr_html_(self) -> str:
@@ -228,21 +236,39 @@ class KvSummary:
         return html_table(("technique", "what", "KV B/token", "KV bytes"), rows, title)
 
 
+def _fit(
+    m: ModelSpec,
+    target: Accelerator | Deployment,
+    dt: Dtypes,
+    shape: tuple[int, int],
+    rule: MemoryRule | None,
+) -> KvFit:
+    """What fits on ``target``: a deployment as given, or an accelerator's one chip, or the
+    smallest deployment of it whose chips hold the weights (``chosen``) when one chip cannot."""
+    if isinstance(target, Deployment):
+        return kv_fit(m, target, dt, shape, rule)
+    one_token = Workload(Phase.DECODE, 1, 0, dtypes=dt)
+    dep = auto_deployment(m, target, one_token, rule)
+    return kv_fit(m, dep, dt, shape, rule, chosen=dep.chips > 1)
+
+
 def kv_summary(
     m: ModelSpec,
     batch: int,
     context: int,
     dtypes: Dtypes | None = None,
-    acc: Accelerator | None = None,
-    reserve_fraction: float = 0.1,
+    target: Accelerator | Deployment | None = None,
+    rule: MemoryRule | None = None,
 ) -> KvSummary:
     """KV bytes (``kv_bytes``), crossover (``crossover_context``), ``techniques`` and, on
-    ``acc``, ``capacity`` — weights that do not fit are a result here, not an error."""
+    ``target``, what fits (``analytic.memory.kv_fit``) — a model that fits no deployment is a
+    result here (``capacity_error``), not an error."""
     dt = dtypes or Dtypes()
-    cap, error = None, None
-    if acc is not None:
+    fit, error = None, None
+    acc = target.accelerator if isinstance(target, Deployment) else target
+    if target is not None:
         try:
-            cap = capacity(m, acc, context, batch, dt, reserve_fraction)
+            fit = _fit(m, target, dt, (context, batch), rule)
         except CapacityError as e:
             error = str(e)
     return KvSummary(
@@ -257,7 +283,7 @@ def kv_summary(
         techniques=tuple(techniques(m, batch, context, dt.kv)),
         accelerator=None if acc is None else acc.name,
         device_capacity_bytes=None if acc is None else acc.device_capacity_bytes,
-        capacity=cap,
+        fit=fit,
         capacity_error=error,
     )
 

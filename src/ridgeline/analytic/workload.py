@@ -47,6 +47,23 @@ class Dtypes:
         in the model dtype)."""
         return self.act if self.act in _STREAM_FORMATS else DType.BF16
 
+    @staticmethod
+    def serving(weight: DType, kv: DType | None = None) -> Dtypes:
+        """The formats a serving engine runs a ``weight`` checkpoint in: FP8/FP4 (and FP16)
+        checkpoints run their matmuls in the same format (TensorRT-LLM's FP8 and NVFP4 recipes:
+        W8A8, W4A4), integer weight-only formats dequantise to bf16 (AWQ, GPTQ); the KV cache is
+        ``kv``, or FP8 beside FP8/FP4 weights and bf16 otherwise."""
+        act = weight if weight in (DType.FP8, DType.FP4, DType.FP16) else DType.BF16
+        low = weight in (DType.FP8, DType.FP4)
+        return Dtypes(weight, act, kv or (DType.FP8 if low else DType.BF16))
+
+    @property
+    def label(self) -> str:
+        """``bf16``, or the formats that differ: ``w fp8, a fp8, kv fp8``."""
+        if self.weight == self.act == self.kv:
+            return self.weight.value
+        return f"w {self.weight.value}, a {self.act.value}, kv {self.kv.value}"
+
 
 @dataclass(frozen=True, slots=True)
 class Workload:

@@ -8,13 +8,16 @@ import typer
 from rich.table import Table
 
 from ridgeline import analytic as an
+from ridgeline.analytic.deployment import check_deployment
 from ridgeline.analytic.speed import quote_step
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
     DtypeOpt,
     HwOpt,
+    IdealOpt,
     JsonOpt,
+    MemoryUtilizationOpt,
     ModelOpt,
     PhaseOpt,
     PlotOpt,
@@ -22,6 +25,7 @@ from ridgeline.cli.common import (
     console,
     dtypes,
     emit_json,
+    mode_of,
     new_app,
     save_plot,
 )
@@ -36,22 +40,9 @@ from ridgeline.specs import (
     get_model,
     model_names,
 )
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.limits import MAX_CONTEXT
 from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
-
-
-def check_reserve(reserve: float) -> float:
-    """``--reserve`` is a fraction of device memory in [0, 1), checked even without ``--hw``
-    (where it goes unused)."""
-    if not 0 <= reserve < 1:
-        raise typer.BadParameter(f"a fraction of device memory in [0, 1), got {reserve}")
-    return reserve
-
-
-ReserveOpt = Annotated[
-    float, typer.Option(help="fraction of device memory kept free", callback=check_reserve)
-]
-
 
 hw_app = new_app("Accelerators of the catalog.")
 model_app = new_app("Models from the catalog or any config.json.")
@@ -204,18 +195,25 @@ def model_show(
     console.print(table)
 
 
-def _roofline_plot(m: ModelSpec, acc: Accelerator, cost: an.StepCost, path: str) -> None:
+def _roofline_plot(m: ModelSpec, cost: an.StepCost, path: str) -> None:
     """The step and the other phase at the same batch and context, on one roofline."""
     from ridgeline.report import plots
 
-    w = cost.workload
+    w, pricing = cost.workload, cost.pricing
     other = an.Phase.PREFILL if w.phase is an.Phase.DECODE else an.Phase.DECODE
-    pair = [cost, an.step_cost(m, acc, an.Workload(other, w.batch, w.context_len, dtypes=w.dtypes))]
-    save_plot(plots.roofline_plot(pair, [acc], f"{m.name} on {acc.name}"), path)
+    pair = [
+        cost,
+        an.step_cost(m, pricing, an.Workload(other, w.batch, w.context_len, dtypes=w.dtypes)),
+    ]
+    acc = pricing.accelerator
+    title = f"{m.name} on {acc.name} ({pricing.label} step times)"
+    save_plot(plots.roofline_plot(pair, [acc], title), path)
 
 
 def _ops_table(cost: an.StepCost) -> Table:
-    table = Table("op", "×", "GFLOP", "weights", "KV r/w", "activations", "AI", "bound", "time")
+    heads = ("op", "×", "GFLOP", "weights", "KV r/w", "activations", "AI", "bound", "time")
+    title = f"{cost.model} on {cost.accelerator}, per operator — {cost.pricing.label}"
+    table = Table(*heads, title=title)
     for op in cost.ops:
         table.add_row(
             op.name,
@@ -241,17 +239,26 @@ def roofline_cmd(
     weight_dtype: DtypeOpt = "bf16",
     act_dtype: DtypeOpt = "bf16",
     kv_dtype: DtypeOpt = "bf16",
-    bw_eff: Annotated[float, typer.Option(help="fraction of peak bandwidth reached")] = 1.0,
-    compute_eff: Annotated[float, typer.Option(help="fraction of peak FLOP/s reached")] = 1.0,
+    ideal: IdealOpt = False,
+    bw_eff: Annotated[
+        float, typer.Option(help="with --ideal: fraction of peak bandwidth reached")
+    ] = 1.0,
+    compute_eff: Annotated[
+        float, typer.Option(help="with --ideal: fraction of peak FLOP/s reached")
+    ] = 1.0,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """One step on the roofline: per-operator FLOPs and bytes, intensity, bound, time."""
+    """One step on the roofline: per-operator FLOPs and bytes, intensity, bound, time.
+
+    Times are the calibrated expectation unless --ideal (the other mode is quoted beside).
+    Example: ridgeline roofline --hw h100-sxm --model llama-3.1-8b --batch 64"""
     m, acc = get_model(model), get_accelerator(hw)
-    w = an.Workload(phase, batch, context, prompt, dtypes(weight_dtype, act_dtype, kv_dtype))
-    cost, quote = quote_step(m, acc, w, an.Efficiency(bw_eff, compute_eff))
+    dt = dtypes(weight_dtype, act_dtype, kv_dtype)
+    pricing = an.Pricing.of(acc, mode_of(ideal), dt, an.Efficiency(bw_eff, compute_eff))
+    cost, quote = quote_step(m, pricing, pricing.workload(phase, batch, context, prompt))
     if plot:
-        _roofline_plot(m, acc, cost, plot)
+        _roofline_plot(m, cost, plot)
     if json_out:
         emit_json({**cost.to_dict(), "speed": quote.to_dict()})
         return
@@ -264,20 +271,25 @@ def roofline_cmd(
     console.print(quote.sentence(), highlight=False, soft_wrap=True)
 
 
-def _print_kv(k: an.KvSummary) -> None:
+def _print_kv(k: an.KvSummary, model: ModelSpec) -> None:
     cross = k.crossover_context_tokens
     console.print(
         f"{k.model}: {k.kv_bytes_per_token:,.0f} B of {k.dtypes.kv.value} KV per token; "
-        f"batch {k.batch} × {k.context} tokens = {fmt_bytes(k.kv_bytes)} "
+        f"batch {k.batch} × {k.context:,} tokens = {fmt_bytes(k.kv_bytes)} "
         f"({fmt_bytes(k.kv_bytes, binary=True)}); weights {fmt_bytes(k.weights_bytes)}; "
-        f"KV passes the weights at {'never' if cross is None else f'{cross:,} tokens'}"
-        f" (batch {k.batch})"
+        f"KV passes the weights at {'no context' if cross is None else f'{cross:,} tokens'}"
+        f" (batch {k.batch})",
+        highlight=False,
     )
-    if k.capacity is not None:
+    if k.context > model.max_position_embeddings:
         console.print(
-            f"on {k.accelerator}: max batch at {k.context} tokens = {k.capacity.max_batch}, "
-            f"max context at batch {k.batch} = {k.capacity.max_context}"
+            f"note: {k.context:,} tokens exceed {k.model}'s {model.max_position_embeddings:,} "
+            "positions; the sizes above are as asked",
+            highlight=False,
         )
+    if k.fit is not None:
+        for line in fit_lines(k.fit):
+            console.print(line, highlight=False, soft_wrap=True)
     table = Table("technique", "what", "KV B/token", "KV total", "vs MHA")
     for t in k.techniques:
         table.add_row(
@@ -290,6 +302,35 @@ def _print_kv(k: an.KvSummary) -> None:
     console.print(table)
 
 
+def fit_lines(fit: an.KvFit) -> list[str]:
+    """The direct capacity answer (``analytic.memory.kv_fit``) as lines: the deployment, where
+    one chip's memory goes, the largest batch at the context and the longest context at the
+    batch (never "None": what does not fit is said)."""
+    dep = fit.deployment
+    where = f"on one {dep.accelerator.name}" if dep.chips == 1 else f"on {dep.label}"
+    if fit.chosen:
+        where += (
+            f", the smallest deployment that holds the weights (one {dep.accelerator.name} "
+            "cannot; --tp and --pp choose another)"
+        )
+    batch = (
+        f"{fit.max_batch:,}"
+        if fit.max_batch is not None
+        else f"none (one sequence needs more than the {fmt_bytes(fit.pool_bytes)} KV pool)"
+    )
+    if fit.max_context is None:
+        longest = f"none (not one token each for {fit.batch} sequences)"
+    elif fit.capped:
+        longest = f"{fit.max_context:,} tokens, the model's maximum (memory would hold more)"
+    else:
+        longest = f"{fit.max_context:,} tokens"
+    return [
+        f"{where}: {fit.budget.sentence()}; KV pool {fmt_bytes(fit.pool_bytes)}",
+        f"  the largest batch that fits at {fit.context:,} tokens: {batch}",
+        f"  the longest context at batch {fit.batch}: {longest}",
+    ]
+
+
 def kv_cmd(
     model: ModelOpt = DEFAULT_MODEL,
     batch: BatchOpt = 1,
@@ -299,16 +340,33 @@ def kv_cmd(
     hw: Annotated[
         str | None, typer.Option("--hw", help="also size against this accelerator")
     ] = None,
-    reserve: ReserveOpt = 0.1,
+    tp: Annotated[
+        int | None,
+        typer.Option(
+            "--tp", help="tensor-parallel chips (default: the fewest that hold the weights)"
+        ),
+    ] = None,
+    pp: Annotated[int | None, typer.Option("--pp", help="pipeline stages")] = None,
+    memory_utilization: MemoryUtilizationOpt = None,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
-    """KV cache: bytes per token and in total, crossover with the weights, what fits, techniques."""
+    """KV cache: bytes per token and in total, crossover with the weights, what fits, techniques.
+
+    With --hw: the largest batch that fits at --context and the longest context at --batch, under
+    the one KV-pool rule (--memory-utilization of each chip for weights, a named reserve and KV;
+    the same rule as predict and simulate). Example: ridgeline kv --model llama-3.1-70b --context
+    131072 --hw h200 --kv-dtype fp8"""
     m = get_model(model)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
     acc = get_accelerator(hw) if hw else None
-    summary = an.kv_summary(m, batch, context, dt, acc, reserve)
-    if summary.capacity_error is not None:  # the weights alone overflow the device
+    target: Accelerator | an.Deployment | None = acc
+    if acc is not None and (tp is not None or pp is not None):
+        target = an.Deployment(acc, 1 if tp is None else tp, 1 if pp is None else pp)
+        check_deployment(m, target)
+    rule = an.MemoryRule(memory_utilization)
+    summary = an.kv_summary(m, batch, context, dt, target, rule)
+    if summary.capacity_error is not None:  # no deployment holds the weights
         raise CapacityError(summary.capacity_error)
     if plot:
         from ridgeline.report import plots
@@ -317,7 +375,7 @@ def kv_cmd(
     if json_out:
         emit_json(summary)
         return
-    _print_kv(summary)
+    _print_kv(summary, m)
 
 
 def questions_cmd(
@@ -328,12 +386,17 @@ def questions_cmd(
     context: ContextOpt = 4096,
     kv_dtype: DtypeOpt = "bf16",
     weight_dtype: DtypeOpt = "bf16",
+    ideal: IdealOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """The five questions for an accelerator and workload, and what one decode step reads."""
+    """The five questions for an accelerator and workload, and what one decode step reads.
+
+    The step's time is the calibrated expectation unless --ideal. Example: ridgeline questions
+    --hw groq-lpu --model llama-3.1-8b"""
     m, acc = get_model(model), get_accelerator(hw)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
-    ans = an.five_questions(m, acc, an.Workload(phase, batch, context, dtypes=dt))
+    pricing = an.Pricing.of(acc, mode_of(ideal), dt)
+    ans = an.five_questions(m, pricing, pricing.workload(phase, batch, context))
     reads = an.decode_reads(m, acc, batch, context, dt)
     if json_out:
         emit_json({**ans.to_dict(), "decode_reads": reads.to_dict()})
@@ -354,9 +417,10 @@ def render_questions(ans: an.FiveAnswers, reads: an.StepReads) -> None:
         )
     console.print(table)
     console.print(f"5. scarce: [bold]{ans.scarce.value}[/bold] — {ans.reason}")
-    console.print(f"one step: {ans.speed.sentence()}")
+    console.print(f"one step: {ans.speed.sentence()}", highlight=False, soft_wrap=True)
     console.print(
-        f"one decode step (B={reads.batch}, T={reads.context}) reads weights "
+        f"one decode step (B={reads.batch}, T={reads.context}) at each level's datasheet "
+        f"bandwidth (the ideal roofline) reads weights "
         f"{fmt_bytes(reads.weight_bytes)}, KV {fmt_bytes(reads.kv_bytes)}, activations "
         f"{fmt_bytes(reads.activation_bytes)}: "
         + "; ".join(
@@ -372,14 +436,17 @@ def compare_cmd(
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
     prompt: Annotated[int, typer.Option(min=1, max=MAX_CONTEXT, help="prefill tokens")] = 2048,
+    ideal: IdealOpt = False,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
     """Five architectures side by side, each on the smallest deployment that holds the model.
 
-    Per accelerator: chips, decode tokens/s per user and per system, what binds, prefill."""
+    Per accelerator: chips, decode tokens/s per user and per system, what binds, prefill; the
+    calibrated expectation with the ideal roofline in brackets (--ideal swaps them; the table
+    and the plot show the same binding). Example: ridgeline compare --model llama-3.1-70b"""
     m = get_model(model)
-    cmp = an.compare(m, hw or an.DEFAULT_ACCELERATORS, batch, context, prompt)
+    cmp = an.compare(m, hw or an.DEFAULT_ACCELERATORS, batch, context, prompt, mode=mode_of(ideal))
     if plot:
         from ridgeline.report import plots
 
@@ -392,9 +459,14 @@ def compare_cmd(
         console.print(f"- {row.binds}", highlight=False, soft_wrap=True)
 
 
+def _other_label(cmp: an.Comparison) -> str:
+    return "ideal roofline" if cmp.mode is CostMode.CALIBRATED else "calibrated expectation"
+
+
 def compare_table(cmp: an.Comparison) -> Table:
-    """The comparison as a Rich table (one row per accelerator): expected (calibrated) figures
-    with the ideal roofline's in brackets."""
+    """The comparison as a Rich table (one row per accelerator): the quoted mode's figures
+    (expected, calibrated, by default) with the other mode's in brackets, and the quoted
+    mode's binding (as the plot)."""
     table = Table(
         "accelerator",
         "chips",
@@ -407,12 +479,12 @@ def compare_table(cmp: an.Comparison) -> Table:
         "prefill step",
         title=(
             f"{cmp.model}: batch {cmp.batch}, context {cmp.context}, prompt {cmp.prompt} — "
-            "expected (calibrated) with the ideal roofline in brackets"
+            f"{cmp.label} with the {_other_label(cmp)} in brackets"
         ),
     )
     for row in cmp.rows:
-        d, p = row.decode_calibrated, row.prefill_calibrated
-        di, pi = row.decode, row.prefill
+        d, p = row.decode_quoted, row.prefill_quoted
+        di, pi = row.decode_other, row.prefill_other
         if d is None or p is None or di is None or pi is None:
             table.add_row(row.accelerator.name, "does not fit", *[""] * 7)
             continue

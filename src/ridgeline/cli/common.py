@@ -20,6 +20,7 @@ from ridgeline.cli.group import GuardedGroup, new_app
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.report.jsonable import plain_json
 from ridgeline.specs import DType
+from ridgeline.specs.calibration import CostMode
 
 # Piped output is never wrapped: lines are written whole (soft wrap) and tables get room for
 # their natural width instead of being folded to 80 columns.
@@ -36,6 +37,25 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="model name or path
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="print JSON (stable schema) instead of tables")
 ]
+IdealOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ideal",
+        help="price on the ideal roofline (datasheet peaks, no latencies) instead of the "
+        "calibrated expectation (the default)",
+    ),
+]
+MemoryUtilizationOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--memory-utilization",
+        help="fraction of each chip's device memory for weights, reserve and KV (vLLM's "
+        "gpu_memory_utilization; default 0.9 under a runtime allocator, 1 where a compiler "
+        "places every byte)",
+    ),
+]
+TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel chips per stage")]
+PpOpt = Annotated[int, typer.Option("--pp", help="pipeline stages")]
 
 
 def positive(*names: str, help: str, most: int = MAX_STEPS) -> Any:
@@ -92,6 +112,11 @@ PromptOpt = Annotated[
 
 def dtypes(weight: str = "bf16", act: str = "bf16", kv: str = "bf16") -> Dtypes:
     return Dtypes(DType.parse(weight), DType.parse(act), DType.parse(kv))
+
+
+def mode_of(ideal: bool) -> CostMode:
+    """``--ideal`` as a pricing mode (calibrated otherwise)."""
+    return CostMode.IDEAL if ideal else CostMode.CALIBRATED
 
 
 @contextmanager

@@ -22,8 +22,8 @@ from ridgeline.cli.common import (
 )
 from ridgeline.defaults import DEFAULT_ENGINE_MODEL
 from ridgeline.errors import ConfigError
-from ridgeline.specs.inputs import check_int
-from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_BATCH, MAX_BYTES_PER_S, MAX_CONTEXT, MAX_LAYERS
 
 MAX_GENERATE_TOKENS = 10_000_000  # prompt tokens of one ``generate`` run
 
@@ -70,13 +70,20 @@ def generate_cmd(
     dtype: Annotated[str, typer.Option(help="fp32 or bf16")] = "fp32",
     block_size: Annotated[int, typer.Option(help="tokens per KV block")] = 16,
     max_num_tokens: Annotated[int, typer.Option(help="scheduler token budget per step")] = 512,
-    draft_layers: Annotated[int, typer.Option(help="self-draft from the first N layers")] = 0,
+    draft_layers: Annotated[
+        int, typer.Option(help="self-draft from the first N layers (with --spec-k)")
+    ] = 0,
     spec_k: Annotated[int, typer.Option(help="speculative tokens per step (0 = off)")] = 0,
     threads: Annotated[int, positive(help="torch threads", most=1024)] = 1,
-    kv_gib: Annotated[float, typer.Option(help="KV cache budget in GiB (2^30 bytes)")] = 0.25,
+    kv_gib: Annotated[
+        float, typer.Option(help="KV cache budget in GiB (2^30 bytes), in place of the memory rule")
+    ] = 0.25,
     json_out: JsonOpt = False,
 ) -> None:
     """Generate with the real paged-KV engine (random weights unless --weights)."""
+    check_int("draft_layers", draft_layers, 0, MAX_LAYERS)
+    if draft_layers and not spec_k:  # it would be ignored
+        raise ConfigError("option --draft-layers: drafts need --spec-k (speculative tokens)")
     if prompt is None:  # the random prompts are built before the engine can refuse them
         check_int("prompt_tokens × batch", prompt_tokens * batch, 1, MAX_GENERATE_TOKENS)
     llm_mod = _engine()
@@ -141,6 +148,8 @@ def bench_engine_cmd(
     from ridgeline.engine import bench
     from ridgeline.specs import get_model
 
+    if bandwidth_gbs is not None:  # 0 read as "measured", a negative one priced nonsense
+        check_real("bandwidth_gbs", bandwidth_gbs, 0, MAX_BYTES_PER_S / 1e9, low_open=True)
     bw = bandwidth_gbs * 1e9 if bandwidth_gbs else None
     points = bench.decode_grid(
         get_model(model), batch or [1, 4, 16], context or [128, 512, 1024], bw, steps=steps

@@ -13,22 +13,31 @@ from rich.table import Table
 import ridgeline.fidelity.prediction as pr
 from ridgeline.cli.common import (
     HwOpt,
+    IdealOpt,
     JsonOpt,
+    MemoryUtilizationOpt,
     ModelOpt,
     PlotOpt,
+    PpOpt,
+    TpOpt,
     console,
     emit_json,
     err_console,
+    mode_of,
     save_plot,
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
+from ridgeline.fidelity.residuals import (
+    Interval,
+    NoInterval,
+    PredictionIntervals,
+    prediction_intervals,
+)
 from ridgeline.fidelity.validate import FIT_HEADERS, SUMMARY_HEADERS, Validation, validate
 from ridgeline.specs import DType
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_seconds
 
-TpOpt = Annotated[int, typer.Option("--tp", help="tensor-parallel chips per stage")]
-PpOpt = Annotated[int, typer.Option("--pp", help="pipeline stages")]
 KvDtypeOpt = Annotated[
     str | None, typer.Option(help="KV format (default: fp8 with fp8/fp4 weights, else bf16)")
 ]
@@ -38,15 +47,10 @@ RequestsOpt = Annotated[
 FixedBatchOpt = Annotated[
     int | None, typer.Option("--batch", "-b", help="a fixed batch of concurrent requests instead")
 ]
-MemoryFractionOpt = Annotated[float, typer.Option(help="share of what the weights leave for KV")]
 RateOpt = Annotated[
     float | None, typer.Option(help="Poisson arrivals per second instead of a queue")
 ]
-IdealOpt = Annotated[
-    bool, typer.Option("--ideal", help="the ideal roofline instead of the calibrated model")
-]
 MAX_SEQS, MAX_TOKENS = pr.DEFAULT_MAX_SEQS, pr.DEFAULT_MAX_TOKENS
-MEMORY_FRACTION = pr.DEFAULT_MEMORY_FRACTION
 
 
 def predict_cmd(
@@ -63,47 +67,81 @@ def predict_cmd(
     batch: FixedBatchOpt = None,
     max_seqs: Annotated[int, typer.Option(help="most requests running at once")] = MAX_SEQS,
     max_tokens: Annotated[int, typer.Option(help="token budget per step")] = MAX_TOKENS,
-    memory_fraction: MemoryFractionOpt = MEMORY_FRACTION,
+    memory_utilization: MemoryUtilizationOpt = None,
     rate: RateOpt = None,
     ideal: IdealOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Expected throughput, TTFT and TPOT of a deployment, through the serving simulator.
 
-    Throughput per system and per user; calibrated by default (the catalog's fitted terms),
-    the ideal roofline with --ideal."""
+    Throughput per system and per user, and the KV pool (the one rule: --memory-utilization of
+    each chip for weights, a named reserve and KV); calibrated by default (the catalog's
+    terms), the ideal roofline with --ideal. Example: ridgeline predict --hw h100-sxm
+    --model llama-3.1-70b --tp 2 --isl 1024 --osl 128"""
     req = pr.PredictRequest(
         hardware=hw, model=model, isl=isl, osl=osl, tensor_parallel=tp, pipeline_parallel=pp,
         data_parallel=dp, weight_dtype=DType.parse(weight_dtype),
         kv_dtype=DType.parse(kv_dtype) if kv_dtype else None, requests=requests, batch=batch,
-        max_seqs=max_seqs, max_tokens=max_tokens, memory_fraction=memory_fraction,
-        rate_rps=rate, mode=CostMode.IDEAL if ideal else CostMode.CALIBRATED,
+        max_seqs=max_seqs, max_tokens=max_tokens, memory_utilization=memory_utilization,
+        rate_rps=rate, mode=mode_of(ideal),
     )  # fmt: skip
     main = pr.predict(req)
+    sure = None if ideal else prediction_intervals(main, hw)
     if json_out:
-        emit_json(main)
+        emit_json({**main.to_dict(), "intervals": None if sure is None else sure.to_dict()})
         return
     other = None if ideal else pr.predict(pr.with_mode(req, CostMode.IDEAL))
-    console.print(prediction_table([p for p in (main, other) if p is not None]))
+    console.print(prediction_table([p for p in (main, other) if p is not None], sure))
+    console.print(
+        f"KV pool per instance: {main.kv_blocks * main.block_tokens:,} tokens, the largest batch "
+        f"of {isl + osl:,}-token requests that fits = {main.max_batch:,}; {main.memory}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if sure is not None and isinstance(sure.tpot_s, NoInterval):
+        console.print(f"no interval: {sure.tpot_s.reason}")
 
 
-def prediction_table(preds: list[pr.Prediction]) -> Table:
-    """Predictions side by side, one column per mode."""
+def _interval(iv: Interval | NoInterval | None, seconds: bool) -> str:
+    if not isinstance(iv, Interval):
+        return "-"
+    if seconds:
+        return f"{fmt_seconds(iv.low)} - {fmt_seconds(iv.high)}"
+    digits = 0 if iv.low >= 100 else 1
+    return f"{iv.low:,.{digits}f} - {iv.high:,.{digits}f}"
+
+
+def prediction_table(preds: list[pr.Prediction], sure: PredictionIntervals | None = None) -> Table:
+    """Predictions side by side, one column per mode, and the calibrated figures' 80%
+    intervals from the family's held-out validation rows (``fidelity.residuals``)."""
     first = preds[0]
-    t = Table(title=f"{first.model} on {first.deployment}, {first.num_requests} requests")
+    t = Table(
+        title=f"{first.model} on {first.deployment}, {first.num_requests} requests — "
+        f"{first.label}" + (f" (beside it the {preds[1].label})" if len(preds) > 1 else "")
+    )
     t.add_column("")
     for p in preds:
-        t.add_column(p.mode.value, justify="right")
+        t.add_column(p.label, justify="right")
+    if sure is not None:
+        t.add_column("80% interval", justify="right")
     rows = [
-        ("output tokens/s (system)", lambda p: f"{p.output_tokens_per_s:,.0f}"),
-        ("tokens/s per user", lambda p: f"{p.per_user_tokens_per_s:,.1f}"),
-        ("TTFT (mean)", lambda p: fmt_seconds(p.ttft_s)),
-        ("TPOT (mean)", lambda p: fmt_seconds(p.tpot_s)),
-        ("mean running batch", lambda p: f"{p.batch:,.1f}"),
-        ("bound by", lambda p: p.bound),
+        (
+            "output tokens/s (system)",
+            lambda p: f"{p.output_tokens_per_s:,.0f}",
+            "output_tokens_per_s",
+        ),
+        ("tokens/s per user", lambda p: f"{p.per_user_tokens_per_s:,.1f}", "per_user_tokens_per_s"),
+        ("TTFT (mean)", lambda p: fmt_seconds(p.ttft_s), "ttft_s"),
+        ("TPOT (mean)", lambda p: fmt_seconds(p.tpot_s), "tpot_s"),
+        ("mean running batch", lambda p: f"{p.batch:,.1f}", ""),
+        ("bound by", lambda p: p.bound, ""),
     ]
-    for label, cell in rows:
-        t.add_row(label, *(cell(p) for p in preds))
+    for label, cell, field in rows:
+        extra = []
+        if sure is not None:
+            iv = getattr(sure, field) if field else None
+            extra = [_interval(iv, field.endswith("_s") and "tokens" not in field)]
+        t.add_row(label, *(cell(p) for p in preds), *extra)
     return t
 
 

@@ -36,7 +36,7 @@ def build_cmd(
     ] = None,
     lock_timeout_s: Annotated[
         float | None,
-        typer.Option(help="longest wait for another process's build (default 1800 s)"),
+        typer.Option(min=0.0, help="longest wait for another process's build (default 1800 s)"),
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -6,7 +6,16 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.cli.common import JsonOpt, ModelOpt, console, emit_json, print_table
+from ridgeline.cli.common import (
+    IdealOpt,
+    JsonOpt,
+    MemoryUtilizationOpt,
+    ModelOpt,
+    console,
+    emit_json,
+    mode_of,
+    print_table,
+)
 from ridgeline.defaults import DEFAULT_MODEL
 from ridgeline.report.kv_manage_section import kv_manage_tables
 from ridgeline.serving.scheduler import SchedulerConfig
@@ -33,12 +42,15 @@ def kv_manage_cmd(
     max_model_len: Annotated[int, _opt("--max-model-len", help="longest request")] = 4096,
     chunk: Annotated[int, _opt("--chunk", help="prefill chunk tokens")] = 512,
     seed: Annotated[int, _opt("--seed", help="workload seed")] = 0,
+    ideal: IdealOpt = False,
+    memory_utilization: MemoryUtilizationOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Who manages the KV cache on each architecture, and what each technique costs or saves.
 
     What each runtime technique becomes on each architecture, and what it costs or saves on a
-    workload (two simulations per technique)."""
+    workload (two simulations per technique, priced calibrated unless --ideal). Example:
+    ridgeline kv-manage --model llama-3.1-8b --hw h100-sxm --hw groq-lpu -n 30"""
     spec = WorkloadSpec(
         num_requests=requests,
         rate_per_s=rate,
@@ -55,7 +67,8 @@ def kv_manage_cmd(
         + (f" after {prefixes} shared prefixes of {prefix_len}" if prefixes else "")
         + f", outputs {output}, chunk {chunk}, max_model_len {max_model_len}"
     )
-    rep = kv_manage(get_model(model), generate(spec), KVManageOptions(sched), hw or FIVE, label)
+    opts = KVManageOptions(sched, mode=mode_of(ideal), memory_utilization=memory_utilization)
+    rep = kv_manage(get_model(model), generate(spec), opts, hw or FIVE, label)
     if json_out:
         emit_json(rep)
         return
@@ -66,8 +79,7 @@ def _print(rep: KVManageReport) -> None:
     for t in kv_manage_tables(rep):
         print_table(t.headers, t.rows, t.caption)
     console.print(
-        "effects: the technique's metric without → with it, from two simulations of the same "
-        "trace on the deployment (ideal split, no collective cost); 'would' where nobody "
-        "provides it",
+        f"effects: the technique's metric without → with it, from two simulations of the same "
+        f"trace on the deployment, steps priced {rep.label}; 'would' where nobody provides it",
         highlight=False,
     )

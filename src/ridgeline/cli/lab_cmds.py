@@ -12,10 +12,12 @@ from typing import Annotated, Any
 import typer
 
 from ridgeline.cli.common import (
+    IdealOpt,
     JsonOpt,
     ModelOpt,
     console,
     emit_json,
+    mode_of,
     new_app,
     positive,
     progress_bar,
@@ -243,14 +245,17 @@ def compare_cmd(
         str | None, typer.Option("--hw", help="accelerator (default: the DB's calibration)")
     ] = None,
     timer: TimerOpt = "wall",
+    ideal: IdealOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Predicted vs measured per point, effective bandwidth, fitted model, the gap explained."""
+    """Predicted vs measured per point, effective bandwidth, fitted model, the gap explained.
+
+    The prediction is priced calibrated (a catalog --hw's family terms) unless --ideal."""
     from ridgeline.lab.gap import compare_records
     from ridgeline.lab.store import open_existing
 
     with open_existing(db) as store:
-        cmp = compare_records(store.records(), hw, timer)
+        cmp = compare_records(store.records(), hw, timer, mode_of(ideal))
     if json_out:
         emit_json(cmp.to_dict())
         return

@@ -140,7 +140,7 @@ def print_comparison(cmp: Any, timer: str) -> None:
     """Every point measured against predicted and fitted, the fits, and the gap by cause."""
     table = Table("backend", "B", "T", "measured", "p10–p90", "predicted", "ratio", "BW frac",
                   "fitted", "fit err",
-                  title=f"Decode step: measured ({timer} time) vs predicted on {cmp.accelerator}")  # fmt: skip
+                  title=f"Decode step: measured ({timer} time) vs {cmp.label} on {cmp.accelerator}")  # fmt: skip
     for p in cmp.points:
         table.add_row(
             p.label, str(p.batch), str(p.context), f"{p.measured_s * 1e3:.1f} ms",

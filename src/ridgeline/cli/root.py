@@ -41,6 +41,7 @@ COMMANDS: dict[str, Entry] = {
     "compare": Entry("analytic_cmds", "compare_cmd", "Five architectures side by side, each on the smallest deployment that holds the model.", _A),
     "deploy": Entry("deploy_cmds", "deploy_cmd", "A model on many chips of one accelerator: memory, links, bubble and what binds.", _A),
     "predict": Entry("fidelity_cmds", "predict_cmd", "Expected throughput, TTFT and TPOT of a deployment, through the serving simulator.", _S),
+    "plan": Entry("plan_cmds", "plan_cmd", "The cheapest deployment that meets latency targets, on every accelerator asked.", _S),
     "validate": Entry("fidelity_cmds", "validate_cmd", "Hold every prediction against the published measurements of the dataset.", _S),
     "tile": Entry("tiling_cmds", "tile_cmd", "Best tile of C[M,N] += A[M,K]·B[K,N] on one core's scratchpad, and intensity vs tile.", _A),
     "flash": Entry("tiling_cmds", "flash_cmd", "FlashAttention traffic against N on each accelerator's per-core scratchpad.", _A),

@@ -2,39 +2,56 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from ridgeline.cli.common import JsonOpt, console, emit_json, err_console
+from ridgeline.cli.common import JsonOpt, console, emit_json, err_console, writable_dir
 from ridgeline.errors import ConfigError
+from ridgeline.processes import sigterm_as_ctrl_c
+
+NEEDS = ("torch", "fastapi", "uvicorn", "prometheus_client", "guidellm")
 
 
 def serve_check_cmd(
-    out: Annotated[Path, typer.Option(help="folder for the reports")] = Path("out/serve-check"),
+    out: Annotated[Path, typer.Option(help="folder for the reports", callback=writable_dir)] = Path(
+        "out/serve-check"
+    ),
     rates: Annotated[
         str, typer.Option(help="requests/s, comma-separated (default: 0.25, 0.5, 0.75 x capacity)")
     ] = "",
-    num_requests: Annotated[int, typer.Option(min=2, help="requests per rate")] = 40,
+    num_requests: Annotated[int, typer.Option(min=2, max=100_000, help="requests per rate")] = 40,
     prompt_tokens: Annotated[int, typer.Option(min=1)] = 128,
     output_tokens: Annotated[int, typer.Option(min=2)] = 64,
-    max_num_seqs: Annotated[int, typer.Option(min=1, help="the server's running requests")] = 16,
+    max_num_seqs: Annotated[
+        int, typer.Option(min=1, max=4096, help="the server's running requests")
+    ] = 16,
     port: Annotated[int, typer.Option(min=1, max=65535)] = 8321,
     json_out: JsonOpt = False,
 ) -> None:
     """Calibrate the engine as the simulator's cost model, serve distilgpt2's shape (random
     weights, a character tokenizer) under guidellm at three Poisson rates, replay the same
     arrivals and lengths in the simulator, and compare TTFT, TPOT and throughput."""
+    missing = [p for p in NEEDS if importlib.util.find_spec(p) is None]
+    if missing:
+        raise ConfigError(f"serve-check needs {', '.join(missing)}: pip install "
+                          "'ridgeline[torch,serve,serve-test]'")  # fmt: skip
+    from ridgeline.engine.kernel_build import resolve_lock_timeout_s
     from ridgeline.lab.serve_check import CheckSpec, model_config, run_check
+    from ridgeline.serve.server import listen_check
 
-    out.mkdir(parents=True, exist_ok=True)
     check = CheckSpec(
         model_config(out), prompt_tokens, output_tokens, num_requests,
         _floats(rates), max_num_seqs, port=port,
     )  # fmt: skip
-    result = run_check(check, out, lambda m: err_console.print(f"serve-check: {m}"))
+    check.check_fits()  # all of this before the calibration compiles and runs for minutes
+    listen_check("127.0.0.1", port)
+    resolve_lock_timeout_s()
+    with sigterm_as_ctrl_c():  # kill runs the cleanup that stops the server and its builds
+        result = run_check(check, out, lambda m: err_console.print(f"serve-check: {m}"))
     if json_out:
         emit_json(result)
         return
@@ -43,9 +60,12 @@ def serve_check_cmd(
 
 def _floats(text: str) -> tuple[float, ...]:
     try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
+        values = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise ConfigError(f"field --rates: numbers separated by commas, got '{text}'") from None
+    if text.strip() and not values:
+        raise ConfigError(f"field --rates: no rate in '{text}'")
+    return values
 
 
 def _render(result: object) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ridgeline.analytic.deployment import check_deployment
 from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, progress_bar, save_plot
 from ridgeline.cli.options import grouped
 from ridgeline.cli.simulate_options import (
@@ -70,13 +71,13 @@ def _table(results: list[SimResult], title: str) -> Table:
     return t
 
 
-def _plots(results: list[SimResult], out: str) -> list[Path]:
+def _plots(results: list[SimResult], out: str, label: str) -> list[Path]:
     from ridgeline.report.serving_plots import kv_timeline_plot, latency_cdf_plot
 
     d = Path(out)
     return [
-        save_plot(kv_timeline_plot(results), d / "kv_use.png"),
-        save_plot(latency_cdf_plot(results), d / "latency_cdf.png"),
+        save_plot(kv_timeline_plot(results, label), d / "kv_use.png"),
+        save_plot(latency_cdf_plot(results, label), d / "latency_cdf.png"),
     ]
 
 
@@ -84,14 +85,16 @@ def _sim_config(
     model: str, hw: str, serving: ServingOptions, cost: CostOptions, topo: TopologyOptions,
     out: OutputOptions, seed: int,
 ) -> SimConfig:  # fmt: skip
-    """The simulated server: one accelerator, its scheduler, KV pool, tiers and cost model."""
+    """The simulated server: its pricing (mode, deployment, data types: built once here),
+    scheduler, KV pool, tiers and topology."""
     m, acc = get_model(model), get_accelerator(hw)
+    pricing = cost.pricing(acc)
+    check_deployment(m, pricing.deployment)
     return SimConfig(
-        m, acc, serving.scheduler(m.max_position_embeddings, topo.spec()),
+        m, pricing, serving.scheduler(m.max_position_embeddings, topo.spec()),
         block_size=serving.block_size, prefix_caching=serving.prefix_caching,
-        eviction=serving.eviction, memory_utilization=serving.mem_util,
+        eviction=serving.eviction, memory_utilization=serving.memory_utilization,
         tiers=parse_tiers(topo.tiers, acc) if topo.tiers else (),
-        efficiency=cost.efficiency(),
         draft_model=get_model(topo.spec_draft) if topo.spec_draft else None,
         disagg=parse_disagg(topo.disagg, topo.link_bw, topo.link_latency) if topo.disagg else None,
         slo=out.slo(), seed=seed, label=serving.policy.value,
@@ -137,7 +140,9 @@ def simulate_cmd(
 ) -> None:
     """Simulate serving a workload: latency, throughput and KV memory.
 
-    One configuration, or several side by side (simulate compare --configs paged,static)."""
+    One configuration, or several side by side (simulate compare --configs paged,static); steps
+    priced calibrated (the expected times) unless --ideal. Example: ridgeline simulate --hw
+    h100-sxm --model llama-3.1-70b --tp 4 --rate 2 -n 500"""
     cfg = _sim_config(model, hw, serving, cost, topology, output, workload.seed)
     variants = output.variants(cfg.hw) if mode is Mode.COMPARE else None
     if topology.spec_k and variants and any("spec" in v for v in variants):
@@ -148,21 +153,27 @@ def simulate_cmd(
     if serving.policy is PolicyKind.STATIC and is_compiled_schedule(cfg.hw):
         cfg = static_variant(cfg, "static", wl, shape_opts)
     results = _run(cfg, wl, variants, show, shape_opts)
-    _render(results, cfg.model.name, cfg.hw.name, output.json_out, output.plot)
+    _render(results, cfg, output.json_out, output.plot)
 
 
-def _render(
-    results: list[SimResult], model: str, hw: str, json_out: bool, plot: str | None
-) -> None:
-    figs = _plots(results, plot) if plot else []
+def _render(results: list[SimResult], cfg: SimConfig, json_out: bool, plot: str | None) -> None:
+    pricing = cfg.pricing
+    figs = _plots(results, plot, pricing.label) if plot else []
     if json_out:
-        payload: dict[str, object] = {"schema": "ridgeline.simulate/1", "model": model, "hw": hw}
+        payload: dict[str, object] = {
+            "schema": "ridgeline.simulate/2",
+            "model": cfg.model.name,
+            "hw": cfg.hw.name,
+            "mode": pricing.mode.value,
+            "pricing": pricing.to_dict(),
+        }
         payload["results"] = [r.to_dict() for r in results]
         payload["plots"] = [str(f) for f in figs]
         emit_json(payload)
         return
     n = results[0].num_requests
-    console.print(_table(results, f"{model} on {hw}: {n} requests"))
+    where = pricing.deployment.label if pricing.deployment.chips > 1 else cfg.hw.name
+    console.print(_table(results, f"{cfg.model.name} on {where}: {n} requests — {pricing.label}"))
     for r in results:
         if r.reject_reasons:
             console.print(f"[yellow]{r.label}: rejected {'; '.join(r.reject_reasons)}[/]")

@@ -10,8 +10,10 @@ from typing import Annotated
 
 import typer
 
-from ridgeline.analytic import Efficiency
-from ridgeline.cli.common import writable_dir
+from ridgeline.analytic.deployment import Deployment
+from ridgeline.analytic.pricing import Efficiency, Pricing
+from ridgeline.analytic.workload import Dtypes
+from ridgeline.cli.common import mode_of, writable_dir
 from ridgeline.data import trace_path
 from ridgeline.serving.eviction import EvictionKind
 from ridgeline.serving.policies import PolicyKind, step_token_budget
@@ -23,7 +25,10 @@ from ridgeline.sim.compiled import is_compiled_schedule
 from ridgeline.sim.presets import WorkloadKind, workload_of_kind
 from ridgeline.sim.static_variants import COMPILED_DEFAULT, ShapeOptions
 from ridgeline.sim.variants import DEFAULT_VARIANTS
+from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_BYTES_PER_S, MAX_CONTEXT, MAX_SECONDS
 
 
 def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:
@@ -59,9 +64,9 @@ class WorkloadOptions:
     seed: Annotated[int, _opt("--seed", "workload and acceptance seed", _W)] = 0
 
     def requests_to_serve(self) -> list[RequestSpec]:
-        """The requests: the trace's first ``requests`` lines, or the synthetic workload."""
-        if self.trace:
-            return load_trace(trace_path(self.trace), limit=self.requests)
+        """The requests: the trace's first ``requests`` lines, or the synthetic workload (its
+        options are checked either way: a bad ``--rate`` beside ``--trace`` is refused, not
+        ignored)."""
         spec = WorkloadSpec(
             num_requests=self.requests,
             rate_per_s=self.rate,
@@ -73,6 +78,8 @@ class WorkloadOptions:
             turns=self.turns,
             seed=self.seed,
         )
+        if self.trace:
+            return load_trace(trace_path(self.trace), limit=self.requests)
         return generate(workload_of_kind(self.workload, spec))
 
 
@@ -91,7 +98,15 @@ class ServingOptions:
     eviction: Annotated[EvictionKind, _opt("--eviction", "cached-block eviction", _S)] = (
         EvictionKind.LRU
     )
-    mem_util: Annotated[float, _opt("--mem-util", "device memory for weights + KV", _S)] = 0.9
+    memory_utilization: Annotated[
+        float | None,
+        _opt(
+            "--memory-utilization",
+            "fraction of each chip's memory for weights, reserve and KV "
+            "(vLLM's gpu_memory_utilization; default: the runtime's)",
+            _S,
+        ),
+    ] = None
     preemption: Annotated[PreemptionMode, _opt("--preemption", "recompute or swap", _S)] = (
         PreemptionMode.RECOMPUTE
     )
@@ -112,14 +127,40 @@ class ServingOptions:
 
 @dataclass(frozen=True, slots=True)
 class CostOptions:
-    """How far the cost model's step times fall short of the roofline's."""
+    """How steps are priced (``analytic.pricing``): the calibrated expectation (default) or the
+    ideal roofline, optionally scaled by the user's efficiencies; on which deployment of the
+    accelerator; at which data types."""
 
-    bw_eff: Annotated[float, _opt("--bw-eff", "fraction of peak bandwidth", _C)] = 1.0
-    compute_eff: Annotated[float, _opt("--compute-eff", "fraction of peak FLOP/s", _C)] = 1.0
-    overhead: Annotated[float, _opt("--overhead", "fixed seconds per step", _C)] = 0.0
+    ideal: Annotated[
+        bool,
+        _opt(
+            "--ideal",
+            "price on the ideal roofline (datasheet peaks, no latencies) "
+            "instead of the calibrated expectation",
+            _C,
+        ),
+    ] = False
+    bw_eff: Annotated[float, _opt("--bw-eff", "with --ideal: fraction of peak bandwidth", _C)] = 1.0
+    compute_eff: Annotated[
+        float, _opt("--compute-eff", "with --ideal: fraction of peak FLOP/s", _C)
+    ] = 1.0
+    overhead: Annotated[float, _opt("--overhead", "with --ideal: fixed seconds per step", _C)] = 0.0
+    tp: Annotated[int, _opt("--tp", "tensor-parallel chips per instance", _C)] = 1
+    pp: Annotated[int, _opt("--pp", "pipeline stages per instance", _C)] = 1
+    weight_dtype: Annotated[str, _opt("--weight-dtype", "bf16, fp16, fp8, int8, int4, fp4", _C)] = (
+        "bf16"
+    )
+    kv_dtype: Annotated[
+        str | None,
+        _opt("--kv-dtype", "KV format (default: fp8 with fp8/fp4 weights, else bf16)", _C),
+    ] = None
 
-    def efficiency(self) -> Efficiency:
-        return Efficiency(self.bw_eff, self.compute_eff, self.overhead)
+    def pricing(self, acc: Accelerator) -> Pricing:
+        """The one pricing of the run (``Pricing.of``; efficiencies need ``--ideal``)."""
+        kv = DType.parse(self.kv_dtype) if self.kv_dtype else None
+        dt = Dtypes.serving(DType.parse(self.weight_dtype), kv)
+        eff = Efficiency(self.bw_eff, self.compute_eff, self.overhead)
+        return Pricing.of(Deployment(acc, self.tp, self.pp), mode_of(self.ideal), dt, eff)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +175,10 @@ class TopologyOptions:
     link_bw: Annotated[float, _opt("--link-bw", "disagg link bytes/s", _T)] = 50e9
     link_latency: Annotated[float, _opt("--link-latency", "disagg link latency s", _T)] = 1e-3
 
+    def __post_init__(self) -> None:  # checked with or without --disagg (else ignored)
+        check_real("link_bw", self.link_bw, 0, MAX_BYTES_PER_S, low_open=True)
+        check_real("link_latency", self.link_latency, 0, MAX_SECONDS)
+
     def spec(self) -> SpecDecodeConfig | None:
         return SpecDecodeConfig(self.spec_k, self.spec_accept) if self.spec_k else None
 
@@ -146,6 +191,11 @@ class ShapeGroupOptions:
     compile_s: Annotated[float, _opt("--compile-s", "seconds to compile a program", _X)] = 20.0
     compile_budget: Annotated[float, _opt("--compile-budget", "compile seconds the deployment affords", _X)] = 1200.0  # fmt: skip
     recompile: Annotated[bool, _opt("--recompile", "compile a missing bucket instead of refusing", _X)] = False  # fmt: skip
+
+    def __post_init__(self) -> None:  # checked on every accelerator (else ignored off Spyre/TPU)
+        check_int("prefill_chunk", self.prefill_chunk, 1, MAX_CONTEXT)
+        check_real("compile_s", self.compile_s, 0, MAX_SECONDS, low_open=True)
+        check_real("compile_budget", self.compile_budget, 0, MAX_SECONDS)
 
     def shape_options(self) -> ShapeOptions:
         budget = CompileBudget(self.compile_s, self.compile_budget)

@@ -22,11 +22,15 @@ from ridgeline.errors import ConfigError
 from ridgeline.report.document import Table
 from ridgeline.report.sweep_section import front_table, plot_front, ranked_table
 from ridgeline.report.sweep_section import markdown as md_table
+from ridgeline.specs.calibration import CostMode
 from ridgeline.sweep import (
     BackendKind,
     ChipSplit,
     Objective,
     StoreFormat,
+    SweepOutcome,
+    SweepReport,
+    SweepSpec,
     load_simulator,
     load_spec,
     make_backend,
@@ -98,13 +102,20 @@ def run_cmd(
     accelerators: ListOpt = None,
     chips: ListOpt = None,
     simulator: SimulatorOpt = None,
+    ideal: Annotated[
+        bool, typer.Option("--ideal", help="price on the ideal roofline (replaces the spec's mode)")
+    ] = False,
     progress: Annotated[bool, typer.Option(help="show a progress bar on stderr")] = True,
     json_out: JsonOpt = False,
 ) -> None:
-    """Run (or resume) the sweep of SPEC; every probe is stored as it finishes."""
+    """Run (or resume) the sweep of SPEC; every probe is stored as it finishes.
+
+    Probes are priced calibrated (the expected step times) unless the spec's mode or --ideal
+    says ideal. Example: ridgeline sweep run examples/sweep_example.toml"""
     spec = with_overrides(
         load_spec(spec_path), objective=objective, seed=seed, models=_split(models),
         accelerators=_split(accelerators), deployments=_chips(chips),
+        mode=CostMode.IDEAL if ideal else None,
     )  # fmt: skip
     sim = load_simulator(simulator)
     db = db or f"{spec_path.stem}.{'parquet' if fmt is StoreFormat.PARQUET else 'db'}"
@@ -120,12 +131,17 @@ def run_cmd(
             outcome = run_sweep(spec, store, make_backend(backend, workers, address), sim, update)
         finally:
             store.close()
-    rep = sweep_report(read_store(db))
+    _print_run(spec, outcome, sweep_report(read_store(db)), json_out)
+
+
+def _print_run(spec: SweepSpec, outcome: SweepOutcome, rep: SweepReport, json_out: bool) -> None:
+    """What ``sweep run`` prints: the ranked table and the counts, or them as JSON."""
+    n = len(spec.configurations())
     if json_out:
         counts = {"num_simulated": outcome.num_simulated, "num_reused": outcome.num_reused,
                   "num_decided_early": outcome.num_decided_early}  # fmt: skip
-        emit_json({"schema": "ridgeline.sweep-run/1", "num_configs": n, **counts,
-                   "wall_s": outcome.wall_s, "report": rep.to_dict()})  # fmt: skip
+        emit_json({"schema": "ridgeline.sweep-run/2", "mode": spec.mode.value, "num_configs": n,
+                   **counts, "wall_s": outcome.wall_s, "report": rep.to_dict()})  # fmt: skip
         return
     console.print(_rich(ranked_table(rep, 10)))
     console.print(
@@ -144,8 +160,9 @@ def status_cmd(
     rep = sweep_report(read_store(db))
     best = rep.best_by_model()
     payload = {
-        "schema": "ridgeline.sweep-status/1",
+        "schema": "ridgeline.sweep-status/2",
         "name": rep.name,
+        "mode": rep.mode,
         "num_configs": rep.num_configs,
         "num_probes": rep.num_probes,
         "status_counts": rep.status_counts,
@@ -155,7 +172,10 @@ def status_cmd(
         emit_json(payload)
         return
     counts = ", ".join(f"{k} {v}" for k, v in rep.status_counts.items())
-    console.print(f"sweep '{rep.name}': {rep.num_configs} configurations ({counts})", markup=False)
+    console.print(
+        f"sweep '{rep.name}' ({rep.label}): {rep.num_configs} configurations ({counts})",
+        markup=False,
+    )
     console.print(f"{rep.num_probes} probes stored")
     for b in best.values():
         line = f"best so far for {b.model}: {b.label}: {b.objective or 0:.4g} {rep.objective}"

@@ -15,6 +15,7 @@ from ridgeline.cli.common import (
     ContextOpt,
     DtypeOpt,
     HwOpt,
+    IdealOpt,
     JsonOpt,
     ModelOpt,
     PhaseOpt,
@@ -22,6 +23,7 @@ from ridgeline.cli.common import (
     PromptOpt,
     console,
     emit_json,
+    mode_of,
     print_table,
     save_plot,
     writable_file,
@@ -151,31 +153,36 @@ def schedule_cmd(
     no_ring: Annotated[
         bool, typer.Option("--no-ring", help="cores re-read shared inputs from device memory")
     ] = False,
+    ideal: IdealOpt = False,
     bw_eff: Annotated[
-        float, typer.Option(help="fraction of device bandwidth reached (Spyre measured: 0.75)")
+        float, typer.Option(help="with --ideal: fraction of bandwidth reached (Spyre: 0.75)")
     ] = 1.0,
     program: Annotated[
         str | None, typer.Option(help="also print this op's per-core program (e.g. lm_head)")
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Compile one step for a scratchpad accelerator and simulate its timeline."""
-    w = an.Workload(phase, batch, context, prompt)
+    """Compile one step for a scratchpad accelerator and simulate its timeline.
+
+    Device memory streams at the calibration's bandwidth efficiency (the expected schedule)
+    unless --ideal (the datasheet's, or --bw-eff of it). Example: ridgeline schedule --hw
+    ibm-spyre --model llama-3.1-8b --batch 4"""
+    acc = get_accelerator(hw)
+    pricing = an.Pricing.of(acc, mode_of(ideal), efficiency=an.Efficiency(bandwidth=bw_eff))
+    w = pricing.workload(phase, batch, context, prompt)
     bucket = _bucket(w, bucket_batch, bucket_context)
-    opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=bw_eff)
-    s = dataflow.compile_schedule(get_model(model), get_accelerator(hw), w, bucket, opts)
+    eff = pricing.calibration.bandwidth_efficiency
+    opts = dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=eff)
+    s = dataflow.compile_schedule(get_model(model), acc, w, bucket, opts)
     listing = dataflow.program_of(s, program) if program else None  # a typo fails before output
     if timeline:
         from ridgeline.report import tiling_plots
 
         save_plot(tiling_plots.timeline_plot(s), timeline)
     if json_out:
-        emit_json(s)
+        emit_json({**s.to_dict(), "mode": pricing.mode.value, "pricing": pricing.to_dict()})
         return
-    _print_schedule(s)
-    if listing is not None:
-        for line in dataflow.listing(listing, max_steps=4):
-            console.print(line, highlight=False, soft_wrap=True)
+    _print_schedule(s, f"{pricing.label}: device memory at {eff:g} of its bandwidth", listing)
 
 
 def _bucket(w: an.Workload, batch: int | None, context: int | None) -> dataflow.Bucket | None:
@@ -189,8 +196,12 @@ def _bucket(w: an.Workload, batch: int | None, context: int | None) -> dataflow.
     )
 
 
-def _print_schedule(s: dataflow.Schedule) -> None:
-    table = Table("op", "×", "tile per core", "loaded", "ring", "LX", "time", "roofline")
+def _print_schedule(
+    s: dataflow.Schedule, label: str, listing: dataflow.OpProgram | None = None
+) -> None:
+    """The compiled step's table and totals, then the listing of ``--program`` if asked."""
+    heads = ("op", "×", "tile per core", "loaded", "ring", "LX", "time", "roofline")
+    table = Table(*heads, title=f"{s.model} on {s.accelerator}, compiled — {label}")
     for o in s.ops:
         table.add_row(o.name, str(o.count), o.tile or o.kind.value, fmt_bytes(o.dram_load_bytes),
                       fmt_bytes(o.ring_bytes), fmt_bytes(o.occupancy_bytes),
@@ -208,6 +219,9 @@ def _print_schedule(s: dataflow.Schedule) -> None:
         f"compute {s.compute_utilisation:.2%}, bandwidth {s.bandwidth_utilisation:.1%}, "
         f"peak LX {fmt_bytes(s.peak_occupancy_bytes)} of {fmt_bytes(s.core.capacity_bytes)}"
     )
+    if listing is not None:
+        for line in dataflow.listing(listing, max_steps=4):
+            console.print(line, highlight=False, soft_wrap=True)
 
 
 def orchestrate_cmd(
@@ -217,9 +231,13 @@ def orchestrate_cmd(
     gpu: Annotated[str, typer.Option(help="the GPU")] = "h100-sxm",
     tpu: Annotated[str, typer.Option(help="the TPU")] = "tpu-v6e",
     spyre: Annotated[str, typer.Option(help="the compiler-only machine")] = "ibm-spyre",
+    ideal: IdealOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """One KV cache, three orchestrators: bytes per level, time, and the level that binds."""
+    """One KV cache, three orchestrators: bytes per level, time, and the level that binds.
+
+    Device memory at the calibration's KV bandwidth efficiency (expected) unless --ideal.
+    Example: ridgeline orchestrate --model llama-3.1-8b --batch 8 --context 8192"""
     rep = orchestrate.orchestrate(
         get_model(model),
         batch,
@@ -227,11 +245,13 @@ def orchestrate_cmd(
         get_accelerator(gpu),
         get_accelerator(tpu),
         get_accelerator(spyre),
+        mode_of(ideal),
     )
     if json_out:
         emit_json(rep)
         return
-    table = Table("accelerator", "orchestrator", "level", "placed by", "moved by", "bytes", "time")
+    heads = ("accelerator", "orchestrator", "level", "placed by", "moved by", "bytes", "time")
+    table = Table(*heads, title=f"one decode step's attention — {rep.label}")
     for r in rep.rows:
         for i, mv in enumerate(r.moves):
             t = mv.time_s

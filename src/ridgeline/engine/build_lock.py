@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ridgeline.errors import RidgelineError
+from ridgeline.specs.inputs import check_real
+from ridgeline.specs.limits import MAX_SECONDS
 
 POLL_S = 0.2  # how often a waiter retries the lock
 
@@ -91,7 +93,7 @@ def _wait(
         if left <= 0:
             who = owner.describe() if owner else "an unknown process"
             raise BuildLockTimeout(
-                f"the kernel build at {path} is locked by {who}; waited {timeout_s:.0f} s "
+                f"the kernel build at {path} is locked by {who}; waited {timeout_s:g} s "
                 f"(stop that process, or raise RIDGELINE_KERNEL_LOCK_TIMEOUT_S)"
             )
         time.sleep(min(POLL_S, left))
@@ -112,6 +114,7 @@ def build_lock(
         The previous owner's record (None on the first use): a build that held the lock and
         did not finish left it there.
     """
+    check_real("timeout_s", timeout_s, 0, MAX_SECONDS)  # a NaN bound would never be reached
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -41,6 +41,9 @@ from types import ModuleType
 
 from ridgeline.engine.build_lock import LockOwner, build_lock
 from ridgeline.errors import ConfigError, RidgelineError
+from ridgeline.processes import run_group
+from ridgeline.specs.inputs import check_real
+from ridgeline.specs.limits import MAX_SECONDS
 
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = (
@@ -124,7 +127,10 @@ def compiler_version() -> str:
 def default_root() -> Path:
     """This environment's kernel folder (see the module docstring)."""
     if os.environ.get(DIR_ENV):
-        return Path(os.environ[DIR_ENV])
+        path = Path(os.environ[DIR_ENV])
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"{DIR_ENV}: {path} is not a directory")
+        return path
     prefix = Path(sys.prefix)
     if os.access(prefix, os.W_OK):
         return prefix / "var" / "ridgeline-kernels"
@@ -221,14 +227,26 @@ class BuildResult:
         }
 
 
-def _lock_timeout_s(timeout_s: float | None) -> float:
+def resolve_lock_timeout_s(timeout_s: float | None = None) -> float:
+    """The bound on a wait for another build: ``timeout_s``, else ``$RIDGELINE_KERNEL_LOCK_
+    TIMEOUT_S``, else ``DEFAULT_LOCK_TIMEOUT_S``; the variable is checked as the option is.
+
+    Raises:
+        ConfigError: not a number, NaN, an infinity, negative or past ``MAX_SECONDS``
+            (a NaN bound made the bounded wait endless).
+    """
     if timeout_s is not None:
-        return timeout_s
+        return check_real("lock_timeout_s", timeout_s, 0, MAX_SECONDS)
     text = os.environ.get(LOCK_TIMEOUT_ENV)
+    if text is None or not text.strip():
+        return DEFAULT_LOCK_TIMEOUT_S
     try:
-        return float(text) if text else DEFAULT_LOCK_TIMEOUT_S
+        value = float(text)
     except ValueError:
         raise ConfigError(f"{LOCK_TIMEOUT_ENV}: a number of seconds, got '{text}'") from None
+    if not 0 <= value <= MAX_SECONDS:  # NaN fails both comparisons
+        raise ConfigError(f"{LOCK_TIMEOUT_ENV}: seconds in 0..{MAX_SECONDS:g}, got '{text}'")
+    return value
 
 
 def _watch(p: BuildPlan, progress: Progress, stop: threading.Event) -> None:
@@ -241,31 +259,40 @@ def _watch(p: BuildPlan, progress: Progress, stop: threading.Event) -> None:
             progress(f"compiled {done}/{len(p.sources)} units")
 
 
-def _compile(p: BuildPlan, progress: Progress) -> ModuleType:
-    from torch.utils.cpp_extension import load
+# The build, in a process of its own: torch's ``cpp_extension.load`` (ninja, one compiler per
+# unit) with the plan's arguments as JSON.
+_BUILD = r"""
+import json, sys
+from torch.utils.cpp_extension import load
+a = json.loads(sys.argv[1])
+load(name=a["name"], sources=a["sources"], extra_cflags=a["cflags"], extra_ldflags=a["ldflags"],
+     extra_include_paths=a["include"], build_directory=a["directory"], verbose=False)
+"""
 
+
+def _compile(p: BuildPlan, progress: Progress) -> ModuleType:
+    """Compile in a child process group (``processes.run_group``): interrupting or killing
+    this process kills the compilers too. The module is imported here once built."""
+    args = {
+        "name": p.name, "sources": [str(s) for s in p.sources], "cflags": list(p.flags),
+        "ldflags": list(LD_FLAGS), "include": [str(p.sources[0].parent)],
+        "directory": str(p.directory),
+    }  # fmt: skip
     stop = threading.Event()
     watcher = threading.Thread(target=_watch, args=(p, progress, stop), daemon=True)
     watcher.start()
     try:
-        return load(
-            name=p.name,
-            sources=[str(s) for s in p.sources],
-            extra_cflags=list(p.flags),
-            extra_ldflags=list(LD_FLAGS),
-            extra_include_paths=[str(p.sources[0].parent)],
-            build_directory=str(p.directory),
-            verbose=False,
-        )
-    except Exception as e:  # the compiler's output is long: keep it in a file, say where
-        log = p.directory / "build.log"
-        log.write_text(str(e))
-        raise KernelBuildError(
-            f"kernel build {p.name} failed ({type(e).__name__}); compiler output in {log}"
-        ) from e
+        done = run_group([sys.executable, "-c", _BUILD, json.dumps(args)])
     finally:
         stop.set()
         watcher.join()
+    if done.returncode != 0:  # the compiler's output is long: keep it in a file, say where
+        log = p.directory / "build.log"
+        log.write_text(done.stdout)
+        raise KernelBuildError(
+            f"kernel build {p.name} failed (exit {done.returncode}); compiler output in {log}"
+        )
+    return import_built(p)
 
 
 def _fresh_build(p: BuildPlan, progress: Progress) -> float:
@@ -296,10 +323,12 @@ def ensure_built(
     """Build ``p`` unless it is built; wait (bounded) for another process building it.
 
     Raises:
+        ConfigError: a lock timeout (or ``$RIDGELINE_KERNEL_LOCK_TIMEOUT_S``) out of range.
         BuildLockTimeout: a live build held the lock past the bound.
         KernelBuildError: the compiler failed.
     """
     say = progress or _stderr
+    timeout_s = resolve_lock_timeout_s(lock_timeout_s)  # checked even when nothing is built
     if p.marker.exists():
         return BuildResult(p, False, 0.0)
 
@@ -307,7 +336,7 @@ def ensure_built(
         who = owner.describe() if owner else "another process"
         say(f"waiting for the kernel build of {who} (lock {p.lock_path})")
 
-    with build_lock(p.lock_path, _lock_timeout_s(lock_timeout_s), waiting) as previous:
+    with build_lock(p.lock_path, timeout_s, waiting) as previous:
         if p.marker.exists():  # built by the process we waited for
             return BuildResult(p, False, 0.0)
         cleared = previous if previous is not None and not previous.alive() else None

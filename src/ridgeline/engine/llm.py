@@ -21,7 +21,9 @@ from typing import Any
 
 import torch
 
-from ridgeline.analytic import weights_bytes
+from ridgeline.analytic.deployment import Deployment
+from ridgeline.analytic.memory import MemoryRule, kv_pool_bytes
+from ridgeline.analytic.workload import Dtypes
 from ridgeline.engine.executor import TorchExecutor
 from ridgeline.engine.fused_layer import load_fused_layer
 from ridgeline.engine.fused_ops import load_fused_ops
@@ -61,6 +63,7 @@ from ridgeline.specs.model import Position
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DEFAULT_KV_BUDGET_BYTES = 1 << 30  # 1 GiB when neither hw nor a budget is given
+STATS_WINDOW_STEPS = 4096  # steps ``EngineStats`` keeps (a serve-check fit uses a few hundred)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +77,10 @@ class EngineConfig:
         max_model_len: longest request (None: the model's position limit).
         prefix_caching: reuse cached prefix blocks.
         dtype: fp32, bf16 or fp16 for weights, activations and KV.
-        kv_budget_bytes: KV memory (None: from ``hw``, else 1 GiB).
-        memory_utilization: share of ``hw``'s device memory for weights + KV.
+        kv_budget_bytes: KV memory, overriding the rule (vLLM's ``kv_cache_memory_bytes``;
+            None: the KV-pool rule on ``hw``, else 1 GiB).
+        memory_utilization: fraction of ``hw``'s device memory for weights, reserve and KV
+            (vLLM's ``gpu_memory_utilization``; None: the runtime's default; ``analytic.memory``).
         num_blocks: pool size in blocks (overrides the budget).
         policy: scheduler policy (fcfs, priority).
         preemption: recompute (free the victim's blocks) or swap (copy them to host memory).
@@ -104,7 +109,7 @@ class EngineConfig:
     prefix_caching: bool = True
     dtype: str = "fp32"
     kv_budget_bytes: float | None = None
-    memory_utilization: float = 0.9
+    memory_utilization: float | None = None
     num_blocks: int | None = None
     policy: str = "fcfs"
     preemption: str = "recompute"
@@ -151,7 +156,8 @@ def check_engine_sizes(cfg: EngineConfig) -> None:
         check_int("draft_layers", cfg.draft_layers, 1, MAX_LAYERS)
     if cfg.kv_budget_bytes is not None:
         check_real("kv_budget_bytes", cfg.kv_budget_bytes, 0, MAX_BYTES, low_open=True)
-    check_real("memory_utilization", cfg.memory_utilization, 0, 1, low_open=True)
+    if cfg.memory_utilization is not None:
+        check_real("memory_utilization", cfg.memory_utilization, 0, 1, low_open=True)
     check_real("swap_bytes", cfg.swap_bytes, 0, MAX_BYTES)
     check_real("init_std", cfg.init_std, 0, 1e3, low_open=True)
 
@@ -187,7 +193,13 @@ class _Timing:
 
 @dataclass(slots=True)
 class EngineStats:
-    """Counters over the engine's life."""
+    """Counters over the engine's life, and its last steps.
+
+    The counters are running totals; ``batches`` and ``step_times`` keep the last
+    ``window``..2·``window`` steps only (trimmed by halves, amortised O(1) a step), so a server
+    that runs for weeks holds a bounded history. ``recent(since)`` returns the steps after
+    step number ``since`` while the window still holds them.
+    """
 
     steps: int = 0
     busy_s: float = 0.0
@@ -196,6 +208,31 @@ class EngineStats:
     accepted_tokens: int = 0
     batches: list[ScheduledBatch] = field(default_factory=list)
     step_times: list[float] = field(default_factory=list)
+    window: int = STATS_WINDOW_STEPS
+
+    def record(self, batch: ScheduledBatch, time_s: float) -> None:
+        """Count one step and keep it in the window."""
+        self.steps += 1
+        self.busy_s += time_s
+        self.batches.append(batch)
+        self.step_times.append(time_s)
+        if len(self.batches) >= 2 * self.window:
+            del self.batches[: self.window]
+            del self.step_times[: self.window]
+
+    def recent(self, since: int) -> tuple[list[ScheduledBatch], list[float]]:
+        """The batches and times of steps ``since + 1`` .. ``steps``.
+
+        Raises:
+            ConfigError: the window no longer holds them all (ask for fewer steps).
+        """
+        first = self.steps - len(self.batches)  # the step number before the window's first
+        if since < first:
+            raise ConfigError(
+                f"field since: steps after {since} asked, the window starts after {first}"
+            )
+        start = since - first
+        return self.batches[start:], self.step_times[start:]
 
 
 def set_threads(n: int) -> None:
@@ -240,13 +277,15 @@ def build_model(
 
 
 def _kv_budget(spec: ModelSpec, cfg: EngineConfig, hw: Accelerator | None) -> float:
-    """Explicit budget, else vLLM's rule on ``hw``: utilization × device memory − weights."""
+    """Explicit budget, else the one KV-pool rule on one chip of ``hw`` (``analytic.memory``:
+    the simulator's and ``predict``'s), its reserve for a step of ``max_num_tokens`` tokens."""
     if cfg.kv_budget_bytes is not None:
         return cfg.kv_budget_bytes
     if hw is None:
         return DEFAULT_KV_BUDGET_BYTES
-    weights = weights_bytes(spec, DType.parse(cfg.dtype))
-    return hw.device_capacity_bytes * cfg.memory_utilization - weights
+    dt = DType.parse(cfg.dtype)
+    rule = MemoryRule(cfg.memory_utilization, cfg.max_num_tokens, cfg.max_num_seqs)
+    return kv_pool_bytes(spec, Deployment(hw), Dtypes(dt, dt, dt), rule)
 
 
 class LLM:
@@ -421,10 +460,7 @@ class LLM:
 
     def _account(self, batch: ScheduledBatch, result: StepResult) -> None:
         st = self.stats
-        st.steps += 1
-        st.busy_s += result.time_s
-        st.batches.append(batch)
-        st.step_times.append(result.time_s)
+        st.record(batch, result.time_s)
         for sr in batch.requests:
             toks = result.sampled.get(sr.request_id, ())
             if not toks:

@@ -56,6 +56,14 @@ def probabilities(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
         probs = torch.zeros_like(logits)  # [N, vocab]
         return probs.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
     scaled = logits / params.temperature  # [N, vocab]
+    overflow = ~torch.isfinite(scaled.amax(-1, keepdim=True))  # [N, 1]
+    if overflow.any():
+        # NOTE: a temperature so small (1e-300; below ~1e-45 it is 0 in fp32) that the largest
+        # logit overflows: softmax would make NaN of inf - inf, and its limit is the argmax
+        # (ties shared), so those rows get exactly that.
+        top = logits == logits.amax(-1, keepdim=True)  # [N, vocab]
+        argmax = torch.zeros_like(logits).masked_fill(~top, float("-inf"))  # [N, vocab]
+        scaled = torch.where(overflow, argmax, scaled)
     if 0 < params.top_k < scaled.shape[-1]:
         kth = scaled.topk(params.top_k, dim=-1).values[..., -1:]  # [N, 1]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))

@@ -1,7 +1,8 @@
 """``ridgeline predict``: throughput and latency of a deployment, through the serving simulator.
 
 A prediction runs the same scheduler and block manager as every simulation, on a TP x PP
-deployment (``sim.replicas``), priced ideal or calibrated:
+deployment (``sim.replicas``), priced by the ``Pricing`` the request describes (calibrated by
+default, ``analytic.pricing``):
 
 - offline: ``requests`` requests all queued at t = 0 with fixed ISL/OSL, as TensorRT-LLM's and
   vLLM's throughput benchmarks run them; the running batch is limited only by the KV cache and
@@ -12,8 +13,9 @@ deployment (``sim.replicas``), priced ideal or calibrated:
   from admission, not from the queue);
 - under load: Poisson arrivals at ``rate_rps``.
 
-KV capacity follows TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction``: each chip gives
-``memory_fraction`` (default 0.9) of what its share of the weights leaves to the KV cache.
+The KV pool follows the one rule every path uses (``analytic.memory``: vLLM's
+``gpu_memory_utilization``, ``memory_utilization`` here, of each chip for its share of the weights,
+the reserve of a profile step of ``max_tokens`` tokens over the running limit, and the KV cache).
 """
 
 from __future__ import annotations
@@ -25,39 +27,38 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.analytic import Dtypes, Phase, Workload
+from ridgeline.analytic import Dtypes, Phase
 from ridgeline.analytic.deploy import (
     Deployment,
     DeploymentCost,
     check_deployment,
     deployment_cost,
-    kv_share,
 )
-from ridgeline.analytic.kv import kv_bytes_per_token, weights_bytes
+from ridgeline.analytic.memory import chip_budget
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.fidelity.trace import Recorder, Trace
 from ridgeline.serving.scheduler import SchedulerConfig
-from ridgeline.sim.loop import SimConfig
+from ridgeline.sim.loop import SimConfig, kv_pool_blocks
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.replicas import ReplicaSet, Router, simulate_replicas
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.dtypes import DType
+from ridgeline.specs.limits import MAX_RATE_PER_S
 
 DEFAULT_REQUESTS = 1000
 DEFAULT_MAX_SEQS = 256  # vLLM's max_num_seqs
 DEFAULT_MAX_TOKENS = 8192  # TensorRT-LLM's max_num_tokens
-DEFAULT_MEMORY_FRACTION = 0.9  # TensorRT-LLM's kv_cache_free_gpu_mem_fraction
 BLOCK_SIZE = 16
 MAX_PREDICT_REQUESTS = 100_000
 CLIENT_REQUESTS = 4  # requests per closed-loop client when none are given
 
 
 def compute_dtype(weight: DType) -> DType:
-    """The format matmuls run in: FP8/FP4 checkpoints run W8A8/W4A4 on tensor cores (TensorRT-LLM's
-    FP8 and NVFP4 recipes); integer weight-only formats dequantise to bf16 (AWQ, GPTQ)."""
-    return weight if weight in (DType.FP8, DType.FP4, DType.FP16) else DType.BF16
+    """The format matmuls run in (``analytic.Dtypes.serving``)."""
+    return Dtypes.serving(weight).act
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,7 @@ class PredictRequest:
     concurrency: int | None = None
     max_seqs: int = DEFAULT_MAX_SEQS
     max_tokens: int = DEFAULT_MAX_TOKENS
-    memory_fraction: float = DEFAULT_MEMORY_FRACTION
+    memory_utilization: float | None = None
     rate_rps: float | None = None
     mode: CostMode = CostMode.CALIBRATED
     seed: int = 0
@@ -97,19 +98,29 @@ class PredictRequest:
         for name in ("requests", "batch", "concurrency"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), 1, MAX_PREDICT_REQUESTS)
-        if not 0.0 < self.memory_fraction <= 1.0 or math.isnan(self.memory_fraction):
+        u = self.memory_utilization
+        if u is not None and (not 0.0 < u <= 1.0 or math.isnan(u)):
+            raise ConfigError(f"field memory_utilization: must be in (0, 1], got {u}")
+        if self.rate_rps is not None and not 0.0 < self.rate_rps <= MAX_RATE_PER_S:
             raise ConfigError(
-                f"field memory_fraction: must be in (0, 1], got {self.memory_fraction}"
+                f"field rate_rps: must be in (0, {MAX_RATE_PER_S:g}], got {self.rate_rps}"
             )
-        if self.rate_rps is not None and not 0.0 < self.rate_rps < math.inf:
-            raise ConfigError(f"field rate_rps: must be a positive number, got {self.rate_rps}")
+        if self.rate_rps is not None and (self.batch or self.concurrency) is not None:
+            other = "batch" if self.batch is not None else "concurrency"
+            raise ConfigError(  # the rate would have been dropped: a batch starts at t = 0
+                f"field rate_rps/{other}: Poisson arrivals or a {other} at t = 0, not both"
+            )
 
     @property
     def dtypes(self) -> Dtypes:
-        kv = self.kv_dtype or (
-            DType.FP8 if self.weight_dtype in (DType.FP8, DType.FP4) else DType.BF16
-        )
-        return Dtypes(weight=self.weight_dtype, act=compute_dtype(self.weight_dtype), kv=kv)
+        return Dtypes.serving(self.weight_dtype, self.kv_dtype)
+
+    def pricing(self) -> Pricing:
+        """How every step of the prediction is priced: ``mode`` on the TP x PP deployment of
+        ``hardware``, at ``dtypes`` (built once per prediction and passed down)."""
+        acc = get_accelerator(self.hardware)
+        dep = Deployment(acc, self.tensor_parallel, self.pipeline_parallel)
+        return Pricing.of(dep, self.mode, self.dtypes)
 
     @property
     def num_requests(self) -> int:
@@ -143,7 +154,9 @@ class Prediction:
         ttft_s, tpot_s: means over requests.
         batch: time-weighted mean running batch of an instance.
         bound: what limits a representative decode step (``analytic.deploy.Binding``).
-        mode: ``calibrated`` or ``ideal``.
+        mode: ``calibrated`` or ``ideal``; ``label`` the pricing's, for tables.
+        kv_blocks: the KV pool of an instance (``analytic.memory``), ``block_tokens`` a block.
+        max_batch: requests of isl + osl tokens that pool holds at once.
     """
 
     hardware: str
@@ -159,14 +172,19 @@ class Prediction:
     kv_blocks: int
     num_requests: int
     makespan_s: float
+    label: str = ""
+    block_tokens: int = BLOCK_SIZE
+    max_batch: int = 0
+    memory: str = ""  # where one chip's memory goes (``analytic.memory.ChipBudget.sentence``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": "ridgeline.predict/1",
+            "schema": "ridgeline.predict/2",
             "hardware": self.hardware,
             "model": self.model,
             "deployment": self.deployment,
             "mode": self.mode.value,
+            "label": self.label,
             "output_tokens_per_s": self.output_tokens_per_s,
             "per_user_tokens_per_s": self.per_user_tokens_per_s,
             "ttft_s": self.ttft_s,
@@ -174,24 +192,12 @@ class Prediction:
             "batch": self.batch,
             "bound": self.bound,
             "kv_blocks": self.kv_blocks,
+            "kv_tokens": self.kv_blocks * self.block_tokens,
+            "max_batch": self.max_batch,
+            "memory_per_chip": self.memory,
             "num_requests": self.num_requests,
             "makespan_s": self.makespan_s,
         }
-
-
-def kv_blocks(model: ModelSpec, dep: Deployment, dtypes: Dtypes, memory_fraction: float) -> int:
-    """KV blocks of one instance: each chip's ``memory_fraction`` of what its 1/chips of the
-    weights leave, times the chips holding distinct KV (pp / kv_share(tp))."""
-    acc = dep.accelerator
-    free = acc.device_capacity_bytes - weights_bytes(model, dtypes.weight) / dep.chips
-    if free <= 0:
-        raise CapacityError(
-            f"{model.name} does not fit {dep.label}: each chip needs "
-            f"{weights_bytes(model, dtypes.weight) / dep.chips / 1e9:.3g} GB of weights and has "
-            f"{acc.device_capacity_bytes / 1e9:.3g} GB of {acc.device_level}; add chips"
-        )
-    per_token = kv_bytes_per_token(model, dtypes.kv) * kv_share(model, dep.tensor_parallel)
-    return int(memory_fraction * free * dep.pipeline_parallel / (per_token * BLOCK_SIZE))
 
 
 def _workload(req: PredictRequest) -> list[RequestSpec]:
@@ -208,38 +214,38 @@ def _workload(req: PredictRequest) -> list[RequestSpec]:
     return out
 
 
-def _sim_config(req: PredictRequest, model: ModelSpec, dep: Deployment) -> SimConfig:
-    blocks = kv_blocks(model, dep, req.dtypes, req.memory_fraction)
+def _sim_config(req: PredictRequest, model: ModelSpec, pricing: Pricing) -> SimConfig:
+    """The simulated instance: ``pricing``'s deployment, the request's scheduler limits and
+    its KV pool under the one rule, stopped where ``running_limit`` requests are held."""
+    scheduler = SchedulerConfig(
+        max_num_batched_tokens=max(req.max_tokens, 1),
+        max_num_seqs=req.running_limit,
+        max_model_len=req.isl + req.osl,
+    )
+    cfg = SimConfig(
+        model=model,
+        pricing=pricing,
+        scheduler=scheduler,
+        block_size=BLOCK_SIZE,
+        memory_utilization=req.memory_utilization,
+        seed=req.seed,
+    )
+    blocks = kv_pool_blocks(cfg)
     need = math.ceil((req.isl + req.osl) / BLOCK_SIZE)
     if blocks < need:
         raise CapacityError(
-            f"{model.name} on {dep.label}: one request of {req.isl + req.osl} tokens needs {need} "
-            f"KV blocks, and the memory left after the weights holds {blocks}"
+            f"{model.name} on {pricing.deployment.label}: one request of {req.isl + req.osl} "
+            f"tokens needs {need} KV blocks, and the memory left after the weights and the "
+            f"reserve holds {blocks}"
         )
-    seqs = req.running_limit
     # NOTE: blocks beyond what max_seqs requests can hold are never touched (no prefix
     # caching here), so the pool stops there: same schedule, far fewer blocks to build.
-    blocks = min(blocks, seqs * need)
-    scheduler = SchedulerConfig(
-        max_num_batched_tokens=max(req.max_tokens, 1),
-        max_num_seqs=seqs,
-        max_model_len=req.isl + req.osl,
-    )
-    return SimConfig(
-        model=model,
-        hw=dep.accelerator,
-        scheduler=scheduler,
-        block_size=BLOCK_SIZE,
-        num_blocks=blocks,
-        dtypes=req.dtypes,
-        mode=req.mode,
-        seed=req.seed,
-    )
+    return replace(cfg, num_blocks=min(blocks, req.running_limit * need))
 
 
-def _bound(model: ModelSpec, dep: Deployment, req: PredictRequest, batch: float) -> DeploymentCost:
-    w = Workload(Phase.DECODE, max(1, round(batch)), req.isl + req.osl // 2, dtypes=req.dtypes)
-    return deployment_cost(model, dep, w, microbatches=1, mode=req.mode)
+def _bound(model: ModelSpec, pricing: Pricing, req: PredictRequest, batch: float) -> DeploymentCost:
+    w = pricing.workload(Phase.DECODE, max(1, round(batch)), req.isl + req.osl // 2)
+    return deployment_cost(model, pricing, w, microbatches=1)
 
 
 def predict(req: PredictRequest) -> Prediction:
@@ -249,18 +255,19 @@ def predict(req: PredictRequest) -> Prediction:
         ConfigError: an impossible split or option (names the field).
         CapacityError: the weights, or one request's KV, do not fit the deployment.
     """
-    model, acc = get_model(req.model), get_accelerator(req.hardware)
-    dep = Deployment(acc, req.tensor_parallel, req.pipeline_parallel)
-    check_deployment(model, dep)
-    cfg = _sim_config(req, model, dep)
-    replicas = ReplicaSet(dep, req.data_parallel, Router.ROUND_ROBIN)
+    model, pricing = get_model(req.model), req.pricing()
+    check_deployment(model, pricing.deployment)
+    cfg = _sim_config(req, model, pricing)
+    replicas = ReplicaSet(req.data_parallel, Router.ROUND_ROBIN)
     result = simulate_replicas(cfg, _workload(req), replicas).result
-    return _summary(req, model, dep, cfg, result)
+    return _summary(req, model, cfg, result)
 
 
 def _summary(
-    req: PredictRequest, model: ModelSpec, dep: Deployment, cfg: SimConfig, result: SimResult
+    req: PredictRequest, model: ModelSpec, cfg: SimConfig, result: SimResult
 ) -> Prediction:
+    pricing = cfg.pricing
+    dep = pricing.deployment
     if result.num_completed == 0:
         raise CapacityError(f"{model.name} on {dep.label}: no request completed")
     tpot = result.tpot_s.mean
@@ -268,20 +275,24 @@ def _summary(
     if req.concurrency is not None:  # a client's clock starts when its request is admitted
         done = [r for r in result.requests if not r.rejected]
         ttft = float(np.mean([r.ttft_s - r.queue_s for r in done]))
+    full = kv_pool_blocks(replace(cfg, num_blocks=None))
     return Prediction(
         hardware=dep.accelerator.name,
         model=model.name,
         deployment=dep.label if req.data_parallel == 1 else f"{req.data_parallel} x {dep.label}",
-        mode=req.mode,
+        mode=pricing.mode,
         output_tokens_per_s=result.output_tokens_per_s,
         per_user_tokens_per_s=1.0 / tpot if tpot > 0 else math.inf,
         ttft_s=ttft,
         tpot_s=tpot,
         batch=result.mean_running,
-        bound=_bound(model, dep, req, result.mean_running).binding.value,
-        kv_blocks=cfg.num_blocks or 0,
+        bound=_bound(model, pricing, req, result.mean_running).binding.value,
+        kv_blocks=full,
         num_requests=result.num_requests,
         makespan_s=result.makespan_s,
+        label=pricing.label,
+        max_batch=full // math.ceil((req.isl + req.osl) / BLOCK_SIZE),
+        memory=chip_budget(model, dep, pricing.dtypes, cfg.memory_rule).sentence(),
     )
 
 
@@ -298,16 +309,17 @@ def record(req: PredictRequest) -> Trace:
     """
     if req.rate_rps is not None:
         raise ConfigError("field rate_rps: a run with arrivals over time cannot be re-timed")
-    model, acc = get_model(req.model), get_accelerator(req.hardware)
-    dep = Deployment(acc, req.tensor_parallel, req.pipeline_parallel)
-    check_deployment(model, dep)
+    model = get_model(req.model)
     one = replace(req, data_parallel=1, mode=CostMode.IDEAL)
     if req.batch is None:
         one = replace(one, requests=max(1, req.num_requests // req.data_parallel))
     from_admission = req.concurrency is not None
-    cfg = _sim_config(one, model, dep)
-    recorder = Recorder(model, dep, cfg.dtypes)
-    result = simulate_replicas(cfg, _workload(one), ReplicaSet(dep), recorder).result
+    pricing = one.pricing()
+    check_deployment(model, pricing.deployment)
+    cfg = _sim_config(one, model, pricing)
+    recorder = Recorder(model, pricing)
+    dep = pricing.deployment
+    result = simulate_replicas(cfg, _workload(one), ReplicaSet(), recorder).result
     done = [r for r in result.requests if not r.rejected]
     if len(done) != result.num_requests:
         raise CapacityError(f"{model.name} on {dep.label}: some requests were rejected")

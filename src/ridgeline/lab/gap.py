@@ -3,7 +3,10 @@
 Torch-free: it reads stored points (``store``), so the report can run it without torch.
 
 Prediction: ``analytic.step_cost`` for the point's model, batch and mean KV length on the
-calibrated machine (or any ``--hw``), with every dtype at the dtype the lab ran (fp32 on CPU).
+calibrated machine (or any ``--hw``), with every dtype at the dtype the lab ran (fp32 on CPU),
+priced in one mode (``analytic.pricing``): calibrated by default (a catalog ``--hw``'s family
+terms; the machine the lab measured has no family, so there it equals the ideal roofline) or
+ideal; the comparison names it.
 
 Fitted model, one per backend (``lab.fit``: physical terms, each rate bounded by what a probe
 measured)::
@@ -34,7 +37,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ridgeline.analytic import Dtypes, Phase, Workload, kv_bytes, step_cost
+from ridgeline.analytic import Dtypes, Phase, kv_bytes, step_cost
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.roofline import StepCost
 from ridgeline.errors import ConfigError
 from ridgeline.lab.configs import model_spec, raw_config
@@ -44,6 +48,7 @@ from ridgeline.lab.machine import Calibration, accelerator
 from ridgeline.lab.points import PointConfig
 from ridgeline.lab.store import Record
 from ridgeline.specs import Accelerator, DType, get_accelerator
+from ridgeline.specs.calibration import CostMode
 
 DECODE_KIND = "decode"
 
@@ -150,13 +155,17 @@ class LabComparison:
     points: tuple[ComparedPoint, ...]
     fits: tuple[FittedModel, ...]
     timer: str = "wall"
+    mode: CostMode = CostMode.CALIBRATED
+    label: str = "expected (calibrated)"  # the prediction's (``Pricing.label``)
 
     def labels(self) -> list[str]:
         return list(dict.fromkeys(p.label for p in self.points))
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": "ridgeline.lab-compare/1",
+            "schema": "ridgeline.lab-compare/2",
+            "mode": self.mode.value,
+            "label": self.label,
             "accelerator": self.accelerator,
             "timer": self.timer,
             "points": [p.to_dict() for p in self.points],
@@ -188,11 +197,11 @@ def _hardware(
     return accelerator(cal, f"measured-t{threads}", threads), cal
 
 
-def _predict(cfg: PointConfig, acc: Accelerator) -> StepCost:
+def _predict(cfg: PointConfig, pricing: Pricing) -> StepCost:
     spec = model_spec(raw_config(cfg.model), cfg.model)
     dt = DType.parse(cfg.dtype)
-    work = Workload(Phase.DECODE, cfg.batch, round(cfg.kv_len_mean), dtypes=Dtypes(dt, dt, dt))
-    return step_cost(spec, acc, work)
+    priced = pricing.with_dtypes(Dtypes(dt, dt, dt))
+    return step_cost(spec, priced, priced.workload(Phase.DECODE, cfg.batch, round(cfg.kv_len_mean)))
 
 
 def _ideal_by_group(cost: StepCost) -> dict[str, float]:
@@ -308,11 +317,11 @@ def _load_average(value: Any) -> float | None:
 
 
 def _point(
-    rec: Record, acc: Accelerator, other_cache_s: float | None, timer: str = "wall"
+    rec: Record, pricing: Pricing, other_cache_s: float | None, timer: str = "wall"
 ) -> ComparedPoint:
     cfg = PointConfig.from_dict(rec.config)
     timing, memory = rec.result["timing"], rec.result["memory"]
-    cost = _predict(cfg, acc)
+    cost = _predict(cfg, pricing)
     measured, p10, p90 = step_times(timing, timer)
     spec = model_spec(raw_config(cfg.model), cfg.model)
     return ComparedPoint(
@@ -391,19 +400,24 @@ def bounds_of(acc: Accelerator, dtype: DType = DType.FP32) -> Bounds:
 
 
 def compare_records(
-    records: Sequence[Record], hw: str | None = None, timer: str = "wall"
+    records: Sequence[Record],
+    hw: str | None = None,
+    timer: str = "wall",
+    mode: CostMode = CostMode.CALIBRATED,
 ) -> LabComparison:
-    """Compare every stored decode point with its prediction, fit each backend, explain the gap."""
+    """Compare every stored decode point with its prediction (priced in ``mode``), fit each
+    backend, explain the gap."""
     decode = [r for r in records if r.kind == DECODE_KIND]
     if not decode:
         raise ConfigError("field --db: no decode points stored; run `ridgeline lab sweep` first")
     first = decode[0]
     acc, cal = _hardware(records, hw, first.config["threads"], first.env.get("host", ""))
+    pricing = Pricing.of(acc, mode)
     by_key = {_other_key(r.config): step_times(r.result["timing"], timer)[0] for r in decode}
     pts = []
     for rec in decode:
         other = dict(rec.config, cache="static" if rec.config["cache"] == "dynamic" else "dynamic")
-        pts.append(_with_gemm(_point(rec, acc, by_key.get(_other_key(other)), timer), cal))
+        pts.append(_with_gemm(_point(rec, pricing, by_key.get(_other_key(other)), timer), cal))
     fits = []
     out = []
     bounds = bounds_of(acc)
@@ -412,7 +426,7 @@ def compare_records(
         model = fit(label, group, bounds)
         fits.append(model)
         out += [_with_fit(p, model) for p in group]
-    return LabComparison(acc.name, tuple(out), tuple(fits), timer)
+    return LabComparison(acc.name, tuple(out), tuple(fits), timer, mode, pricing.label)
 
 
 def _other_key(config: dict[str, Any]) -> str:

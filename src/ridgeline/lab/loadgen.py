@@ -14,13 +14,13 @@ import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ridgeline.errors import ConfigError
+from ridgeline.processes import run_group
 
 PRINTABLE = [chr(c) for c in range(32, 127)]  # the 95 printable ASCII characters
 UNK, EOS = "[UNK]", "<|eos|>"
@@ -81,10 +81,8 @@ def run_guidellm(spec: dict[str, Any], workdir: Path, log: Path) -> None:
     env = os.environ | {"GUIDELLM__MAX_WORKER_PROCESSES": "1"}
     cmd = [sys.executable, "-m", "ridgeline.lab.guidellm_main", "run", "--scenario", str(path),
            "--disable-console-interactive"]  # fmt: skip
-    with log.open("w") as f:
-        done = subprocess.run(
-            cmd, stdout=f, stderr=subprocess.STDOUT, cwd=workdir, check=False, env=env
-        )
+    with log.open("w") as f:  # in a session of its own: it ends if this process is killed
+        done = run_group(cmd, cwd=workdir, env=env, output=f)
     if done.returncode != 0:
         raise ConfigError(f"guidellm failed (exit {done.returncode}); see {log}")
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
 from ridgeline.analytic.calibrated import overlapped
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
 from ridgeline.lab.loadgen import (
     CHAR_VOCAB,
@@ -46,15 +47,21 @@ from ridgeline.lab.loadgen import (
     scenario,
     summarize,
 )
+from ridgeline.processes import kill_group, start_group
 from ridgeline.serving.executor import ScheduledBatch
 from ridgeline.sim.loop import SimConfig, Simulation
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, DType, ModelSpec
+from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_CONTEXT, MAX_RATE_PER_S
 
 FP32 = Dtypes(DType.FP32, DType.FP32, DType.FP32)
 GRID = np.linspace(0.05, 1.0, 39)  # candidate compute efficiencies
 OVERLAPS = (0.0, 0.25, 0.5, 0.75, 1.0)  # candidate overlaps: the two bounds' sum to their max
 RATE_FRACTIONS = (0.25, 0.5, 0.75)  # of the capacity: three loads below saturation
+MAX_CHECK_REQUESTS = 100_000  # requests per rate (40 take minutes)
+MAX_CHECK_SEQS = 4096  # the server's running requests
 Say = Callable[[str], None]
 
 
@@ -71,6 +78,32 @@ class CheckSpec:
     kv_gib: float = 0.5
     port: int = 8321
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("prompt_tokens", self.prompt_tokens, 1, MAX_CONTEXT)
+        check_int("output_tokens", self.output_tokens, 2, MAX_CONTEXT)
+        check_int("num_requests", self.num_requests, 2, MAX_CHECK_REQUESTS)
+        check_int("max_num_seqs", self.max_num_seqs, 1, MAX_CHECK_SEQS)
+        check_int("port", self.port, 1, 65535)
+        check_real("kv_gib", self.kv_gib, 0, 1024, low_open=True)
+        for rate in self.rates:
+            check_real("rates", rate, 0, MAX_RATE_PER_S, low_open=True)
+
+    def check_fits(self) -> None:
+        """A request (prompt and output) fits the model's positions, before anything runs.
+
+        Raises:
+            ConfigError: naming both options and the model's limit.
+        """
+        from ridgeline.specs import get_model
+
+        spec = get_model(str(self.model_config))
+        need, most = self.prompt_tokens + self.output_tokens, spec.max_position_embeddings
+        if need > most:
+            raise ConfigError(
+                f"field prompt_tokens: prompt_tokens + output_tokens = {need:,} tokens, more "
+                f"than the served model's {most:,} positions"
+            )
 
 
 def model_config(out: Path, base: str = "distilgpt2") -> Path:
@@ -157,11 +190,11 @@ def engine_steps(llm: Any, check: CheckSpec) -> tuple[list[ScheduledBatch], list
 
     rng = np.random.default_rng(check.seed)
     params = SamplingParams(max_tokens=check.output_tokens // 2, eos_token_id=None)
-    start = len(llm.stats.batches)
+    start = llm.stats.steps
     for n in sorted({1, 4, check.max_num_seqs // 2, check.max_num_seqs}):
         prompts = rng.integers(0, CHAR_VOCAB - 2, (n, check.prompt_tokens)).tolist()
         llm.generate(prompts, params)
-    return llm.stats.batches[start:], llm.stats.step_times[start:]
+    return llm.stats.recent(start)
 
 
 def engine_options(check: CheckSpec) -> dict[str, Any]:
@@ -176,7 +209,7 @@ def capacity_per_s(cfg: SimConfig, check: CheckSpec) -> float:
     saturation rate is 1 ÷ (prefill + output · step ÷ batch)."""
     from ridgeline.sim.executor import StepCostModel
 
-    cost = StepCostModel(cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency)
+    cost = StepCostModel(cfg.model, cfg.pricing)
     s = check.max_num_seqs
     mid = check.prompt_tokens + check.output_tokens // 2
     step_s = cost.step_time_s([1] * s, [mid] * s)
@@ -194,7 +227,7 @@ def _serve_cmd(check: CheckSpec, tokenizer: Path) -> list[str]:
             "--kv-gib", str(check.kv_gib), "--seed", str(check.seed), "--max-waiting", "100000"]  # fmt: skip
 
 
-def _wait_up(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 300) -> None:
+def _wait_up(url: str, proc: subprocess.Popen[str], timeout_s: float = 300) -> None:
     import urllib.request
 
     deadline = time.monotonic() + timeout_s
@@ -249,8 +282,8 @@ def serve_and_load(
     called first, with the server idle), stop the server. Each rate: the requests as guidellm
     saw them, and the server's own means."""
     url = f"http://127.0.0.1:{check.port}"
-    with (out / "server.log").open("w") as log:
-        proc = subprocess.Popen(_serve_cmd(check, tokenizer), stdout=log, stderr=log)
+    with (out / "server.log").open("w") as log:  # a session of its own: it dies with this one
+        proc = start_group(_serve_cmd(check, tokenizer), output=log)
     try:
         _wait_up(url, proc)
         runs = []
@@ -266,8 +299,7 @@ def serve_and_load(
             runs.append((read_report(report), _server_side(sums, _histogram_sums(url))))
         return runs
     finally:
-        proc.terminate()
-        proc.wait(60)
+        kill_group(proc)
 
 
 def _served_name(check: CheckSpec) -> str:
@@ -330,11 +362,13 @@ class ServeCheck:
 
 
 def sim_config(llm: Any, acc: Accelerator, eff: Efficiency) -> SimConfig:
-    """The simulator configured as the engine is: its scheduler, pool and block size."""
+    """The simulator configured as the engine is: its scheduler, pool and block size, its
+    steps priced on the ideal roofline scaled by the efficiencies fitted on its own steps."""
+    pricing = Pricing.of(acc, CostMode.IDEAL, FP32, eff)
     return SimConfig(
-        model=llm.spec, hw=acc, scheduler=llm.scheduler.config, block_size=llm.config.block_size,
-        prefix_caching=llm.config.prefix_caching, num_blocks=llm.num_blocks, efficiency=eff,
-        dtypes=FP32,
+        model=llm.spec, pricing=pricing, scheduler=llm.scheduler.config,
+        block_size=llm.config.block_size, prefix_caching=llm.config.prefix_caching,
+        num_blocks=llm.num_blocks,
     )  # fmt: skip
 
 

@@ -1,5 +1,9 @@
 """``ridgeline report``: the full report on one model (roofline, KV, the five questions, the
-five architectures compared), written as report.html, report.md and report.json."""
+five architectures compared), written as report.html, report.md and report.json.
+
+Every section prices its steps with the report's one ``Pricing`` (``ReportContext.pricing``,
+calibrated unless ``--ideal``; ``analytic.pricing``) and names it; the KV section and the serving
+simulations size KV pools with the one rule (``analytic.memory``)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ridgeline import analytic as an
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.roofline import LevelRidge
 from ridgeline.analytic.speed import SpeedQuote, quote_step
 from ridgeline.defaults import DEFAULT_ACCELERATOR
@@ -20,19 +25,44 @@ from ridgeline.report.kv_manage_section import kv_manage_section
 from ridgeline.report.layout_section import layout_section
 from ridgeline.report.serving_section import serving_section
 from ridgeline.report.tiling_section import tiling_section
+from ridgeline.serving.scheduler import SchedulerConfig
+from ridgeline.sim.workload import WorkloadSpec
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator, get_model, param_counts
 from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
 
 
 @dataclass(frozen=True, slots=True)
+class ServingQuestion:
+    """What the serving section simulates: a workload (None: its shared-prefix workload at 80%
+    of the rough sustainable rate) under a scheduler, with a KV-pool ``memory_utilization``."""
+
+    workload: WorkloadSpec | None = None
+    scheduler: SchedulerConfig = SchedulerConfig(max_model_len=4096)
+    memory_utilization: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReportContext:
+    """What every section reads: the model, the one pricing (mode, calibration, deployment,
+    data types), where figures go, the step sizes and the serving question."""
+
     model: ModelSpec
-    hw: Accelerator
+    pricing: Pricing
     out_dir: Path
     batch: int = 1
     context: int = 4096
     prompt: int = 2048
+    serving: ServingQuestion = ServingQuestion()
+
+    @property
+    def hw(self) -> Accelerator:
+        return self.pricing.accelerator
+
+    @property
+    def chip(self) -> Pricing:
+        """The pricing on one chip (the roofline and the five questions are one chip's)."""
+        return self.pricing.on(self.hw)
 
     def figure(self, name: str) -> Path:
         return self.out_dir / "figures" / name
@@ -72,7 +102,7 @@ def _ridge_rows(ridges: list[LevelRidge]) -> tuple[tuple[str, ...], ...]:
 
 
 def _step_rows(points: list[an.StepCost], quotes: list[SpeedQuote]) -> tuple[tuple[str, ...], ...]:
-    """One row per step: the expected (calibrated) time and tokens/s, the ideal in brackets."""
+    """One row per step: the quoted mode's time and tokens/s, the other mode's in brackets."""
     return tuple(
         (
             p.workload.phase.value,
@@ -80,17 +110,27 @@ def _step_rows(points: list[an.StepCost], quotes: list[SpeedQuote]) -> tuple[tup
             str(p.workload.context_len),
             f"{p.arithmetic_intensity:.3g}",
             p.bound.value,
-            f"{fmt_seconds(q.calibrated_step_s)} ({fmt_seconds(p.step_time_s)})",
+            f"{fmt_seconds(q.step_s(q.mode))} ({fmt_seconds(q.step_s(_other(q.mode)))})",
             _tokens_per_s(q),
         )
         for p, q in zip(points, quotes, strict=True)
     )
 
 
+def _other(mode: CostMode) -> CostMode:
+    return CostMode.IDEAL if mode is CostMode.CALIBRATED else CostMode.CALIBRATED
+
+
+def _in_brackets(pricing: Pricing) -> str:
+    """``expected (calibrated) with the ideal roofline in brackets`` (or the reverse)."""
+    return f"{pricing.label} with the {pricing.counterpart().label} in brackets"
+
+
 def _roofline_figures(ctx: ReportContext, points: list[an.StepCost]) -> tuple[Path, Path]:
     m, acc = ctx.model, ctx.hw
-    roof = plots.roofline_plot(points, [acc], f"{m.name} on {acc.name}")
-    sweep = plots.decode_sweep_plot(m, acc, (1, 8, 64, 256), np.logspace(7, 17, 60, base=2))
+    roof = plots.roofline_plot(points, [acc], f"{m.name} on {acc.name} ({ctx.chip.label})")
+    contexts = np.logspace(7, 17, 60, base=2)
+    sweep = plots.decode_sweep_plot(m, ctx.chip, (1, 8, 64, 256), contexts)
     return (
         save_figure(roof, ctx.figure("roofline.png")),
         save_figure(sweep, ctx.figure("decode_sweep.png")),
@@ -102,7 +142,7 @@ def _roofline_section(ctx: ReportContext) -> Section:
     ridges = an.ridge_points(acc)
     steps = [(an.Phase.PREFILL, 1, ctx.prompt), (an.Phase.DECODE, 1, ctx.context)]
     steps.append((an.Phase.DECODE, 64, ctx.context))
-    quoted = [quote_step(m, acc, an.Workload(ph, b, t)) for ph, b, t in steps]
+    quoted = [quote_step(m, ctx.chip, ctx.chip.workload(ph, b, t)) for ph, b, t in steps]
     points, quotes = [p for p, _ in quoted], [q for _, q in quoted]
     di = an.decode_intensity(m, acc, ctx.batch, ctx.context)
     batching = an.decode_batching(m, acc, ctx.context)
@@ -126,8 +166,7 @@ def _roofline_section(ctx: ReportContext) -> Section:
             Table(
                 headers,
                 _step_rows(points, quotes),
-                "Prefill and decode on one roofline: expected (calibrated) with the ideal roofline "
-                f"in brackets; {quotes[1].basis}",
+                f"Prefill and decode on one roofline: {_in_brackets(ctx.chip)}; {quotes[1].basis}",
             ),
         ),
         figures=_roofline_figures(ctx, points),
@@ -142,27 +181,36 @@ def _roofline_section(ctx: ReportContext) -> Section:
     )
 
 
-def _kv_text(k: an.KvSummary, acc: Accelerator) -> tuple[str, ...]:
+def _kv_text(k: an.KvSummary) -> tuple[str, ...]:
     cross = k.crossover_context_tokens
+    kv, wt = k.dtypes.kv.value, k.dtypes.weight.value
     first = (
-        f"{k.model} stores {k.kv_bytes_per_token:,.0f} bytes of bf16 KV per token; its KV passes "
-        f"its bf16 weights ({fmt_bytes(k.weights_bytes)}) at "
+        f"{k.model} stores {k.kv_bytes_per_token:,.0f} bytes of {kv} KV per token; its KV passes "
+        f"its {wt} weights ({fmt_bytes(k.weights_bytes)}) at "
         f"{'no context' if cross is None else f'{cross:,} tokens'} at batch {k.batch}."
     )
-    cap = k.capacity
-    if cap is None:
+    fit = k.fit
+    if fit is None:
         return (first, str(k.capacity_error))
+    most = "no sequence" if fit.max_batch is None else f"at most {fit.max_batch:,} sequences"
+    longest = (
+        "no context"
+        if fit.max_context is None
+        else f"one sequence of {fit.max_context:,} tokens"
+        + (" (the model's maximum)" if fit.capped else "")
+    )
     fits = (
-        f"On {acc.name} ({fmt_bytes(acc.device_capacity_bytes)} of {acc.device_level}, 10% "
-        f"reserved): at most {cap.max_batch} sequences of {k.context} tokens, or one sequence "
-        f"of {cap.max_context:,} tokens."
+        f"On {fit.deployment.label}, under the KV-pool rule ({fit.budget.sentence()}): "
+        f"{most} of {k.context:,} tokens, or {longest}."
     )
     return (first, fits)
 
 
 def _kv_section(ctx: ReportContext) -> Section:
     m, acc = ctx.model, ctx.hw
-    k = an.kv_summary(m, ctx.batch, ctx.context, acc=acc)
+    rule = an.MemoryRule(ctx.serving.memory_utilization)
+    dep = ctx.pricing.deployment
+    k = an.kv_summary(m, ctx.batch, ctx.context, ctx.pricing.dtypes, dep, rule)
     rows = tuple(
         (t.name, t.description, f"{t.kv_bytes_per_token:,.0f}", fmt_bytes(t.kv_bytes),
          f"{t.ratio_to_mha:.3f}")
@@ -176,7 +224,7 @@ def _kv_section(ctx: ReportContext) -> Section:
     return Section(
         "kv",
         "KV cache",
-        _kv_text(k, acc),
+        _kv_text(k),
         (Table(("technique", "what", "KV B/token", "KV total", "vs MHA"), rows),),
         figs,
         k.to_dict(),
@@ -185,8 +233,8 @@ def _kv_section(ctx: ReportContext) -> Section:
 
 def _questions_section(ctx: ReportContext) -> Section:
     m, acc = ctx.model, ctx.hw
-    w = an.Workload(an.Phase.DECODE, ctx.batch, ctx.context)
-    ans = an.five_questions(m, acc, w)
+    w = ctx.chip.workload(an.Phase.DECODE, ctx.batch, ctx.context)
+    ans = an.five_questions(m, ctx.chip, w)
     rows = tuple(
         (
             f"{lv.name} ({lv.scope})",
@@ -197,7 +245,7 @@ def _questions_section(ctx: ReportContext) -> Section:
         )
         for lv in ans.levels
     )
-    reads = an.decode_reads(m, acc, ctx.batch, ctx.context)
+    reads = an.decode_reads(m, acc, ctx.batch, ctx.context, ctx.pricing.dtypes)
     read_rows = tuple(
         (
             lt.level,
@@ -212,7 +260,7 @@ def _questions_section(ctx: ReportContext) -> Section:
         f"The five questions on {acc.name}",
         paragraphs=(
             f"5. Scarce resource for decode (batch {ctx.batch}, context {ctx.context}): "
-            f"{ans.scarce.value} — {ans.reason}.",
+            f"{ans.scarce.value} — {ans.reason}. One step: {ans.speed.sentence()}.",
             f"What one decode step reads on {acc.name}: weights {fmt_bytes(reads.weight_bytes)}, "
             f"KV {fmt_bytes(reads.kv_bytes)}, activations {fmt_bytes(reads.activation_bytes)} "
             "(GB = 1e9 bytes).",
@@ -222,7 +270,8 @@ def _questions_section(ctx: ReportContext) -> Section:
             Table(
                 ("level", "bandwidth", "time for one decode step", "fits"),
                 read_rows,
-                f"One decode step on {acc.name}, at each level's bandwidth",
+                f"One decode step on {acc.name}, at each level's datasheet bandwidth "
+                "(the ideal roofline)",
             ),
         ),
         data={"questions": ans.to_dict(), "decode_reads": reads.to_dict()},
@@ -230,14 +279,14 @@ def _questions_section(ctx: ReportContext) -> Section:
 
 
 def _tokens_per_s(q: SpeedQuote) -> str:
-    """``expected (ideal)`` tokens/s of a quote, or why none is quoted."""
-    cal, ideal = q.tokens_per_s(CostMode.CALIBRATED), q.tokens_per_s(CostMode.IDEAL)
-    return "does not fit" if cal is None or ideal is None else f"{cal:,.0f} ({ideal:,.0f})"
+    """The quoted mode's tokens/s (the other's in brackets), or why none is quoted."""
+    mine, other = q.tokens_per_s(q.mode), q.tokens_per_s(_other(q.mode))
+    return "does not fit" if mine is None or other is None else f"{mine:,.0f} ({other:,.0f})"
 
 
 def _compare_row(r: an.ArchRow) -> tuple[str, ...]:
-    d, p = r.decode, r.prefill
-    dc, pc = r.decode_calibrated, r.prefill_calibrated
+    d, p = r.decode_other, r.prefill_other
+    dc, pc = r.decode_quoted, r.prefill_quoted
     if d is None or p is None or dc is None or pc is None:
         return (r.accelerator.name, r.accelerator.kind, "does not fit", "", "", "", "", "")
     return (
@@ -254,15 +303,17 @@ def _compare_row(r: an.ArchRow) -> tuple[str, ...]:
 
 
 def _compare_section(ctx: ReportContext) -> Section:
-    cmp = an.compare(ctx.model, an.DEFAULT_ACCELERATORS, ctx.batch, ctx.context, ctx.prompt)
+    p = ctx.pricing
+    cmp = an.compare(
+        ctx.model, an.DEFAULT_ACCELERATORS, ctx.batch, ctx.context, ctx.prompt, p.dtypes, p.mode
+    )
     fig = save_figure(plots.compare_plot(cmp), ctx.figure("compare.png"))
     intro = (
         f"Each architecture runs {ctx.model.name} on the smallest deployment of its chips that "
         f"holds the weights plus the KV of batch {ctx.batch} at context {ctx.context}: tensor "
         f"parallel within a node for GPUs, TPUs and Spyre cards, a layer pipeline across Groq "
         f"chips and Cerebras wafers. Decode tokens/s are per user (one sequence) and per "
-        f"system (the whole batch): expected (calibrated, docs/fidelity.md) with the ideal "
-        f"roofline in brackets."
+        f"system (the whole batch): {_in_brackets(p)} (docs/fidelity.md)."
     )
     return Section(
         "compare",
@@ -305,12 +356,20 @@ SECTIONS: list[SectionBuilder] = [
 def build_report(
     model: str | ModelSpec,
     out_dir: str | Path,
-    hw: str | Accelerator = DEFAULT_ACCELERATOR,
+    hw: str | Accelerator | Pricing = DEFAULT_ACCELERATOR,
     sections: list[SectionBuilder] | None = None,
 ) -> ReportFiles:
-    """Write report.html (self-contained), report.md and report.json into ``out_dir``."""
+    """Write report.html (self-contained), report.md and report.json into ``out_dir``; ``hw``
+    is the report's pricing (an accelerator alone: one chip of it, calibrated)."""
     out = Path(out_dir)
     (out / "figures").mkdir(parents=True, exist_ok=True)
-    ctx = ReportContext(get_model(model), get_accelerator(hw), out)
-    built = [builder(ctx) for builder in (sections or SECTIONS)]
-    return write_report(out, "report", f"ridgeline report: {ctx.model.name}", built)
+    pricing = hw if isinstance(hw, Pricing) else Pricing.expected(get_accelerator(hw))
+    return write_sections(ReportContext(get_model(model), pricing, out), sections or SECTIONS)
+
+
+def write_sections(ctx: ReportContext, sections: list[SectionBuilder]) -> ReportFiles:
+    """Build ``sections`` on ``ctx`` and write the report's three files."""
+    built = [builder(ctx) for builder in sections]
+    title = f"ridgeline report: {ctx.model.name} ({ctx.pricing.label})"
+    meta = {"mode": ctx.pricing.mode.value, "pricing": ctx.pricing.to_dict()}
+    return write_report(ctx.out_dir, "report", title, built, meta)

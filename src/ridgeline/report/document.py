@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,10 +83,12 @@ def to_html(title: str, sections: list[Section]) -> str:
     return "".join(parts)
 
 
-def to_json(title: str, sections: list[Section]) -> str:
+def to_json(title: str, sections: list[Section], meta: Mapping[str, Any] | None = None) -> str:
+    """The report as JSON: ``meta`` (how it was priced, say) beside the title and sections."""
     payload = {
-        "schema": "ridgeline.report/1",
+        "schema": "ridgeline.report/2",
         "title": title,
+        **(meta or {}),
         "sections": {s.key: {"title": s.title, **s.data} for s in sections},
     }
     return json.dumps(payload, indent=2, default=str)
@@ -101,9 +104,15 @@ class ReportFiles:
     sections: tuple[str, ...]
 
 
-def write_report(out_dir: Path, stem: str, title: str, sections: list[Section]) -> ReportFiles:
+def write_report(
+    out_dir: Path,
+    stem: str,
+    title: str,
+    sections: list[Section],
+    meta: Mapping[str, Any] | None = None,
+) -> ReportFiles:
     """Write ``stem``.html (self-contained), ``stem``.md (figures beside it) and ``stem``.json
-    into ``out_dir``."""
+    (with ``meta`` at its top) into ``out_dir``."""
     files = ReportFiles(
         out_dir / f"{stem}.html",
         out_dir / f"{stem}.md",
@@ -112,5 +121,5 @@ def write_report(out_dir: Path, stem: str, title: str, sections: list[Section]) 
     )
     files.html.write_text(to_html(title, sections))
     files.markdown.write_text(to_markdown(title, sections, out_dir))
-    files.json.write_text(to_json(title, sections))
+    files.json.write_text(to_json(title, sections, meta))
     return files

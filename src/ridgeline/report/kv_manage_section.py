@@ -63,7 +63,7 @@ def kv_manage_tables(rep: KVManageReport) -> tuple[Table, Table]:
     tech = Table(
         ("technique", *(r.accelerator for r in rep.rows)),
         tuple(rows),
-        f"The seven techniques on {rep.workload}",
+        f"The seven techniques on {rep.workload} — {rep.label}",
     )
     return arch, tech
 
@@ -73,7 +73,8 @@ def kv_manage_section(ctx: ReportContext) -> Section:
     limit = min(MAX_LEN, ctx.model.max_position_embeddings)
     sched = SchedulerConfig(max_num_batched_tokens=512, max_model_len=limit)
     label = f"{NUM_REQUESTS} requests, Poisson 2/s, two shared prefixes of {limit // 4} tokens"
-    rep = kv_manage(ctx.model, _trace(limit), KVManageOptions(sched), label=label)
+    opts = KVManageOptions(sched, mode=ctx.pricing.mode)
+    rep = kv_manage(ctx.model, _trace(limit), opts, label=label)
     return Section(
         "kv-manage",
         "The KV cache under five orchestrators",
@@ -82,8 +83,9 @@ def kv_manage_section(ctx: ReportContext) -> Section:
             "compiler with kernels on a TPU, by a compiler on the wafer and the LPU, and by a "
             "runtime with compiled shapes on IBM Spyre. Each effect is two simulations of the "
             "same trace on the architecture's smallest deployment, without and with the "
-            "technique ('would' where nobody provides it); compiled-schedule machines run at "
-            "compiled shapes. The same table: ridgeline kv-manage.",
+            "technique ('would' where nobody provides it), priced "
+            f"{rep.label}; compiled-schedule machines run at compiled shapes. The same table: "
+            "ridgeline kv-manage.",
         ),
         tables=kv_manage_tables(rep),
         data=rep.to_dict(),

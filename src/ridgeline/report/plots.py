@@ -18,6 +18,7 @@ from ridgeline.analytic import (
     sweep,
     weights_bytes,
 )
+from ridgeline.analytic.pricing import IDEAL_LABEL, Pricing
 from ridgeline.analytic.workload import Dtypes
 from ridgeline.report.figures import colors, new_figure
 from ridgeline.specs import Accelerator, DType, ModelSpec
@@ -81,21 +82,24 @@ def roofline_plot(
 
 def decode_sweep_plot(
     model: ModelSpec,
-    acc: Accelerator,
+    priced: Pricing | Accelerator,
     batches: Sequence[int],
     contexts: np.ndarray,
     dtypes: Dtypes | None = None,
 ) -> Figure:
-    """Predicted decode step time and bound against context, one line per batch size."""
+    """Predicted decode step time (priced by ``priced``; an accelerator alone: the ideal
+    roofline) and bound against context, one line per batch size."""
     fig, (ax_t, ax_ai) = new_figure((11, 4.5), 1, 2)
+    acc = priced.accelerator if isinstance(priced, Pricing) else priced
+    label = priced.label if isinstance(priced, Pricing) else IDEAL_LABEL
     for b in batches:
-        s = sweep(model, acc, Phase.DECODE, b, contexts, dtypes)
+        s = sweep(model, priced, Phase.DECODE, b, contexts, dtypes)
         ax_t.plot(contexts, s.step_time_s * 1e3, label=f"batch {b}")
         ax_ai.plot(contexts, s.arithmetic_intensity, label=f"batch {b}")
     ax_ai.axhline(s.ridge_point, color="k", ls="--", lw=1, label="ridge point")
     ax_t.set_xlabel("context (tokens)")
     ax_t.set_ylabel("decode step time (ms)")
-    ax_t.set_title(f"{model.name} decode on {acc.name}")
+    ax_t.set_title(f"{model.name} decode on {acc.name} ({label})")
     ax_ai.set_xlabel("context (tokens)")
     ax_ai.set_ylabel("arithmetic intensity (FLOP/B)")
     ax_ai.set_yscale("log")
@@ -148,9 +152,10 @@ def techniques_plot(rows: Sequence[Technique], title: str) -> Figure:
 
 
 def compare_plot(comparison: Comparison) -> Figure:
-    """Decode on each architecture's deployment: tokens/s per user and per system (left), and
-    where a step's time goes on one chip: compute, memory, links, pipeline bubble (right)."""
-    costs = [r.decode for r in comparison.rows if r.decode is not None]
+    """Decode on each architecture's deployment, in the comparison's mode (the table's): tokens/s
+    per user and per system (left), and where a step's time goes on one chip: compute, memory,
+    links, pipeline bubble (right), with the binding the table names."""
+    costs = [c for r in comparison.rows if (c := r.decode_quoted) is not None]
     fig, (ax_tps, ax_time) = new_figure((13, 0.8 * len(costs) + 2.4), 1, 2)
     y = np.arange(len(costs))
     labels = [_deployment_label(c) for c in costs]
@@ -163,7 +168,7 @@ def compare_plot(comparison: Comparison) -> Figure:
         ax_tps.bar_label(bars, [f" {v:,.0f}" for v in values], fontsize=7)
     ax_tps.set_yticks(y, labels, fontsize=8)
     ax_tps.set_xscale("log")
-    ax_tps.set_xlabel("decode tokens/s (log scale)")
+    ax_tps.set_xlabel(f"decode tokens/s, {comparison.label} (log scale)")
     ax_tps.invert_yaxis()
     ax_tps.legend(fontsize=8, loc="lower right")
     ax_tps.grid(True, axis="x", which="both", alpha=0.3)
@@ -174,7 +179,7 @@ def compare_plot(comparison: Comparison) -> Figure:
     ax_time.invert_yaxis()
     fig.suptitle(
         f"{comparison.model}: decode at batch {comparison.batch}, context {comparison.context}, "
-        f"on the smallest deployment that holds weights + KV",
+        f"on the smallest deployment that holds weights + KV — {comparison.label}",
         fontsize=10,
     )
     return fig
@@ -187,10 +192,11 @@ def _deployment_label(cost: DeploymentCost) -> str:
 
 
 def _time_shares(ax: Axes, costs: Sequence[DeploymentCost]) -> None:
-    """Stacked fractions of the step: busy time split by resource, then the bubble; each part
-    of 8% or more carries its percentage."""
-    parts = ("compute", "memory", "links", "pipeline bubble")
-    palette = ("tab:red", "tab:blue", "tab:green", "lightgray")
+    """Stacked fractions of the step: busy time split by resource (fixed latency: the
+    calibrated per-layer time), then the bubble; each part of 8% or more carries its
+    percentage."""
+    parts = ("compute", "memory", "links", "fixed latency", "pipeline bubble")
+    palette = ("tab:red", "tab:blue", "tab:green", "tab:purple", "lightgray")
     left = np.zeros(len(costs))
     for name, color in zip(parts, palette, strict=True):
         share = np.array([_share(c, name) for c in costs])
@@ -201,7 +207,7 @@ def _time_shares(ax: Axes, costs: Sequence[DeploymentCost]) -> None:
         left += share
     ax.set_xlim(0, 1)
     ax.set_xlabel("fraction of one chip's decode step")
-    ax.legend(fontsize=7, ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+    ax.legend(fontsize=7, ncols=5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
 
 
 def _share(cost: DeploymentCost, part: str) -> float:
@@ -211,5 +217,6 @@ def _share(cost: DeploymentCost, part: str) -> float:
         "compute": s.compute_s * busy,
         "memory": s.memory_s * busy,
         "links": s.interconnect_s * busy,
+        "fixed latency": s.layer_s * busy,
         "pipeline bubble": cost.bubble_s / total,
     }[part]

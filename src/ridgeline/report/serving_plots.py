@@ -17,9 +17,10 @@ def _name(r: SimResult, i: int) -> str:
     return r.label or f"run {i + 1}"
 
 
-def kv_timeline_plot(results: Sequence[SimResult]) -> Figure:
+def kv_timeline_plot(results: Sequence[SimResult], label: str = "") -> Figure:
     """Device KV blocks in use over simulated time (solid) and the allocated-but-unused part
-    (dashed: fragmentation, or reservations for contiguous/static policies)."""
+    (dashed: fragmentation, or reservations for contiguous/static policies); ``label`` names
+    how the steps were priced (``analytic.pricing.Pricing.label``)."""
     fig, ax = new_figure((8, 4))
     for i, r in enumerate(results):
         tl = r.timeline
@@ -34,14 +35,16 @@ def kv_timeline_plot(results: Sequence[SimResult]) -> Figure:
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("KV pool (%)")
     ax.set_ylim(0, 105)
-    ax.set_title("KV cache use over time")
+    ax.set_title("KV cache use over time" + (f" ({label} step times)" if label else ""))
     ax.legend(fontsize=7, ncol=2)
     return fig
 
 
-def latency_cdf_plot(results: Sequence[SimResult]) -> Figure:
-    """Empirical CDFs of TTFT and TPOT per configuration."""
+def latency_cdf_plot(results: Sequence[SimResult], label: str = "") -> Figure:
+    """Empirical CDFs of TTFT and TPOT per configuration, priced as ``label`` says."""
     fig, axes = new_figure((10, 4), 1, 2)
+    if label:
+        fig.suptitle(f"latency, {label}", fontsize=10)
     for i, r in enumerate(results):
         for ax, attr in zip(axes, ("ttft_s", "tpot_s"), strict=True):
             x = np.sort([getattr(q, attr) for q in r.requests if not math.isnan(getattr(q, attr))])

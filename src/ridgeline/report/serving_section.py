@@ -1,6 +1,6 @@
 """The report's serving section: one workload simulated under paged, contiguous, static,
-prefix-cached and speculative configurations on the report's accelerator (a few seconds of
-simulation)."""
+prefix-cached and speculative configurations on the report's deployment, priced by the report's
+pricing (a few seconds of simulation)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from ridgeline.errors import CapacityError
 from ridgeline.report import serving_plots
 from ridgeline.report.document import Section, Table
 from ridgeline.report.figures import save_figure
-from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.serving.spec_decode import expected_tokens_per_step
 from ridgeline.sim import (
     LengthDist,
@@ -18,10 +17,10 @@ from ridgeline.sim import (
     RequestSpec,
     SimConfig,
     SimResult,
-    StepCostModel,
     WorkloadSpec,
     generate,
 )
+from ridgeline.sim.executor import StepCost, step_cost_model
 from ridgeline.sim.variants import DRAFT, SPEC_VARIANT, compare
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ LOAD = 0.8  # arrivals at this fraction of the rough sustainable rate
 VARIANTS = ("paged", "contiguous", "static", "prefix", "spec")
 
 
-def _rate(cost: StepCostModel, prompt: int, output: int, batch: int = 64) -> float:
+def _rate(cost: StepCost, prompt: int, output: int, batch: int = 64) -> float:
     """Rough sustainable request rate: one prefill plus ``output`` decode steps shared by
     ``batch`` sequences per request."""
     per_request_s = (
@@ -58,8 +57,12 @@ def _row(r: SimResult) -> tuple[str, ...]:
 
 
 def _workload(ctx: ReportContext, num_requests: int) -> tuple[float, list[RequestSpec]]:
-    """The report's shared-prefix workload at 80% of the rough sustainable rate."""
-    rate = _rate(StepCostModel(ctx.model, ctx.hw), 1024, 128)
+    """The context's serving workload, or the report's shared-prefix workload at 80% of the
+    rough sustainable rate."""
+    given = ctx.serving.workload
+    if given is not None:
+        return given.rate_per_s, generate(given)
+    rate = _rate(step_cost_model(ctx.model, ctx.pricing), 1024, 128)
     spec = WorkloadSpec(
         num_requests=num_requests,
         rate_per_s=rate,
@@ -77,11 +80,16 @@ def _summary(ctx: ReportContext, base: SimConfig, rate: float, results: list[Sim
     slots = paged.kv_blocks * paged.block_size
     max_len = base.scheduler.max_model_len
     mean_tokens = sum(r.prompt_len + r.output_len for r in paged.requests) / len(paged.requests)
+    what = (
+        "the requests asked"
+        if ctx.serving.workload is not None
+        else f"Poisson {rate:.2f}/s, 4 shared 512-token system prompts + lognormal 512-token "
+        "questions, lognormal 128-token answers"
+    )
     return (
-        f"{paged.num_requests} requests (Poisson {rate:.2f}/s, 4 shared 512-token system prompts "
-        f"+ lognormal 512-token questions, lognormal 128-token answers) served by "
-        f"{ctx.model.name} on one {ctx.hw.name} ({paged.kv_blocks:,} KV blocks of "
-        f"{paged.block_size} tokens). Reserving max_model_len ({max_len}) per request "
+        f"{paged.num_requests} requests ({what}) served by {ctx.model.name} on "
+        f"{ctx.pricing.deployment.label} ({paged.kv_blocks:,} KV blocks of {paged.block_size} "
+        f"tokens under the KV-pool rule), steps priced {ctx.pricing.label}. Reserving max_model_len ({max_len}) per request "
         f"(contiguous) leaves {contiguous.unused_allocated_frac:.0%} of the allocated KV unused, "
         f"against {paged.unused_allocated_frac:.1%} with paged blocks (the last partial block of "
         f"each request); the pool holds at most {slots // max_len} reserved requests at once, "
@@ -105,24 +113,42 @@ HEADERS = (
 def serving_section(ctx: ReportContext, num_requests: int = NUM_REQUESTS) -> Section:
     """Paged vs contiguous vs static vs prefix caching vs speculative decoding, on one
     shared-prefix workload."""
-    base = SimConfig(ctx.model, ctx.hw, SchedulerConfig(max_model_len=4096))
+    q = ctx.serving
+    base = SimConfig(ctx.model, ctx.pricing, q.scheduler, memory_utilization=q.memory_utilization)
     try:
         rate, wl = _workload(ctx, num_requests)
-        results = list(compare(base, wl, VARIANTS).results)
+        results = list(compare(base, wl, _variants(ctx)).results)
     except CapacityError as e:
         return Section("serving", "Serving simulation", (f"Not simulated: {e}.",))
+    label = ctx.pricing.label
     figs = (
-        save_figure(serving_plots.kv_timeline_plot(results), ctx.figure("serving_kv.png")),
-        save_figure(serving_plots.latency_cdf_plot(results), ctx.figure("serving_latency.png")),
+        save_figure(serving_plots.kv_timeline_plot(results, label), ctx.figure("serving_kv.png")),
+        save_figure(
+            serving_plots.latency_cdf_plot(results, label), ctx.figure("serving_latency.png")
+        ),
     )
     k, alpha = SPEC_VARIANT.num_draft_tokens, SPEC_VARIANT.acceptance_rate
     tokens = expected_tokens_per_step(alpha, k)
     spec = SPEC_TEXT.format(k=k, draft=DRAFT, alpha=alpha, tokens=tokens)
+    caption = f"Serving variants on {ctx.pricing.deployment.label} — {label}"
     return Section(
         "serving",
         f"Serving simulation on {ctx.hw.name}",
         paragraphs=(_summary(ctx, base, rate, results), spec),
-        tables=(Table(HEADERS, tuple(_row(r) for r in results)),),
+        tables=(Table(HEADERS, tuple(_row(r) for r in results), caption),),
         figures=figs,
-        data={"rate_per_s": rate, "results": [r.to_dict() for r in results]},
+        data={
+            "mode": ctx.pricing.mode.value,
+            "pricing": ctx.pricing.to_dict(),
+            "rate_per_s": rate,
+            "results": [r.to_dict() for r in results],
+        },
     )
+
+
+def _variants(ctx: ReportContext) -> tuple[str, ...]:
+    """The variants of the section; on a deployment of many chips, those the simulator runs
+    there (compiled shapes are one chip's programs)."""
+    if ctx.pricing.deployment.chips == 1:
+        return VARIANTS
+    return tuple(v for v in VARIANTS if v != "static")

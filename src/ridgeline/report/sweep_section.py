@@ -60,7 +60,9 @@ def ranked_table(rep: SweepReport, top: int = 20) -> Table:
         "out tok/s/chip",
         "probes",
     )
-    return Table(headers, tuple(rows), caption=f"Best configurations by {rep.objective}")
+    return Table(
+        headers, tuple(rows), caption=f"Best configurations by {rep.objective} — {rep.label}"
+    )
 
 
 def front_table(rep: SweepReport) -> Table:
@@ -77,7 +79,7 @@ def front_table(rep: SweepReport) -> Table:
         for i, p in enumerate(rep.front, start=1)
     )
     headers = ("#", "configuration", "rate req/s", "out tok/s/chip", f"TPOT p{pct:g} s")
-    return Table(headers, rows, caption="Pareto front (probes within the SLOs)")
+    return Table(headers, rows, caption=f"Pareto front (probes within the SLOs) — {rep.label}")
 
 
 def plot_front(rep: SweepReport, title: str | None = None) -> Figure:
@@ -96,7 +98,9 @@ def plot_front(rep: SweepReport, title: str | None = None) -> Figure:
     pct = rep.slo.get("percentile", 90)
     ax.set_xlabel("output tokens/s per chip")
     ax.set_ylabel(f"TPOT p{pct:g} (ms)")
-    ax.set_title(title or f"{rep.name}: latency vs throughput per chip (Pareto front)")
+    ax.set_title(
+        title or f"{rep.name}: latency vs throughput per chip (Pareto front) — {rep.label}"
+    )
     ax.grid(alpha=0.3)
     return fig
 
@@ -114,7 +118,7 @@ def sweep_section(db: str | Path) -> Callable[[ReportContext], Section]:
         best = rep.best
         lead = (
             f"Sweep '{rep.name}' ({db}): {rep.num_configs} configurations, {rep.num_probes} "
-            f"simulations; objective {rep.objective}."
+            f"simulations, priced {rep.label}; objective {rep.objective}."
         )
         if best is not None:
             lead += f" Best: {best.label} at {best.capacity_rps:.3g} req/s."

@@ -81,9 +81,11 @@ def _flash_part(ctx: ReportContext) -> tuple[Table, Path, dict[str, Any]]:
 
 
 def _schedule_part(ctx: ReportContext) -> tuple[Table, Path, dataflow.Schedule]:
-    spyre = get_accelerator("ibm-spyre")
+    spyre = ctx.pricing.on(get_accelerator("ibm-spyre"))
     w = an.Workload(an.Phase.DECODE, ctx.batch, ctx.context)
-    s = dataflow.compile_schedule(ctx.model, spyre, w)
+    eff = spyre.calibration.bandwidth_efficiency
+    opts = dataflow.ScheduleOptions(bandwidth_efficiency=eff)
+    s = dataflow.compile_schedule(ctx.model, spyre.accelerator, w, options=opts)
     fig = save_figure(tiling_plots.timeline_plot(s), ctx.figure("spyre_decode_timeline.png"))
     rows = tuple(
         (
@@ -100,7 +102,8 @@ def _schedule_part(ctx: ReportContext) -> tuple[Table, Path, dataflow.Schedule]:
     table = Table(
         ("op", "×", "tile per core", "loaded", "ring", "time", "roofline"),
         rows,
-        f"Compiled decode step on ibm-spyre, batch {ctx.batch}, context {ctx.context}",
+        f"Compiled decode step on ibm-spyre, batch {ctx.batch}, context {ctx.context} — "
+        f"{spyre.label} (device memory at {eff:g} of its bandwidth)",
     )
     return table, fig, s
 
@@ -108,7 +111,7 @@ def _schedule_part(ctx: ReportContext) -> tuple[Table, Path, dataflow.Schedule]:
 def _orchestrate_part(ctx: ReportContext) -> tuple[Table, dict[str, Any]]:
     g = get_accelerator
     rep = orchestrate.orchestrate(ctx.model, ctx.batch, ctx.context, g("h100-sxm"),
-                                  g("tpu-v6e"), g("ibm-spyre"))  # fmt: skip
+                                  g("tpu-v6e"), g("ibm-spyre"), ctx.pricing.mode)  # fmt: skip
     rows = tuple(
         (
             r.accelerator,
@@ -124,7 +127,7 @@ def _orchestrate_part(ctx: ReportContext) -> tuple[Table, dict[str, Any]]:
     table = Table(
         ("accelerator", "orchestrator", "level", "moved by", "bytes", "time"),
         rows,
-        "One KV cache, three orchestrators (decode attention; * = binding level)",
+        f"One KV cache, three orchestrators (decode attention; * = binding level) — {rep.label}",
     )
     return table, rep.to_dict()
 

@@ -3,13 +3,17 @@
     POST /v1/completions        prompt as token ids, or text with a tokenizer; SSE with stream
     POST /v1/chat/completions   messages through the tokenizer's chat template; SSE with stream
     GET  /v1/models             the served model
-    GET  /health                200 while the engine thread runs, 503 otherwise
+    GET  /health                200 while the engine thread runs, 503 otherwise (no key needed)
     GET  /metrics               Prometheus text format (serve.metrics)
 
-Every handler validates, submits to the engine thread and awaits that request's events; it never
-waits on a step. Errors follow OpenAI's shape: 400 naming the field (``param``) for a bad body,
-404 for another model, 429 when the waiting queue is full, 503 when the engine is not running.
-A client that disconnects has its request aborted, which frees its KV blocks.
+A request passes the API key (``guard.ApiKey``, when one is set) and the body limit
+(``guard.read_body``); then a worker thread parses it strictly (``protocol.parse_body``),
+tokenises it and checks it against the model (``prepare``), so a large prompt never holds the
+event loop; then it is submitted to the engine thread and the handler awaits that request's
+events, never a step. Errors follow OpenAI's shape (``errors``): 400 naming the field
+(``param``) for a bad body, 401 without the key, 404 for another model, 413 past the body
+limit, 429 when the waiting queue is full, 503 when the engine is not running. A client that
+disconnects, streaming or not, has its request aborted, which frees its KV blocks.
 """
 
 from __future__ import annotations
@@ -17,18 +21,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from ridgeline.engine.sampling import SamplingParams
 from ridgeline.errors import RidgelineError
+from ridgeline.serve import errors
 from ridgeline.serve.engine_loop import EngineLoop, TokenEvent
+from ridgeline.serve.errors import INVALID, HttpError, bad_request
+from ridgeline.serve.guard import ApiKey, read_body
 from ridgeline.serve.metrics import CONTENT_TYPE, ServeMetrics
 from ridgeline.serve.protocol import (
     ChatBody,
@@ -36,32 +42,12 @@ from ridgeline.serve.protocol import (
     Ids,
     chat_choice,
     completion_choice,
-    error_body,
+    parse_body,
     usage,
 )
 from ridgeline.serve.text import Detokenizer, TextCodec
 
-DISCONNECT_POLL_S = 0.25  # how often a non-streaming handler checks that its client is there
-_FIELD = re.compile(r"^field ([\w.\[\]]+):")
-
-
-class HttpError(Exception):
-    """An answer other than 200, in OpenAI's error shape."""
-
-    def __init__(self, status: int, message: str, kind: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.kind, self.param = status, message, kind, param
-
-    def response(self) -> JSONResponse:
-        headers = {"Retry-After": "1"} if self.status == 429 else None
-        body = error_body(self.message, self.kind, self.param)
-        return JSONResponse(body, status_code=self.status, headers=headers)
-
-
-def bad_request(e: RidgelineError) -> HttpError:
-    """A library error as a 400; ``param`` is the field its message names."""
-    m = _FIELD.match(str(e))
-    return HttpError(400, str(e), "invalid_request_error", m.group(1) if m else None)
+DEFAULT_MAX_BODY_BYTES = 4 * 2**20  # a 128k-token prompt as ids is under 1 MiB of JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +57,24 @@ class Limits:
     max_model_len: int
     pool_tokens: int
     vocab_size: int
+
+    @property
+    def most_tokens(self) -> int:
+        """Prompt plus output tokens of one request."""
+        return min(self.max_model_len, self.pool_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Who may call, and how much one request may send.
+
+    Attributes:
+        api_key: the Bearer key every route but ``/health`` needs (None: none).
+        max_body_bytes: the largest request body read (413 past it).
+    """
+
+    api_key: str | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,17 @@ class Served:
     model: str
     limits: Limits
     metrics: ServeMetrics
+    access: Access = field(default_factory=Access)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A request ready for the engine: parsed, tokenised and checked."""
+
+    ids: list[int]
+    params: SamplingParams
+    stream: bool
+    include_usage: bool
 
 
 class _Events:
@@ -96,26 +111,55 @@ class _Events:
             self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
 
 
-def _check(s: Served, body: Any, ids: list[int]) -> SamplingParams:
+def _params(s: Served, body: Any) -> SamplingParams:
     if body.model is not None and body.model != s.model:
         raise HttpError(404, f"field model: '{body.model}' is not served here (serving '{s.model}')",
                         "model_not_found", "model")  # fmt: skip
     try:
-        params = body.params(s.codec.eos_token_id)
+        return body.params(s.codec.eos_token_id)  # type: ignore[no-any-return]
     except RidgelineError as e:
         raise bad_request(e) from None
-    bad = [t for t in ids if not 0 <= t < s.limits.vocab_size]
-    if bad:
-        raise HttpError(400, f"field prompt: token id {bad[0]} outside the vocabulary "
-                        f"({s.limits.vocab_size})", "invalid_request_error", "prompt")  # fmt: skip
-    need, most = len(ids) + params.max_tokens, min(s.limits.max_model_len, s.limits.pool_tokens)
+
+
+def _job(s: Served, body: Any, ids: list[int], params: SamplingParams) -> Job:
+    """Check the ids against the room of one request (first: it is cheap) and the vocabulary."""
+    need, most = len(ids) + params.max_tokens, s.limits.most_tokens
+    if len(ids) >= most:  # no room left for one output token
+        raise HttpError(400, f"field prompt: {len(ids):,} tokens, more than this server holds "
+                        f"({most - 1:,} with one to generate)", INVALID, "prompt")  # fmt: skip
+    bad = next((t for t in ids if not 0 <= t < s.limits.vocab_size), None)
+    if bad is not None:
+        raise HttpError(400, f"field prompt: token id {bad} outside the vocabulary "
+                        f"({s.limits.vocab_size})", INVALID, "prompt")  # fmt: skip
     if need > most:
         raise HttpError(
             400, f"field max_tokens: prompt ({len(ids)}) + max_tokens ({params.max_tokens}) = "
-            f"{need} tokens > {most} (max_model_len or KV pool)", "invalid_request_error",
-            "max_tokens",
+            f"{need} tokens > {most} (max_model_len or KV pool)", INVALID, "max_tokens",
         )  # fmt: skip
-    return params
+    return Job(ids, params, body.streaming, body.include_usage)
+
+
+def prepare(s: Served, raw: bytes, chat: bool) -> Job:
+    """Parse, tokenise and check one request body (on a worker thread: it may take long).
+
+    Raises:
+        HttpError: 400 naming the field, or 404 for another model.
+    """
+    try:
+        body: Any = parse_body(ChatBody if chat else CompletionBody, raw)
+    except RidgelineError as e:
+        raise bad_request(e) from None
+    params = _params(s, body)
+    try:
+        if chat:
+            ids = s.codec.chat([m.model_dump() for m in body.messages], s.limits.most_tokens)
+        else:
+            prompt = body.single_prompt()
+            text = isinstance(prompt, str)
+            ids = s.codec.encode(prompt, s.limits.most_tokens) if text else list(prompt)
+    except RidgelineError as e:
+        raise bad_request(e) from None
+    return _job(s, body, ids, params)
 
 
 def _submit(s: Served, ids: list[int], params: SamplingParams) -> tuple[int, _Events]:
@@ -134,30 +178,43 @@ def _submit(s: Served, ids: list[int], params: SamplingParams) -> tuple[int, _Ev
 
 def _failed(event: TokenEvent) -> HttpError | None:
     if event.finish_reason == "rejected":
-        return HttpError(400, f"field max_tokens: {event.error}", "invalid_request_error",
-                         "max_tokens")  # fmt: skip
+        return HttpError(400, f"field max_tokens: {event.error}", INVALID, "max_tokens")
     if event.finish_reason == "abort":
         return HttpError(503, f"request stopped: {event.error or 'aborted'}", "service_unavailable")
     return None
 
 
+async def _until_disconnect(request: Request) -> None:
+    """Return when the client has gone. The body is read by now, so the next ASGI message
+    is the disconnect (or never comes, while the client waits)."""
+    with contextlib.suppress(Exception):  # a server that raises instead of telling: gone too
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+
 async def _collect(request: Request, s: Served, handle: int, events: _Events) -> TokenEvent:
-    """Wait for the whole output; abort the request if the client leaves first."""
+    """Wait for the whole output; abort the request the moment the client leaves (a watcher
+    task, so tokens arriving every step cannot keep the check from running)."""
+
+    def gone(task: asyncio.Task[None]) -> None:
+        if not task.cancelled():
+            s.engine.abort(handle)
+
+    watcher = asyncio.create_task(_until_disconnect(request))
+    watcher.add_done_callback(gone)
     ids: list[int] = []
-    while True:
-        try:
-            event = await asyncio.wait_for(events.queue.get(), DISCONNECT_POLL_S)
-        except TimeoutError:
-            if await request.is_disconnected():
-                s.engine.abort(handle)
-                raise HttpError(499, "client closed the request", "client_closed") from None
-            continue
-        ids += event.token_ids
-        if event.finish_reason is not None:
-            error = _failed(event)
-            if error is not None:
-                raise error
-            return TokenEvent(tuple(ids), event.finish_reason, None, event.num_cached_tokens)
+    try:
+        while True:
+            event = await events.queue.get()
+            ids += event.token_ids
+            if event.finish_reason is not None:
+                break
+    finally:
+        watcher.cancel()
+    error = _failed(event)
+    if error is not None:
+        raise error
+    return TokenEvent(tuple(ids), event.finish_reason, None, event.num_cached_tokens)
 
 
 def _sse(payload: dict[str, Any]) -> str:
@@ -176,7 +233,7 @@ async def _stream(
             error = _failed(event) if event.finish_reason is not None else None
             if error is not None:
                 finished = True
-                yield _sse(error_body(error.message, error.kind, error.param))
+                yield _sse(error.body())
                 break
             text = detok.push(event.token_ids)
             finished = event.finish_reason is not None
@@ -215,12 +272,12 @@ class _Chunks:
         return {**self._wrap([]), "usage": used}
 
 
-async def _answer(request: Request, s: Served, body: Any, ids: list[int], chat: bool) -> Any:
-    params = _check(s, body, ids)
-    handle, events = _submit(s, ids, params)
+async def _answer(request: Request, s: Served, job: Job, chat: bool) -> Any:
+    handle, events = _submit(s, job.ids, job.params)
     rid = Ids("chatcmpl" if chat else "cmpl")
-    if body.stream:
-        gen = _stream(s, handle, events, _Chunks(s, rid, chat), len(ids), body.include_usage)
+    n = len(job.ids)
+    if job.stream:
+        gen = _stream(s, handle, events, _Chunks(s, rid, chat), n, job.include_usage)
         return StreamingResponse(gen, media_type="text/event-stream")
     done = await _collect(request, s, handle, events)
     out, text = list(done.token_ids), s.codec.decode(done.token_ids)
@@ -229,8 +286,14 @@ async def _answer(request: Request, s: Served, body: Any, ids: list[int], chat: 
     return {
         "id": rid.id, "object": "chat.completion" if chat else "text_completion",
         "created": rid.created, "model": s.model, "choices": [choice],
-        "usage": usage(len(ids), len(out), done.num_cached_tokens),
+        "usage": usage(n, len(out), done.num_cached_tokens),
     }  # fmt: skip
+
+
+async def _handle(request: Request, s: Served, chat: bool) -> Any:
+    raw = await read_body(request, s.access.max_body_bytes)
+    job = await run_in_threadpool(prepare, s, raw, chat)
+    return await _answer(request, s, job, chat)
 
 
 def _routes(app: FastAPI, s: Served) -> None:
@@ -250,39 +313,21 @@ def _routes(app: FastAPI, s: Served) -> None:
         return Response(s.metrics.render(), media_type=CONTENT_TYPE)
 
     @app.post("/v1/completions")
-    async def completions(body: CompletionBody, request: Request) -> Any:
-        try:
-            prompt = body.single_prompt()
-            ids = s.codec.encode(prompt) if isinstance(prompt, str) else list(prompt)
-        except RidgelineError as e:
-            raise bad_request(e) from None
-        return await _answer(request, s, body, ids, chat=False)
+    async def completions(request: Request) -> Any:
+        return await _handle(request, s, chat=False)
 
     @app.post("/v1/chat/completions")
-    async def chat(body: ChatBody, request: Request) -> Any:
-        try:
-            ids = s.codec.chat([m.model_dump() for m in body.messages])
-        except RidgelineError as e:
-            raise bad_request(e) from None
-        return await _answer(request, s, body, ids, chat=True)
-
-
-def _errors(app: FastAPI) -> None:
-    @app.exception_handler(HttpError)
-    async def http_error(request: Request, e: HttpError) -> JSONResponse:
-        return e.response()
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
-        first = e.errors()[0]
-        field = ".".join(str(x) for x in first["loc"] if x != "body") or "body"
-        message = f"field {field}: {first['msg']}"
-        return HttpError(400, message, "invalid_request_error", field).response()
+    async def chat(request: Request) -> Any:
+        return await _handle(request, s, chat=True)
 
 
 def create_app(s: Served) -> FastAPI:
-    """The app over a started ``EngineLoop`` (the caller starts and stops it)."""
-    app = FastAPI(title="ridgeline serve", version="1")
-    _errors(app)
+    """The app over a started ``EngineLoop`` (the caller starts and stops it). No OpenAPI page:
+    the routes are OpenAI's, described in docs/serve.md, and their bodies are read by hand."""
+    app = FastAPI(title="ridgeline serve", version="1", docs_url=None, redoc_url=None,
+                  openapi_url=None)  # fmt: skip
+    errors.install(app)
     _routes(app, s)
+    if s.access.api_key is not None:
+        app.add_middleware(ApiKey, key=s.access.api_key)
     return app

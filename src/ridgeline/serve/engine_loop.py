@@ -78,6 +78,7 @@ class LoopState:
     waiting: int = 0
     steps: int = 0
     error: str | None = None  # the exception that stopped the thread, if any
+    cut: int = 0  # requests ended by the thread stopping, not by finishing
     counts_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -124,12 +125,14 @@ class EngineLoop:
         """Stop a request whose client went away (its blocks are freed before the next step)."""
         self._inbox.put(handle)
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop the thread after its current step (requests still live get ``abort``)."""
+    def stop(self, timeout_s: float = 10.0) -> int:
+        """Stop the thread after its current step; the number of requests it cut short
+        (those still live or queued get ``abort``)."""
         self._stop.set()
         self._inbox.put(-1)  # wake it
         if self._thread.is_alive():
             self._thread.join(timeout_s)
+        return self.state.cut
 
     # ---- the engine thread -------------------------------------------------------------------
 
@@ -145,8 +148,22 @@ class EngineLoop:
             self.state.error = f"{type(e).__name__}: {e}"
             raise
         finally:
-            for handle in list(self._live):
-                self._end(handle, TokenEvent((), "abort", self.state.error))
+            self._cut_all()
+
+    def _cut_all(self) -> None:
+        """End every request still live or queued with ``abort`` (the thread is stopping)."""
+        why = self.state.error or "the server is stopping"
+        for handle in list(self._live):
+            self.state.cut += 1
+            self._end(handle, TokenEvent((), "abort", why))
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Submit):
+                self.state.cut += 1
+                self._settle(item.sink, TokenEvent((), "abort", why))
 
     def _take_inbox(self, block: bool) -> None:
         try:

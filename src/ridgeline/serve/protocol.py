@@ -5,69 +5,104 @@ Reference: the OpenAI API's ``/v1/completions`` and ``/v1/chat/completions`` (pl
 engine cannot honour (``n`` > 1, ``stop`` strings, ``logprobs``, ``echo``) are refused with a
 400 naming the field rather than silently ignored; unknown fields are ignored, as OpenAI's own
 server does for forward compatibility.
+
+Bodies are read strictly (pydantic's strict mode over the JSON text, in every nested model): a
+number field takes only a JSON number, a flag only ``true`` or ``false``, text only a string,
+so ``"max_tokens": "5"``, ``"max_tokens": true`` and ``"stream": "yes"`` are 400s, as the
+explorer refuses them (``web.schemas``). ``null`` stands for "not given", as in OpenAI's API.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 
-from ridgeline.engine.sampling import SamplingParams
+from ridgeline.engine.sampling import MAX_TEMPERATURE, SamplingParams
 from ridgeline.errors import ConfigError
+from ridgeline.specs.inputs import validation_message
+from ridgeline.specs.limits import MAX_CONTEXT, MAX_SEED, MAX_VOCAB
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for completions
+DEFAULT_TEMPERATURE = 1.0  # OpenAI's default
 
 
-class StreamOptions(BaseModel):
-    include_usage: bool = False
+class _Strict(BaseModel):
+    """Every body and nested object: strict types, no NaN or infinity, unknown fields ignored."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="ignore")
 
 
-class _Sampling(BaseModel):
+class StreamOptions(_Strict):
+    include_usage: bool | None = None
+
+
+def _prompt(value: Any) -> str | list[int] | list[str] | list[list[int]]:
+    """A prompt as OpenAI takes it: text, token ids, or a list of either (checked here rather
+    than by a union, so the error says what a prompt may be instead of four type errors)."""
+    if isinstance(value, str) or _ids(value):
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, list) and value and all(isinstance(p, str) or _ids(p) for p in value):
+        return value
+    raise ValueError("expected text, a list of token ids, or a list of one of those")
+
+
+def _ids(value: Any) -> bool:
+    return isinstance(value, list) and all(type(t) is int for t in value)
+
+
+Prompt = Annotated[str | list[int] | list[str] | list[list[int]], PlainValidator(_prompt)]
+
+
+class _Sampling(_Strict):
     """What both endpoints share."""
 
-    model_config = ConfigDict(extra="ignore")
-
     model: str | None = None
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-    temperature: float = Field(1.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    top_k: int = Field(0, ge=0)
-    seed: int | None = None
-    n: int = Field(1, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_CONTEXT)
+    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_CONTEXT)
+    temperature: float | None = Field(None, ge=0.0, le=MAX_TEMPERATURE)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: int | None = Field(None, ge=0, le=MAX_VOCAB)
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
+    n: int | None = Field(None, ge=1)
     stop: str | list[str] | None = None
-    stream: bool = False
+    stream: bool | None = None
     stream_options: StreamOptions | None = None
-    ignore_eos: bool = False
+    ignore_eos: bool | None = None
     logprobs: Any = None
 
     def params(self, eos_token_id: int | None) -> SamplingParams:
         """The engine's sampling parameters; ConfigError naming a field it cannot serve."""
-        if self.n != 1:
+        if self.n not in (None, 1):
             raise ConfigError("field n: only n = 1 is served")
         if self.stop:
             raise ConfigError("field stop: stop strings are not supported")
         if self.logprobs not in (None, False, 0):
             raise ConfigError("field logprobs: not supported")
         max_tokens = self.max_completion_tokens or self.max_tokens or DEFAULT_MAX_TOKENS
+        temperature = DEFAULT_TEMPERATURE if self.temperature is None else self.temperature
         return SamplingParams(
-            max_tokens=max_tokens, temperature=self.temperature, top_k=self.top_k,
-            top_p=self.top_p, seed=self.seed, eos_token_id=None if self.ignore_eos else eos_token_id,
+            max_tokens=max_tokens, temperature=temperature, top_k=self.top_k or 0,
+            top_p=1.0 if self.top_p is None else self.top_p, seed=self.seed,
+            eos_token_id=None if self.ignore_eos else eos_token_id,
         )  # fmt: skip
 
     @property
+    def streaming(self) -> bool:
+        return bool(self.stream)
+
+    @property
     def include_usage(self) -> bool:
-        return self.stream_options is not None and self.stream_options.include_usage
+        return self.stream_options is not None and bool(self.stream_options.include_usage)
 
 
 class CompletionBody(_Sampling):
     """``POST /v1/completions``: one prompt, as text or token ids."""
 
-    prompt: str | list[int] | list[str] | list[list[int]]
-    echo: bool = False
+    prompt: Prompt
+    echo: bool | None = None
 
     def single_prompt(self) -> str | list[int]:
         """The one prompt (a list of one prompt is accepted); ConfigError otherwise."""
@@ -83,7 +118,7 @@ class CompletionBody(_Sampling):
         return p  # type: ignore[return-value]
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(_Strict):
     role: Literal["system", "user", "assistant", "developer", "tool"]
     content: str
 
@@ -92,6 +127,39 @@ class ChatBody(_Sampling):
     """``POST /v1/chat/completions``: messages rendered by the tokenizer's chat template."""
 
     messages: list[ChatMessage] = Field(min_length=1)
+
+
+Body = TypeVar("Body", bound=_Strict)
+
+
+def parse_body(kind: type[Body], raw: bytes) -> Body:
+    """A request body read strictly from its bytes (the module docstring).
+
+    Raises:
+        ConfigError: ``body: not UTF-8 ...``, ``body: not valid JSON (...)`` (no offset is
+            passed off as a field), or ``field NAME: ...`` for the first field the schema refuses.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"body: not UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start})"
+        ) from None
+    try:
+        return kind.model_validate_json(text)
+    except ValidationError as e:
+        first = e.errors()[0]
+        if first["type"] == "json_invalid":
+            reason = str(first.get("ctx", {}).get("error", first["msg"]))
+            if "surrogate" in reason or "end of hex escape" in reason:
+                raise ConfigError(
+                    f"body: a string is not Unicode text: a \\u escape of half a surrogate "
+                    f"pair ({reason})"
+                ) from None
+            raise ConfigError(f"body: not valid JSON ({reason})") from None
+        if first["type"] == "model_type" and not first["loc"]:
+            raise ConfigError("body: expected a JSON object") from None
+        raise ConfigError(validation_message(e)) from None
 
 
 class Ids:
@@ -123,8 +191,3 @@ def chat_choice(text: str, ids: list[int], finish: str | None, delta: bool) -> d
     body = {"role": "assistant", "content": text}
     key = "delta" if delta else "message"
     return {"index": 0, key: body, "logprobs": None, "finish_reason": finish, "token_ids": ids}
-
-
-def error_body(message: str, kind: str, param: str | None) -> dict[str, Any]:
-    """OpenAI's error shape: ``{"error": {"message", "type", "param", "code"}}``."""
-    return {"error": {"message": message, "type": kind, "param": param, "code": None}}

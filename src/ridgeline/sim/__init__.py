@@ -15,7 +15,12 @@ guard()  # before the fast mode's modules load: a stale compiled copy must not (
 
 if TYPE_CHECKING:
     from ridgeline.serving.disagg import Disagg
-    from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCostModel
+    from ridgeline.sim.executor import (
+        CostModelExecutor,
+        RequestPlan,
+        StepCostModel,
+        step_cost_model,
+    )
     from ridgeline.sim.loop import SimConfig, Simulation, kv_pool_blocks, simulate
     from ridgeline.sim.metrics import SLO, Percentiles, RequestMetrics, SimResult
     from ridgeline.sim.traces import load_trace, trace_columns, trace_rows
@@ -52,6 +57,7 @@ __all__ = [
     "load_trace",
     "parse_lengths",
     "simulate",
+    "step_cost_model",
     "trace_columns",
     "trace_rows",
 ]
@@ -64,6 +70,7 @@ __getattr__, __dir__ = lazy_exports(
             "CostModelExecutor",
             "RequestPlan",
             "StepCostModel",
+            "step_cost_model",
         ),
         "ridgeline.sim.loop": (
             "SimConfig",

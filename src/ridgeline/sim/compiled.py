@@ -31,9 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.analytic import Dtypes, Efficiency, kv_bytes_per_token
+from ridgeline.analytic import kv_bytes_per_token
+from ridgeline.analytic.calibrated import fixed_step_seconds, kernel_counts
 from ridgeline.analytic.dataflow import Bucket, ScheduleOptions, compile_schedule
 from ridgeline.analytic.pallas import tpu_step
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.roofline import step_cost
 from ridgeline.analytic.workload import Phase, Workload
 from ridgeline.errors import ConfigError
@@ -208,30 +210,30 @@ class CompiledStepCost:
 
     Args:
         model: the model.
-        acc: the accelerator (Spyre-like: dataflow schedule; TPU: Pallas pipeline).
+        pricing: one chip of the accelerator (Spyre-like: dataflow schedule; TPU: Pallas
+            pipeline), the data types, and the mode: programs stream device memory at the
+            calibration's ``bandwidth_efficiency`` and each step pays its fixed latencies
+            (``analytic.calibrated.fixed_step_seconds``; none on the ideal roofline).
         shapes: the compiled shapes.
-        dtypes: storage formats.
-        efficiency: fraction of device bandwidth reached and a fixed per-step overhead.
     """
 
-    def __init__(
-        self,
-        model: ModelSpec,
-        acc: Accelerator,
-        shapes: CompiledShapes,
-        dtypes: Dtypes | None = None,
-        efficiency: Efficiency | None = None,
-    ) -> None:
+    def __init__(self, model: ModelSpec, pricing: Pricing, shapes: CompiledShapes) -> None:
+        acc = pricing.accelerator
         if not is_compiled_schedule(acc):
             raise ConfigError(f"{acc.name}: not a compiled-schedule accelerator ({acc.kind})")
         self.model, self.acc, self.shapes = model, acc, shapes
-        self.dtypes = dtypes or Dtypes()
-        self.efficiency = efficiency or Efficiency()
+        self.pricing = pricing
+        self.dtypes = pricing.dtypes
+        cal = pricing.calibration
+        self.bandwidth_efficiency = cal.bandwidth_efficiency
+        self.fixed_s = float(
+            fixed_step_seconds(model.num_layers, cal, kernels=kernel_counts(model, self.dtypes))
+        )
         self.buckets = list(shapes.seq_buckets)
-        self.roofline = StepCostModel(model, acc, self.dtypes, self.efficiency)
+        self.roofline = StepCostModel(model, pricing)
         self.kv_per_token = kv_bytes_per_token(model, self.dtypes.kv)
         self._prices = (shapes.prices or PriceCache()).prices
-        self._key = (model.name, acc.name, self.dtypes, self.efficiency.bandwidth)
+        self._key = (model.name, acc.name, self.dtypes, self.bandwidth_efficiency)
         self._used: set[tuple[Phase, int, int, int]] = set()
         self._tally = _Tally()
         self._pending: list[_Step] = []
@@ -277,7 +279,7 @@ class CompiledStepCost:
         phase, batch, context, new = key
         prompt = new if phase is Phase.PREFILL else None
         w = Workload(phase, batch, context, prompt, self.dtypes)
-        eff = self.efficiency.bandwidth
+        eff = self.bandwidth_efficiency
         if self.acc.kind == "tpu":
             time_s = tpu_step(self.model, self.acc, w, bandwidth_efficiency=eff).time_s
         else:
@@ -319,10 +321,10 @@ class CompiledStepCost:
         fresh = tuple(compiled[known:])
         copy_bytes = 2.0 * copy_tokens * self.kv_per_token  # read the prefix, write the slot
         compile_s = len(fresh) * self.shapes.programs_per_bucket * self.shapes.compile_s_per_program
-        bw = self.acc.device_bandwidth_bytes_per_s * self.efficiency.bandwidth
+        bw = self.acc.device_bandwidth_bytes_per_s * self.bandwidth_efficiency
         time_s = sum(p.time_s for p in progs) + copy_bytes / bw + compile_s
         return _Step(
-            time_s=time_s + self.efficiency.step_overhead_s,
+            time_s=time_s + self.fixed_s,
             unpadded_s=self.roofline.step_time_s([r.new for r in rows], [r.prior for r in rows]),
             kv=sum(p.kv_read_bytes for p in progs),
             useful_kv=self.kv_per_token * sum(r.prior + r.new for r in rows),

@@ -17,8 +17,10 @@ The executor also plays the machine's outputs: the token it "samples" for a requ
 that request's plan (the workload decides the outputs, so multi-turn prompts can contain them),
 and speculative drafts are accepted with the request's rate from a seeded generator.
 
-In calibrated mode (``CostMode.CALIBRATED``) the rates, tile padding ``pad`` and latencies are the
-accelerator's calibration terms (``analytic.calibrated``); in ideal mode the roofline's.
+The ``Pricing`` (``analytic.pricing``) says how steps are priced: in calibrated mode the rates, tile
+padding ``pad`` and latencies are the accelerator's calibration terms (``analytic.calibrated``); in
+ideal mode the roofline's. ``step_cost_model`` builds the one that prices a pricing's deployment
+(one chip here, many in ``sim.deployment_cost``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ridgeline.analytic import Dtypes, Efficiency, MixedShape, op_terms
+from ridgeline.analytic import Dtypes, MixedShape, op_terms
 from ridgeline.analytic.calibrated import (
     OpKind,
     compute_term,
@@ -41,6 +43,8 @@ from ridgeline.analytic.calibrated import (
     kernel_counts,
     kind_of,
 )
+from ridgeline.analytic.pricing import Pricing
+from ridgeline.errors import ConfigError
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.spec_decode import draw_accepted
 from ridgeline.sim.lines import (
@@ -52,8 +56,7 @@ from ridgeline.sim.lines import (
     grouped_x,
     sum_of_maxima,
 )
-from ridgeline.specs import Accelerator, ModelSpec
-from ridgeline.specs.calibration import CostMode
+from ridgeline.specs import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,29 +95,21 @@ class _Aggregates:
 
 
 class StepCostModel:
-    """Step time of any mixed batch of one model on one accelerator, precomputed.
+    """Step time of any mixed batch of one model on one chip, precomputed.
 
     Args:
         model: the model.
-        acc: the accelerator (its device level holds weights and KV).
-        dtypes: storage formats.
-        efficiency: fractions of peak reached and a fixed per-step overhead (ideal mode).
-        mode: ideal (the roofline) or calibrated (the accelerator's calibration terms).
+        pricing: mode, calibration terms, the chip (its device level holds weights and KV) and
+            the data types (``analytic.pricing``).
     """
 
-    def __init__(
-        self,
-        model: ModelSpec,
-        acc: Accelerator,
-        dtypes: Dtypes | None = None,
-        efficiency: Efficiency | None = None,
-        mode: CostMode = CostMode.IDEAL,
-    ) -> None:
+    def __init__(self, model: ModelSpec, pricing: Pricing) -> None:
         self.model = model
-        self.dtypes = dtypes or Dtypes()
-        self.efficiency = efficiency or Efficiency()
-        self.mode = mode
-        self.calibration = self.efficiency.calibration(acc, mode)
+        self.pricing = pricing
+        self.dtypes = pricing.dtypes
+        self.mode = pricing.mode
+        self.calibration = pricing.calibration
+        acc = pricing.accelerator
         cal = self.calibration
         self.acc = acc
         self.peak = acc.peak(self.dtypes.compute)  # the datasheet's; efficiencies scale below
@@ -489,6 +484,24 @@ def _attended_decode(ctx: np.ndarray, w: int | None) -> np.ndarray:
     """Σ over sequences of the keys one new token attends to: min(prior + 1, window)."""
     keys = ctx + 1.0
     return (keys if w is None else np.minimum(keys, w)).sum(axis=0)
+
+
+def step_cost_model(model: ModelSpec, pricing: Pricing) -> StepCostModel:
+    """The cost model of ``pricing``'s deployment: one chip's, or a deployment's of many
+    (``sim.deployment_cost``: the tensor-parallel split and its links)."""
+    if pricing.deployment.chips == 1:
+        return StepCostModel(model, pricing)
+    from ridgeline.sim.deployment_cost import DeploymentStepCost  # only multi-chip runs load it
+
+    return DeploymentStepCost(model, pricing)
+
+
+def one_chip(pricing: Pricing, what: str) -> None:
+    """Raise ``ConfigError`` unless ``pricing`` is one chip (``what`` prices only one)."""
+    if pricing.deployment.chips != 1:
+        raise ConfigError(
+            f"field deployment: {what} runs on one chip, not {pricing.deployment.label}"
+        )
 
 
 class StepCost(Protocol):

@@ -8,10 +8,12 @@ smallest deployment that holds the model (``analytic.deploy.auto_deployment``):
 - which memory level holds it and the path to compute (catalog levels and their managers);
 - for each of the seven techniques, who provides it (``data/kv_management.toml``, sourced) and
   what it costs or saves on the workload: two simulations of the same trace, without and with
-  the technique, on the deployment (an ideal split: the chips act as one accelerator with their
-  summed capacity, bandwidth and peak — no collective cost). Compiled-schedule machines (Spyre,
-  TPU) run at compiled shapes (``sim.compiled``); where nobody provides a technique the numbers
-  say what it would change if a runtime did.
+  the technique, on the deployment, priced as ``KVManageOptions.mode`` says (calibrated by
+  default, ``analytic.pricing``) with its links and KV pool (``analytic.memory``).
+  Compiled-schedule machines (Spyre, TPU) run at compiled shapes (``sim.compiled``), which are
+  one-chip programs: a deployment of several of them runs as one chip with their summed
+  capacity, bandwidth and peak (NOTE: no collective cost there). Where nobody provides a
+  technique the numbers say what it would change if a runtime did.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ridgeline.analytic import Phase, Workload, kv_bytes_per_token, weights_bytes
-from ridgeline.analytic.deploy import auto_deployment, default_reserve_fraction
+from ridgeline.analytic import Phase, Workload, kv_bytes_per_token
+from ridgeline.analytic.deployment import Deployment, auto_deployment
+from ridgeline.analytic.memory import kv_pool_bytes
 from ridgeline.analytic.pallas import tpu_step
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import RidgelineError
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim.compiled import PriceCache, is_compiled_schedule
@@ -32,6 +36,7 @@ from ridgeline.sim.static_variants import ShapeOptions, shapes_for
 from ridgeline.sim.variants import variant
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.kv_practice import KVPractice, Provider, Technique, kv_practice
 
 FIVE = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
@@ -170,10 +175,14 @@ class KVManageReport:
     model: str
     workload: str
     rows: tuple[ArchitectureKV, ...]
+    label: str = "expected (calibrated)"  # the pricing's (``analytic.pricing.Pricing.label``)
+    mode: CostMode = CostMode.CALIBRATED
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": "ridgeline.kv-manage/1",
+            "schema": "ridgeline.kv-manage/2",
+            "mode": self.mode.value,
+            "label": self.label,
             "model": self.model,
             "workload": self.workload,
             "rows": [r.to_dict() for r in self.rows],
@@ -213,10 +222,13 @@ def kv_path(acc: Accelerator) -> str:
 
 @dataclass(frozen=True, slots=True)
 class KVManageOptions:
-    """The simulator settings shared by every architecture."""
+    """The simulator settings shared by every architecture: the scheduler, the compiled shapes,
+    the pricing mode and the KV-pool rule's ``memory_utilization`` (None: each runtime's)."""
 
     scheduler: SchedulerConfig
     shapes: ShapeOptions = ShapeOptions()
+    mode: CostMode = CostMode.CALIBRATED
+    memory_utilization: float | None = None
 
 
 def _serial(cfg: SimConfig) -> SimConfig:
@@ -278,6 +290,14 @@ def _vmem_tile(model: ModelSpec, runs: _Runs) -> str:
     return f"VMEM tiles of {step.op('attn.core').note.removeprefix('KV blocks of ')} (Pallas)"
 
 
+def _pricing(dep: Deployment, mode: CostMode) -> Pricing:
+    """The deployment's pricing; a compiled-schedule machine's chips as one (its compiled
+    shapes are one-chip programs; module docstring)."""
+    if is_compiled_schedule(dep.accelerator) and dep.chips > 1:
+        return Pricing.of(aggregate(dep.accelerator, dep.chips), mode)
+    return Pricing.of(dep, mode)
+
+
 def architecture_kv(
     model: ModelSpec, acc: Accelerator, wl: Sequence[RequestSpec], opts: KVManageOptions
 ) -> ArchitectureKV:
@@ -285,14 +305,13 @@ def architecture_kv(
     practice = kv_practice(acc.kind)
     limit = opts.scheduler.max_model_len
     dep = auto_deployment(model, acc, Workload(Phase.DECODE, 1, limit))
-    whole = aggregate(acc, dep.chips)
+    pricing = _pricing(dep, opts.mode)
     shapes = replace(opts.shapes, prices=PriceCache())
-    util = 1.0 - default_reserve_fraction(acc)  # a compiler places SRAM bytes statically
-    base = SimConfig(model, whole, opts.scheduler, memory_utilization=util)
+    base = SimConfig(model, pricing, opts.scheduler, memory_utilization=opts.memory_utilization)
     runs = _Runs(acc, base, wl, shapes)
     pairs = COMPILED_PAIRS if is_compiled_schedule(acc) else RUNTIME_PAIRS
     techniques = tuple(_technique(practice, t, runs, pairs[t]) for t in Technique)
-    room = whole.device_capacity_bytes * util - weights_bytes(model)
+    room = kv_pool_bytes(model, pricing.deployment, pricing.dtypes, base.memory_rule)
     granularity, unit_bytes = _granularity(practice, model, runs, dep.tensor_parallel)
     return ArchitectureKV(
         accelerator=acc.name,
@@ -319,4 +338,5 @@ def kv_manage(
 ) -> KVManageReport:
     """The architectures side by side (``FIVE`` by default) for ``model`` on ``wl``."""
     rows = tuple(architecture_kv(model, get_accelerator(a), wl, opts) for a in accelerators)
-    return KVManageReport(model.name, label, rows)
+    pricing_label = Pricing.of(get_accelerator(accelerators[0]), opts.mode).label
+    return KVManageReport(model.name, label, rows, pricing_label, opts.mode)

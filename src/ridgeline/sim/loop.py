@@ -39,8 +39,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ridgeline.analytic import Dtypes, Efficiency, kv_bytes_per_token, weights_bytes
-from ridgeline.errors import CapacityError, ConfigError
+from ridgeline.analytic.kv import kv_bytes_per_token
+from ridgeline.analytic.memory import MemoryRule
+from ridgeline.analytic.memory import kv_pool_blocks as rule_blocks
+from ridgeline.analytic.pricing import Pricing
+from ridgeline.analytic.workload import Dtypes
+from ridgeline.errors import ConfigError
 from ridgeline.serving.block_pool import BlockPool
 from ridgeline.serving.disagg import Disagg, decode_request, prefill_request
 from ridgeline.serving.eviction import EvictionKind, make_eviction
@@ -52,12 +56,17 @@ from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec, TierTraffic
 from ridgeline.sim import fast
 from ridgeline.sim.early import LateCounter, LateStop
-from ridgeline.sim.executor import CostModelExecutor, RequestPlan, StepCost, StepCostModel
+from ridgeline.sim.executor import (
+    CostModelExecutor,
+    RequestPlan,
+    StepCost,
+    one_chip,
+    step_cost_model,
+)
 from ridgeline.sim.metrics import SLO, RequestLog, SimResult, StepSamples
 from ridgeline.sim.summary import RunStats, summarize
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec
-from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.inputs import check_int, check_real
 from ridgeline.specs.limits import MAX_BLOCK_SIZE, MAX_SEED
 
@@ -69,21 +78,21 @@ MAX_BLOCKS = 1 << 30  # KV blocks of one pool
 
 @dataclass(frozen=True, slots=True)
 class SimConfig:
-    """One serving configuration on one accelerator.
+    """One serving configuration: a model on the deployment of its pricing (one per instance).
 
     Attributes:
         model: the served model.
-        hw: the accelerator (one per instance).
+        pricing: how steps are priced: mode (calibrated or ideal), calibration terms, the
+            deployment each instance runs on, data types (``analytic.pricing``).
         scheduler: scheduling limits and policy.
         block_size: tokens per KV block.
         prefix_caching: reuse cached prefix blocks.
         eviction: lru or lfu.
-        memory_utilization: fraction of device memory for weights + KV (vLLM's 0.9).
+        memory_utilization: fraction of each chip's device memory the engine may use for
+            weights, reserve and KV (vLLM's ``gpu_memory_utilization``; None: the runtime's
+            default; ``analytic.memory``).
         num_blocks: override the KV pool size in blocks.
         tiers: KV tiers below the device (host, disk).
-        efficiency: fractions of peak and per-step overhead (ideal mode).
-        mode: price steps on the ideal roofline or with the accelerator's calibration.
-        dtypes: storage formats.
         draft_model: speculative decoding's draft model (None: drafts are free).
         disagg: prefill/decode disaggregation (None: one mixed instance).
         compiled: compiled shapes: steps are priced at them (``sim.compiled``; None: the
@@ -95,17 +104,14 @@ class SimConfig:
     """
 
     model: ModelSpec
-    hw: Accelerator
+    pricing: Pricing
     scheduler: SchedulerConfig = SchedulerConfig()
     block_size: int = 16
     prefix_caching: bool = False
     eviction: EvictionKind = EvictionKind.LRU
-    memory_utilization: float = 0.9
+    memory_utilization: float | None = None
     num_blocks: int | None = None
     tiers: tuple[TierSpec, ...] = ()
-    efficiency: Efficiency = Efficiency()
-    mode: CostMode = CostMode.IDEAL
-    dtypes: Dtypes = Dtypes()
     draft_model: ModelSpec | None = None
     disagg: Disagg | None = None
     compiled: CompiledShapes | None = None
@@ -116,31 +122,49 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "eviction", EvictionKind.parse(self.eviction))  # names accepted
-        check_real("memory_utilization", self.memory_utilization, 0, 1, low_open=True)
+        if not isinstance(self.pricing, Pricing):
+            raise ConfigError(
+                f"field pricing: a Pricing (analytic.pricing), got {type(self.pricing).__name__}"
+            )
+        if self.memory_utilization is not None:
+            check_real("memory_utilization", self.memory_utilization, 0, 1, low_open=True)
         check_int("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
         if self.num_blocks is not None:
             check_int("num_blocks", self.num_blocks, 1, MAX_BLOCKS)
         check_int("seed", self.seed, 0, MAX_SEED)
 
     @property
+    def hw(self) -> Accelerator:
+        """The accelerator every chip of the deployment is."""
+        return self.pricing.accelerator
+
+    @property
+    def dtypes(self) -> Dtypes:
+        return self.pricing.dtypes
+
+    @property
     def block_bytes(self) -> float:
         return self.block_size * kv_bytes_per_token(self.model, self.dtypes.kv)
 
+    @property
+    def memory_rule(self) -> MemoryRule:
+        """The KV-pool rule of this configuration: its ``memory_utilization``, and the profile
+        step its scheduler allows (``analytic.memory``)."""
+        s = self.scheduler
+        return MemoryRule(self.memory_utilization, s.max_num_batched_tokens, s.max_num_seqs)
+
 
 def kv_pool_blocks(cfg: SimConfig) -> int:
-    """Blocks that fit the device after the weights (vLLM's ``gpu_memory_utilization`` rule)."""
+    """Blocks of one instance: ``num_blocks`` when given, else the one KV-pool rule
+    (``analytic.memory``) on the pricing's deployment.
+
+    Raises:
+        CapacityError: the weights and the reserve leave no room for one block.
+    """
     if cfg.num_blocks is not None:
         return cfg.num_blocks
-    budget = cfg.hw.device_capacity_bytes * cfg.memory_utilization - weights_bytes(
-        cfg.model, cfg.dtypes.weight
-    )
-    blocks = int(budget // cfg.block_bytes)
-    if blocks < 1:
-        raise CapacityError(
-            f"{cfg.model.name} leaves no room for KV on {cfg.hw.name} "
-            f"(short by {-budget / 1e9:.2f} GB at memory_utilization {cfg.memory_utilization})"
-        )
-    return blocks
+    deployment = cfg.pricing.deployment
+    return rule_blocks(cfg.model, deployment, cfg.dtypes, cfg.block_bytes, cfg.memory_rule)
 
 
 _COMPUTED = operator.attrgetter("num_computed_tokens")
@@ -152,7 +176,8 @@ def _compiled_cost(cfg: SimConfig) -> CompiledStepCost | None:
         return None
     from ridgeline.sim.compiled import CompiledStepCost
 
-    return CompiledStepCost(cfg.model, cfg.hw, cfg.compiled, cfg.dtypes, cfg.efficiency)
+    one_chip(cfg.pricing, "a compiled-shape simulation")
+    return CompiledStepCost(cfg.model, cfg.pricing, cfg.compiled)
 
 
 class Role(StrEnum):
@@ -252,11 +277,9 @@ class Simulation:
         self.num_blocks = kv_pool_blocks(cfg)
         self.compiled_cost = _compiled_cost(cfg)
         self.cost: StepCost = self._make_cost()
-        self.draft = (
-            StepCostModel(cfg.draft_model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode)
-            if cfg.draft_model
-            else None
-        )
+        # NOTE: the draft model is small: it runs on one chip of the deployment
+        one = cfg.pricing.on(cfg.hw)
+        self.draft = step_cost_model(cfg.draft_model, one) if cfg.draft_model else None
         self.rng = random.Random(cfg.seed)
         self.instances = self._make_instances()
         self.tiers = [
@@ -268,10 +291,7 @@ class Simulation:
 
     def _make_cost(self) -> StepCost:
         """The cost model that prices steps (a subclass prices them its own way)."""
-        cfg = self.cfg
-        return self.compiled_cost or StepCostModel(
-            cfg.model, cfg.hw, cfg.dtypes, cfg.efficiency, cfg.mode
-        )
+        return self.compiled_cost or step_cost_model(self.cfg.model, self.cfg.pricing)
 
     def _make_instances(self) -> list[_Instance]:
         d = self.cfg.disagg
@@ -282,11 +302,20 @@ class Simulation:
         )
         return [self._instance(i, role) for i, role in enumerate(roles)]
 
+    def _role_cost(self, role: Role) -> StepCost:
+        """The cost model of an instance of ``role`` (a hook: every instance shares ``cost``
+        here; ``sim.pools`` gives prefill and decode instances deployments of their own)."""
+        return self.cost
+
+    def _role_blocks(self, role: Role) -> int:
+        """KV blocks of an instance of ``role`` (a hook, as ``_role_cost``)."""
+        return self.num_blocks
+
     def _instance(self, index: int, role: Role) -> _Instance:
         cfg = self.cfg
         tiers = KVTiers(cfg.tiers, cfg.block_bytes) if cfg.tiers else None
         pool = BlockPool(
-            self.num_blocks,
+            self._role_blocks(role),
             cfg.block_size,
             make_eviction(cfg.eviction),
             tiers.offload if tiers else None,
@@ -299,7 +328,7 @@ class Simulation:
             "spec_acceptance": spec.acceptance_rate if spec else 0.0,
             "draft": self.draft,
         }
-        executor = CostModelExecutor(self.cost, **args)  # type: ignore[arg-type]
+        executor = CostModelExecutor(self._role_cost(role), **args)  # type: ignore[arg-type]
         if self.compiled_cost is not None and cfg.compiled is not None:
             from ridgeline.sim.compiled import CompiledExecutor, PrefixCopies
 
@@ -468,7 +497,7 @@ class Simulation:
         """Apply the decode steps up to the next event at once (see the module docstring)."""
         sched = inst.scheduler
         running = list(sched.running)
-        times = self.cost.decode_run_s([r.num_computed_tokens for r in running], k)
+        times = inst.executor.cost.decode_run_s([r.num_computed_tokens for r in running], k)
         acc = np.cumsum(np.concatenate(([self.now], times)))  # acc[j + 1]: end of step j
         horizon = self._heap[0][0] if self._heap else float("inf")
         m = min(k, int(np.searchsorted(acc[1:], horizon, side="left")) + 1)

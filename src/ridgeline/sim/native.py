@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
-# (hashlib, json, subprocess and tempfile are imported where used: ``guard`` runs on every
+# (hashlib, json, tempfile and the build runner are imported where used: ``guard`` runs on every
 # import of ridgeline.sim and should cost nothing where no build exists)
 
 PACKAGE = "ridgeline.sim"
@@ -144,8 +144,9 @@ def build(package_dir: Path = PACKAGE_DIR) -> list[Path]:
     """Compile ``MODULES`` with mypyc beside their sources and record their digest; the
     extension files written. Raises ConfigError when mypyc or the compiler fails."""
     import json
-    import subprocess
     import tempfile
+
+    from ridgeline.processes import run_group
 
     if importlib.util.find_spec("mypyc") is None:
         raise ConfigError("native build: mypyc is missing (pip install 'ridgeline[dev]')")
@@ -154,17 +155,15 @@ def build(package_dir: Path = PACKAGE_DIR) -> list[Path]:
     paths = [str((package_dir / f"{m}.py").relative_to(root)) for m in MODULES]
     source_digest = digest(package_dir)
     with tempfile.TemporaryDirectory(prefix="ridgeline-native-") as out:
-        done = subprocess.run(
+        done = run_group(  # in a session of its own: killing this process kills the compilers
             [sys.executable, "-c", _BUILD, out, *paths],
             cwd=root,
             # no fused multiply-adds: the compiled floats must round as Python's do
             env={**os.environ, "CFLAGS": "-ffp-contract=off " + os.environ.get("CFLAGS", "")},
-            capture_output=True,
-            text=True,
         )
     if done.returncode != 0:
         clean(package_dir)
-        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+        tail = done.stdout.strip().splitlines()[-5:]
         raise ConfigError("native build: mypyc failed: " + " | ".join(tail))
     (package_dir / MANIFEST).write_text(json.dumps({"digest": source_digest}) + "\n")
     return compiled_files(package_dir)

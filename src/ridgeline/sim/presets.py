@@ -1,7 +1,8 @@
 """Synthetic workload kinds by name, and the defaults each kind implies.
 
 ``poisson`` and ``gamma`` lay out independent requests (gamma: burstier, coefficient of
-variation ``cv``); ``shared-prefix`` gives requests a few shared system prompts (8 of 1,024
+variation ``cv``); ``offline`` queues them all at t = 0, as vLLM's and TensorRT-LLM's throughput
+benchmarks do (and ``predict`` by default); ``shared-prefix`` gives requests a few shared system prompts (8 of 1,024
 tokens unless set), the case prefix caching is for (Zheng et al., "SGLang", NeurIPS 2024,
 few-shot and system-prompt reuse); ``multi-turn`` makes conversations whose turns resend the
 history (4 turns unless set), the case of chat serving (Patel et al., "Splitwise", ISCA 2024,
@@ -25,6 +26,7 @@ class WorkloadKind(StrEnum):
 
     POISSON = "poisson"
     GAMMA = "gamma"
+    OFFLINE = "offline"
     SHARED_PREFIX = "shared-prefix"
     MULTI_TURN = "multi-turn"
 
@@ -32,7 +34,9 @@ class WorkloadKind(StrEnum):
 def workload_of_kind(kind: WorkloadKind, spec: WorkloadSpec) -> WorkloadSpec:
     """``spec`` with the arrival process and the defaults that ``kind`` implies (explicit
     prefixes, prefix length and turns in ``spec`` are kept)."""
-    arrival = Arrival.GAMMA if kind is WorkloadKind.GAMMA else Arrival.POISSON
+    arrival = {WorkloadKind.GAMMA: Arrival.GAMMA, WorkloadKind.OFFLINE: Arrival.OFFLINE}.get(
+        kind, Arrival.POISSON
+    )
     spec = replace(spec, arrival=arrival)
     if kind is WorkloadKind.SHARED_PREFIX and not spec.num_prefixes:
         spec = replace(

@@ -1,14 +1,9 @@
-"""Replicas that are deployments of many chips, behind a router.
+"""Replicas of one deployment, behind a router.
 
-A replica runs the same ``Scheduler`` and ``CostModelExecutor`` as any simulated instance; only
-its cost model and its KV pool change:
-
-- step time: ``analytic.deploy`` per chip (Megatron-LM split of every op), plus the pass's
-  all-reduces, logits gather and stage sends. One step is one microbatch passing every stage
-  (NOTE: no microbatching inside a step, so a deep pipeline idles in its bubble; ``analytic``'s
-  ``deployment_cost(..., microbatches=1)`` gives the same time, which a test checks);
-- KV pool: what every chip has left after its share of the weights, times the chips that hold
-  distinct KV (pp stages x tp chips, fewer when KV heads replicate).
+A replica is a simulated instance on the pricing's deployment (``SimConfig.pricing``): the same
+``Scheduler`` and ``CostModelExecutor``, its steps priced by the deployment's cost model
+(``sim.deployment_cost`` on many chips) and its KV pool sized by the one rule
+(``analytic.memory``: every chip's share, times the chips holding distinct KV).
 
 Requests reach replicas through a ``Router``::
 
@@ -24,24 +19,26 @@ Requests reach replicas through a ``Router``::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
-import numpy as np
-
-from ridgeline.analytic import Deployment, Dtypes, Efficiency
-from ridgeline.analytic.collectives import LinkTerms
-from ridgeline.analytic.deploy import check_deployment, chip_op_costs, kv_share, pass_links
-from ridgeline.analytic.kv import weights_bytes
-from ridgeline.errors import CapacityError, ConfigError
+from ridgeline.errors import ConfigError
 from ridgeline.serving.request import Request
+from ridgeline.sim.deployment_cost import DeploymentStepCost
 from ridgeline.sim.early import LateStop
-from ridgeline.sim.executor import StepCost, StepCostModel
+from ridgeline.sim.executor import StepCost
 from ridgeline.sim.loop import Role, SimConfig, Simulation, _Instance
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.workload import RequestSpec
-from ridgeline.specs import ModelSpec
-from ridgeline.specs.calibration import CostMode
+
+__all__ = [
+    "DeploymentStepCost",
+    "ReplicaRun",
+    "ReplicaSet",
+    "ReplicaSimulation",
+    "Router",
+    "simulate_replicas",
+]
 
 
 class Router(StrEnum):
@@ -53,9 +50,8 @@ class Router(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ReplicaSet:
-    """``replicas`` copies of one deployment behind a router."""
+    """``replicas`` copies of the pricing's deployment behind a router."""
 
-    deployment: Deployment
     replicas: int = 1
     router: Router = Router.LEAST_OUTSTANDING
 
@@ -64,98 +60,6 @@ class ReplicaSet:
             raise ConfigError(f"field replicas: expected an integer, got {self.replicas!r}")
         if self.replicas < 1:
             raise ConfigError(f"field replicas: must be >= 1, got {self.replicas}")
-
-
-class DeploymentStepCost(StepCostModel):
-    """``StepCostModel`` of a replica deployed on many chips.
-
-    Per-op FLOPs and bytes are one chip's share after the tensor-parallel split, summed over the
-    stages (a lone microbatch visits them one after another); the links add an affine term in
-    the step's sequences and tokens.
-    """
-
-    def __init__(
-        self,
-        model: ModelSpec,
-        deployment: Deployment,
-        dtypes: Dtypes | None = None,
-        efficiency: Efficiency | None = None,
-        mode: CostMode = CostMode.IDEAL,
-    ) -> None:
-        check_deployment(model, deployment)
-        self.deployment = deployment  # read by _terms while the base class builds its tables
-        super().__init__(model, deployment.accelerator, dtypes, efficiency, mode)
-        # link times by (sequences, tokens): a run asks for the same few shapes step after step
-        self._links: dict[tuple[float, float], float] = {}
-
-    def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
-        costs = chip_op_costs(self.model, self.deployment.tensor_parallel, shape, self.dtypes)  # type: ignore[arg-type]
-        kv = np.array([c.kv_bytes for c in costs])
-        compute = self._ideal_compute_s([c.flops for c in costs], tuple(c.kind for c in costs))
-        return (
-            compute,
-            np.array([c.bytes for c in costs]) - kv,
-            kv,
-            np.array([c.gemm_rows for c in costs]),
-        )
-
-    def link_s(self, num_seqs: float, num_tokens: float) -> float:
-        """Link time of one step of ``num_seqs`` sequences adding ``num_tokens`` tokens."""
-        key = (num_seqs, num_tokens)
-        t = self._links.get(key)
-        if t is None:
-            links = pass_links(
-                self.model, self.deployment, num_seqs, num_tokens, self.dtypes, self.calibration
-            )
-            t = self._links[key] = links.time_s
-        return t
-
-    def link_terms(self, num_seqs: float, num_tokens: float) -> LinkTerms:
-        """``link_s`` split by calibration term (``analytic.collectives.LinkTerms``)."""
-        return pass_links(self.model, self.deployment, num_seqs, num_tokens, self.dtypes).terms
-
-    def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float:
-        return super().step_time_s(new, prior) + self.link_s(len(new), float(sum(new)))
-
-    def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
-        if not self.affine:  # the base prices each step with step_time_s, links included
-            return super().decode_run_s(prior, k)
-        batch = float(len(prior))
-        return super().decode_run_s(prior, k) + self.link_s(batch, batch)
-
-    def grouped_step_s(
-        self, batch: int, total: int, new: Sequence[int], prior: Sequence[int]
-    ) -> float | None:
-        t = super().grouped_step_s(batch, total, new, prior)
-        if t is None:
-            return None
-        return t + self.link_s(batch + len(new), float(batch + sum(new)))
-
-    def decode_segments_s(self, segments: Sequence[tuple[int, int, int]]) -> list[float] | None:
-        times = super().decode_segments_s(segments)
-        if times is None:
-            return None
-        links: list[float] = []
-        for b, _, k in segments:
-            links += [self.link_s(float(b), float(b))] * k
-        return [t + link for t, link in zip(times, links, strict=True)]
-
-
-def replica_kv_blocks(cfg: SimConfig, deployment: Deployment) -> int:
-    """KV blocks of one replica: each chip's ``memory_utilization`` share left after its
-    1/chips of the weights, times pp / kv_share (the chips holding distinct KV heads)."""
-    chips = deployment.chips
-    per_chip = cfg.hw.device_capacity_bytes * cfg.memory_utilization - (
-        weights_bytes(cfg.model, cfg.dtypes.weight) / chips
-    )
-    share = kv_share(cfg.model, deployment.tensor_parallel)
-    blocks = int(per_chip * deployment.pipeline_parallel / share // cfg.block_bytes)
-    if blocks < 1:
-        raise CapacityError(
-            f"{cfg.model.name} leaves no room for KV on {deployment.label} "
-            f"(each chip short by {-per_chip / 1e9:.2f} GB); use more chips per replica"
-        )
-    return blocks
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +77,8 @@ class ReplicaRun:
 
 
 class ReplicaSimulation(Simulation):
-    """The base event loop over ``replicas.replicas`` mixed instances of one deployment."""
+    """The base event loop over ``replicas.replicas`` mixed instances of the pricing's
+    deployment."""
 
     def __init__(
         self,
@@ -184,9 +89,6 @@ class ReplicaSimulation(Simulation):
     ) -> None:
         if cfg.disagg is not None:
             raise ConfigError("field disagg: replicas and disaggregation do not combine yet")
-        dep = replicas.deployment
-        cfg = replace(cfg, hw=dep.accelerator)
-        cfg = replace(cfg, num_blocks=cfg.num_blocks or replica_kv_blocks(cfg, dep))
         self.replica_set = replicas
         self._given_cost = cost
         self.assignments: dict[str, int] = {}
@@ -194,10 +96,7 @@ class ReplicaSimulation(Simulation):
         super().__init__(cfg, workload)
 
     def _make_cost(self) -> StepCost:
-        cfg = self.cfg
-        return self._given_cost or DeploymentStepCost(
-            cfg.model, self.replica_set.deployment, cfg.dtypes, cfg.efficiency, cfg.mode
-        )
+        return self._given_cost or super()._make_cost()
 
     def _make_instances(self) -> list[_Instance]:
         return [self._instance(i, Role.MIXED) for i in range(self.replica_set.replicas)]
@@ -230,7 +129,7 @@ def simulate_replicas(
     replicas: ReplicaSet,
     cost: DeploymentStepCost | None = None,
 ) -> ReplicaRun:
-    """Run ``workload`` over ``replicas`` (``cfg.hw`` is replaced by the deployment's chip);
-    ``cost`` prices the steps in place of the deployment's own cost model when given."""
+    """Run ``workload`` over ``replicas`` of ``cfg.pricing``'s deployment; ``cost`` prices the
+    steps in place of the deployment's own cost model when given."""
     sim = ReplicaSimulation(cfg, workload, replicas, cost)
     return ReplicaRun(sim.run(), dict(sim.assignments))

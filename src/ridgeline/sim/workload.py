@@ -120,6 +120,7 @@ class Arrival(StrEnum):
     POISSON = "poisson"  # exponential gaps
     GAMMA = "gamma"  # gamma gaps with coefficient of variation ``cv``
     UNIFORM = "uniform"  # one request every 1/rate seconds exactly
+    OFFLINE = "offline"  # every request queued at t = 0 (a throughput benchmark; no rate)
     TRACE = "trace"  # the trace's own gaps (scaled to a sweep probe's rate)
 
 
@@ -257,7 +258,10 @@ class WorkloadSpec:
 
 
 def _gaps(spec: WorkloadSpec, rng: np.random.Generator, n: int) -> np.ndarray:
-    """Inter-arrival gaps: exponential (Poisson), even, or gamma with shape 1/cv² (same mean)."""
+    """Inter-arrival gaps: exponential (Poisson), even, none (offline), or gamma with shape
+    1/cv² (same mean)."""
+    if spec.arrival is Arrival.OFFLINE:
+        return np.zeros(n)
     if spec.arrival is Arrival.POISSON:
         return rng.exponential(1.0 / spec.rate_per_s, n)
     if spec.arrival is Arrival.UNIFORM:

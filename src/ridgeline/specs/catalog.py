@@ -255,7 +255,10 @@ def user_hardware_dir() -> Path:
     """Where user accelerator files live: ``$RIDGELINE_HW_DIR``, else
     ``$XDG_CONFIG_HOME/ridgeline/hardware``, else ``~/.config/ridgeline/hardware``."""
     if os.environ.get("RIDGELINE_HW_DIR"):
-        return Path(os.environ["RIDGELINE_HW_DIR"])
+        path = Path(os.environ["RIDGELINE_HW_DIR"])
+        if path.exists() and not path.is_dir():  # else its files were silently not found
+            raise ConfigError(f"RIDGELINE_HW_DIR: {path} is not a directory")
+        return path
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "ridgeline" / "hardware"
 

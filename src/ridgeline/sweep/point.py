@@ -20,7 +20,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ridgeline.analytic.workload import Dtypes
 from ridgeline.errors import ConfigError
+from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.dtypes import DType
 from ridgeline.sweep.workload import Requests, WorkloadSpec
 
 
@@ -80,14 +83,37 @@ class Policy:
 
 
 @dataclass(frozen=True, slots=True)
+class DataTypes:
+    """The formats a configuration serves in (the sweep's ``[[dtypes]]`` axis): weights, the KV
+    cache (default: fp8 beside fp8/fp4 weights, else bf16) and the activations matmuls run in
+    (default: the weights' format for fp8/fp4/fp16, else bf16; ``analytic.Dtypes.serving``)."""
+
+    weight: DType = DType.BF16
+    kv: DType | None = None
+    act: DType | None = None
+
+    @property
+    def dtypes(self) -> Dtypes:
+        d = Dtypes.serving(self.weight, self.kv)
+        return d if self.act is None else Dtypes(d.weight, self.act, d.kv)
+
+    @property
+    def label(self) -> str:
+        return self.dtypes.label
+
+
+@dataclass(frozen=True, slots=True)
 class Configuration:
-    """One point of the sweep's grid: everything a capacity search varies except the rate."""
+    """One point of the sweep's grid: everything a capacity search varies except the rate,
+    and the pricing mode every probe is simulated in (``analytic.pricing``)."""
 
     model: str
     accelerator: str
     deployment: ChipSplit
     policy: Policy
     workload: WorkloadSpec
+    dtypes: DataTypes = DataTypes()
+    mode: CostMode = CostMode.CALIBRATED
 
     @property
     def chips(self) -> int:
@@ -95,10 +121,12 @@ class Configuration:
 
     @property
     def label(self) -> str:
-        """A short human name: ``llama-3.1-8b/h100-sxm×2 tp2pp1/vllm/conv``."""
+        """A short human name: ``llama-3.1-8b/h100-sxm×2 tp2pp1/vllm/conv``, with the data
+        types after it when they are not bf16 (``.../conv/w fp8, a fp8, kv fp8``)."""
+        types = "" if self.dtypes == DataTypes() else f"/{self.dtypes.label}"
         return (
             f"{self.model}/{self.accelerator}×{self.chips} {self.deployment.label}/"
-            f"{self.policy.name}/{self.workload.name}"
+            f"{self.policy.name}/{self.workload.name}{types}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,7 +154,8 @@ class Slo:
 
 def point_key(config: Configuration, slo: Slo, seed: int) -> str:
     """Stable id of a configuration under an SLO and seed (16 hex digits of SHA-256 over the
-    canonical JSON): the store's key, the same on every machine and every run."""
+    canonical JSON, the pricing mode and data types included): the store's key, the same on
+    every machine and every run."""
     payload = {"config": config.to_dict(), "slo": asdict(slo), "seed": seed}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ridgeline.analytic.pricing import EXPECTED_LABEL, IDEAL_LABEL
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.html import html_table
 from ridgeline.sweep.point import PointResult
 from ridgeline.sweep.search import FrontPoint, Status, pareto_front
@@ -46,6 +48,12 @@ class SweepReport:
     status_counts: dict[str, int]
     ranked: tuple[ConfigSummary, ...]  # finished configurations, best objective first
     front: tuple[FrontPoint, ...]
+    mode: str = CostMode.CALIBRATED.value  # how the probes were priced (``analytic.pricing``)
+
+    @property
+    def label(self) -> str:
+        """``expected (calibrated)`` or ``ideal roofline``: what kind of figures these are."""
+        return EXPECTED_LABEL if self.mode == CostMode.CALIBRATED.value else IDEAL_LABEL
 
     @property
     def best(self) -> ConfigSummary | None:
@@ -61,7 +69,7 @@ class SweepReport:
         return best
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": "ridgeline.sweep-report/1", **asdict(self)}
+        return {"schema": "ridgeline.sweep-report/2", **asdict(self), "label": self.label}
 
     def to_dataframe(self) -> Any:
         """One row per ranked configuration: capacity, objective and the probe at capacity.
@@ -73,7 +81,10 @@ class SweepReport:
     def _repr_html_(self) -> str:
         rows = [(s.label, s.status, s.capacity_rps, s.objective) for s in self.ranked[:10]]
         headers = ("configuration", "status", "capacity req/s", self.objective)
-        title = f"{self.name}: {self.num_configs} configurations, {self.num_probes} simulations"
+        title = (
+            f"{self.name}: {self.num_configs} configurations, {self.num_probes} simulations "
+            f"({self.label})"
+        )
         return html_table(headers, rows, title)
 
 
@@ -154,4 +165,6 @@ def sweep_report(data: SweepData, model: str | None = None) -> SweepReport:
         status_counts=dict(sorted(counts.items())),
         ranked=tuple(ranked),
         front=tuple(_front(data, None if model is None else {model})),
+        # NOTE: stores written before sweeps named their mode priced on the ideal roofline
+        mode=str(data.spec.get("mode", CostMode.IDEAL.value)),
     )

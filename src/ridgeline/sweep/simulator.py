@@ -5,7 +5,9 @@ The default maps a sweep ``Configuration`` onto the simulator's own types::
 
     Policy knobs      ──▶ SchedulerConfig (budget, max seqs, chunk size, policy, spec k)
                           + SimConfig (block size, prefix caching, seed)
-    ChipSplit + chip  ──▶ analytic.Deployment ──▶ one replica (sim.replicas) when chips > 1
+    ChipSplit + chip  ──┐
+    data types, mode  ──┴▶ analytic.Pricing (its deployment: one chip, or many, as any
+                           simulation prices it; its KV pool: the one rule, ``analytic.memory``)
     Requests          ──▶ RequestSpec per request (token ids are unique labels, no shared prefix)
 """
 
@@ -17,15 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ridgeline.analytic import Deployment
 from ridgeline.analytic.deploy import check_deployment
+from ridgeline.analytic.deployment import Deployment
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.sim import RequestSpec, SimConfig, SimResult, Simulation, Tokens, kv_pool_blocks
 from ridgeline.sim.early import LateStop, late_limit
-from ridgeline.sim.replicas import ReplicaSet, ReplicaSimulation, replica_kv_blocks
 from ridgeline.specs import get_accelerator, get_model
 from ridgeline.sweep.point import Configuration, PointSimulator, RequestLatencies, Slo
 from ridgeline.sweep.workload import Requests
@@ -41,11 +43,12 @@ class ServingSimulator:
     """ridgeline's serving simulator (event loop + cost-model executor) as a ``PointSimulator``.
 
     Attributes:
-        memory_utilization: fraction of device memory for weights + KV (vLLM's 0.9).
+        memory_utilization: fraction of each chip's device memory for weights, reserve and KV
+            (vLLM's ``gpu_memory_utilization``; None: the runtime's default, ``analytic.memory``).
         spec_acceptance: draft acceptance rate when a policy sets ``num_speculative_tokens``.
     """
 
-    memory_utilization: float = 0.9
+    memory_utilization: float | None = None
     spec_acceptance: float = 0.7
 
     def sim_config(self, config: Configuration, max_model_len: int, seed: int) -> SimConfig:
@@ -62,7 +65,7 @@ class ServingSimulator:
         )
         return SimConfig(
             get_model(config.model),
-            get_accelerator(config.accelerator),
+            self.pricing(config),
             sched,
             block_size=p.block_size,
             prefix_caching=p.enable_prefix_caching,
@@ -77,16 +80,16 @@ class ServingSimulator:
         acc = get_accelerator(config.accelerator)
         return Deployment(acc, split.tensor_parallel, split.pipeline_parallel)
 
+    def pricing(self, config: Configuration) -> Pricing:
+        """How ``config``'s steps are priced: its mode on its deployment, at its data types."""
+        return Pricing.of(self.deployment(config), config.mode, config.dtypes.dtypes)
+
     def fits(self, config: Configuration) -> bool:
-        """Whether the split is possible and leaves room for KV (the simulator's own rules)."""
-        cfg = self.sim_config(config, 8192, 0)
+        """Whether the split is possible and leaves room for KV (the one KV-pool rule)."""
         try:
-            if config.chips == 1:
-                kv_pool_blocks(cfg)
-            else:
-                dep = self.deployment(config)
-                check_deployment(cfg.model, dep)
-                replica_kv_blocks(cfg, dep)
+            cfg = self.sim_config(config, 8192, 0)
+            check_deployment(cfg.model, cfg.pricing.deployment)
+            kv_pool_blocks(cfg)
         except (CapacityError, ConfigError):
             return False
         return True
@@ -110,21 +113,18 @@ class ServingSimulator:
     ) -> RequestLatencies:
         longest = int(np.max(requests.prompt_tokens + requests.output_tokens))
         cfg = self.sim_config(config, longest, seed)
-        workload = _request_specs(requests)
-        sim = (
-            Simulation(cfg, workload)
-            if config.chips == 1
-            else ReplicaSimulation(cfg, workload, ReplicaSet(self.deployment(config)))
-        )
+        sim = Simulation(cfg, request_specs(requests))
         result = sim.run(stop=stop)
-        return _latencies(result, requests.num_requests, sim.stopped)
+        return request_latencies(result, requests.num_requests, sim.stopped)
 
 
-def _request_id(index: int) -> str:
+def request_id(index: int) -> str:
+    """The id of the ``index``-th request of a probe (arrival order)."""
     return f"r{index}"
 
 
-def _request_specs(requests: Requests) -> list[RequestSpec]:
+def request_specs(requests: Requests) -> list[RequestSpec]:
+    """The simulator's requests of one probe (token ids as labels, see ``_REQUEST_SPAN``)."""
     specs = []
     for i, (t, p, o) in enumerate(
         zip(
@@ -137,16 +137,16 @@ def _request_specs(requests: Requests) -> list[RequestSpec]:
         base = i * _REQUEST_SPAN
         prompt = Tokens((range(base, base + p),))
         output = Tokens((range(_OUTPUT_BASE + base, _OUTPUT_BASE + base + o),))
-        specs.append(RequestSpec(_request_id(i), t, prompt, output))
+        specs.append(RequestSpec(request_id(i), t, prompt, output))
     return specs
 
 
-def _latencies(result: SimResult, n: int, stopped: bool) -> RequestLatencies:
+def request_latencies(result: SimResult, n: int, stopped: bool) -> RequestLatencies:
     """Per-request arrays in arrival order; a rejected request never gets a token (inf), nor,
     when the run ``stopped`` early, does one it had not finished."""
     ttft, tpot = np.full(n, math.inf), np.full(n, math.inf)
     out = np.zeros(n, dtype=np.int64)
-    index = {_request_id(i): i for i in range(n)}  # ids are made by ``_request_specs``
+    index = {request_id(i): i for i in range(n)}  # ids are made by ``request_specs``
     for m in result.requests:
         i = index[m.request_id]
         out[i] = m.output_len

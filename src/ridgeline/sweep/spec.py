@@ -9,7 +9,14 @@ Example (every table but ``[sweep]``, ``[[workloads]]`` and ``[slo]`` is optiona
     accelerators = ["h100-sxm", "mi300x"]
     chips = [1, 2]                     # tensor parallel over all chips; or [[deployments]]
     objective = "goodput_per_dollar"   # goodput | goodput_per_chip | _per_dollar | _per_watt
+    mode = "calibrated"                # how steps are priced: calibrated (default) or ideal
     seed = 0
+
+    [[dtypes]]                         # an axis: one variant per table (default: bf16)
+    weight = "bf16"
+
+    [[dtypes]]
+    weight = "fp8"                     # kv defaults to fp8 beside fp8 weights, act to the weights'
 
     [[policies]]
     name = "chunked"
@@ -45,6 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ridgeline.errors import ConfigError
 from ridgeline.sim.workload import Arrival, Lengths, WorkloadSpec
+from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.dtypes import DType
 from ridgeline.specs.inputs import check_int, parse_toml, read_text, validation_message
 from ridgeline.specs.limits import (
     MAX_BATCH,
@@ -56,7 +65,7 @@ from ridgeline.specs.limits import (
     MAX_SECONDS,
     MAX_SEED,
 )
-from ridgeline.sweep.point import ChipSplit, Configuration, Policy, Slo
+from ridgeline.sweep.point import ChipSplit, Configuration, DataTypes, Policy, Slo
 
 
 class Objective(StrEnum):
@@ -112,7 +121,8 @@ class SearchSettings:
 
 @dataclass(frozen=True, slots=True)
 class SweepSpec:
-    """A whole sweep: its axes (a cartesian product), SLOs, objective and search settings."""
+    """A whole sweep: its axes (a cartesian product), SLOs, objective, search settings and the
+    pricing mode of every probe (calibrated by default, ``analytic.pricing``)."""
 
     name: str
     models: tuple[str, ...]
@@ -125,14 +135,21 @@ class SweepSpec:
     prices: Mapping[str, Price] = field(default_factory=dict)
     search: SearchSettings = SearchSettings()
     seed: int = 0
+    dtypes: tuple[DataTypes, ...] = (DataTypes(),)
+    mode: CostMode = CostMode.CALIBRATED
 
     def configurations(self) -> tuple[Configuration, ...]:
         """Every combination of the axes, in a fixed order (model, accelerator, deployment,
-        policy, workload)."""
+        policy, workload, data types)."""
         grid = itertools.product(
-            self.models, self.accelerators, self.deployments, self.policies, self.workloads
+            self.models,
+            self.accelerators,
+            self.deployments,
+            self.policies,
+            self.workloads,
+            self.dtypes,
         )
-        return tuple(Configuration(m, a, d, p, w) for m, a, d, p, w in grid)
+        return tuple(Configuration(m, a, d, p, w, t, self.mode) for m, a, d, p, w, t in grid)
 
     def objective_factor(self, config: Configuration) -> float | None:
         """Multiplier from capacity (req/s) to the objective; ``None`` where it is unknown
@@ -203,7 +220,14 @@ class _SweepTable(_Strict):
     accelerators: Annotated[list[str], Field(min_length=1)]
     chips: list[Chips] | None = None
     objective: Objective = Objective.GOODPUT
+    mode: CostMode = CostMode.CALIBRATED
     seed: Seed = 0
+
+
+class _DtypesFile(_Strict):
+    weight: DType = DType.BF16
+    kv: DType | None = None
+    act: DType | None = None
 
 
 class _SloFile(_Strict):
@@ -239,6 +263,7 @@ class _PriceFile(_Strict):
 class _SpecFile(_Strict):
     sweep: _SweepTable
     deployments: list[_DeploymentFile] = []
+    dtypes: Annotated[list[_DtypesFile], Field(min_length=1)] = [_DtypesFile()]
     policies: list[_PolicyFile] = [_PolicyFile(name="default")]
     workloads: Annotated[list[_WorkloadFile], Field(min_length=1)]
     slo: _SloFile
@@ -294,8 +319,10 @@ def _lengths(value: int | tuple[int, int] | None, field: str, name: str) -> Leng
 
 def _workload(w: _WorkloadFile, base: Path) -> WorkloadSpec:
     trace = str((base / w.trace).resolve()) if w.trace is not None else None
-    if trace is None and w.arrival not in (None, Arrival.POISSON, Arrival.UNIFORM):
-        raise ConfigError(f"workload '{w.name}': field arrival: poisson or uniform (or a trace)")
+    if trace is None and w.arrival not in (None, Arrival.POISSON, Arrival.UNIFORM, Arrival.OFFLINE):
+        raise ConfigError(
+            f"workload '{w.name}': field arrival: poisson, uniform or offline (or a trace)"
+        )
     if trace is not None and w.arrival not in (None, Arrival.TRACE):
         raise ConfigError(f"workload '{w.name}': a trace workload needs `trace`, only it")
     synthetic = {} if trace else {
@@ -322,6 +349,7 @@ def _check_unique(spec: SweepSpec) -> None:
         "deployments": spec.deployments,
         "policies.name": tuple(p.name for p in spec.policies),
         "workloads.name": tuple(w.name for w in spec.workloads),
+        "dtypes": tuple(t.dtypes for t in spec.dtypes),
     }
     for where, values in axes.items():
         seen = set()
@@ -363,6 +391,8 @@ def spec_from_dict(data: Mapping[str, Any], base: Path = Path()) -> SweepSpec:
         prices={k: Price(v.usd_per_chip_hour, v.watts_per_chip) for k, v in f.prices.items()},
         search=SearchSettings(**f.search.model_dump()),
         seed=f.sweep.seed,
+        dtypes=tuple(DataTypes(t.weight, t.kv, t.act) for t in f.dtypes),
+        mode=f.sweep.mode,
     )
     _check_unique(spec)
     _check_prices(spec)
@@ -393,3 +423,26 @@ def with_overrides(spec: SweepSpec, **axes: Any) -> SweepSpec:
     _check_unique(new)
     _check_prices(new)
     return new
+
+
+def load_workload(path: str | Path, duration_s: float) -> WorkloadSpec:
+    """One workload from a TOML file's ``[workload]`` table, in the form of a sweep spec's
+    ``[[workloads]]`` entry (its trace path relative to the file); ``duration_s`` of arrivals
+    per run unless it sets ``num_requests`` or ``duration_s`` itself.
+
+    Raises:
+        ConfigError: the file is missing, is not TOML, or a field is wrong (named).
+    """
+    path = Path(path)
+    data = parse_toml(read_text(path, "workload file"), f"workload file {path}")
+    table = data.get("workload")
+    if not isinstance(table, dict):
+        raise ConfigError(f"workload file {path}: needs a [workload] table")
+    table = {"name": path.stem, **table}
+    if "num_requests" not in table and "duration_s" not in table:
+        table["duration_s"] = duration_s
+    try:
+        w = _WorkloadFile.model_validate(table)
+    except ValidationError as e:
+        raise ConfigError(f"workload file {path}: [workload] {validation_message(e)}") from None
+    return _workload(w, path.parent)

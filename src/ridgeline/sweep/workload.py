@@ -110,6 +110,8 @@ def at_rate(
         times = t * (native_rps / rate_rps)
     elif arrival is Arrival.UNIFORM:
         times = np.arange(n, dtype=np.float64) / rate_rps
+    elif arrival is Arrival.OFFLINE:  # every request at t = 0: the probe's rate changes nothing
+        times = np.zeros(n)
     else:
         gaps = np.random.default_rng(seed).exponential(1.0 / rate_rps, n)
         times = np.cumsum(gaps) - gaps[0]

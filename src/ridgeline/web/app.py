@@ -12,6 +12,7 @@ result's ``to_dict()``. Errors a user can cause never become a 500:
     POST /api/roofline   POST /api/kv   POST /api/questions   POST /api/compare
     POST /api/schedule   POST /api/flash                       (analytic.dataflow, .flash)
     POST /api/simulate   GET  /api/simulate/{id}   POST /api/kv-manage   (sim, bounded)
+    POST /api/plan       (plan: the cheapest deployment within targets, bounded)
     GET  /  (the page)   /static/...    /vendor/plotly.min.js     /openapi.json
 """
 
@@ -36,6 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ridgeline import analytic as an
 from ridgeline.analytic import dataflow, flash
+from ridgeline.analytic.deployment import check_deployment
 from ridgeline.analytic.speed import quote_step
 from ridgeline.errors import CapacityError, ConfigError, RidgelineError, UnknownNameError
 from ridgeline.report.jsonable import plain_json as clean
@@ -56,6 +58,7 @@ from ridgeline.web.guard import BodyLimit, on_invalid_body
 from ridgeline.web.jobs import WORKER_MEMORY_BYTES, Jobs, plan
 from ridgeline.web.pool import Outcome, Status, WorkerPool, run_async
 from ridgeline.web.schemas import (
+    MAX_PLAN_REQUESTS,
     MAX_SIM_SECONDS,
     AcceleratorList,
     AcceleratorSummary,
@@ -71,6 +74,8 @@ from ridgeline.web.schemas import (
     ModelBody,
     ModelList,
     ModelSummary,
+    PlanBody,
+    PlanOut,
     QuestionsOut,
     RooflineOut,
     ScheduleBody,
@@ -104,7 +109,15 @@ class FieldError(RidgelineError):
 BODY_FIELDS = frozenset().union(
     *(
         b.model_fields
-        for b in (KvBody, CompareBody, ScheduleBody, FlashBody, SimulateBody, KvManageBody)
+        for b in (
+            KvBody,
+            CompareBody,
+            ScheduleBody,
+            FlashBody,
+            SimulateBody,
+            KvManageBody,
+            PlanBody,
+        )
     )
 )
 
@@ -174,6 +187,15 @@ def accelerator_summary(acc: Accelerator) -> dict[str, Any]:
     return an.accelerator_summary(acc).to_dict()
 
 
+def _check_split(model: ModelSpec, dep: an.Deployment) -> None:
+    """A 422 naming the field when the split is impossible for the model."""
+    try:
+        check_deployment(model, dep)
+    except ConfigError as e:
+        field = "pipeline_parallel" if "pipeline_parallel" in str(e) else "tensor_parallel"
+        raise FieldError(("body", field), str(e), UNSATISFIABLE) from None
+
+
 def _workload(body: WorkloadBody) -> tuple[ModelSpec, Accelerator]:
     acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
     try:
@@ -184,21 +206,28 @@ def _workload(body: WorkloadBody) -> tuple[ModelSpec, Accelerator]:
 
 
 def roofline(body: WorkloadBody) -> dict[str, Any]:
-    """Prefill of ``prompt`` tokens and decode at ``context``, each with its speed quote."""
+    """Prefill of ``prompt`` tokens and decode at ``context``, each priced in ``mode`` with its
+    speed quote."""
     m, acc = _workload(body)
-    out: dict[str, Any] = {}
+    pricing = an.Pricing.of(acc, body.mode, body.dtypes())
+    out: dict[str, Any] = {"mode": pricing.mode.value, "pricing": pricing.to_dict()}
     for phase, ctx_len in ((an.Phase.PREFILL, body.prompt), (an.Phase.DECODE, body.context)):
-        w = an.Workload(phase, body.batch, ctx_len, dtypes=body.dtypes())
-        cost, quote = quote_step(m, acc, w)
+        cost, quote = quote_step(m, pricing, pricing.workload(phase, body.batch, ctx_len))
         out |= {phase.value: cost.to_dict(), f"{phase.value}_speed": quote.to_dict()}
     return out
 
 
 def kv(body: KvBody) -> dict[str, Any]:
-    """KV sizing (``kv_summary``) and the KV footprint over context for the page's plot."""
+    """KV sizing (``kv_summary``: what fits under the KV-pool rule) and the KV footprint over
+    context for the page's plot."""
     m, acc = _workload(body)
-    summary = an.kv_summary(m, body.batch, body.context, body.dtypes(), acc, body.reserve_fraction)
-    max_context = summary.capacity.max_context if summary.capacity else None
+    target: Accelerator | an.Deployment = acc
+    if body.tensor_parallel is not None or body.pipeline_parallel is not None:
+        target = an.Deployment(acc, body.tensor_parallel or 1, body.pipeline_parallel or 1)
+        _check_split(m, target)
+    rule = an.MemoryRule(body.memory_utilization)
+    summary = an.kv_summary(m, body.batch, body.context, body.dtypes(), target, rule)
+    max_context = summary.fit.max_context if summary.fit else None
     top = max(body.context, max_context or 0, 1024) * 4
     contexts, kv_bytes = an.kv_curve(m, body.batch, summary.dtypes.kv, top, KV_CURVE_POINTS)
     curve = {"context": contexts.tolist(), "kv_bytes": kv_bytes.tolist()}
@@ -209,16 +238,19 @@ def questions(body: WorkloadBody) -> dict[str, Any]:
     """The five questions at the decode step, and what that step reads (``five_questions``)."""
     m, acc = _workload(body)
     dt = body.dtypes()
-    w = an.Workload(an.Phase.DECODE, body.batch, body.context, dtypes=dt)
+    pricing = an.Pricing.of(acc, body.mode, dt)
+    w = pricing.workload(an.Phase.DECODE, body.batch, body.context)
     reads = an.decode_reads(m, acc, body.batch, body.context, dt)
-    return {**an.five_questions(m, acc, w).to_dict(), "decode_reads": reads.to_dict()}
+    return {**an.five_questions(m, pricing, w).to_dict(), "decode_reads": reads.to_dict()}
 
 
 def comparison(body: CompareBody) -> dict[str, Any]:
     """The five-architecture comparison (``compare``)."""
     m = resolve_model(body)
+    catalog_accelerator(body.accelerator, ("body", "accelerator"))  # unused here, still checked
     accs = [catalog_accelerator(n, ("body", "accelerators")) for n in body.accelerators]
-    return an.compare(m, accs, body.batch, body.context, body.prompt, body.dtypes()).to_dict()
+    cmp = an.compare(m, accs, body.batch, body.context, body.prompt, body.dtypes(), body.mode)
+    return cmp.to_dict()
 
 
 def schedule(body: ScheduleBody) -> dict[str, Any]:
@@ -228,9 +260,14 @@ def schedule(body: ScheduleBody) -> dict[str, Any]:
         dataflow.core_of(acc, body.dtypes())  # a chip with nothing to schedule says so here
     except RidgelineError as e:
         raise FieldError(("body", "accelerator"), str(e), UNSATISFIABLE) from None
-    w = an.Workload(an.Phase(body.phase), body.batch, body.context, dtypes=body.dtypes())
-    opts = dataflow.ScheduleOptions(buffers=body.buffers, keep_events=False)
-    return dataflow.compile_schedule(resolve_model(body), acc, w, options=opts).to_dict()
+    pricing = an.Pricing.of(acc, body.mode, body.dtypes())
+    w = pricing.workload(an.Phase(body.phase), body.batch, body.context)
+    eff = pricing.calibration.bandwidth_efficiency
+    opts = dataflow.ScheduleOptions(
+        buffers=body.buffers, keep_events=False, bandwidth_efficiency=eff
+    )
+    s = dataflow.compile_schedule(resolve_model(body), acc, w, options=opts)
+    return {**s.to_dict(), "mode": pricing.mode.value, "pricing": pricing.to_dict()}
 
 
 def flash_io(body: FlashBody) -> dict[str, Any]:
@@ -253,17 +290,45 @@ def kv_management(body: KvManageBody) -> dict[str, Any]:
     )
     sched = SchedulerConfig(max_num_batched_tokens=512, max_model_len=body.max_model_len)
     label = f"{body.num_requests} requests at {body.rate_per_s}/s"
-    opts = KVManageOptions(sched)
+    opts = KVManageOptions(sched, mode=body.mode)
     try:
         return kv_manage(resolve_model(body), generate(spec), opts, accs, label).to_dict()
     except ConfigError as e:  # lengths against max_model_len: a rule the schema cannot state
         raise FieldError(("body", "max_model_len"), str(e), UNSATISFIABLE) from None
 
 
+def plan_view(body: PlanBody) -> dict[str, Any]:
+    """A bounded ``ridgeline plan`` (``plan.run_plan``), its simulations in this process."""
+    from ridgeline.plan import PlanRequest, Targets, run_plan
+    from ridgeline.plan.request import WorkloadChoice
+    from ridgeline.sweep.backends import LocalBackend
+
+    accs = tuple(catalog_accelerator(n, ("body", "accelerators")) for n in body.accelerators)
+    choice = WorkloadChoice(
+        body.isl, body.osl, duration_s=body.seconds, max_requests=MAX_PLAN_REQUESTS
+    )
+    workload = choice.spec()
+    req = PlanRequest(
+        model=resolve_model(body),
+        workload=workload,
+        rate_rps=body.rate_rps,
+        targets=Targets(body.ttft_s, body.tpot_s, body.percentile),
+        accelerators=accs,
+        max_chips=body.max_chips,
+        weight_dtypes=None if body.weight_dtypes is None else tuple(body.weight_dtypes),
+        simulated=body.simulated,
+    )
+    try:
+        return run_plan(req, LocalBackend(1)).to_dict()
+    except ConfigError as e:  # a format the chip lacks, a split the model refuses: across fields
+        raise FieldError(("body", "weight_dtypes"), str(e), UNSATISFIABLE) from None
+
+
 def start_simulation(jobs: Jobs, body: SimulateBody) -> dict[str, Any]:
     """Queue a bounded ``simulate`` run; a model that leaves no room for KV is refused now."""
     acc = catalog_accelerator(body.accelerator, ("body", "accelerator"))
     model = resolve_model(body)
+    _check_split(model, an.Deployment(acc, body.tensor_parallel, body.pipeline_parallel))
     try:
         plan(body, model, acc)
     except CapacityError as e:
@@ -419,6 +484,12 @@ def _add_api(app: FastAPI, compute: Compute) -> None:
     async def post_schedule(body: ScheduleBody, request: Request) -> Any:
         """One step compiled for a scratchpad accelerator: per-op tiles, loads, time vs roofline."""
         return await compute(request, "schedule", body)
+
+    @app.post("/api/plan", response_model=PlanOut, tags=["plan"], **extra)
+    async def post_plan(body: PlanBody, request: Request) -> Any:
+        """The cheapest deployment that meets TTFT and TPOT targets on a few accelerators:
+        winners with intervals, the Pareto front, the winner's engine command lines."""
+        return await compute(request, "plan", body)
 
     @app.post("/api/flash", response_model=FlashOut, tags=["tiling"], **extra)
     async def post_flash(body: FlashBody, request: Request) -> Any:

@@ -24,7 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from ridgeline.analytic.deployment import Deployment
+from ridgeline.analytic.pricing import Pricing
 from ridgeline.sim import (
+    Arrival,
     LengthDist,
     Lengths,
     RequestSpec,
@@ -79,10 +82,13 @@ def _cdf(values: list[float]) -> dict[str, list[float]]:
     return {"x": x[idx].tolist(), "p": ((idx + 1) / x.size).tolist()}
 
 
-def result_view(r: SimResult) -> dict[str, Any]:
-    """``SimResult.to_dict()`` plus what the panel draws: latency CDFs and KV use over time."""
+def result_view(r: SimResult, pricing: Pricing) -> dict[str, Any]:
+    """``SimResult.to_dict()`` plus how its steps were priced and what the panel draws: latency
+    CDFs and KV use over time."""
     return {
         **r.to_dict(),
+        "mode": pricing.mode.value,
+        "pricing": pricing.to_dict(),
         "cdf": {
             "ttft_s": _cdf([q.ttft_s for q in r.requests]),
             "e2e_s": _cdf([q.e2e_s for q in r.requests]),
@@ -94,12 +100,21 @@ def result_view(r: SimResult) -> dict[str, Any]:
 def plan(
     body: SimulateBody, model: ModelSpec, acc: Accelerator
 ) -> tuple[SimConfig, list[RequestSpec]]:
-    """The configuration and requests of a run; raises ``CapacityError`` when KV has no room."""
-    cfg = SimConfig(model, acc, dtypes=body.dtypes(), label=f"{model.name} on {acc.name}")
+    """The configuration and requests of a run: one pricing (``body.mode`` on the TP x PP
+    deployment, at the body's data types); raises ``CapacityError`` when KV has no room."""
+    dep = Deployment(acc, body.tensor_parallel, body.pipeline_parallel)
+    pricing = Pricing.of(dep, body.mode, body.dtypes())
+    cfg = SimConfig(
+        model,
+        pricing,
+        memory_utilization=body.memory_utilization,
+        label=f"{model.name} on {dep.label if dep.chips > 1 else acc.name}",
+    )
     kv_pool_blocks(cfg)
     spec = WorkloadSpec(
         num_requests=body.num_requests,
         rate_per_s=body.rate_per_s,
+        arrival=Arrival(body.arrival),
         prompt=Lengths(LengthDist.FIXED, body.prompt_len),
         output=Lengths(LengthDist.FIXED, body.output_len),
         seed=body.seed,
@@ -112,7 +127,7 @@ def run_simulation(
 ) -> dict[str, Any]:
     """Plan and run one simulation (in a worker process): the result as the panel draws it."""
     cfg, requests = plan(body, model, acc)
-    return result_view(simulate(cfg, requests, progress))
+    return result_view(simulate(cfg, requests, progress), cfg.pricing)
 
 
 class Jobs:

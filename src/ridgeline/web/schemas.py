@@ -24,6 +24,7 @@ from pydantic_core import PydanticCustomError
 from ridgeline.analytic import DEFAULT_ACCELERATORS, Dtypes, dataflow, tiling
 from ridgeline.errors import RidgelineError
 from ridgeline.specs import DType, accelerator_names, get_accelerator, model_names
+from ridgeline.specs.calibration import CostMode
 
 MAX_BATCH = 1_000_000
 MAX_CONTEXT = 10_000_000
@@ -99,6 +100,26 @@ class _Body(BaseModel):
         return value
 
 
+ModeField = Annotated[
+    CostMode,
+    Field(
+        description="how steps are priced: calibrated (the expected time, the default) or "
+        "ideal (the roofline: datasheet peaks, no latencies)"
+    ),
+]
+MAX_CHIPS = 4096
+Chips = Annotated[int, Field(ge=1, le=MAX_CHIPS)]
+MemoryUtilization = Annotated[
+    float | None,
+    Field(
+        gt=0.0,
+        le=1.0,
+        description="fraction of each chip's device memory for weights, reserve and KV (vLLM's "
+        "gpu_memory_utilization; null: 0.9 under a runtime allocator, 1 under a compiler)",
+    ),
+]
+
+
 class ModelBody(_Body):
     """A model: a catalog name, or an uploaded config.json with the name to show for it."""
 
@@ -121,19 +142,24 @@ class WorkloadBody(ModelBody):
     weight_dtype: DType = DType.BF16
     act_dtype: DType = DType.BF16
     kv_dtype: DType = DType.BF16
+    mode: ModeField = CostMode.CALIBRATED
 
     def dtypes(self) -> Dtypes:
         return Dtypes(self.weight_dtype, self.act_dtype, self.kv_dtype)
 
 
 class KvBody(WorkloadBody):
-    """A workload and the fraction of device memory kept free for activations."""
+    """A workload, and what fits under the KV-pool rule on a deployment of the accelerator
+    (``analytic.memory``: tensor_parallel and pipeline_parallel null: the smallest that holds
+    the weights)."""
 
     # NOTE: at least 1 token: analytic.techniques divides by the KV of the context (0 at 0).
     context: Annotated[
         int, Field(ge=1, le=MAX_CONTEXT, description="tokens cached per sequence")
     ] = 4096
-    reserve_fraction: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.1
+    memory_utilization: MemoryUtilization = None
+    tensor_parallel: Chips | None = None
+    pipeline_parallel: Chips | None = None
 
 
 class CompareBody(WorkloadBody):
@@ -193,6 +219,7 @@ class StepOut(_Out):
 
 
 class RooflineOut(_Out):
+    mode: CostMode
     prefill: StepOut
     decode: StepOut
     prefill_speed: dict[str, Any]  # ideal and calibrated (``analytic.speed.SpeedQuote``)
@@ -212,6 +239,7 @@ class KvOut(_Out):
 
 
 class QuestionsOut(_Out):
+    mode: CostMode
     accelerator: str
     bound: str
     scarce: str
@@ -222,6 +250,7 @@ class QuestionsOut(_Out):
 
 
 class CompareOut(_Out):
+    mode: CostMode
     model: str
     rows: list[dict[str, Any]]
 
@@ -234,12 +263,18 @@ MAX_SIM_SECONDS = 30.0
 
 
 class SimulateBody(ModelBody):
-    """A bounded serving simulation: Poisson arrivals of fixed-length requests on one instance.
+    """A bounded serving simulation: fixed-length requests, Poisson arrivals (or all queued at
+    t = 0: ``arrival`` offline) on one instance of a TP x PP deployment, priced in ``mode``.
 
     Larger runs belong to the CLI (``ridgeline simulate``); the explorer refuses them with a 422.
     """
 
     accelerator: AcceleratorName = DEFAULT_ACCELERATOR
+    tensor_parallel: Chips = 1
+    pipeline_parallel: Chips = 1
+    arrival: Literal["poisson", "offline"] = "poisson"
+    memory_utilization: MemoryUtilization = None
+    mode: ModeField = CostMode.CALIBRATED
     num_requests: Annotated[int, Field(ge=1, json_schema_extra={"maximum": MAX_SIM_REQUESTS})] = 200
     rate_per_s: Annotated[float, Field(gt=0, le=10_000, description="mean arrivals per second")] = (
         10.0
@@ -337,6 +372,7 @@ class ScheduleBody(ModelBody):
     weight_dtype: DType = DType.BF16
     act_dtype: DType = DType.BF16
     kv_dtype: DType = DType.BF16
+    mode: ModeField = CostMode.CALIBRATED
 
     @model_validator(mode="after")
     def _bounded_tokens(self) -> ScheduleBody:
@@ -364,6 +400,7 @@ class FlashBody(ModelBody):
 
 
 class ScheduleOut(_Out):
+    mode: CostMode
     model: str
     accelerator: str
     time_s: float
@@ -399,9 +436,51 @@ class KvManageBody(ModelBody):
     prefixes: Annotated[int, Field(ge=0, le=8, description="shared system prompts")] = 2
     prefix_len: Annotated[int, Field(ge=0, le=1024)] = 512
     max_model_len: Annotated[int, Field(ge=64, le=MAX_KV_MANAGE_LEN)] = 2048
+    mode: ModeField = CostMode.CALIBRATED
 
 
 class KvManageOut(_Out):
+    mode: CostMode
     model: str
     workload: str
     rows: list[dict[str, Any]]
+
+
+# ---- plan (``ridgeline.plan``): the cheapest deployment that meets latency targets ----------
+
+MAX_PLAN_ACCELERATORS = 4  # simulations grow with them; the CLI plans over the whole catalog
+MAX_PLAN_SECONDS = 30.0  # seconds of arrivals per simulation
+MAX_PLAN_SIMULATED = 3
+MAX_PLAN_REQUESTS = 1_000  # requests of one simulation at most
+
+
+class PlanBody(ModelBody):
+    """A bounded plan: fixed-length requests at a rate, TTFT and TPOT targets at a percentile,
+    over a few accelerators (``ridgeline plan --all`` searches the whole catalog)."""
+
+    accelerators: Annotated[
+        list[AcceleratorName], Field(min_length=1, max_length=MAX_PLAN_ACCELERATORS)
+    ] = ["h100-sxm", "h200"]
+    isl: Annotated[int, Field(ge=1, le=32_768, description="prompt tokens per request")] = 1024
+    osl: Annotated[int, Field(ge=1, le=8_192, description="output tokens per request")] = 128
+    rate_rps: Annotated[float, Field(gt=0, le=1_000, description="requests per second")] = 4.0
+    ttft_s: Annotated[float, Field(gt=0, le=600, description="time to first token target")] = 1.0
+    tpot_s: Annotated[float, Field(gt=0, le=60, description="time per output token target")] = 0.05
+    percentile: Annotated[float, Field(gt=0, le=100, description="of both targets")] = 90.0
+    max_chips: Annotated[int, Field(ge=1, le=100_000)] = 64
+    weight_dtypes: Annotated[list[DType], Field(min_length=1, max_length=4)] | None = None
+    seconds: Annotated[
+        float, Field(gt=0, le=MAX_PLAN_SECONDS, description="arrivals per simulation")
+    ] = 20.0
+    simulated: Annotated[int, Field(ge=1, le=MAX_PLAN_SIMULATED)] = 2
+
+
+class PlanOut(_Out):
+    model: str
+    verdict: str
+    mode: str
+    winner: dict[str, Any] | None
+    front: list[dict[str, Any]]
+    accelerators: list[dict[str, Any]]
+    checks: list[dict[str, Any]]
+    commands: list[dict[str, Any]]

@@ -19,6 +19,7 @@ from ridgeline.web.schemas import (
     CompareBody,
     FlashBody,
     KvBody,
+    PlanBody,
     ScheduleBody,
     SimulateBody,
     WorkloadBody,
@@ -40,6 +41,7 @@ TASKS: dict[str, tuple[type[BaseModel], Callable[..., dict[str, Any]]]] = {
     "schedule": (ScheduleBody, views.schedule),
     "flash": (FlashBody, views.flash_io),
     "simulate": (SimulateBody, _simulate),
+    "plan": (PlanBody, views.plan_view),
 }
 MEMORY_MESSAGE = "the request needs more memory than the explorer gives one request"
 

@@ -11,9 +11,11 @@ from ridgeline.analytic.dataflow.compile import compile_op
 from ridgeline.analytic.dataflow.program import Category, Core, Kind, Lane, OpKind, core_of
 from ridgeline.analytic.dataflow.simulate import OpRun, simulate_op
 from ridgeline.analytic.ops import op_terms
-from ridgeline.analytic.roofline import Efficiency, shape_of, step_cost
+from ridgeline.analytic.pricing import Efficiency, Pricing
+from ridgeline.analytic.roofline import shape_of, step_cost
 from ridgeline.analytic.workload import Workload
 from ridgeline.errors import ConfigError
+from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.model import ModelSpec
 
@@ -356,7 +358,8 @@ def _schedule(
 ) -> Schedule:
     """The ``Schedule`` of simulated ``runs``, beside the analytic bound of the padded step."""
     workload, padded, b = shapes
-    cost = step_cost(model, acc, padded, Efficiency(bandwidth=bw_eff))
+    at_bw = Pricing.of(acc, CostMode.IDEAL, padded.dtypes, Efficiency(bandwidth=bw_eff))
+    cost = step_cost(model, at_bw, padded)
     peak = acc.peak(workload.dtypes.compute)
     bw = acc.device_bandwidth_bytes_per_s * bw_eff
     return Schedule(

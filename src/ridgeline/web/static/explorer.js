@@ -7,7 +7,9 @@ const DTYPES = ["bf16", "fp16", "fp32", "fp8", "int8", "int4", "fp4"];
 const DEFAULTS = {
   model: "llama-3.1-8b", hw: "h100-sxm", batch: 1, context: 4096, prompt: 2048,
   wdt: "bf16", adt: "bf16", kvdt: "bf16", sched: "ibm-spyre", config: null, cname: null,
+  mode: "calibrated",
 };
+const MODE_LABELS = { calibrated: "expected (calibrated)", ideal: "ideal roofline" };
 const COLORS = { prefill: "#1f5fbf", decode: "#b3541e", roof: "#1d2433", kv: "#7a3fb0" };
 const PLOT_CONFIG = { responsive: true, displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
@@ -51,7 +53,7 @@ function b64decode(s) {
 }
 function readHash() {
   const p = new URLSearchParams(location.hash.slice(1));
-  for (const k of ["model", "hw", "wdt", "adt", "kvdt", "sched", "cname"]) if (p.has(k)) state[k] = p.get(k);
+  for (const k of ["model", "hw", "wdt", "adt", "kvdt", "sched", "cname", "mode"]) if (p.has(k)) state[k] = p.get(k);
   for (const k of ["batch", "context", "prompt"]) {
     const v = parseInt(p.get(k), 10);
     if (Number.isFinite(v)) state[k] = v;
@@ -63,7 +65,7 @@ function readHash() {
 }
 function writeHash() {
   const p = new URLSearchParams();
-  for (const k of ["model", "hw", "batch", "context", "prompt", "wdt", "adt", "kvdt", "sched"]) p.set(k, state[k]);
+  for (const k of ["model", "hw", "batch", "context", "prompt", "wdt", "adt", "kvdt", "sched", "mode"]) p.set(k, state[k]);
   if (state.config) { p.set("config", b64encode(JSON.stringify(state.config))); p.set("cname", state.cname); }
   history.replaceState(null, "", `#${p.toString()}`);
 }
@@ -72,7 +74,7 @@ function writeHash() {
 function body() {
   const b = {
     accelerator: state.hw, batch: state.batch, context: state.context, prompt: state.prompt,
-    weight_dtype: state.wdt, act_dtype: state.adt, kv_dtype: state.kvdt,
+    weight_dtype: state.wdt, act_dtype: state.adt, kv_dtype: state.kvdt, mode: state.mode,
   };
   if (state.config) { b.config = state.config; b.config_name = state.cname || "uploaded"; } else b.model = state.model;
   return b;
@@ -142,10 +144,11 @@ function drawRoofline(r) {
   setBound("prefill-bound", prefill.bound);
   $("decode-ai").textContent = fmtNum(decode.arithmetic_intensity);
   $("prefill-ai").textContent = fmtNum(prefill.arithmetic_intensity);
-  $("decode-time").textContent = fmtSeconds(decode.step_time_s);
-  $("decode-tps").textContent = fmtInt(decode.tokens_per_s);
-  $("prefill-time").textContent = fmtSeconds(prefill.step_time_s);
   const ds = r.decode_speed, ps = r.prefill_speed;
+  $("decode-time").textContent = fmtSeconds(ds.ideal.step_time_s);
+  $("decode-tps").textContent = ds.fits ? fmtInt(ds.ideal.tokens_per_s) : "—";
+  $("prefill-time").textContent = fmtSeconds(ps.ideal.step_time_s);
+  $("ops-mode").textContent = r.pricing.label;
   $("decode-cal-time").textContent = ds.fits ? fmtSeconds(ds.calibrated.step_time_s) : "does not fit";
   $("decode-cal-tps").textContent = ds.fits ? fmtInt(ds.calibrated.tokens_per_s) : "—";
   $("decode-basis").textContent = ds.fits ? `(calibrated, ${ds.calibrated.family}${ds.calibrated.estimated_terms.length ? "; rests on estimates" : ""})` : `(${ds.unfit})`;
@@ -181,7 +184,7 @@ function drawKv(k) {
   const marks = [];
   if (k.crossover_context_tokens != null) marks.push([k.crossover_context_tokens, w, "KV = weights", "#1d7a46"]);
   const maxCtx = k.capacity ? k.capacity.max_context : null;
-  if (maxCtx != null) marks.push([maxCtx, cap - k.capacity.reserve_bytes, "device full", COLORS.decode]);
+  if (maxCtx != null) marks.push([maxCtx, w + k.capacity.kv_pool_bytes, "KV pool full", COLORS.decode]);
   marks.push([Math.max(k.context, 1), k.kv_bytes, "now", COLORS.prefill]);
   traces.push({
     x: marks.map((m) => m[0]), y: marks.map((m) => m[1] / 1e9), text: marks.map((m) => m[2]),
@@ -201,7 +204,14 @@ function drawKv(k) {
     `weights ${fmtBytes(w)}; device ${fmtBytes(cap)}.`,
     `KV passes the weights at ${k.crossover_context_tokens == null ? "no context" : `${fmtInt(k.crossover_context_tokens)} tokens`}.`,
   ];
-  if (k.capacity) parts.push(`Fits: batch ≤ ${fmtInt(k.capacity.max_batch)} at this context; context ≤ ${fmtInt(k.capacity.max_context)} at this batch.`);
+  if (k.capacity) {
+    const c = k.capacity, d = c.deployment, m = c.memory_per_chip;
+    const most = (v) => (v == null ? "none" : fmtInt(v));
+    parts.push(`On ${d.chips} × ${d.accelerator} (TP ${d.tensor_parallel} × PP ${d.pipeline_parallel}), `
+      + `${m.memory_utilization} of each chip for weights, a ${fmtBytes(m.reserve_bytes)} reserve and KV: `
+      + `batch ≤ ${most(c.max_batch)} at this context; context ≤ ${most(c.max_context)} at this batch`
+      + `${c.context_capped ? " (the model's maximum)" : ""}.`);
+  }
   else parts.push(k.capacity_error);
   $("kv-summary").textContent = parts.join(" ");
 }
@@ -237,19 +247,23 @@ function drawCompare(c) {
   $("compare-binds").innerHTML = c.rows.map((r) => `<li>${escapeHtml(r.binds)}</li>`).join("");
   const fits = c.rows.filter((r) => r.decode);
   const colour = { compute: "#1d7a46", memory: "#b3541e", link: "#7a3fb0" };
+  // bars: the quoted mode (its binding, as the table's list says); ticks: the other mode
+  const ideal = c.mode === "ideal";
+  const quoted = (r) => (ideal ? r.decode : r.decode_calibrated), other = (r) => (ideal ? r.decode_calibrated : r.decode);
+  const otherLabel = ideal ? MODE_LABELS.calibrated : MODE_LABELS.ideal;
   const traces = [{
-    type: "bar", orientation: "h", y: fits.map((r) => r.accelerator), x: fits.map((r) => r.decode_calibrated.tokens_per_s),
-    marker: { color: fits.map((r) => colour[bindClass(r.decode_calibrated.binding)]) },
+    type: "bar", orientation: "h", y: fits.map((r) => r.accelerator), x: fits.map((r) => quoted(r).tokens_per_s),
+    marker: { color: fits.map((r) => colour[bindClass(quoted(r).binding)]) },
     text: fits.map((r) => `${r.deployment.chips} chip${r.deployment.chips > 1 ? "s" : ""}`), textposition: "auto",
-    hovertemplate: "%{y}: expected %{x:,.0f} tokens/s<extra></extra>", name: "expected (calibrated)",
+    hovertemplate: `%{y}: ${c.label} %{x:,.0f} tokens/s<extra></extra>`, name: c.label,
   }, {
-    type: "scatter", mode: "markers", y: fits.map((r) => r.accelerator), x: fits.map((r) => r.decode.tokens_per_s),
-    marker: { symbol: "line-ns-open", size: 18, color: "#222" }, name: "ideal roofline",
-    hovertemplate: "%{y}: ideal %{x:,.0f} tokens/s<extra></extra>",
+    type: "scatter", mode: "markers", y: fits.map((r) => r.accelerator), x: fits.map((r) => other(r).tokens_per_s),
+    marker: { symbol: "line-ns-open", size: 18, color: "#222" }, name: otherLabel,
+    hovertemplate: `%{y}: ${otherLabel} %{x:,.0f} tokens/s<extra></extra>`,
   }];
   const layout = {
     margin: { l: 110, r: 12, t: 8, b: 40 }, showlegend: false,
-    xaxis: { type: "log", title: { text: "decode tokens/s on the smallest deployment that fits: bars expected, ticks ideal (colour: what binds)" }, dtick: 1, tickformat: "~s" },
+    xaxis: { type: "log", title: { text: `decode tokens/s on the smallest deployment that fits: bars ${c.label}, ticks ${otherLabel} (colour: what binds)` }, dtick: 1, tickformat: "~s" },
     yaxis: { autorange: "reversed" },
   };
   Plotly.react("compare-plot", traces, layout, PLOT_CONFIG);
@@ -320,6 +334,7 @@ function syncControls() {
   $("accelerator").value = state.hw;
   $("sched-accelerator").value = state.sched;
   $("weight-dtype").value = state.wdt; $("act-dtype").value = state.adt; $("kv-dtype").value = state.kvdt;
+  $("pricing-mode").value = state.mode;
   for (const k of ["batch", "context", "prompt"]) {
     $(k).value = state[k];
     $(`${k}-range`).value = Math.round(Math.log2(Math.max(state[k], 1)));
@@ -365,10 +380,12 @@ function bind() {
   $("accelerator").addEventListener("change", (e) => { state.hw = e.target.value; changed(); });
   $("sched-accelerator").addEventListener("change", (e) => { state.sched = e.target.value; changed(); });
   $("simulate-form").addEventListener("submit", runSimulation);
+  $("plan-form").addEventListener("submit", runPlan);
   $("kvm-form").addEventListener("submit", runKvManage);
   $("weight-dtype").addEventListener("change", (e) => { state.wdt = e.target.value; changed(); });
   $("act-dtype").addEventListener("change", (e) => { state.adt = e.target.value; changed(); });
   $("kv-dtype").addEventListener("change", (e) => { state.kvdt = e.target.value; changed(); });
+  $("pricing-mode").addEventListener("change", (e) => { state.mode = e.target.value; changed(); });
   ["batch", "context", "prompt"].forEach(bindSize);
   $("config-file").addEventListener("change", onUpload);
   $("copy-link").addEventListener("click", async () => {
@@ -384,7 +401,7 @@ function fill(select, values, labels) {
 function drawSchedule(s) {
   const gaps = Object.entries(s.gap).filter(([k, v]) => !k.startsWith("total") && v > 0)
     .map(([k, v]) => `${k.replace(/_s$/, "").replace(/_/g, " ")} ${fmtSeconds(v)}`).join(", ");
-  $("sched-summary").textContent = `${s.phase} step of ${s.model} on ${s.accelerator} (${s.cores} cores, bucket batch ${fmtInt(s.bucket.batch)} × ${fmtInt(s.bucket.context)} tokens): `
+  $("sched-summary").textContent = `${s.pricing.label}: ${s.phase} step of ${s.model} on ${s.accelerator} (${s.cores} cores, bucket batch ${fmtInt(s.bucket.batch)} × ${fmtInt(s.bucket.context)} tokens): `
     + `compiled ${fmtSeconds(s.time_s)} vs roofline ${fmtSeconds(s.roofline_time_s)}${gaps ? ` (gap: ${gaps})` : ""}; `
     + `bandwidth ${(100 * s.bandwidth_utilisation).toFixed(1)}%, compute ${(100 * s.compute_utilisation).toFixed(2)}%; `
     + `peak scratchpad ${fmtBytes(s.peak_occupancy_bytes)} of ${fmtBytes(s.scratchpad_bytes)}; padding ${(100 * s.padding_fraction).toFixed(1)}%.`;
@@ -416,7 +433,7 @@ function drawFlash(f) {
 async function refreshSchedule() {
   const b = body();
   const req = { accelerator: state.sched, phase: "decode", batch: state.batch, context: Math.max(state.context, 1),
-    weight_dtype: state.wdt, act_dtype: state.adt, kv_dtype: state.kvdt };
+    weight_dtype: state.wdt, act_dtype: state.adt, kv_dtype: state.kvdt, mode: state.mode };
   const fl = { context: Math.max(state.context, 8192) };
   if (b.config) { req.config = fl.config = b.config; req.config_name = fl.config_name = b.config_name; } else req.model = fl.model = b.model;
   const mine = ++scheduleSeq; // a slow compile must not overwrite a newer one
@@ -440,7 +457,7 @@ function simBody() {
   const b = body();
   const s = {
     accelerator: b.accelerator, weight_dtype: b.weight_dtype, act_dtype: b.act_dtype, kv_dtype: b.kv_dtype,
-    num_requests: parseInt($("sim-requests").value, 10), rate_per_s: parseFloat($("sim-rate").value),
+    mode: b.mode, num_requests: parseInt($("sim-requests").value, 10), rate_per_s: parseFloat($("sim-rate").value),
     prompt_len: parseInt($("sim-prompt").value, 10), output_len: parseInt($("sim-output").value, 10),
   };
   if (b.config) { s.config = b.config; s.config_name = b.config_name; } else s.model = b.model;
@@ -448,7 +465,7 @@ function simBody() {
 }
 function drawSimulation(r) {
   const ms = (x) => (x == null ? "—" : `${(x * 1e3).toPrecision(3)} ms`);
-  $("sim-summary").textContent = `${r.label}: ${fmtInt(r.num_completed)} done, ${fmtInt(r.num_rejected)} rejected in ${fmtSeconds(r.makespan_s)} simulated; `
+  $("sim-summary").textContent = `${r.label} (${r.pricing.label}): ${fmtInt(r.num_completed)} done, ${fmtInt(r.num_rejected)} rejected in ${fmtSeconds(r.makespan_s)} simulated; `
     + `${r.requests_per_s.toPrecision(3)} req/s, ${fmtInt(r.output_tokens_per_s)} output tokens/s; TTFT p50 ${ms(r.ttft_s.p50)}, p99 ${ms(r.ttft_s.p99)}; `
     + `TPOT p50 ${ms(r.tpot_s.p50)}; ${r.num_preemptions} preemptions; KV peak ${(100 * r.kv_peak_frac).toFixed(1)}% of ${fmtInt(r.kv_blocks)} blocks.`;
   const cdf = (c, name, color) => ({ x: c.x, y: c.p, name, mode: "lines", line: { color, width: 2, shape: "hv" } });
@@ -485,7 +502,7 @@ async function runSimulation() {
 
 // ---------- KV management on five architectures ----------
 function drawKvManage(r) {
-  $("kvm-summary").textContent = `${r.model}: ${r.workload}`;
+  $("kvm-summary").textContent = `${r.model}: ${r.workload} — ${r.label}`;
   $("kvm-arch-table").tBodies[0].innerHTML = r.rows.map((a) => `<tr><td>${escapeHtml(a.accelerator)}</td>`
     + `<td>${escapeHtml(a.deployment)}</td><td>${escapeHtml(a.allocator)}</td>`
     + `<td>${escapeHtml(a.granularity)} (${fmtBytes(a.granularity_bytes)})</td><td>${escapeHtml(a.path)}</td></tr>`).join("");
@@ -501,11 +518,67 @@ async function runKvManage() {
   const button = $("kvm-run");
   button.disabled = true;
   $("kvm-summary").textContent = "Simulating the seven techniques on each architecture…";
-  const b = body(), req = { num_requests: parseInt($("kvm-requests").value, 10) };
+  const b = body(), req = { num_requests: parseInt($("kvm-requests").value, 10), mode: b.mode };
   if (b.config) { req.config = b.config; req.config_name = b.config_name; } else req.model = b.model;
   try { drawKvManage(await api("/api/kv-manage", req)); }
   catch (e) { $("kvm-summary").textContent = `Not compared: ${e.message}`; }
   finally { button.disabled = false; }
+}
+
+// ---------- plan: the cheapest deployment within targets ----------
+function planBody() {
+  const b = body();
+  const chosen = [...$("plan-accelerators").selectedOptions].map((o) => o.value);
+  const req = {
+    accelerators: chosen.length ? chosen : [b.accelerator],
+    isl: parseInt($("plan-isl").value, 10), osl: parseInt($("plan-osl").value, 10),
+    rate_rps: parseFloat($("plan-rate").value),
+    ttft_s: parseFloat($("plan-ttft").value) / 1e3, tpot_s: parseFloat($("plan-tpot").value) / 1e3,
+  };
+  if (b.config) { req.config = b.config; req.config_name = b.config_name; } else req.model = b.model;
+  return req;
+}
+function withInterval(text, iv, fmt) {
+  if (!iv || iv.low == null) return text;
+  return `${text} <small>[${fmt(iv.low)}–${fmt(iv.high)}]</small>`;
+}
+function planRow(c) {
+  const iv = c.intervals || {};
+  if (c.chips == null) {
+    return `<tr><td>${escapeHtml(c.accelerator)}</td><td>—</td><td>${escapeHtml(c.parallel)}, ${escapeHtml(c.serving)}</td>`
+      + "<td colspan=\"4\">misses the targets within the chips allowed</td></tr>";
+  }
+  const head = c.headroom == null ? "—" : `${(100 * c.headroom).toFixed(0)}%`;
+  return `<tr><td>${escapeHtml(c.accelerator)}</td><td>${c.chips} (${c.copies} × ${c.chips_per_copy})</td>`
+    + `<td>${escapeHtml(c.parallel)}, ${escapeHtml(c.serving)}; ${escapeHtml(c.weight_dtype)}, KV ${escapeHtml(c.kv_dtype)}</td>`
+    + `<td>${withInterval(fmtInt(c.tokens_per_s_per_chip), iv.tokens_per_s_per_chip, fmtInt)}</td>`
+    + `<td>${withInterval(fmtSeconds(c.met.ttft_p_s), iv.ttft_s, fmtSeconds)}</td>`
+    + `<td>${withInterval(fmtSeconds(c.met.tpot_p_s), iv.tpot_s, fmtSeconds)}</td><td>${head}</td></tr>`;
+}
+function drawPlan(p) {
+  $("plan-summary").textContent = `${p.model}: ${p.verdict} (${p.num_simulations} simulations, ${p.wall_s.toFixed(1)} s)`;
+  $("plan-table").tBodies[0].innerHTML = p.accelerators.flatMap((a) => a.candidates.slice(0, 3).map(planRow)).join("");
+  const f = p.front;
+  Plotly.react("plan-plot", [{ x: f.map((q) => q.tokens_per_s_per_user), y: f.map((q) => q.tokens_per_s_per_chip),
+    text: f.map((q) => q.layout), mode: "lines+markers", name: "Pareto front", line: { color: COLORS.decode, shape: "hv" } }], {
+    margin: { l: 62, r: 12, t: 8, b: 40 }, showlegend: false,
+    xaxis: { title: { text: "tokens/s per user (1 / TPOT p90)" } }, yaxis: { title: { text: "output tokens/s per chip" }, rangemode: "tozero" },
+  }, PLOT_CONFIG);
+  const notes = p.accelerators.filter((a) => a.interval_note).map((a) => `${a.accelerator}: no interval (${a.interval_note})`);
+  notes.push(...p.reasons.map((r) => `${r.layout}: ${r.why}`));
+  $("plan-notes").innerHTML = notes.map((n) => `<li>${escapeHtml(n)}</li>`).join("");
+  $("plan-commands").textContent = p.commands.map((c) => `# ${c.engine} (${c.note})\n${c.lines.join("\n")}`).join("\n\n");
+}
+async function runPlan() {
+  const button = $("plan-run");
+  button.disabled = true;
+  $("plan-summary").textContent = "Planning: bounding every layout, simulating the best…";
+  try { drawPlan(await api("/api/plan", planBody())); }
+  catch (e) {
+    clearViews(["plan-plot"]);
+    $("plan-table").tBodies[0].innerHTML = ""; $("plan-commands").textContent = ""; $("plan-notes").innerHTML = "";
+    $("plan-summary").textContent = `Not planned: ${e.message}`;
+  } finally { button.disabled = false; }
 }
 
 function start() {
@@ -522,6 +595,7 @@ async function init() {
     const accNames = accs.accelerators.map((a) => a.name), accLabels = accs.accelerators.map((a) => `${a.name} (${a.kind})`);
     fill($("accelerator"), accNames, accLabels);
     fill($("sched-accelerator"), accNames, accLabels);
+    fill($("plan-accelerators"), accNames, accLabels);
     for (const s of document.querySelectorAll("select.dtype")) fill(s, DTYPES);
     bind();
     start();
