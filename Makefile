@@ -48,7 +48,9 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/sweep.py
 
-# Measure this machine: the whole lab into out/lab/ (about 10 minutes quiet; FRESH=1 to start over).
+# Measure this machine: the whole lab into out/lab/ (SIZE=quick, the default: every figure at
+# smaller sizes, under 10 minutes on a quiet 2-core machine; SIZE=full: the grid docs/lab.md
+# reports; FRESH=1 to start over). Each step says what it runs and how long it took.
 lab: $(STAMP)
 	BIN=$(BIN) benchmarks/lab_run.sh
 

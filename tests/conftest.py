@@ -155,3 +155,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         torch = pytest.importorskip("torch", reason="torch is not installed")
         if not torch.cuda.is_available():
             pytest.skip("no CUDA device")
+
+
+@pytest.fixture(autouse=True)
+def _quiz_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own quiz home (the learners' ledger), never the user's own."""
+    monkeypatch.setenv("RIDGELINE_QUIZ_HOME", str(tmp_path_factory.mktemp("quiz-home")))

@@ -65,7 +65,14 @@ def test_op_seconds_by_hand() -> None:
         gemm_tile_rows=16,
     )
     compute_s, memory_s = op_seconds(1e12, 1e9, 2e8, 8, Rates(1e15, 1e12, 0.5), cal)
-    assert compute_s == pytest.approx(1e12 * (16 / 8) / (1e15 * 0.5))  # 4 ms
+    # padding 16/8 = 2 at the full rate vs 1/0.5 = 2 at the sustained rate: the longer, 2 ms
+    assert compute_s == pytest.approx(1e12 * 2 / 1e15)
+    # 4 rows: padding 4 dominates the 1/0.5 discount (a floor, not a second discount)
+    compute_s, _ = op_seconds(1e12, 1e9, 2e8, 4, Rates(1e15, 1e12, 0.5), cal)
+    assert compute_s == pytest.approx(1e12 * 4 / 1e15)
+    # 32 rows: no padding, the sustained rate
+    compute_s, _ = op_seconds(1e12, 1e9, 2e8, 32, Rates(1e15, 1e12, 0.5), cal)
+    assert compute_s == pytest.approx(1e12 / (1e15 * 0.5))
     # 0.8 GB of weights at 80% of 1 TB/s, 0.2 GB of KV at 40%
     assert memory_s == pytest.approx(8e8 / (1e12 * 0.8) + 2e8 / (1e12 * 0.4))  # 1.5 ms
 

@@ -35,6 +35,28 @@ def test_hw_list_and_show() -> None:
     assert code == 0 and "smem" in out and "kernel" in out
 
 
+def test_hw_list_and_show_say_usable_of_installed_alike() -> None:
+    """Spyre's LPDDR5: 128 GB installed, 112 GB usable (16 GB for ECC), in both commands and
+    their JSON; every accelerator's list row agrees with its device level in ``hw show``."""
+    for row in run_json("hw", "list")["accelerators"]:
+        shown = run_json("hw", "show", row["name"])
+        level = next(lvl for lvl in shown["levels"] if lvl["name"] == row["device_level"])
+        assert row["device_installed_bytes"] == level["total_capacity_bytes"]
+        assert row["device_capacity_bytes"] == (
+            level["usable_bytes"] or level["total_capacity_bytes"]
+        )
+    code, listed, _ = run("hw", "list")
+    assert code == 0 and "usable of installed" in listed
+    assert "112 GB of 128 GB lpddr5" in listed
+    code, shown_text, _ = run("hw", "show", "ibm-spyre")
+    assert code == 0 and "112 GB of 128 GB" in shown_text
+    # the three kinds of local memory of course module 3, named
+    assert (
+        "compiler-managed local memory" in shown_text
+        and "three kinds of local memory" in shown_text
+    )
+
+
 def test_model_show_json() -> None:
     d = run_json("model", "show", "llama-3.1-8b")
     assert d["params"] == 8_030_261_248 == d["active_params"]

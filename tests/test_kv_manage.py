@@ -80,7 +80,7 @@ def test_kv_manage_cli_json() -> None:
          "--output", "fixed:20", "--json"])  # fmt: skip
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["schema"] == "ridgeline.kv-manage/2" and d["mode"] == "calibrated"
+    assert d["schema"] == "ridgeline.kv-manage/3" and d["mode"] == "calibrated"
     assert [t["technique"] for t in d["rows"][0]["techniques"]] == [t.value for t in Technique]
 
 

@@ -129,6 +129,9 @@ def test_calibrate_gives_plausible_figures_and_a_loadable_spec(
         m.best_flops_per_s for m in cal.matmul if m.dtype == "fp32"
     )
     assert cal.cpu is not None and Calibration.from_dict(cal.to_dict()) == cal
+    # the largest read was measured again at the end, and the load around it kept
+    assert cal.steadiness is not None and cal.steadiness.probe_threads == 1
+    assert cal.steadiness.again_bytes_per_s > 1e8
     # the FMA loop (lab/csrc, built by engine.kernel_build) runs the table's FLOP per cycle at
     # the clock its add chain measured, where the table knows this CPU
     (core,) = cal.core
@@ -227,3 +230,27 @@ def test_engine_backend_measures_a_point(tiny_gpt2: str, tmp_path: Path) -> None
     assert (gemm["rows"], gemm["layers"]) == (2, 9)
     assert gemm["weight_params"] == 2 * (32 * 96 + 32 * 32 + 32 * 128 + 128 * 32) + 32 * 256
     assert 0 < gemm["best_s"] <= gemm["median_s"] < rec.result["timing"]["median_s"] * 10
+
+
+def test_a_steps_heap_rise_is_one_token_of_kv_per_sequence() -> None:
+    """What notebook 08's "heap rise in a step" column shows: the bytes a decode step leaves
+    allocated are the new token's K and V for each sequence (its temporaries are freed by then).
+    distilgpt2 in fp32: 6 layers × K and V × 768 × 4 B = 36,864 B per token."""
+    import torch
+
+    from ridgeline.lab.configs import raw_config
+    from ridgeline.lab.decode import measure_point
+    from ridgeline.lab.hf import build_model
+
+    lm = build_model(raw_config("distilgpt2"), "distilgpt2")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for batch in (1, 4):
+            cfg = PointConfig(batch=batch, context=64, steps=2, warmup=1, memory_steps=1)
+            rise = measure_point(lm, cfg).memory.malloc_max_above_start_bytes
+            if rise is None:
+                pytest.skip("this system's allocator does not report its in-use bytes (not glibc)")
+            assert rise == pytest.approx(batch * 36_864, rel=0.1, abs=4096)
+    finally:
+        torch.set_num_threads(threads)

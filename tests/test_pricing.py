@@ -89,22 +89,22 @@ def test_a_sweep_spec_prices_calibrated_and_takes_data_types_as_an_axis() -> Non
 
 def test_compare_table_and_plot_name_the_same_binding(tmp_path: Path) -> None:
     """Regression: the table quoted the calibrated binding and the PNG the ideal one. Both now
-    show the quoted mode's (a Cerebras wafer binds on its fixed latency calibrated, on its
-    interconnect ideal)."""
+    show the quoted mode's: on one wafer the calibrated model expects fixed latency to bind
+    llama-3.1-8b's decode, the ideal roofline says compute."""
     from ridgeline.report.plots import compare_plot
 
-    cmp = an.compare(get_model("llama-3.1-70b"), ["cerebras-wse3"])
+    cmp = an.compare(get_model("llama-3.1-8b"), ["cerebras-wse3"])
     (row,) = cmp.rows
     assert row.decode_quoted is row.decode_calibrated and row.decode_quoted is not None
-    assert row.decode_quoted.binding is an.Binding.LATENCY
-    assert row.decode is not None and row.decode.binding is an.Binding.INTERCONNECT
+    assert row.decode_quoted.binding.resource is an.Resource.LATENCY
+    assert row.decode is not None and row.decode.binding.resource is an.Resource.COMPUTE
     fig = compare_plot(cmp)
     labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
     assert labels == ["cerebras-wse3\nbinds: fixed latency"]
     assert "expected (calibrated)" in fig.texts[0].get_text()
-    ideal = an.compare(get_model("llama-3.1-70b"), ["cerebras-wse3"], mode=CostMode.IDEAL)
+    ideal = an.compare(get_model("llama-3.1-8b"), ["cerebras-wse3"], mode=CostMode.IDEAL)
     assert [t.get_text() for t in compare_plot(ideal).axes[1].get_yticklabels()] == [
-        "cerebras-wse3\nbinds: interconnect"
+        "cerebras-wse3\nbinds: compute"
     ]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from ridgeline.cli import app
-from ridgeline.quiz import MAX_ATTEMPTS, QUIZ_ID, AttemptStore, Kind, draw_quiz
+from ridgeline.quiz import MAX_ATTEMPTS, QUIZ_ID, AttemptStore, Kind, Ledger, draw_quiz
 from ridgeline.quiz.session import attempt_seed
 from test_quiz_learners import LIBRARY, as_typed
 
@@ -42,11 +42,17 @@ def sheet(tmp_path: Path, num_right: int, seed: int = SEED, name: str = "a.json"
     return path
 
 
+def next_seed(user: str, db: Path) -> int:
+    """The seed the learner's next attempt draws (no question of an earlier one repeated)."""
+    ledger = Ledger(db)
+    done = len(ledger.status(user).attempts)
+    return ledger.next_seed(user, min(done + 1, MAX_ATTEMPTS))
+
+
 def submit(tmp_path: Path, db: Path, user: str, num_right: int) -> tuple[int, dict, str]:
-    code, out, err = run(
-        "start", "--user", user, "--answers", str(sheet(tmp_path, num_right)), "--db", str(db),
-        "--json",
-    )  # fmt: skip
+    """Grade a sheet of the learner's next quiz with ``num_right`` answers right."""
+    path = sheet(tmp_path, num_right, next_seed(user, db), f"{user}.json")
+    code, out, err = run("start", "--user", user, "--answers", str(path), "--db", str(db), "--json")
     return code, (json.loads(out) if code == 0 else {}), err
 
 

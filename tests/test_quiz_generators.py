@@ -345,6 +345,8 @@ HAND_CHECKED = {
     "scarce_resource", "chips_to_hold", "rank_memory",
     "spyre_tile", "tile_intensity", "flash_block", "bank_conflict",
     "kv_size", "kv_crossover", "kv_saving", "kv_per_token",
+    # hand-checked in tests/test_recompute.py
+    "recompute_cache",
     "paged_blocks", "contiguous_waste", "prefix_savings", "spec_decode",
     # hand-checked in tests/test_quiz_m7.py
     "static_waste", "chunked_gap", "disagg_transfer", "tier_transfer", "bucket_padding",

@@ -173,6 +173,7 @@ LIBRARY: dict[str, Callable[[Question, Params], Any]] = {
     "kv_crossover": lambda q, p: crossover_context(get_model(p["model"]), batch=p["batch"]),
     "kv_saving": lambda q, p: _technique_saving(p),
     "kv_per_token": lambda q, p: kv_bytes_per_token(get_model(p["model"])) / 1024,
+    "recompute_cache": lambda q, p: _recompute_ratio(p),
     "paged_blocks": lambda q, p: paged_table_blocks(p["prompt"] + p["output"], p["block_size"]),
     "contiguous_waste": lambda q, p: (
         reservation(p["tokens"], p["max_len"], p["block_size"]).reserved_waste_tokens
@@ -197,6 +198,14 @@ LIBRARY: dict[str, Callable[[Question, Params], Any]] = {
         if c.text == kv_practice("dataflow").technique(Technique(p["technique"])).becomes
     ),
 }
+
+
+def _recompute_ratio(p: Params) -> float:
+    """A prefill of the context on the roofline ÷ reading its K and V at the bandwidth."""
+    m, acc = get_model(p["model"]), get_accelerator(p["accelerator"])
+    prefill = step_cost(m, acc, Workload(Phase.PREFILL, 1, p["context"])).step_time_s
+    kv = 2 * m.num_layers * p["context"] * m.num_kv_heads * m.head_dim * 2
+    return prefill / (kv / acc.device_bandwidth_bytes_per_s)
 
 
 def _idle_percent(outputs: list[int]) -> float:

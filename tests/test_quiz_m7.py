@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ridgeline.cli import app
-from ridgeline.quiz import QUIZ_ID, AttemptStore, draw_quiz, grade_quiz
+from ridgeline.quiz import QUIZ_ID, AttemptStore, Ledger, draw_quiz, fingerprint, grade_quiz
 from ridgeline.quiz.bank import generators_for
 from ridgeline.quiz.generators import m7_costs
 from ridgeline.quiz.session import attempt_seed
@@ -90,11 +90,11 @@ def test_every_new_generator_grades_its_own_answer() -> None:
             assert all(c.value is None or c.value != q.answer for c in q.choices if c.mistake)
 
 
-def _export(tmp_path: Path, seed: int, *extra: str):  # type: ignore[no-untyped-def]
+def _export(tmp_path: Path, seed: int, *extra: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
     args = ["quiz", "export", "--seed", str(seed), "--out", str(out), "--db",
             str(tmp_path / "q.db"), *extra]  # fmt: skip
-    return CliRunner().invoke(app, args), out
+    return CliRunner().invoke(app, args, env=env), out
 
 
 def test_a_learner_cannot_export_the_key_of_an_open_attempt(tmp_path: Path) -> None:
@@ -109,34 +109,46 @@ def test_a_learner_cannot_export_the_key_of_an_open_attempt(tmp_path: Path) -> N
         f"quiz-{seed}.html",
         f"quiz-{seed}.md",
     ]
-    # the instructor's copy needs the flag, goes to another file and says whose seed it is
-    r, out = _export(tmp_path, seed, "--instructor-key")
+    # the instructor's copy needs the flag and the instructor secret, goes to another file and
+    # says whose seed it is
+    secret = {"RIDGELINE_QUIZ_SECRET": "a long instructor secret"}
+    r = CliRunner().invoke(app, ["quiz", "instructor-init"], env=secret)
+    assert r.exit_code == 0, r.output
+    r, out = _export(tmp_path, seed, "--instructor-key", env=secret)
     key = out / f"quiz-{seed}-instructor-key.md"
     assert r.exit_code == 0 and key.exists() and not (out / f"quiz-{seed}-key.md").exists()
     assert key.read_text().startswith(f"# ridgeline quiz — INSTRUCTOR answer key, seed {seed}")
     # once submitted, the attempt is closed; ana's next default seed is protected instead
     quiz = draw_quiz(seed)
     store.submit("ana", QUIZ_ID, grade_quiz(quiz, {}), {})
-    r, _ = _export(tmp_path, attempt_seed("ana", 2))
+    r, _ = _export(tmp_path, Ledger(tmp_path / "q.db").next_seed("ana", 2))
     assert "ana's next attempt 2" in r.stderr
     r, out = _export(tmp_path, seed)  # a closed attempt's key is an ordinary export again
     assert (out / f"quiz-{seed}-key.md").exists() and r.stderr == ""
 
 
 def test_no_attempt_is_graded_on_a_seed_whose_key_was_exported(tmp_path: Path) -> None:
-    """A learner who exports the key of their first seed before starting cannot then take (or
-    grade an answer sheet on) that seed; another seed still works."""
+    """A learner who exports the key of their first default seed before starting cannot then
+    take (or grade an answer sheet on) that seed: the default moves to another one."""
     seed = attempt_seed("bo", 1)
     r, out = _export(tmp_path, seed)
     assert r.exit_code == 0 and (out / f"quiz-{seed}-key.md").exists()
     db = str(tmp_path / "q.db")
-    r = CliRunner().invoke(app, ["quiz", "start", "-u", "bo", "--db", db], input="")
+    r = CliRunner().invoke(app, ["quiz", "start", "-u", "bo", "--db", db, "--seed", str(seed)])
     assert r.exit_code == 2 and f"answer key of seed {seed} was exported" in r.stderr
+    r = CliRunner().invoke(app, ["quiz", "start", "-u", "bo", "--db", db], input="")
+    assert r.exit_code == 130 and f"seed {attempt_seed('bo', 1, k=1)}" in r.output
     sheet = out / f"quiz-{seed}-answers.json"
     r = CliRunner().invoke(app, ["quiz", "start", "-u", "bo", "--db", db, "--answers", str(sheet)])
     assert r.exit_code == 2 and "was exported" in r.stderr
     assert AttemptStore(tmp_path / "q.db").status("bo", QUIZ_ID).attempts == ()
-    other = seed + 1
+    # another seed still works: one that repeats no question of bo's open (interrupted) attempt
+    seen = {fingerprint(q) for q in draw_quiz(attempt_seed("bo", 1, k=1)).questions}
+    other = next(
+        s
+        for s in range(seed + 1, seed + 200)
+        if not seen & {fingerprint(q) for q in draw_quiz(s).questions}
+    )
     r = CliRunner().invoke(
         app, ["quiz", "start", "-u", "bo", "--db", db, "--seed", str(other)], input=""
     )

@@ -10,6 +10,7 @@ Edit the cells here, not the .ipynb files, and rerun the script.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import nbformat
@@ -126,8 +127,16 @@ NOTEBOOKS["03_who_decides"] = [
 > double buffering, synchronisation.
 
 Every memory level of the catalog says who manages it: `hardware` (a cache), `kernel` (software
-managed by kernel code: CUDA shared memory, Pallas VMEM), `compiler` (whole-program static
-placement: Spyre LX, Groq SRAM) or `runtime` (an allocator: vLLM's block manager in HBM).""",
+managed by kernel code: CUDA shared memory, AMD LDS), `compiler` (static placement: registers,
+TPU VMEM, Spyre LX, Groq SRAM) or `runtime` (an allocator: vLLM's block manager in HBM).
+
+TPU VMEM is `compiler`-managed even under a Pallas kernel: XLA places every buffer and emits the
+HBM↔VMEM DMAs, and a Pallas kernel only declares its tiles (`BlockSpec`), from which the
+Pallas/Mosaic compiler emits the double-buffered DMA pipeline.
+
+The first three are the course's **three kinds of local memory**: a hardware-managed cache, a
+software-managed scratchpad, and compiler-managed local memory (`ManagedBy.local_memory`).
+A runtime-managed level is device or host memory, not local to the compute.""",
     ),
     ("code", SETUP),
     (
@@ -135,8 +144,10 @@ placement: Spyre LX, Groq SRAM) or `runtime` (an allocator: vLLM's block manager
         """rows = []
 for name in rl.DEFAULT_ACCELERATORS:
     for lvl in rl.get_accelerator(name).levels:
+        kind = lvl.managed_by.local_memory
         rows.append({"accelerator": name, "level": lvl.name, "scope": lvl.scope.value,
-                     "bytes": lvl.total_capacity_bytes, "managed by": lvl.managed_by.value})
+                     "bytes": lvl.total_capacity_bytes, "managed by": lvl.managed_by.value,
+                     "kind of local memory": kind.value if kind else "(device or host memory)"})
 pd.DataFrame(rows)""",
     ),
     (
@@ -157,13 +168,19 @@ tiling_plots.timeline_plot(s)""",
     ),
     (
         "md",
-        "One KV cache, three orchestrators: runtime + kernels (GPU), compiler + kernels (TPU), the compiler alone (Spyre):",
+        """One KV cache, one orchestrator per architecture: the managers on the KV's path from where it
+lives to where it is computed on (`Accelerator.orchestrator`, the label `orchestrate`,
+`kv-manage`, the report and the quiz all use). On Spyre the runtime (vLLM-Spyre) places each
+sequence's KV in LPDDR5, and during a step only instructions the compiler emitted move it into LX.""",
     ),
     (
         "code",
         """from ridgeline.analytic.orchestrate import orchestrate
 
-rep = orchestrate(m, 1, 4096, rl.get_accelerator("h100-sxm"), rl.get_accelerator("tpu-v6e"), spyre)
+five = [rl.get_accelerator(n) for n in rl.DEFAULT_ACCELERATORS]
+print("; ".join(f"{a.name}: {a.orchestrator} ({' -> '.join(l.name for l in a.kv_path)})" for a in five))
+gpu, tpu = five[0], five[1]
+rep = orchestrate(m, 1, 4096, gpu, tpu, spyre)
 pd.DataFrame([{"accelerator": r.accelerator, "orchestrator": r.orchestrator, "KV lives in": r.kv_home,
                "binding level": r.binding, "time (us)": r.time_s * 1e6} for r in rep.rows])""",
     ),
@@ -187,14 +204,22 @@ rows = []
 for name in rl.DEFAULT_ACCELERATORS:
     acc = rl.get_accelerator(name)
     ans = rl.five_questions(m, acc, w)
-    rows.append({"accelerator": name, "device memory (GB)": acc.device_capacity_bytes / 1e9,
+    rows.append({"accelerator": name, "usable / installed (GB)":
+                 f"{acc.device_capacity_bytes / 1e9:.4g} / {acc.device_installed_bytes / 1e9:.4g}",
                  "bandwidth (TB/s)": acc.device_bandwidth_bytes_per_s / 1e12,
-                 "ridge (FLOP/B)": acc.ridge_point(), "scarce": ans.scarce.value})
+                 "ridge (FLOP/B)": acc.ridge_point(), "scarce on the roofline": ans.roofline.text,
+                 "expected to bind (one chip)": ans.expected.text})
 pd.DataFrame(rows)""",
     ),
     (
         "md",
-        "Each architecture on the smallest deployment of its chips that holds the model and its KV:",
+        """Question 5 has two answers, both from `analytic.binding`: on the roofline (intensity against
+the ridge point, what the course computes) and expected (the calibrated model's largest share
+of the step). They differ where fixed latency dominates: on the wafer, the roofline says
+compute, the calibrated model says the per-layer latency of the fabric.
+
+Each architecture on the smallest deployment of its chips that holds the model and its KV
+(what binds there, expected):""",
     ),
     (
         "code",
@@ -340,6 +365,27 @@ serving_plots.kv_timeline_plot(results, pricing.label)""",
     ("code", """serving_plots.latency_cdf_plot(results, pricing.label)"""),
     (
         "md",
+        """Chunked prefill is judged where it matters: long prompts arriving among running decodes
+(`sim.kv_lessons.stall_trace`). Prefilling a long prompt whole stalls every running decode
+for the whole prefill; chunks bound the stall to one chunk's step. The stalls are a few
+percent of the gaps, so the statistic is the longest gap a decode sees and p99.9, not p99:""",
+    ),
+    (
+        "code",
+        """from ridgeline.sim.kv_lessons import stall_trace
+
+stalls = compare(base, stall_trace(4096), ["no-chunk", "paged"]).results
+pd.DataFrame([{"config": "whole prompts" if r.label == "no-chunk" else "512-token chunks",
+               "longest stall (ms)": r.itl_tail.max_s * 1e3, "ITL p99.9 (ms)": r.itl_tail.p999_s * 1e3,
+               "ITL p99 (ms)": r.itl_s.p99 * 1e3, "ITL p50 (ms)": r.itl_s.p50 * 1e3} for r in stalls])""",
+    ),
+    (
+        "code",
+        """whole, chunked = stalls
+assert chunked.itl_tail.max_s < whole.itl_tail.max_s""",
+    ),
+    (
+        "md",
         "On Spyre the compiler fixes batch slots and sequence buckets ahead of time (the `static` policy); the padding is reserved memory:",
     ),
     (
@@ -379,9 +425,26 @@ points = {}
 for batch in (1, 4):
     cfg = PointConfig(batch=batch, context=128, steps=4, warmup=1, memory_steps=1, profile_steps=1)
     points[batch] = measure_point(lm, cfg)
-pd.DataFrame([{"batch": b, "median step (ms)": p.timing.median_s * 1e3, "KV bytes": p.memory.kv_bytes,
-               "peak RSS rise (MiB)": (p.memory.rss_peak_above_start_bytes or 0) / 2**20}
+def mib(x):
+    return None if x is None else x / 2**20
+
+pd.DataFrame([{"batch": b, "median step (ms)": p.timing.median_s * 1e3, "KV (MiB)": mib(p.memory.kv_bytes),
+               "heap rise in a step (MiB)": mib(p.memory.malloc_max_above_start_bytes),
+               "resident peak rise in a step (MiB)": mib(p.memory.rss_peak_above_start_bytes)}
               for b, p in points.items()])""",
+    ),
+    (
+        "md",
+        """The two rises are those of one decode step over a cache that already exists. The heap rise
+(glibc's in-use bytes after the step, `mallinfo2`) is what the step leaves allocated: one more
+token of KV per sequence, batch × 36,864 B here (6 layers × K and V × 768 × 4 B of fp32), the
+formula below; the step's temporaries are freed by then. The resident peak barely moves (often
+0) because those bytes land in pages the allocator already holds: resident memory grows by whole
+pages, and only when the allocator asks the system for more. `None` means this system does not
+expose the figure (no `/proc/self/clear_refs`, or not glibc). The
+KV cache's own growth shows in the peak as the context grows: `ridgeline lab kv` measures it in
+a process of its own (a fresh cache filled in chunks, the slope of the resident peak per token
+against the formula; docs/lab.md), where memory freed by earlier cells cannot hide it.""",
     ),
     (
         "md",
@@ -440,11 +503,15 @@ lab_plots.kv_variants_plot(kv.to_dict()["checks"], batch=2, context=256)""",
 ]
 
 
-def build(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
+def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
+    """One notebook; cell ids are derived from the notebook's name and the cell's position, so
+    rerunning the script rewrites only the cells that changed."""
     nb = new_notebook()
     nb.cells = [
         new_markdown_cell(src) if kind == "md" else new_code_cell(src) for kind, src in cells
     ]
+    for i, cell in enumerate(nb.cells):
+        cell.id = hashlib.sha256(f"{name}/{i}".encode()).hexdigest()[:8]
     nb.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
@@ -457,7 +524,7 @@ def build(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
 def main() -> None:
     OUT.mkdir(exist_ok=True)
     for name, cells in NOTEBOOKS.items():
-        nbformat.write(build(cells), OUT / f"{name}.ipynb")
+        nbformat.write(build(name, cells), OUT / f"{name}.ipynb")
     print(f"wrote {len(NOTEBOOKS)} notebooks to {OUT}")
 
 

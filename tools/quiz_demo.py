@@ -82,19 +82,36 @@ def transcript_section(tmp: Path) -> str:
     )
 
 
-def attempts_section(tmp: Path) -> str:
+def fill(tmp: Path, name: str, num_right: int) -> None:
+    """Answer the first ``num_right`` questions of the sheet ``quiz export --user`` wrote."""
+    seed = int(next(tmp.glob("quiz-*-answers.json")).name.split("-")[1])
     right = [
-        as_typed(q, LIBRARY[q.generator](q, dict(q.params)))
-        for q in draw_quiz(EXPORT_SEED).questions
+        as_typed(q, LIBRARY[q.generator](q, dict(q.params))) for q in draw_quiz(seed).questions
     ]
+    sheet = {"seed": seed, "answers": right[:num_right] + [None] * (len(right) - num_right)}
+    (tmp / f"{name}.json").write_text(json.dumps(sheet))
+    for p in tmp.glob("quiz-*"):
+        p.unlink()
+
+
+def attempts_section(tmp: Path) -> str:
+    """Three attempts on the learner's own quizzes (no question repeated), the highest
+    counting, and a fourth refused, with or without a fresh --db."""
+    tmp = tmp / "bo"
+    tmp.mkdir()
+    steps = []
     for name, n in (("s10", 10), ("s19", 19), ("s15", 15)):
-        sheet = {"seed": EXPORT_SEED, "answers": right[:n] + [None] * (len(right) - n)}
-        (tmp / f"{name}.json").write_text(json.dumps(sheet))
-    loop = "for s in s10 s19 s15; do ridgeline quiz start --user bo --db bo.db --answers $s.json | tail -1; done"
-    steps = [
-        sh(loop, tmp),
-        sh('ridgeline quiz start --user bo --db bo.db --answers s19.json; echo "exit $?"', tmp),
-        sh("ridgeline quiz status --user bo --db bo.db", tmp),
+        out = sh("ridgeline quiz export --user bo --out . | tail -1", tmp)
+        fill(tmp, name, n)
+        steps += [
+            out,
+            sh(
+                f"ridgeline quiz start --user bo --db class.db --answers {name}.json | tail -1", tmp
+            ),
+        ]
+    steps += [
+        sh('ridgeline quiz start --user bo --db fresh.db --answers s19.json; echo "exit $?"', tmp),
+        sh("ridgeline quiz status --user bo --db class.db", tmp),
     ]
     return "```\n" + "\n".join(steps) + "\n```"
 
@@ -109,6 +126,7 @@ def main() -> None:
     doc = doc_path.read_text()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
+        os.environ["RIDGELINE_QUIZ_HOME"] = str(tmp / "home")  # a learner's own ledger
         sections = {
             "export": export_section(tmp),
             "transcript": transcript_section(tmp),

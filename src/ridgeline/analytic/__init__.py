@@ -22,8 +22,8 @@ if TYPE_CHECKING:
         binding_sentence,
         compare,
     )
+    from ridgeline.analytic.binding import Resource, Verdict
     from ridgeline.analytic.deploy import (
-        Binding,
         Collective,
         DeploymentCost,
         Schedule,
@@ -66,7 +66,6 @@ if TYPE_CHECKING:
     from ridgeline.analytic.pricing import Efficiency, Pricing
     from ridgeline.analytic.questions import (
         FiveAnswers,
-        Resource,
         StepReads,
         decode_reads,
         five_questions,
@@ -105,7 +104,6 @@ __all__ = [
     "model_summary",
     "DEFAULT_ACCELERATORS",
     "ArchRow",
-    "Binding",
     "ChipMemory",
     "Collective",
     "Deployment",
@@ -141,6 +139,7 @@ __all__ = [
     "StepReads",
     "StepShape",
     "UniformShape",
+    "Verdict",
     "MixedShape",
     "Sweep",
     "Technique",
@@ -172,8 +171,8 @@ __getattr__, __dir__ = lazy_exports(
             "binding_sentence",
             "compare",
         ),
+        "ridgeline.analytic.binding": ("Resource", "Verdict"),
         "ridgeline.analytic.deploy": (
-            "Binding",
             "Collective",
             "DeploymentCost",
             "Schedule",
@@ -215,7 +214,6 @@ __getattr__, __dir__ = lazy_exports(
         ),
         "ridgeline.analytic.questions": (
             "FiveAnswers",
-            "Resource",
             "StepReads",
             "decode_reads",
             "five_questions",

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ridgeline.analytic.binding import Resource, Verdict
 from ridgeline.analytic.deploy import DeploymentCost, auto_deployment, deployment_cost
 from ridgeline.analytic.pricing import EXPECTED_LABEL, IDEAL_LABEL, Pricing
 from ridgeline.analytic.questions import FiveAnswers, five_questions
@@ -15,14 +16,14 @@ from ridgeline.analytic.speed import SpeedQuote, quote_deployment
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError
 from ridgeline.specs.calibration import CostMode
-from ridgeline.specs.catalog import get_accelerator
+from ridgeline.specs.catalog import FIVE_ARCHITECTURES, get_accelerator
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.html import html_table
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.units import fmt_seconds
 
 # One per architecture of the course: GPU, TPU, wafer-scale, LPU, dataflow.
-DEFAULT_ACCELERATORS = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
+DEFAULT_ACCELERATORS = FIVE_ARCHITECTURES
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,13 @@ class ArchRow:
             return f"{self.accelerator.name}: does not fit ({self.unfit})"
         return binding_sentence(quoted)
 
+    @property
+    def verdict(self) -> Verdict:
+        """What binds the decode step on the deployment in the quoted mode (``analytic.binding``:
+        expected when calibrated); capacity when no deployment holds the model."""
+        cost = self.decode_quoted
+        return Verdict(Resource.CAPACITY, self.mode) if cost is None else cost.binding
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode.value,
@@ -92,6 +100,7 @@ class ArchRow:
             "prefill_calibrated": _point_or_none(self.prefill_calibrated),
             "decode_calibrated": _point_or_none(self.decode_calibrated),
             "binds": self.binds,
+            "verdict": self.verdict.to_dict(),
             "unfit": self.unfit or None,
         }
 
@@ -108,7 +117,7 @@ def _point(cost: DeploymentCost) -> dict[str, Any]:
         "microbatches": cost.microbatches,
         "bubble_fraction": cost.bubble_fraction,
         "interconnect_bytes": cost.interconnect_bytes,
-        "binding": cost.binding.value,
+        "binding": cost.binding.text,
         "mode": cost.mode.value,
         "slot": {
             "compute_s": cost.slot.compute_s,
@@ -136,9 +145,13 @@ def binding_sentence(cost: DeploymentCost) -> str:
         else ""
     )
     return (
-        f"{dep.label}: {cost.binding.value} binds — each chip is busy "
+        f"{dep.label}: {cost.binding.text} binds ({_kind(cost)}) — each chip is busy "
         f"{fmt_seconds(busy)} of a {fmt_seconds(cost.step_time_s)} step ({shares}){bubble}."
     )
+
+
+def _kind(cost: DeploymentCost) -> str:
+    return "roofline" if cost.mode is CostMode.IDEAL else "expected"
 
 
 def _count(n: int, noun: str) -> str:
@@ -185,7 +198,7 @@ class Comparison:
             dep = d.deployment
             rows.append((r.accelerator.name, f"{dep.chips} (TP {dep.tensor_parallel} x PP "
                          f"{dep.pipeline_parallel})", d.step_time_s, d.tokens_per_s_per_seq,
-                         d.binding))  # fmt: skip
+                         r.verdict.text))  # fmt: skip
         title = f"{self.model}: batch {self.batch}, context {self.context} ({self.label})"
         headers = ("accelerator", "chips", "decode step (s)", "tok/s per user", "binds")
         return html_table(headers, rows, title)

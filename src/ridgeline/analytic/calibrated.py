@@ -4,7 +4,7 @@ Ideal and calibrated times come from the same FLOPs and bytes (``analytic.ops``)
 only changes the rates and adds fixed latencies::
 
     kv_s      = KV bytes / (bandwidth · kv_bandwidth_efficiency)
-    compute_s = FLOPs · pad(rows) / (peak(format) · efficiency(class, format))
+    compute_s = FLOPs · max(pad(rows), 1 / efficiency(class, format)) / peak(format)
                 + (1 − kv_overlap) · kv_s
     memory_s  = other bytes / (bandwidth · bandwidth_efficiency) + kv_s
     op_s      = max(compute_s, memory_s)                         (roofline, Williams et al. 2009)
@@ -45,6 +45,13 @@ kernels shrink the fixed part stays: what is left per layer is ``layer_latency_s
 Spyre's PE arrays) spends at least t cycles per weight tile, and a GPU's MMA instruction covers t
 rows, so a GEMM of M < t rows runs at M/t of the peak (Jouppi et al., "In-Datacenter Performance
 Analysis of a Tensor Processing Unit", ISCA 2017, §2; NVIDIA PTX ISA, warpgroup MMA shapes).
+It is a floor at the array's full rate, not a second discount: the t cycles per tile are the
+weight tile streaming in (double-buffered under the previous tile's work), a fixed rate of the
+array, while ``compute_efficiency`` is the sustained fraction of the peak on the useful FLOPs of
+large GEMMs. So a GEMM takes the longer of the two (the roofline's max of two bounds), not their
+product: at batch 1 on a TPU v5e the 128-row padding alone costs 128 cycles per weight tile,
+which streams weights into the MXUs faster than HBM delivers them, and decode stays
+bandwidth-bound as the course teaches.
 
 A collective over n chips (``analytic.deploy``) takes
 hops · hop_latency + collective_latency_s + bytes / (egress · link_efficiency), and a pipeline
@@ -170,6 +177,16 @@ def gemm_padding(rows: Array, tile_rows: int) -> Array:
     return float(pad) if np.ndim(rows) == 0 else pad
 
 
+def gemm_stretch(rows: Array, tile_rows: int, efficiency: Array) -> Array:
+    """max(pad(rows), 1 / efficiency) · efficiency: what a GEMM's FLOP seconds at the sustained
+    rate (FLOPs ÷ (peak · efficiency)) are multiplied by so that a padded GEMM takes
+    max(FLOPs · pad ÷ peak, FLOPs ÷ (peak · efficiency)) (module docstring); 1 without padding."""
+    if tile_rows == 1:
+        return 1.0 if np.ndim(rows) == 0 else np.ones_like(np.asarray(rows, dtype=float))
+    stretch = np.maximum(np.asarray(gemm_padding(rows, tile_rows)) * efficiency, 1.0)
+    return float(stretch) if np.ndim(rows) == 0 else stretch
+
+
 def op_seconds(
     flops: Array,
     nbytes: Array,
@@ -181,8 +198,9 @@ def op_seconds(
     """(compute_s, memory_s) of an operator moving ``nbytes``, ``kv_bytes`` of them KV, at the
     calibrated rates (module docstring)."""
     peak, bandwidth = rates.peak_flops_per_s, rates.bandwidth_bytes_per_s
+    eff = rates.compute_efficiency
     kv_s = kv_bytes / (bandwidth * cal.kv_bandwidth_efficiency)
-    compute_s = flops * gemm_padding(rows, cal.gemm_tile_rows) / (peak * rates.compute_efficiency)
+    compute_s = flops * gemm_stretch(rows, cal.gemm_tile_rows, eff) / (peak * eff)
     compute_s = compute_s + (1.0 - cal.kv_overlap) * kv_s
     memory_s = (nbytes - kv_bytes) / (bandwidth * cal.bandwidth_efficiency) + kv_s
     return overlapped(compute_s, memory_s, cal.overlap)

@@ -39,9 +39,9 @@ across nodes would use InfiniBand, which the catalog does not describe).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
+from ridgeline.analytic.binding import BusyTime, Verdict, share_verdict
 from ridgeline.analytic.calibrated import (
     OpKind,
     fixed_step_seconds,
@@ -78,13 +78,11 @@ from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.specs.calibration import IDEAL, Calibration, CostMode
 from ridgeline.specs.dtypes import DType
-from ridgeline.specs.hardware import Accelerator, ManagedBy, Scope
 from ridgeline.specs.model import ModelSpec
 
 __all__ = [
     "ALLREDUCES_OUTSIDE_LAYERS",
     "ALLREDUCES_PER_LAYER",
-    "Binding",
     "ChipMemory",
     "Collective",
     "Deployment",
@@ -121,16 +119,6 @@ ALLREDUCES_OUTSIDE_LAYERS = 1
 MICROBATCHES_PER_STAGE = 4
 
 _REPLICATED_OPS = ("attn_norm", "mlp_norm", "extra_norms", "final_norm")
-
-
-class Binding(StrEnum):
-    """The resource a deployment's step waits on."""
-
-    COMPUTE = "compute"
-    DEVICE_MEMORY = "device memory"
-    ONCHIP_SRAM = "on-chip SRAM"
-    INTERCONNECT = "interconnect"
-    LATENCY = "fixed latency"  # per-layer / per-kernel latency (calibrated mode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,16 +403,12 @@ class DeploymentCost:
         return self.workload.num_new_tokens / self.step_time_s
 
     @property
-    def binding(self) -> Binding:
-        """The largest share of a slot: compute-bound ops, memory-bound ops, or the links."""
+    def binding(self) -> Verdict:
+        """The largest share of a slot: compute-bound ops, memory-bound ops, the links or the
+        fixed latency (``analytic.binding.share_verdict``, in this cost's mode)."""
         s = self.slot
-        shares = {
-            Binding.COMPUTE: s.compute_s,
-            _memory_binding(self.deployment.accelerator): s.memory_s,
-            Binding.INTERCONNECT: s.interconnect_s,
-            Binding.LATENCY: s.layer_s,
-        }
-        return max(shares, key=lambda k: shares[k])
+        busy = BusyTime(s.compute_s, s.memory_s, s.interconnect_s, s.layer_s)
+        return share_verdict(busy, self.mode, self.deployment.accelerator.device_level)
 
     def to_dict(self) -> dict[str, Any]:
         s, w = self.slot, self.workload
@@ -463,16 +447,8 @@ class DeploymentCost:
             "pricing": self.pricing.to_dict(),
             "tokens_per_s_per_seq": self.tokens_per_s_per_seq,
             "tokens_per_s": self.tokens_per_s,
-            "binding": self.binding.value,
+            "binding": self.binding.text,
         }
-
-
-def _memory_binding(acc: Accelerator) -> Binding:
-    """On-chip SRAM where a compiler places weights in per-core or per-chip SRAM (Groq,
-    Cerebras); device memory otherwise (HBM, LPDDR5)."""
-    dev = acc.device
-    on_chip = dev.managed_by is ManagedBy.COMPILER and dev.scope in (Scope.CORE, Scope.CHIP)
-    return Binding.ONCHIP_SRAM if on_chip else Binding.DEVICE_MEMORY
 
 
 def _microbatch_choices(workload: Workload, stages: int, given: int | None) -> range:

@@ -4,25 +4,31 @@ The same attention over the same KV cache (``op_terms``' ``attn.core`` ops of on
 every sequence's cached K and V read once per layer, the new token's K and V written) under
 three ways of deciding where data lives (course module 3 of "Memory Systems in Dataflow
 Architectures", IBM on Coursera, and its companion video "Why AI models run faster on some chips:
-the KV cache effect", IBM Technology):
+the KV cache effect", IBM Technology). Each machine's orchestrator is the catalog's
+(``Accelerator.orchestrator``: the managers on the KV's path from where it lives to compute),
+the same label ``kv-manage``, the report, the notebooks and the quiz use:
 
 (a) GPU — runtime + kernels: the serving runtime keeps the KV in paged blocks in HBM (vLLM's
     block table, Kwon et al., SOSP 2023); the attention kernel stages tiles through shared
     memory; L2 is a hardware cache every HBM byte passes through.
-(b) TPU — compiler + kernels: a Pallas kernel pipelines HBM→VMEM DMAs of KV blocks with MXU
-    work (the page table sits in scalar memory); no hardware cache on the data path [S2]. Its
-    time is the computed pipeline of ``analytic.pallas``: per grid step max(DMA, MXU), plus
-    the fill and the drain.
-(c) Spyre — compiler only: every load from LPDDR5 into a core's LX and every ring transfer
-    between cores is an instruction of the compiled schedule (``dataflow``), compiled for the
-    (batch, context) bucket — so the step reads the bucket's KV, not the request's.
+(b) TPU — runtime + compiler: the runtime keeps KV pages in HBM; a Pallas kernel declares
+    its KV blocks (BlockSpec) and the Pallas/Mosaic compiler pipelines their HBM→VMEM DMAs
+    under MXU work (the page table sits in scalar memory); no hardware cache on the data path
+    [S2]. Its time is the computed pipeline of ``analytic.pallas``: per grid step max(DMA,
+    MXU), plus the fill and the drain.
+(c) Spyre — runtime + compiler: the runtime (vLLM-Spyre) places each sequence's KV in LPDDR5
+    in a slot of a compiled bucket, and every load from LPDDR5 into a core's LX and every ring
+    transfer between cores is an instruction of the compiled schedule (``dataflow``), compiled
+    for the (batch, context) bucket — so the step reads the bucket's KV, not the request's.
+    Inside the step only compiler-emitted instructions move the data (what the video calls
+    "the compiler").
 
 Bytes per level are what crosses into or out of that level; time per level is bytes ÷ its
 bandwidth, which in calibrated mode (the default, ``analytic.pricing``) is the device level's
 datasheet bandwidth × the machine's ``kv_bandwidth_efficiency`` (the attention kernel reads the
-KV) and in ideal mode the datasheet's. The GPU row's time is its binding level's; the TPU and Spyre rows' times are their
-simulated pipelines (the same numbers as ``ridgeline schedule`` and the compiled-shape
-simulator), and the binding level is the one whose transfers take longest.
+KV) and in ideal mode the datasheet's. The GPU row's time is its binding level's; the TPU and
+Spyre rows' times are their simulated pipelines (the same numbers as ``ridgeline schedule`` and
+the compiled-shape simulator), and the binding level is the one whose transfers take longest.
 """
 
 from __future__ import annotations
@@ -187,7 +193,7 @@ def _block_table_bytes(w: Workload, layers: int) -> float:
     return w.batch * math.ceil(w.context_len / PAGE_TOKENS) * PAGE_INDEX_BYTES * layers
 
 
-def gpu_runtime_kernels(
+def gpu_row(
     acc: Accelerator, t: KvTraffic, w: Workload, mode: CostMode = CostMode.IDEAL
 ) -> Orchestration:
     """(a) Paged KV in HBM (runtime), tiles through shared memory (kernel), L2 (hardware)."""
@@ -213,13 +219,14 @@ def gpu_runtime_kernels(
             "K/V tiles staged by the kernel (TMA / cp.async)",
         ),
     ]
-    return _finish(acc, "runtime + kernels", f"{acc.device_level} (paged blocks)", moves)
+    return _finish(acc, acc.orchestrator, f"{acc.device_level} (paged blocks)", moves)
 
 
-def tpu_compiler_kernels(
+def tpu_row(
     acc: Accelerator, model: ModelSpec, w: Workload, mode: CostMode = CostMode.IDEAL
 ) -> Orchestration:
-    """(b) KV pages in HBM; a Pallas kernel pipelines KV blocks HBM→VMEM under MXU work."""
+    """(b) KV pages in HBM; a Pallas kernel's KV blocks pipelined HBM→VMEM under MXU work by
+    the DMAs its compiler emits."""
     (term,) = _attention_terms(model, w)
     eff = _kv_efficiency(acc, mode)
     core = pallas.tensor_core(acc, w.dtypes.compute)
@@ -231,10 +238,10 @@ def tpu_compiler_kernels(
     moves = [
         _move(acc, acc.device_level, "compiler", p.dma_bytes * n + table,
               "KV blocks + q/o (DMA) + page indices", eff),
-        _move(acc, vmem, "kernel", p.dma_bytes * n,
-              f"double-buffered {p.note}, {p.vmem_bytes / 1e6:.3g} MB of VMEM"),
+        _move(acc, vmem, "compiler", p.dma_bytes * n,
+              f"double-buffered {p.note} (Pallas BlockSpec), {p.vmem_bytes / 1e6:.3g} MB of VMEM"),
     ]  # fmt: skip
-    o = _finish(acc, "compiler + kernels", f"{acc.device_level} (pages)", moves)
+    o = _finish(acc, acc.orchestrator, f"{acc.device_level} (pages)", moves)
     detail = (
         f"{p.steps} grid steps per layer, {p.bound}-bound: fill {p.fill_s * 1e6:.3g} us + "
         f"Σ max(DMA, MXU) {p.steady_s * 1e6:.4g} us + drain {p.drain_s * 1e6:.3g} us"
@@ -242,7 +249,7 @@ def tpu_compiler_kernels(
     return replace(o, time_s=p.time_s * n, detail=detail)
 
 
-def spyre_compiler_only(
+def spyre_row(
     acc: Accelerator, model: ModelSpec, w: Workload, mode: CostMode = CostMode.IDEAL
 ) -> Orchestration:
     """(c) Explicit loads into each core's scratchpad and ring transfers, from the schedule
@@ -268,7 +275,7 @@ def spyre_compiler_only(
                   "q gather + partial-output reduction"),
     ]  # fmt: skip
     home = f"{dev.name} (static buffers of the ({b.batch}, {b.context}) bucket)"
-    o = _finish(acc, "compiler only", home, moves)
+    o = _finish(acc, acc.orchestrator, home, moves)
     detail = (
         f"{len(prog.steps)} tile steps per core per layer on {core.cores} cores; padding "
         f"{sched.padding_fraction:.1%} of the step's bytes"
@@ -291,9 +298,9 @@ def orchestrate(
         model: the model whose KV cache is read.
         batch: sequences decoding together.
         context: cached tokens per sequence.
-        gpu: the runtime + kernels machine (needs ``l2`` and ``smem`` levels).
-        tpu: the compiler + kernels machine.
-        spyre: the compiler-only machine (a compiled schedule of the attention).
+        gpu: the GPU (needs ``l2`` and ``smem`` levels).
+        tpu: the TPU (a Pallas kernel's pipeline through VMEM).
+        spyre: the dataflow machine (a compiled schedule of the attention).
         mode: the device level's bandwidth as the calibration's KV efficiency reaches it, or
             the datasheet's (module docstring).
 
@@ -305,9 +312,9 @@ def orchestrate(
         raise ConfigError("field context: must be at least 1 for a KV cache to exist")
     t = kv_traffic(model, w)
     rows = (
-        gpu_runtime_kernels(gpu, t, w, mode),
-        tpu_compiler_kernels(tpu, model, w, mode),
-        spyre_compiler_only(spyre, model, w, mode),
+        gpu_row(gpu, t, w, mode),
+        tpu_row(tpu, model, w, mode),
+        spyre_row(spyre, model, w, mode),
     )
     label = Pricing.of(gpu, mode).label
     return OrchestrationReport(model.name, batch, context, t, rows, mode, label)

@@ -9,9 +9,10 @@ workload — capacity, bandwidth or compute — and why?
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from enum import StrEnum
 from typing import Any
 
+from ridgeline.analytic.binding import Resource, Verdict, roofline_verdict
+from ridgeline.analytic.deploy import deployment_cost
 from ridgeline.analytic.kv import kv_bytes, weights_bytes
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.roofline import Bound, StepCost, as_pricing, step_cost
@@ -21,12 +22,6 @@ from ridgeline.specs.calibration import CostMode
 from ridgeline.specs.hardware import Accelerator, MemoryLevel
 from ridgeline.specs.html import html_table
 from ridgeline.specs.model import ModelSpec
-
-
-class Resource(StrEnum):
-    CAPACITY = "capacity"
-    BANDWIDTH = "bandwidth"
-    COMPUTE = "compute"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,20 +53,29 @@ class FiveAnswers:
     bound: Bound
     memory_needed_bytes: float
     device_capacity_bytes: float
-    scarce: Resource
+    roofline: Verdict  # question 5 on the roofline: what the course teaches a learner to find
     reason: str
+    expected: Verdict  # the same question in the calibrated model (capacity when it does not fit)
     step_time_s: float  # in the pricing's mode
     speed: SpeedQuote = field(repr=False)  # ideal and calibrated, or none when it does not fit
     mode: CostMode = CostMode.CALIBRATED
 
+    @property
+    def scarce(self) -> Resource:
+        """Question 5's answer on the roofline (``analytic.binding``)."""
+        return self.roofline.resource
+
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "speed"}
+        skip = ("speed", "roofline", "expected")
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         d["levels"] = [asdict(lvl) for lvl in self.levels]
         d["bound"] = self.bound.value
         d["scarce"] = self.scarce.value
+        d["roofline"] = self.roofline.to_dict()
+        d["expected"] = self.expected.to_dict()
         d["mode"] = self.mode.value
         d["speed"] = self.speed.to_dict()
-        d["schema"] = "ridgeline.questions/1"
+        d["schema"] = "ridgeline.questions/2"
         return d
 
     def _repr_html_(self) -> str:
@@ -80,7 +84,10 @@ class FiveAnswers:
              lv.ridge_point_flops_per_byte)
             for lv in self.levels
         ]  # fmt: skip
-        title = f"{self.accelerator}: scarce resource {self.scarce.value} ({self.reason})"
+        title = (
+            f"{self.accelerator}: scarce on the roofline: {self.roofline.text} ({self.reason}); "
+            f"expected to bind: {self.expected.text}"
+        )
         headers = ("level", "1. how much (B)", "2. how fast (B/s)", "3. who decides", "4. ridge")
         return html_table(headers, rows, title)
 
@@ -108,36 +115,50 @@ def memory_needed_bytes(model: ModelSpec, workload: Workload) -> float:
     )
 
 
-def _scarce(acc: Accelerator, cost: StepCost, needed: float) -> tuple[Resource, str]:
+def _scarce(acc: Accelerator, cost: StepCost, needed: float) -> tuple[Verdict, str]:
+    """Question 5 on the roofline, and why (``analytic.binding.roofline_verdict``)."""
     device = acc.device_capacity_bytes
-    if needed > device:
+    ai, ridge = cost.arithmetic_intensity, cost.ridge_point
+    verdict = roofline_verdict(ai, ridge, acc.device_level, needed <= device)
+    if verdict.resource is Resource.CAPACITY:
         chips = -(-needed // device)
-        return Resource.CAPACITY, (
+        return verdict, (
             f"weights + KV need {needed / 1e9:.3g} GB but {acc.device_level} holds "
             f"{device / 1e9:.3g} GB: at least {int(chips)} chips just to hold the model"
         )
-    ai, ridge = cost.arithmetic_intensity, cost.ridge_point
-    if cost.bound is Bound.MEMORY:
-        return Resource.BANDWIDTH, (
+    if verdict.resource is Resource.BANDWIDTH:
+        return verdict, (
             f"intensity {ai:.3g} FLOP/B is below the ridge point {ridge:.3g} FLOP/B of "
             f"{acc.device_level}: the step waits on bytes, not FLOPs"
         )
-    return Resource.COMPUTE, (
+    return verdict, (
         f"intensity {ai:.3g} FLOP/B is above the ridge point {ridge:.3g} FLOP/B: the step "
         f"waits on FLOPs"
     )
+
+
+def expected_verdict(model: ModelSpec, acc: Accelerator, workload: Workload, fits: bool) -> Verdict:
+    """Which resource the calibrated model expects to bind the step on one chip: the largest
+    share of its busy time (the same rule and numbers as ``compare`` on a one-chip deployment);
+    capacity when it does not fit."""
+    if not fits:
+        return Verdict(Resource.CAPACITY, CostMode.CALIBRATED)
+    pricing = Pricing.expected(acc, workload.dtypes)
+    return deployment_cost(model, pricing, workload).binding
 
 
 def five_questions(
     model: ModelSpec, priced: Pricing | Accelerator, workload: Workload
 ) -> FiveAnswers:
     """Answer the five questions for ``workload`` of ``model`` on one chip, its step priced by
-    ``priced`` (an accelerator alone: the ideal roofline) with the other mode beside it."""
+    ``priced`` (an accelerator alone: the ideal roofline) with the other mode beside it; question
+    5 both on the roofline and as the calibrated model expects it (``analytic.binding``)."""
     pricing = as_pricing(priced, workload.dtypes)
     acc = pricing.accelerator
     cost, quote = quote_step(model, pricing, workload)
     needed = memory_needed_bytes(model, workload)
-    scarce, reason = _scarce(acc, cost, needed)
+    roofline, reason = _scarce(acc, cost, needed)
+    expected = expected_verdict(model, acc, workload, roofline.resource is not Resource.CAPACITY)
     return FiveAnswers(
         accelerator=acc.name,
         model=model.name,
@@ -148,8 +169,9 @@ def five_questions(
         bound=cost.bound,
         memory_needed_bytes=needed,
         device_capacity_bytes=acc.device_capacity_bytes,
-        scarce=scarce,
+        roofline=roofline,
         reason=reason,
+        expected=expected,
         step_time_s=cost.step_time_s,
         speed=quote,
         mode=pricing.mode,

@@ -48,6 +48,8 @@ class AcceleratorSummary:
             "core_name": acc.core_name,
             "device_level": acc.device_level,
             "device_capacity_bytes": acc.device_capacity_bytes,
+            "device_installed_bytes": acc.device_installed_bytes,
+            "orchestrator": acc.orchestrator,
             "device_bandwidth_bytes_per_s": acc.device_bandwidth_bytes_per_s,
             "peak_flops_per_s": {k.value: v for k, v in acc.peak_flops_per_s.items()},
             "ridge_point_flops_per_byte": acc.ridge_point(),
@@ -81,6 +83,9 @@ def _level_dict(lvl: Any) -> dict[str, Any]:
         "usable_bytes": lvl.usable_bytes,
         "bandwidth_bytes_per_s": lvl.bandwidth_bytes_per_s,
         "managed_by": lvl.managed_by.value,
+        "local_memory": None
+        if lvl.managed_by.local_memory is None
+        else lvl.managed_by.local_memory.value,
         "scope": lvl.scope.value,
         "note": lvl.note,
         "sources": dict(lvl.sources),

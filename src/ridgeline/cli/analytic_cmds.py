@@ -59,17 +59,38 @@ def hw_list(json_out: JsonOpt = False) -> None:
     if json_out:
         emit_json({"schema": "ridgeline.hw-list/1", "accelerators": rows})
         return
-    table = Table("name", "kind", "device memory", "bandwidth", "bf16 peak", "ridge (FLOP/B)")
+    table = Table(
+        "name",
+        "kind",
+        "device memory (usable of installed)",
+        "bandwidth",
+        "bf16 peak",
+        "ridge (FLOP/B)",
+    )
     for r in rows:
         table.add_row(
             r["name"],
             r["kind"],
-            f"{fmt_bytes(r['device_capacity_bytes'])} {r['device_level']}",
+            f"{_usable_of_installed(r['device_capacity_bytes'], r['device_installed_bytes'])} "
+            f"{r['device_level']}",
             fmt_rate(r["device_bandwidth_bytes_per_s"], "B/s"),
             fmt_rate(get_accelerator(r["name"]).peak(DType.BF16), "FLOP/s"),
             f"{r['ridge_point_flops_per_byte']:.1f}",
         )
     console.print(table)
+
+
+LOCAL_MEMORY_KINDS = (
+    "the three kinds of local memory (course module 3): hardware-managed cache, "
+    "software-managed scratchpad (kernel code), compiler-managed local memory"
+)
+
+
+def _usable_of_installed(usable: float, installed: float) -> str:
+    """``112 GB of 128 GB`` where ECC or a reservation takes a part, else ``80 GB``."""
+    if usable >= installed:
+        return fmt_bytes(installed)
+    return f"{fmt_bytes(usable)} of {fmt_bytes(installed)}"
 
 
 @hw_app.command("show")
@@ -84,11 +105,12 @@ def hw_show(
     console.print(f"[bold]{d['name']}[/bold] — {d['description']} ({d['cores']} {d['core_name']}s)")
     table = Table(
         "level",
-        "per instance",
+        "per instance (usable of installed)",
         "instances",
         "total",
         "bandwidth",
         "managed by",
+        "kind of local memory",
         "scope",
         "ridge bf16",
         "source",
@@ -97,18 +119,21 @@ def hw_show(
     for lvl in d["levels"]:
         bw = lvl["bandwidth_bytes_per_s"]
         ridge = ridges[lvl["name"]]
+        usable = lvl["usable_bytes"] or lvl["capacity_bytes"]
         table.add_row(
             lvl["name"],
-            fmt_bytes(lvl["capacity_bytes"]),
+            _usable_of_installed(usable, lvl["capacity_bytes"]),
             str(lvl["instances"]),
             fmt_bytes(lvl["total_capacity_bytes"]),
             fmt_rate(bw, "B/s") if bw else "—",
             lvl["managed_by"],
+            lvl["local_memory"] or "— (device or host memory)",
             lvl["scope"],
             f"{ridge:.3g}" if ridge else "—",
             lvl["sources"].get("capacity_bytes", ""),
         )
     console.print(table)
+    console.print(LOCAL_MEMORY_KINDS + f"; KV orchestrated by {d['orchestrator']}", highlight=False)
     peaks = ", ".join(f"{k} {fmt_rate(v, 'FLOP/s')}" for k, v in d["peak_flops_per_s"].items())
     console.print(f"dense peaks: {peaks}")
     if d["interconnect"] is not None:
@@ -416,7 +441,12 @@ def render_questions(ans: an.FiveAnswers, reads: an.StepReads) -> None:
             f"{ridge:.3g}" if ridge else "—",
         )
     console.print(table)
-    console.print(f"5. scarce: [bold]{ans.scarce.value}[/bold] — {ans.reason}")
+    console.print(
+        f"5. scarce on the roofline: [bold]{ans.roofline.text}[/bold] — {ans.reason}; "
+        f"expected (calibrated) to bind: [bold]{ans.expected.text}[/bold]"
+        + (f" ({ans.expected.share:.0%} of the step)" if ans.expected.share < 1 else ""),
+        highlight=False,
+    )
     console.print(f"one step: {ans.speed.sentence()}", highlight=False, soft_wrap=True)
     console.print(
         f"one decode step (B={reads.batch}, T={reads.context}) at each level's datasheet "
@@ -475,7 +505,7 @@ def compare_table(cmp: an.Comparison) -> Table:
         "decode step",
         "tok/s per user",
         "tok/s per system",
-        "binds",
+        "binds (expected)",
         "prefill step",
         title=(
             f"{cmp.model}: batch {cmp.batch}, context {cmp.context}, prompt {cmp.prompt} — "
@@ -497,7 +527,7 @@ def compare_table(cmp: an.Comparison) -> Table:
             f"{fmt_seconds(d.step_time_s)} ({fmt_seconds(di.step_time_s)})",
             f"{d.tokens_per_s_per_seq:,.0f} ({di.tokens_per_s_per_seq:,.0f})",
             f"{d.tokens_per_s:,.0f} ({di.tokens_per_s:,.0f})",
-            d.binding.value,
+            d.binding.text,
             f"{fmt_seconds(p.step_time_s)} ({fmt_seconds(pi.step_time_s)})",
         )
     return table

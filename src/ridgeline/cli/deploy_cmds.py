@@ -95,7 +95,7 @@ def deploy_table(cost: an.DeploymentCost, other: an.DeploymentCost | None = None
             f"fixed latency {fmt_seconds(s.layer_s)}",
         ),
         ("bubble", f"{cost.bubble_fraction:.1%} ({fmt_seconds(cost.bubble_s)})"),
-        ("binds", cost.binding.value),
+        ("binds", cost.binding.text),
     ]
     title = f"{cost.model}, {cost.workload.phase.value} — {cost.pricing.label}"
     table = Table("field", "value", title=title)

@@ -80,6 +80,8 @@ def _print(rep: KVManageReport) -> None:
         print_table(t.headers, t.rows, t.caption)
     console.print(
         f"effects: the technique's metric without → with it, from two simulations of the same "
-        f"trace on the deployment, steps priced {rep.label}; 'would' where nobody provides it",
+        f"trace on the deployment, steps priced {rep.label}; 'would' where nobody provides it; "
+        "chunked prefill on its own trace (long prompts among running decodes), judged by the "
+        "longest stall a decode sees",
         highlight=False,
     )

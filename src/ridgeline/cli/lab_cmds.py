@@ -6,6 +6,9 @@ inside the commands that measure, so ``ridgeline --help`` stays fast without the
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,6 +20,7 @@ from ridgeline.cli.common import (
     ModelOpt,
     console,
     emit_json,
+    err_console,
     mode_of,
     new_app,
     positive,
@@ -111,10 +115,12 @@ def calibrate_cmd(
         repeats=repeats,
         device=device,
     )
-    with console.status("calibrating (bandwidth, then matmul)..."):
-        cal = calibrate(spec)
+    cal = calibrate(spec, progress_lines())
     written = write_specs(cal, name, out_dir)
     _record(db, KIND, spec.to_dict(), (max(spec.threads), device), cal.to_dict())
+    if cal.steadiness is not None and not cal.steadiness.steady:
+        warning = cal.steadiness.warning()
+        err_console.print(f"[bold yellow]warning:[/bold yellow] {warning}", soft_wrap=True)
     if json_out:
         specs = [str(w.path) for w in written]
         emit_json(
@@ -122,6 +128,18 @@ def calibrate_cmd(
         )
         return
     print_calibration(cal, written)
+
+
+def progress_lines() -> Callable[[str], None]:
+    """A function that writes a progress line on stderr, stamped with the seconds since it was
+    made (what a long lab step says while it works)."""
+    start = time.monotonic()
+
+    def say(message: str) -> None:
+        stamp = f"[dim]{time.monotonic() - start:6.0f} s[/dim]"
+        err_console.print(f"{stamp} {message}", highlight=False, soft_wrap=True)
+
+    return say
 
 
 def _dtypes(text: str, device: str) -> tuple[str, ...]:
@@ -166,12 +184,7 @@ def sweep_cmd(
     )  # fmt: skip
     backends = parse_backends(backend or list(DEFAULT_BACKENDS))
     spec = SweepSpec(backends, parse_ints(batch, "--batch"), parse_ints(context, "--context"), base)
-    with ResultsStore(db) as store, progress_bar(len(spec.points()), not json_out) as tick:
-
-        def progress(cfg: PointConfig, status: str) -> None:
-            if tick is not None:
-                tick(description=f"{cfg.label} B={cfg.batch} T={cfg.context} {status}")
-
+    with ResultsStore(db) as store, _point_progress(len(spec.points()), json_out) as progress:
         outcome = run_sweep(spec, store, progress)
     counts = {"measured": outcome.measured, "skipped": outcome.skipped, "total": outcome.total}
     if json_out:
@@ -181,6 +194,25 @@ def sweep_cmd(
         f"{outcome.measured} measured, {outcome.skipped} already stored, {outcome.total} points "
         f"in {db}"
     )
+
+
+@contextmanager
+def _point_progress(total: int, json_out: bool) -> Iterator[Callable[[Any, str], None]]:
+    """Progress of a sweep, one call per point: a bar on a terminal, a line per point in a log
+    (``make lab``), where a bar would show nothing; silent with --json."""
+    lines = None if err_console.is_terminal or json_out else progress_lines()
+    with progress_bar(total, not json_out and lines is None) as tick:
+        done = [0]
+
+        def progress(cfg: Any, status: str) -> None:
+            done[0] += 1
+            what = f"{cfg.label} B={cfg.batch} T={cfg.context} {status}"
+            if tick is not None:
+                tick(description=what)
+            if lines is not None:
+                lines(f"{done[0]}/{total} {what}")
+
+        yield progress
 
 
 @lab_app.command("profile")
@@ -206,7 +238,8 @@ def profile_cmd(
         model=model, cache=cache, attn=attn, batch=batch, context=context, profile_steps=steps,
         threads=threads, device=device,
     )  # fmt: skip
-    rep = run_profile(cfg, trace)
+    with err_console.status(f"profiling {steps} decode steps at B={batch}, T={context}..."):
+        rep = run_profile(cfg, trace)
     _record(db, "profile", cfg.to_dict(), (threads, device), rep.to_dict())
     if json_out:
         emit_json(rep.to_dict())
@@ -225,12 +258,27 @@ def kv_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """KV formula vs cache tensors (exact) and freed memory (1%); MHA/GQA/MQA; scratchpad fit."""
-    from ridgeline.lab.kvlab import KIND, run_kv
+    from ridgeline.lab.kvlab import KIND, KvReport, run_kv, variants
     from ridgeline.specs import DType
 
-    rep = run_kv(
-        batch, context, decode_steps, scratchpad_hw=hw, scratchpad_dtype=DType.parse(kv_dtype)
-    )
+    say, models, parts = progress_lines(), variants(), []
+    dtype = DType.parse(kv_dtype)
+    for i, model in enumerate(models, start=1):
+        say(
+            f"{i}/{len(models)} {model[0]}: the cache after a prefill, {decode_steps} decode steps, "
+            "the memory freed, the resident peak as a fresh cache fills"
+        )
+        parts.append(
+            run_kv(
+                batch,
+                context,
+                decode_steps,
+                scratchpad_hw=hw,
+                scratchpad_dtype=dtype,
+                models=[model],
+            )
+        )
+    rep = KvReport.merge(parts)
     _record(db, KIND, {"batch": batch, "context": context}, (1, "cpu"), rep.to_dict())
     if json_out:
         emit_json(rep.to_dict())

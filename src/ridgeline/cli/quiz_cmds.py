@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,7 +20,6 @@ from ridgeline.quiz import (
     PASS_FRACTION,
     QUIZ_ID,
     AttemptRecord,
-    AttemptStore,
     Kind,
     Question,
     Quiz,
@@ -33,14 +34,18 @@ from ridgeline.quiz import (
 )
 from ridgeline.quiz.export import how_to_answer
 from ridgeline.quiz.grading import AnswerFormatError
-from ridgeline.quiz.session import attempt_seed
+from ridgeline.quiz.instructor import SECRET_ENV, check_secret, set_secret
+from ridgeline.quiz.ledger import Ledger
+from ridgeline.quiz.session import TIME_ALLOWANCE_S
 from ridgeline.quiz.sheet import blank_sheet, read_answer_sheet, resolve_seed
-from ridgeline.quiz.store import DEFAULT_DB
 
 quiz_app = new_app("The graded quiz: 22 questions over the seven modules, computed by ridgeline.")
 
 UserOpt = Annotated[str, typer.Option("--user", "-u", help="learner name")]
-DbOpt = Annotated[Path, typer.Option("--db", help="SQLite file of attempts")]
+DbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", help="a class record (SQLite) that also receives each attempt"),
+]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="quiz seed (default: per attempt)")]
 AnswersOpt = Annotated[
     Path | None, typer.Option("--answers", help="grade this JSON answer sheet, no prompts")
@@ -106,50 +111,69 @@ def _show_result(result: Result, record: AttemptRecord) -> None:
     )
 
 
-def _refuse_exported(store: AttemptStore, seed: int) -> None:
-    """No graded attempt on a seed whose answer key was exported from this database."""
-    if store.key_exported(QUIZ_ID, seed):
-        raise ConfigError(
-            f"option --seed: the answer key of seed {seed} was exported (quiz export); "
-            "take the quiz with another --seed"
-        )
+def _quiz_for(ledger: Ledger, user: str, attempt_no: int, seed: int | None) -> Quiz:
+    """The learner's next quiz (no question seen before), or the chosen seed's, checked."""
+    if seed is None:
+        return draw_quiz(ledger.next_seed(user, attempt_no))
+    quiz = draw_quiz(seed)
+    ledger.refuse_seed(user, quiz)
+    return quiz
+
+
+def _ask_all(
+    ledger: Ledger, user: str, attempt_no: int, quiz: Quiz
+) -> tuple[dict[int, Any], float]:
+    """The interactive attempt, opened in the ledger; the answers and the seconds it took."""
+    ledger.open_attempt(user, attempt_no, quiz.seed)
+    console.print(
+        f"Quiz {QUIZ_ID} for {user}, attempt {attempt_no} of {MAX_ATTEMPTS}, seed {quiz.seed}: "
+        f"{len(quiz.questions)} questions, about {TIME_ALLOWANCE_S // 60} minutes"
+    )
+    start = time.monotonic()
+    try:
+        given = _interactive(quiz)
+    except (KeyboardInterrupt, EOFError):
+        console.print("\nInterrupted: nothing was submitted, so this attempt does not count.")
+        raise typer.Exit(130) from None
+    return given, time.monotonic() - start
+
+
+def _time_taken(seconds: float) -> str:
+    over = " (over the allowance)" if seconds > TIME_ALLOWANCE_S else ""
+    return f"Answered in {seconds / 60:.0f} of about {TIME_ALLOWANCE_S // 60} minutes{over}."
 
 
 def start_cmd(
     user: UserOpt,
     seed: SeedOpt = None,
     answers: AnswersOpt = None,
-    db: DbOpt = Path(DEFAULT_DB),
+    db: DbOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Take the quiz: one question at a time, or grade an answer sheet with --answers."""
+    """Take the quiz: one question at a time, or grade an answer sheet with --answers.
+
+    Attempts are recorded in the learner's ledger (the quiz home) and, with --db, in a class
+    record too; a default quiz repeats no question of the learner's earlier attempts."""
     if as_json and answers is None:
         raise ConfigError("option --json: needs --answers (the interactive quiz talks to a person)")
-    store = AttemptStore(db)
-    attempt_no = store.next_attempt(user, QUIZ_ID)
+    ledger = Ledger(db)
+    attempt_no = ledger.next_attempt(user)
+    elapsed = None
     if answers is not None:
         sheet = read_answer_sheet(answers)
-        quiz = draw_quiz(resolve_seed(sheet, seed, str(answers)))
-        _refuse_exported(store, quiz.seed)
+        quiz = _quiz_for(ledger, user, attempt_no, resolve_seed(sheet, seed, str(answers)))
         given = sheet.answers
     else:
-        quiz = draw_quiz(seed if seed is not None else attempt_seed(user, attempt_no))
-        _refuse_exported(store, quiz.seed)
-        store.open_attempt(user, QUIZ_ID, attempt_no, quiz.seed)
-        console.print(
-            f"Quiz {QUIZ_ID} for {user}, attempt {attempt_no} of {MAX_ATTEMPTS}, seed {quiz.seed}"
-        )
-        try:
-            given = _interactive(quiz)
-        except (KeyboardInterrupt, EOFError):
-            console.print("\nInterrupted: nothing was submitted, so this attempt does not count.")
-            raise typer.Exit(130) from None
+        quiz = _quiz_for(ledger, user, attempt_no, seed)
+        given, elapsed = _ask_all(ledger, user, attempt_no, quiz)
     result = grade_quiz(quiz, given)
-    record = store.submit(user, QUIZ_ID, result, {str(k): v for k, v in given.items()})
+    record = ledger.submit(user, result, {str(k): v for k, v in given.items()}, attempt_no)
     if as_json:
         emit_json({**result.to_dict(), "user": user, "attempt_no": record.attempt_no})
-    else:
-        _show_result(result, record)
+        return
+    _show_result(result, record)
+    if elapsed is not None:
+        console.print(_time_taken(elapsed))
 
 
 def _show_status(st: UserStatus) -> None:
@@ -176,59 +200,107 @@ def _show_status(st: UserStatus) -> None:
     )
 
 
-def status_cmd(user: UserOpt, db: DbOpt = Path(DEFAULT_DB), as_json: JsonOpt = False) -> None:
-    """A learner's attempts; the highest score counts."""
-    st = AttemptStore(db).status(user, QUIZ_ID)
+def status_cmd(user: UserOpt, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+    """A learner's attempts (ledger and class record); the highest score counts."""
+    st = Ledger(db).status(user)
     if as_json:
         emit_json(st)
     else:
         _show_status(st)
 
 
+def _export_seed(ledger: Ledger, seed: int | None, user: str | None) -> tuple[int, bool]:
+    """The seed to export and whether it is a learner's next quiz (questions only, opened)."""
+    if seed is not None:
+        return seed, False
+    if user is None:
+        raise ConfigError("option --seed: give a seed, or --user for that learner's next quiz")
+    attempt_no = ledger.next_attempt(user)
+    nxt = ledger.next_seed(user, attempt_no)
+    ledger.open_attempt(user, attempt_no, nxt)  # its key is withheld from now on
+    return nxt, True
+
+
+def _key_files(
+    ledger: Ledger, quiz: Quiz, instructor_key: bool, questions_only: bool
+) -> dict[str, str]:
+    """The key files export may write for ``quiz``: none when it is questions only; the plain
+    key when no learner's attempt uses the seed; an instructor's copy with the secret."""
+    seed = quiz.seed
+    if questions_only:
+        return {}
+    holders = tuple(h.describe() for h in ledger.holders(seed))
+    if not holders:
+        ledger.record_key_export(seed)  # no attempt is graded on this seed later
+        return {
+            f"quiz-{seed}-key.md": render_key_markdown(quiz),
+            f"quiz-{seed}-key.html": render_html(quiz, key=True),
+        }
+    if instructor_key:
+        check_secret(ledger.home, os.environ.get(SECRET_ENV))
+        return {f"quiz-{seed}-instructor-key.md": render_key_markdown(quiz, holders)}
+    err_console.print(
+        f"seed {seed} is used by {'; '.join(holders)}: answer key withheld "
+        f"(an instructor writes a marked copy with --instructor-key and the instructor secret)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return {}
+
+
 def export_cmd(
-    seed: Annotated[int, typer.Option("--seed", help="quiz seed")],
+    seed: Annotated[int | None, typer.Option("--seed", help="quiz seed")] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="without --seed: this learner's next quiz")
+    ] = None,
     out: Annotated[
         Path, typer.Option("--out", help="directory to write into", callback=writable_dir)
     ] = Path("."),
-    db: DbOpt = Path(DEFAULT_DB),
+    db: DbOpt = None,
+    questions_only: Annotated[
+        bool, typer.Option("--questions-only", help="the quiz and a blank sheet, no key")
+    ] = False,
     instructor_key: Annotated[
         bool,
         typer.Option(
-            "--instructor-key", help="write the key of a seed a learner's attempt uses (marked)"
+            "--instructor-key",
+            help=f"write the key of a seed a learner's attempt uses (needs ${SECRET_ENV})",
         ),
     ] = False,
 ) -> None:
-    """Write a printable quiz (Markdown, HTML), its answer key and a blank answer sheet.
+    """Write a printable quiz (Markdown, HTML), a blank answer sheet and its answer key.
 
-    The key of a seed that a learner's open (or next) attempt uses is withheld unless
-    --instructor-key, which writes a marked instructor copy instead; a seed whose key is
-    exported is recorded in --db, and no attempt is graded on it afterwards."""
-    quiz = draw_quiz(seed)
+    The key of a seed that a learner's open (or next) attempt uses is withheld, in the ledger
+    and the class record alike, unless --instructor-key with the instructor secret writes a
+    marked copy; a seed whose plain key is exported is recorded, and no attempt is graded on it
+    afterwards. --user without --seed exports that learner's next quiz, questions only."""
+    ledger = Ledger(db)
+    chosen, learner = _export_seed(ledger, seed, user)
+    quiz = draw_quiz(chosen)
     out.mkdir(parents=True, exist_ok=True)
-    store = AttemptStore(db)
-    holders = tuple(h.describe() for h in store.seed_holders(QUIZ_ID, seed))
     files = {
-        f"quiz-{seed}.md": render_markdown(quiz),
-        f"quiz-{seed}.html": render_html(quiz),
-        f"quiz-{seed}-answers.json": json.dumps(blank_sheet(quiz), indent=2) + "\n",
+        f"quiz-{chosen}.md": render_markdown(quiz),
+        f"quiz-{chosen}.html": render_html(quiz),
+        f"quiz-{chosen}-answers.json": json.dumps(blank_sheet(quiz), indent=2) + "\n",
     }
-    if not holders:
-        files[f"quiz-{seed}-key.md"] = render_key_markdown(quiz)
-        files[f"quiz-{seed}-key.html"] = render_html(quiz, key=True)
-        store.record_key_export(QUIZ_ID, seed)  # no attempt is graded on this seed later
-    elif instructor_key:
-        files[f"quiz-{seed}-instructor-key.md"] = render_key_markdown(quiz, holders)
-    else:
-        err_console.print(
-            f"seed {seed} is used by {'; '.join(holders)}: answer key withheld "
-            f"(an instructor writes a marked copy with --instructor-key)",
-            highlight=False,
-        )
+    files.update(_key_files(ledger, quiz, instructor_key, questions_only or learner))
     for name, text in files.items():
         (out / name).write_text(text)
         console.print(f"wrote {out / name}")
 
 
+def instructor_init_cmd() -> None:
+    """Set up the instructor secret in this quiz home (once, before any attempt): read from
+    $RIDGELINE_QUIZ_SECRET, else asked for twice."""
+    secret = os.environ.get(SECRET_ENV) or typer.prompt(
+        "Instructor secret", hide_input=True, confirmation_prompt=True
+    )
+    ledger = Ledger()
+    path = set_secret(ledger.home, secret, bool(ledger.own.users(QUIZ_ID)))
+    console.print(f"wrote the instructor verifier to {path}")
+
+
 quiz_app.command("start")(start_cmd)
 quiz_app.command("status")(status_cmd)
 quiz_app.command("export")(export_cmd)
+quiz_app.command("instructor-init")(instructor_init_cmd)

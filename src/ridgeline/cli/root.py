@@ -37,6 +37,7 @@ COMMANDS: dict[str, Entry] = {
     "model": Entry("analytic_cmds", "model_app", "Models from the catalog or any config.json.", _A),
     "roofline": Entry("analytic_cmds", "roofline_cmd", "One step on the roofline: per-operator FLOPs and bytes, intensity, bound, time.", _A),
     "kv": Entry("analytic_cmds", "kv_cmd", "KV cache: bytes per token and in total, crossover with the weights, what fits, techniques.", _A),
+    "recompute": Entry("recompute_cmd", "recompute_cmd", "Recompute K and V or cache them: FLOPs recomputed against bytes kept, per context and chip.", _A),
     "questions": Entry("analytic_cmds", "questions_cmd", "The five questions for an accelerator and workload, and what one decode step reads.", _A),
     "compare": Entry("analytic_cmds", "compare_cmd", "Five architectures side by side, each on the smallest deployment that holds the model.", _A),
     "deploy": Entry("deploy_cmds", "deploy_cmd", "A model on many chips of one accelerator: memory, links, bubble and what binds.", _A),

@@ -30,10 +30,11 @@ from ridgeline.cli.common import (
 )
 from ridgeline.defaults import DEFAULT_MODEL
 from ridgeline.specs import DType, get_accelerator, get_model
+from ridgeline.specs.catalog import DATAFLOW, GPU, TPU
 from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT, MAX_VOCAB
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
-DEFAULT_FLASH_HW = ["h100-sxm", "tpu-v6e", "ibm-spyre"]
+DEFAULT_FLASH_HW = [GPU, TPU, DATAFLOW]
 BuffersOpt = Annotated[int, typer.Option(min=1, max=4, help="1 = single, 2 = double buffering")]
 DimOpt = {"min": 1, "max": MAX_VOCAB}  # a matmul dimension: hidden, FFN or vocabulary sized
 
@@ -228,9 +229,9 @@ def orchestrate_cmd(
     model: ModelOpt = DEFAULT_MODEL,
     batch: BatchOpt = 1,
     context: ContextOpt = 4096,
-    gpu: Annotated[str, typer.Option(help="the GPU")] = "h100-sxm",
-    tpu: Annotated[str, typer.Option(help="the TPU")] = "tpu-v6e",
-    spyre: Annotated[str, typer.Option(help="the compiler-only machine")] = "ibm-spyre",
+    gpu: Annotated[str, typer.Option(help="the GPU")] = GPU,
+    tpu: Annotated[str, typer.Option(help="the TPU")] = TPU,
+    spyre: Annotated[str, typer.Option(help="the dataflow machine")] = DATAFLOW,
     ideal: IdealOpt = False,
     json_out: JsonOpt = False,
 ) -> None:

@@ -153,7 +153,7 @@ class Prediction:
         per_user_tokens_per_s: 1 / mean TPOT, what one user sees while generating.
         ttft_s, tpot_s: means over requests.
         batch: time-weighted mean running batch of an instance.
-        bound: what limits a representative decode step (``analytic.deploy.Binding``).
+        bound: what limits a representative decode step (``analytic.binding.Verdict.text``).
         mode: ``calibrated`` or ``ideal``; ``label`` the pricing's, for tables.
         kv_blocks: the KV pool of an instance (``analytic.memory``), ``block_tokens`` a block.
         max_batch: requests of isl + osl tokens that pool holds at once.
@@ -286,7 +286,7 @@ def _summary(
         ttft_s=ttft,
         tpot_s=tpot,
         batch=result.mean_running,
-        bound=_bound(model, pricing, req, result.mean_running).binding.value,
+        bound=_bound(model, pricing, req, result.mean_running).binding.text,
         kv_blocks=full,
         num_requests=result.num_requests,
         makespan_s=result.makespan_s,

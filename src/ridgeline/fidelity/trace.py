@@ -68,11 +68,8 @@ class Trace:
 
     def step_seconds(self, cal: Calibration) -> np.ndarray:
         """Every step's time under ``cal`` (``analytic.calibrated``'s formulas)."""
-        compute = self.compute_s * self.pad if cal.gemm_tile_rows > 1 else self.compute_s
-        compute, memory = _scaled(
-            (compute, self.memory_s, self.kv_s), efficiencies(cal)[self.terms], cal
-        )
-        ops = np.maximum(compute, memory)
+        pad = self.pad if cal.gemm_tile_rows > 1 else np.ones_like(self.pad)
+        ops = _op_seconds((self.compute_s, self.memory_s, self.kv_s), pad, self.terms, cal)
         hop, coll, transfer, cross = self.links
         link = hop + coll * cal.collective_latency_s + transfer / cal.link_efficiency
         link = link + cross * cal.stage_latency_s
@@ -198,7 +195,8 @@ _Four = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 class _Steps:
     """Traces asked for per-request metrics, stacked step by step (``Trace.metrics`` at once)."""
 
-    compute_s: np.ndarray  # (ops, steps), padded GEMMs
+    compute_s: np.ndarray  # (ops, steps), before tile padding
+    pad: np.ndarray | None  # (ops, steps), tile padding (None: no GEMM padded)
     memory_s: np.ndarray  # (ops, steps)
     kv_s: np.ndarray  # (ops, steps)
     terms: np.ndarray  # (ops, steps)
@@ -230,7 +228,8 @@ class _Steps:
 
         admit = [np.where(t.admitted >= 0, t.admitted + steps[i], -1) for i, t in enumerate(traces)]
         return _Steps(
-            compute_s=stack(lambda t: t.compute_s * t.pad),
+            compute_s=stack(lambda t: t.compute_s),
+            pad=_padding(stack(lambda t: t.pad)),
             memory_s=stack(lambda t: t.memory_s),
             kv_s=stack(lambda t: t.kv_s),
             terms=np.concatenate([_term_rows(t.terms, ops) for t in traces], axis=1),
@@ -251,7 +250,8 @@ class _Steps:
         )
 
     def values(self, cal: Calibration) -> np.ndarray:
-        step = _op_seconds((self.compute_s, self.memory_s, self.kv_s), self.terms, cal).sum(axis=0)
+        parts = (self.compute_s, self.memory_s, self.kv_s)
+        step = _op_seconds(parts, self.pad, self.terms, cal).sum(axis=0)
         step += _link_and_fixed((self.links, self.layers, self.seqs, self.kernels), cal)
         ends = np.concatenate(([0.0], np.cumsum(step)))
         base = ends[self.starts][self.req_trace]
@@ -291,13 +291,15 @@ class _Totals:
 
     trace: np.ndarray  # (steps,) trace of each explicit step
     weight: np.ndarray  # (steps,) how many identical explicit steps each column stands for
-    parts: _Three  # compute, memory, KV seconds (ops, steps)
+    parts: _Three  # compute (before tile padding), memory, KV seconds (ops, steps)
+    pad: np.ndarray | None  # (ops, steps) tile padding (None: no GEMM padded)
     terms: np.ndarray  # (ops, steps) compute-efficiency terms (``term_indices``)
     step_extra: _Four  # links (4, steps), layers, seqs, kernels (4, steps)
     run_trace: np.ndarray  # (runs,)
     run_first: _Three  # compute, memory, KV seconds at j = 0 (ops, runs)
     run_slope: _Three  # their change per step (ops, runs)
     run_terms: np.ndarray  # (ops, runs)
+    run_pad: np.ndarray | None  # (ops, runs) tile padding, the same at every step of a run
     run_len: np.ndarray  # (runs,)
     run_extra: _Four  # links (4, runs), layers, seqs, kernels (4, runs)
     outputs: np.ndarray  # (traces,)
@@ -311,33 +313,36 @@ class _Totals:
         def cat(j: int, axis: int = -1) -> np.ndarray:
             return np.concatenate([p[j] for p in pieces], axis=axis)
 
-        trace, weight, (c, m, k, terms, links, layers, seqs, kernels) = _distinct_steps(
-            cat(0), (cat(1), cat(2), cat(3), cat(18), cat(4), cat(5), cat(6), cat(20))
+        trace, weight, (c, m, k, pad, terms, links, layers, seqs, kernels) = _distinct_steps(
+            cat(0), (cat(1), cat(2), cat(3), cat(4), cat(20), cat(5), cat(6), cat(7), cat(22))
         )
         return _Totals(
             trace=trace,
             weight=weight,
             parts=(c, m, k),
+            pad=_padding(pad),
             terms=terms,
             step_extra=(links, layers, seqs, kernels),
-            run_trace=cat(7),
-            run_first=(cat(8), cat(9), cat(10)),
-            run_slope=(cat(11), cat(12), cat(13)),
-            run_terms=cat(19),
-            run_len=cat(14),
-            run_extra=(cat(15), cat(16), cat(17), cat(21)),
+            run_trace=cat(8),
+            run_first=(cat(9), cat(10), cat(11)),
+            run_slope=(cat(12), cat(13), cat(14)),
+            run_terms=cat(21),
+            run_pad=_padding(cat(15)),
+            run_len=cat(16),
+            run_extra=(cat(17), cat(18), cat(19), cat(23)),
             outputs=np.array([float(t.outputs.sum()) for t in traces]),
             scale=np.array([t.scale for t in traces]),
         )
 
     def values(self, cal: Calibration) -> np.ndarray:
         n = len(self.scale)
-        step = _op_seconds(self.parts, self.terms, cal).sum(axis=0)
+        step = _op_seconds(self.parts, self.pad, self.terms, cal).sum(axis=0)
         step += _link_and_fixed(self.step_extra, cal)
         total = np.bincount(self.trace, step * self.weight, n)
         k = self.run_len
         eff = efficiencies(cal)[self.run_terms]
-        f0, f1 = _scaled(self.run_first, eff, cal), _scaled(self.run_slope, eff, cal)
+        f0 = _scaled(self.run_first, self.run_pad, eff, cal)
+        f1 = _scaled(self.run_slope, self.run_pad, eff, cal)
         runs = _sum_max(f0[0], f1[0], f0[1], f1[1], k).sum(axis=0)
         runs += k * _link_and_fixed(self.run_extra, cal)
         total += np.bincount(self.run_trace, runs, n)
@@ -367,16 +372,32 @@ def _term_rows(a: np.ndarray, ops: int) -> np.ndarray:
     return np.pad(a, ((0, ops - a.shape[0]), (0, 0)), constant_values=_PAD_TERM)
 
 
-def _op_seconds(parts: _Three, terms: np.ndarray, cal: Calibration) -> np.ndarray:
-    compute, memory = _scaled(parts, efficiencies(cal)[terms], cal)
+def _padding(pad: np.ndarray) -> np.ndarray | None:
+    """``pad``, or None where no GEMM is padded (every factor at most 1, so max(pad, 1 / eff)
+    is 1 / eff whatever the efficiency: the re-timing skips it)."""
+    return None if pad.size == 0 or float(pad.max()) <= 1.0 else pad
+
+
+def _op_seconds(
+    parts: _Three, pad: np.ndarray | None, terms: np.ndarray, cal: Calibration
+) -> np.ndarray:
+    compute, memory = _scaled(parts, pad, efficiencies(cal)[terms], cal)
     return np.maximum(compute, memory)
 
 
-def _scaled(parts: _Three, eff: np.ndarray, cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
-    """(compute, memory) at the calibrated rates (``eff``: each op's compute efficiency)."""
+def _scaled(
+    parts: _Three, pad: np.ndarray | None, eff: np.ndarray, cal: Calibration
+) -> tuple[np.ndarray, np.ndarray]:
+    """(compute, memory) at the calibrated rates (``eff``: each op's compute efficiency): a
+    padded GEMM takes the longer of its padded FLOPs at the peak and its FLOPs at the sustained
+    rate, and its KV seconds stay out from under compute by ``kv_overlap``
+    (``analytic.calibrated``)."""
     c, m, k = parts
     kv = k / cal.kv_bandwidth_efficiency
-    return (c / eff + (1.0 - cal.kv_overlap) * kv, m / cal.bandwidth_efficiency + kv)
+    compute = c / eff if pad is None else c * np.maximum(pad, 1.0 / eff)
+    if cal.kv_overlap != 1.0:
+        compute = compute + (1.0 - cal.kv_overlap) * kv
+    return compute, m / cal.bandwidth_efficiency + kv
 
 
 def _link_and_fixed(extra: _Four, cal: Calibration) -> np.ndarray:
@@ -407,7 +428,7 @@ def _sum_max(
 def _compress(t: Trace, index: int, ops: int) -> tuple[np.ndarray, ...]:
     """One trace's explicit steps and affine decode runs (a run that is not affine, e.g. with
     a sliding window, stays explicit)."""
-    c, m, kv = t.compute_s * t.pad, t.memory_s, t.kv_s
+    c, m, kv = t.compute_s, t.memory_s, t.kv_s
     affine = [(s, k) for s, k in t.runs if k >= 3 and _is_affine(t, c, s, k)]
     explicit = np.ones(t.num_steps, dtype=bool)
     for s, k in affine:
@@ -422,12 +443,14 @@ def _compress(t: Trace, index: int, ops: int) -> tuple[np.ndarray, ...]:
     return (
         np.full(int(explicit.sum()), index),
         *(_rows(a[:, explicit], ops) for a in (c, m, kv)),
+        _rows(t.pad[:, explicit], ops),
         t.links[:, explicit],
         layers[explicit],
         t.seqs[explicit],
         np.full(len(first), index),
         *(_rows(a[:, first], ops) for a in (c, m, kv)),
         *(_rows(s_, ops) for s_ in slope),
+        _rows(t.pad[:, first], ops),
         length,
         t.links[:, first],
         layers[first],
@@ -445,7 +468,8 @@ def _is_affine(t: Trace, c: np.ndarray, s: int, k: int) -> bool:
         guess = a[:, s] + (a[:, s + k - 1] - a[:, s]) * (k // 2) / (k - 1)
         if not np.allclose(a[:, mid], guess, rtol=1e-9, atol=1e-15):
             return False
-    return bool(np.all(t.seqs[s : s + k] == t.seqs[s]))
+    same_pad = np.all(t.pad[:, s : s + k] == t.pad[:, s : s + 1])
+    return bool(np.all(t.seqs[s : s + k] == t.seqs[s]) and same_pad)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ of ``repeats`` timings, as STREAM reports. Matmul FLOPs = 2·n³ per [n,n]×[n,n
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 
 from ridgeline.lab import env as lab_env
+from ridgeline.lab.builds import Say, build_all, load_average
 from ridgeline.lab.compute_peak import CoreProbe, read_cpu_info
 from ridgeline.lab.decode import torch_threads
 from ridgeline.lab.fma_probe import probe_core
@@ -35,6 +37,7 @@ from ridgeline.lab.machine import (
     MatmulPoint,
     llc_bytes,
 )
+from ridgeline.lab.steadiness import Steadiness
 from ridgeline.specs.units import MiB
 
 KERNEL_ARRAYS = {"read": 1, "copy": 2, "triad": 3}  # arrays touched; bytes = arrays × size
@@ -155,31 +158,87 @@ def measure_gemm(
     return out
 
 
-def calibrate(spec: CalibrationSpec) -> Calibration:
-    """Measure the machine (or the CUDA device when ``spec.device`` is cuda)."""
+def _device(spec: CalibrationSpec) -> tuple[str, int, int]:
+    """(name, memory bytes, last-level cache bytes) of the device measured."""
     device = torch.device(spec.device)
     if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-        memory = int(torch.cuda.get_device_properties(device).total_memory)
-        llc = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
-    else:
-        name, memory, llc = lab_env.cpu_model(), lab_env.memory_bytes(), llc_bytes()
-    cpu = device.type == "cpu"
+        props = torch.cuda.get_device_properties(device)
+        llc = int(getattr(props, "L2_cache_size", 0) or 0)
+        return torch.cuda.get_device_name(device), int(props.total_memory), llc
+    return lab_env.cpu_model(), lab_env.memory_bytes(), llc_bytes()
+
+
+def calibrate(spec: CalibrationSpec, say: Say | None = None) -> Calibration:
+    """Measure the machine (or the CUDA device when ``spec.device`` is cuda), saying each step
+    (``say``: one line per stage, with the C++ builds announced first on a CPU), and check that
+    it stayed quiet (``lab.steadiness``)."""
+    tell = say or _quiet
+    cpu = spec.device == "cpu"
+    load_start = load_average()
+    if cpu:
+        build_all(tell)
+    name, memory, llc = _device(spec)
+    n = len(spec.sizes_bytes) * len(spec.threads)
+    tell(
+        f"1/5 bandwidth: read, copy and triad at {n} (size, threads) pairs, best of {spec.repeats}"
+    )
+    bandwidth = tuple(measure_bandwidth(spec))
+    tell(f"2/5 matmul: [{spec.matmul_n}, {spec.matmul_n}] in {', '.join(spec.dtypes)}")
+    matmul = tuple(measure_matmul(spec))
+    tell(f"3/5 decode-shaped GEMMs at batches {', '.join(map(str, spec.gemm_batches))}")
+    gemm = tuple(measure_gemm(spec))
+    engine: list[GemmPoint] = []
+    core: tuple[CoreProbe, ...] = ()
+    if cpu:
+        tell("4/5 compute peak: the engine's GEMM, the FMA loop and the clock")
+        engine = engine_gemm(spec.gemm_shape, spec.gemm_batches, spec.threads, spec.repeats)
+        core = measure_core(spec)
+    tell("5/5 the DRAM read again, to check the machine stayed the same")
+    steadiness = check_steadiness(spec, bandwidth, load_start)
     return Calibration(
         spec=spec,
         device_name=name,
         llc_bytes=llc or 32 * MiB,
         memory_bytes=memory,
-        bandwidth=tuple(measure_bandwidth(spec)),
-        matmul=tuple(measure_matmul(spec)),
-        gemm=tuple(measure_gemm(spec)),
-        engine_gemm=tuple(
-            engine_gemm(spec.gemm_shape, spec.gemm_batches, spec.threads, spec.repeats)
-            if cpu
-            else ()
-        ),
-        core=measure_core(spec) if cpu else (),
+        bandwidth=bandwidth,
+        matmul=matmul,
+        gemm=gemm,
+        engine_gemm=tuple(engine) if cpu else (),
+        core=core,
         cpu=read_cpu_info() if cpu else None,
+        steadiness=steadiness,
+    )
+
+
+def _quiet(message: str) -> None:
+    del message
+
+
+def check_steadiness(
+    spec: CalibrationSpec, bandwidth: tuple[BandwidthPoint, ...], load_start: float | None
+) -> Steadiness:
+    """The largest read at the most threads measured again, beside the first reading, one
+    thread's and the load at the start and now."""
+    largest, most = max(spec.sizes_bytes), max(spec.threads)
+
+    def first(threads: int) -> float | None:
+        reads = [p for p in bandwidth if p.kernel == "read" and p.size_bytes == largest]
+        return next((p.best_bytes_per_s for p in reads if p.threads == threads), None)
+
+    device = torch.device(spec.device)
+    read = _kernels(largest // 4, device)["read"]
+    with torch_threads(most):
+        best, _ = _best_time(read, max(2, spec.repeats // 2), device, most)
+    again = largest / best
+    one = first(1) if most > 1 else None
+    return Steadiness(
+        cores=os.cpu_count() or 1,
+        load_start=load_start,
+        load_end=load_average(),
+        probe_threads=most,
+        first_bytes_per_s=first(most) or again,
+        again_bytes_per_s=again,
+        one_thread_bytes_per_s=one,
     )
 
 

@@ -37,6 +37,7 @@ from ridgeline.specs import DType
 KIND = "kv"
 MMAP_THRESHOLD_BYTES = 65536
 GROWTH_CHUNK = 32  # tokens per chunk when watching the peak grow: temporaries stay small
+GROWTH_POINTS = 8  # at most this many chunks: eight points fix a slope, and each costs a forward
 
 # A small Llama-shaped model (distilgpt2's size): 6 layers, hidden 768, 12 query heads of 64,
 # ffn 2048, GPT-2's vocabulary, tied embeddings. Only num_key_value_heads varies between the variants.
@@ -131,6 +132,15 @@ class KvReport:
     checks: tuple[KvCheck, ...]
     scratchpad: tuple[ScratchpadFit, ...]
     mmap_threshold_set: bool
+
+    @staticmethod
+    def merge(reports: list[KvReport]) -> KvReport:
+        """One report of several runs (one model each), in order."""
+        return KvReport(
+            tuple(c for r in reports for c in r.checks),
+            tuple(s for r in reports for s in r.scratchpad),
+            all(r.mmap_threshold_set for r in reports),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -229,7 +239,8 @@ def run_kv(
     checks = []
     fits = []
     for name, raw in models or variants():
-        chunk = GROWTH_CHUNK if mmap_set else 0  # without the threshold, RSS hides growth
+        # without the threshold, RSS hides growth
+        chunk = max(GROWTH_CHUNK, -(-context // GROWTH_POINTS)) if mmap_set else 0
         checks.append(check_kv(raw, name, batch, context, decode_steps, growth_chunk=chunk))
         fits.append(scratchpad_fit(model_spec(raw, name), scratchpad_hw, scratchpad_dtype))
     return KvReport(tuple(checks), tuple(fits), mmap_set)

@@ -8,6 +8,7 @@ Specs are written to the user hardware directory (``ridgeline.specs.catalog.user
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -26,6 +27,7 @@ from ridgeline.lab.compute_peak import (
     read_cpu_info,
     unknown_peak,
 )
+from ridgeline.lab.steadiness import Steadiness
 from ridgeline.specs.catalog import load_accelerator_file, parse_accelerator, user_hardware_dir
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.units import MiB
@@ -107,6 +109,7 @@ class Calibration:
     engine_gemm: tuple[GemmPoint, ...] = ()  # the engine's packed GEMM, same shape and batches
     core: tuple[CoreProbe, ...] = ()  # FMA loop and clock per thread count
     cpu: CpuInfo | None = None  # what the OS reported (physical peak)
+    steadiness: Steadiness | None = None  # load and a repeated probe (``lab.steadiness``)
 
     def gemm_bandwidth(self, threads: int, batch: int) -> float | None:
         """Weight bytes per second of a decode-shaped GEMM at ``batch`` (log-log interpolation
@@ -176,6 +179,8 @@ class Calibration:
             g["weight_bytes_per_s"] = point.weight_bytes_per_s
         if self.cpu is not None:
             d["cpu"]["flags"] = sorted(self.cpu.flags)
+        if self.steadiness is not None:
+            d["steadiness"] = self.steadiness.to_dict()
         return d
 
     @classmethod
@@ -201,6 +206,7 @@ class Calibration:
             engine_gemm=_gemm_points(d.get("engine_gemm", ())),
             core=tuple(CoreProbe(**c) for c in d.get("core", ())),
             cpu=cpu_info_from_dict(d["cpu"]) if d.get("cpu") else None,
+            steadiness=Steadiness.from_dict(d["steadiness"]) if d.get("steadiness") else None,
         )
 
 
@@ -224,8 +230,18 @@ def llc_bytes() -> int:
     return best or 32 * MiB
 
 
-def _source(what: str, when: str) -> str:
-    return f"measured: ridgeline lab calibrate, {what}, {when}"
+def _source(what: str, when: str, cal: Calibration | None = None) -> str:
+    flag = ""
+    if cal is not None and cal.steadiness is not None and not cal.steadiness.steady:
+        flag = "; UNDER LOAD: " + "; ".join(cal.steadiness.reasons)
+    return f"measured: ridgeline lab calibrate, {what}, {when}{flag}"
+
+
+def _notes(cal: Calibration, threads: int) -> str:
+    notes = [f"Calibrated at {threads} thread(s); array sizes {_sizes(cal)}."]
+    if cal.steadiness is not None and not cal.steadiness.steady:
+        notes.append(cal.steadiness.warning())
+    return "notes = [" + ", ".join(json.dumps(n) for n in notes) + "]"
 
 
 def accelerator_toml(cal: Calibration, name: str, threads: int) -> str:
@@ -250,7 +266,7 @@ def accelerator_toml(cal: Calibration, name: str, threads: int) -> str:
         f'device_level = "{"hbm" if cuda else "dram"}"',
         f'cores = {{ value = {threads}, source = "{_source("threads used", when)}" }}',
         'core_name = "thread"',
-        f'notes = ["Calibrated at {threads} thread(s); array sizes {_sizes(cal)}."]',
+        _notes(cal, threads),
         "",
         "[peak_flops_per_s]",
     ]
@@ -271,7 +287,7 @@ def accelerator_toml(cal: Calibration, name: str, threads: int) -> str:
         'managed_by = "runtime"',
         f'scope = "{"card" if cuda else "system"}"',
         f'capacity_bytes = {{ value = {cal.memory_bytes}, source = "{"cudaDeviceProp" if cuda else "/proc/meminfo MemTotal"}" }}',
-        f'bandwidth_bytes_per_s = {{ value = {dram_bw:.6g}, source = "{_source(f"best read of {largest // MiB} MiB", when)}" }}',
+        f"bandwidth_bytes_per_s = {{ value = {dram_bw:.6g}, source = {json.dumps(_source(f'best read of {largest // MiB} MiB', when, cal))} }}",
         "",
     ]
     return "\n".join(lines)

@@ -75,7 +75,7 @@ def candidate(s: Searched, ctx: Context) -> Candidate:
             time_interval(acc, r.ttft_p_s),
             time_interval(acc, r.tpot_p_s),
         )
-    return Candidate(s.bound, s.met, met, missed, per_chip, usd, binds.value, intervals, s.beaten)
+    return Candidate(s.bound, s.met, met, missed, per_chip, usd, binds.text, intervals, s.beaten)
 
 
 def order(c: Candidate) -> tuple[int, float, float, str]:

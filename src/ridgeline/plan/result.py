@@ -82,7 +82,7 @@ class Candidate:
         missed: the probe at the most copies that missed (why fewer do not do).
         tokens_per_s_per_chip: output tokens/s the deployment carries, per chip.
         usd_per_hour: the deployment's price, when the user gave one.
-        binds: what binds the decode step at the bound's batch (``analytic.deploy.Binding``).
+        binds: what binds the decode step at the bound's batch (``analytic.binding.Verdict.text``).
         intervals: how sure the figures are.
         beaten: its search stopped once others met the targets on this many chips, fewer than
             it could still need.

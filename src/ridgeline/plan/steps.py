@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 
 from ridgeline.analytic import Phase, Workload
-from ridgeline.analytic.deploy import Binding, deployment_cost
+from ridgeline.analytic.binding import Verdict
+from ridgeline.analytic.deploy import deployment_cost
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.plan.space import Formats, Split
 from ridgeline.sim.executor import StepCostModel, step_cost_model
@@ -88,9 +89,10 @@ class StepPrices:
             total += self._step(split, formats, (0, 0), [size], [k * budget])
         return total
 
-    def binding(self, split: Split, formats: Formats, batch: int, context: float) -> Binding:
+    def binding(self, split: Split, formats: Formats, batch: int, context: float) -> Verdict:
         """What binds a decode step of ``batch`` sequences at ``context`` tokens (the analytic
-        deployment's largest share: compute, memory, links or fixed latency)."""
+        deployment's largest share: compute, memory, links or fixed latency;
+        ``analytic.binding``)."""
         w = Workload(Phase.DECODE, max(1, batch), max(1, round(context)), dtypes=formats.dtypes)
         pricing = self.pricing(split, formats)
         return deployment_cost(self.model, pricing, w, microbatches=1).binding

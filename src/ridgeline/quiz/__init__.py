@@ -12,6 +12,7 @@ torch, never ``cli`` or ``report``.
 from ridgeline.quiz.bank import GENERATORS, Generator, generators_for
 from ridgeline.quiz.export import render_html, render_key_markdown, render_markdown
 from ridgeline.quiz.grading import Mark, Result, grade, grade_quiz, parse_response
+from ridgeline.quiz.ledger import Ledger, fingerprint, quiz_home
 from ridgeline.quiz.session import NUM_QUESTIONS, PASS_FRACTION, QUIZ_ID, Quiz, draw_quiz
 from ridgeline.quiz.store import (
     MAX_ATTEMPTS,
@@ -35,6 +36,7 @@ __all__ = [
     "Generator",
     "Given",
     "Kind",
+    "Ledger",
     "Mark",
     "Mistake",
     "Module",
@@ -44,10 +46,12 @@ __all__ = [
     "Result",
     "UserStatus",
     "draw_quiz",
+    "fingerprint",
     "generators_for",
     "grade",
     "grade_quiz",
     "parse_response",
+    "quiz_home",
     "render_html",
     "render_key_markdown",
     "render_markdown",

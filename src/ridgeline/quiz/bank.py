@@ -13,6 +13,7 @@ from ridgeline.quiz.generators import (
     m4_architectures,
     m5_tiling,
     m6_kv_sizing,
+    m6_recompute,
     m7_costs,
     m7_kv_runtime,
 )
@@ -50,6 +51,7 @@ GENERATORS: tuple[Generator, ...] = (
     Generator("kv_crossover", Module.KV_SIZING, m6_kv_sizing.kv_crossover),
     Generator("kv_saving", Module.KV_SIZING, m6_kv_sizing.kv_saving),
     Generator("kv_per_token", Module.KV_SIZING, m6_kv_sizing.kv_per_token),
+    Generator("recompute_cache", Module.KV_SIZING, m6_recompute.recompute_cache),
     Generator("paged_blocks", Module.KV_RUNTIME, m7_kv_runtime.paged_blocks_gen),
     Generator("contiguous_waste", Module.KV_RUNTIME, m7_kv_runtime.contiguous_waste),
     Generator("prefix_savings", Module.KV_RUNTIME, m7_kv_runtime.prefix_savings),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from ridgeline.quiz.session import PASS_FRACTION, Quiz
+from ridgeline.quiz.session import PASS_FRACTION, TIME_ALLOWANCE_S, Quiz
 from ridgeline.quiz.types import Kind, Question
 
 
@@ -38,8 +38,8 @@ def render_markdown(quiz: Quiz) -> str:
     head = [
         f"# ridgeline quiz — seed {quiz.seed}",
         "",
-        f"{len(quiz.questions)} questions over the seven modules; {PASS_FRACTION:.0%} passes. "
-        "GB = 1e9 bytes, GiB = 2^30 bytes.",
+        f"{len(quiz.questions)} questions over the seven modules; {PASS_FRACTION:.0%} passes; "
+        f"about {TIME_ALLOWANCE_S // 60} minutes. GB = 1e9 bytes, GiB = 2^30 bytes.",
         "",
     ]
     body = [line for i, q in enumerate(quiz.questions, 1) for line in _question_md(i, q)]
@@ -103,6 +103,12 @@ def render_html(quiz: Quiz, key: bool = False) -> str:
     """The quiz (or, with ``key``, its answer key) as a standalone printable HTML page."""
     e = html.escape
     title = f"ridgeline quiz — {'answer key, ' if key else ''}seed {quiz.seed}"
+    lead = (
+        ""
+        if key
+        else f"<p>{len(quiz.questions)} questions; {PASS_FRACTION:.0%} passes; about "
+        f"{TIME_ALLOWANCE_S // 60} minutes.</p>\n"
+    )
     if key:
         body = (
             "<ol>"
@@ -113,5 +119,5 @@ def render_html(quiz: Quiz, key: bool = False) -> str:
         body = "\n".join(_question_html(i, q) for i, q in enumerate(quiz.questions, 1))
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
-        f"<style>{_STYLE}</style></head><body><h1>{e(title)}</h1>\n{body}\n</body></html>\n"
+        f"<style>{_STYLE}</style></head><body><h1>{e(title)}</h1>\n{lead}{body}\n</body></html>\n"
     )

@@ -21,7 +21,7 @@ from typing import Any
 
 from ridgeline.errors import ConfigError, RidgelineError
 from ridgeline.quiz.grading import Result
-from ridgeline.quiz.session import PASS_FRACTION, attempt_seed
+from ridgeline.quiz.session import PASS_FRACTION
 
 MAX_ATTEMPTS = 3  # the course's module 9: "you can take the quiz up to 3 times"
 BUSY_TIMEOUT_S = 30.0
@@ -203,22 +203,29 @@ class AttemptStore:
         return len(done) + 1
 
     def submit(
-        self, user: str, quiz_id: str, result: Result, answers: dict[str, Any]
+        self,
+        user: str,
+        quiz_id: str,
+        result: Result,
+        answers: dict[str, Any],
+        attempt_no: int | None = None,
     ) -> AttemptRecord:
-        """Record a graded attempt, atomically checking the limit.
+        """Record a graded attempt, atomically checking the limit; ``attempt_no`` (default: the
+        next in this file) numbers it as the learner's ledger did.
 
         Raises:
-            AttemptLimitError: when the user already has ``MAX_ATTEMPTS`` attempts.
+            AttemptLimitError: the user has ``MAX_ATTEMPTS`` attempts (or the number is past it).
         """
         with self._tx() as con:
             done = self._records(con, user, quiz_id)
-            if len(done) >= MAX_ATTEMPTS:
-                best = max(a.score for a in done)
+            number = max(len(done) + 1, attempt_no or 0)
+            if len(done) >= MAX_ATTEMPTS or number > MAX_ATTEMPTS:
+                best = max((a.score for a in done), default=None)
                 raise AttemptLimitError(_limit_message(user, quiz_id, best))
             record = AttemptRecord(
                 user=user,
                 quiz_id=quiz_id,
-                attempt_no=len(done) + 1,
+                attempt_no=number,
                 seed=result.seed,
                 num_correct=result.num_correct,
                 total=result.total,
@@ -274,9 +281,52 @@ class AttemptStore:
             ).fetchone()
         return row is not None
 
-    def seed_holders(self, quiz_id: str, seed: int) -> tuple[SeedHolder, ...]:
-        """Who would read their own answers in the key of ``seed``: open attempts with that
-        seed, and users whose next attempt's default seed it is (none without a file)."""
+    def seeds(self, user: str, quiz_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The seeds of the user's submitted attempts and of the open one (none without a
+        file)."""
+        if not self.path.exists():
+            return (), ()
+        with self._tx() as con:
+            done = con.execute(
+                "SELECT seed FROM attempts WHERE user = ? AND quiz_id = ?", (user, quiz_id)
+            ).fetchall()
+            opened = con.execute(
+                "SELECT seed FROM open_attempts WHERE user = ? AND quiz_id = ?", (user, quiz_id)
+            ).fetchall()
+        return tuple(s for (s,) in done), tuple(s for (s,) in opened)
+
+    def users(self, quiz_id: str) -> tuple[tuple[str, int, bool], ...]:
+        """Every user with an attempt: (user, submitted attempts, has an open attempt)."""
+        if not self.path.exists():
+            return ()
+        with self._tx() as con:
+            done = dict(
+                con.execute(
+                    "SELECT user, COUNT(*) FROM attempts WHERE quiz_id = ? GROUP BY user",
+                    (quiz_id,),
+                ).fetchall()
+            )
+            opened = {
+                u
+                for (u,) in con.execute(
+                    "SELECT user FROM open_attempts WHERE quiz_id = ?", (quiz_id,)
+                )
+            }
+        return tuple((u, done.get(u, 0), u in opened) for u in sorted(set(done) | opened))
+
+    def opened(self, user: str, quiz_id: str) -> tuple[int, int] | None:
+        """The user's open attempt as (attempt number, seed), or None."""
+        if not self.path.exists():
+            return None
+        with self._tx() as con:
+            row = con.execute(
+                "SELECT attempt_no, seed FROM open_attempts WHERE user = ? AND quiz_id = ?",
+                (user, quiz_id),
+            ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def open_seeds(self, quiz_id: str, seed: int) -> tuple[SeedHolder, ...]:
+        """Open attempts on ``seed`` (none without a file)."""
         if not self.path.exists():
             return ()
         with self._tx() as con:
@@ -284,25 +334,7 @@ class AttemptStore:
                 "SELECT user, attempt_no FROM open_attempts WHERE quiz_id = ? AND seed = ?",
                 (quiz_id, seed),
             ).fetchall()
-            holders = [SeedHolder(u, n, True) for u, n in rows]
-            counts = con.execute(
-                "SELECT user, COUNT(*) FROM attempts WHERE quiz_id = ? GROUP BY user", (quiz_id,)
-            ).fetchall()
-            started = {
-                u
-                for (u,) in con.execute(
-                    "SELECT user FROM open_attempts WHERE quiz_id = ?", (quiz_id,)
-                )
-            }
-        for user, done in counts:
-            nxt = done + 1
-            if (
-                user not in started
-                and nxt <= MAX_ATTEMPTS
-                and attempt_seed(user, nxt, quiz_id) == seed
-            ):
-                holders.append(SeedHolder(user, nxt, False))
-        return tuple(holders)
+        return tuple(SeedHolder(u, n, True) for u, n in rows)
 
 
 @dataclass(frozen=True, slots=True)

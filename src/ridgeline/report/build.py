@@ -259,8 +259,9 @@ def _questions_section(ctx: ReportContext) -> Section:
         "questions",
         f"The five questions on {acc.name}",
         paragraphs=(
-            f"5. Scarce resource for decode (batch {ctx.batch}, context {ctx.context}): "
-            f"{ans.scarce.value} — {ans.reason}. One step: {ans.speed.sentence()}.",
+            f"5. Scarce resource for decode (batch {ctx.batch}, context {ctx.context}) on the "
+            f"roofline: {ans.roofline.text} — {ans.reason}; expected (calibrated) to bind: "
+            f"{ans.expected.text}. One step: {ans.speed.sentence()}.",
             f"What one decode step reads on {acc.name}: weights {fmt_bytes(reads.weight_bytes)}, "
             f"KV {fmt_bytes(reads.kv_bytes)}, activations {fmt_bytes(reads.activation_bytes)} "
             "(GB = 1e9 bytes).",
@@ -297,7 +298,7 @@ def _compare_row(r: an.ArchRow) -> tuple[str, ...]:
         f"{fmt_seconds(dc.step_time_s)} ({fmt_seconds(d.step_time_s)})",
         f"{dc.tokens_per_s_per_seq:,.0f} ({d.tokens_per_s_per_seq:,.0f})",
         f"{dc.tokens_per_s:,.0f} ({d.tokens_per_s:,.0f})",
-        dc.binding.value,
+        dc.binding.text,
         f"{fmt_seconds(pc.step_time_s)} ({fmt_seconds(p.step_time_s)})",
     )
 

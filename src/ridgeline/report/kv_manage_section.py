@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ridgeline.report.document import Section, Table
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import LengthDist, Lengths, WorkloadSpec, generate
+from ridgeline.sim.kv_lessons import STALL_WORKLOAD
 from ridgeline.sim.kv_manage import KVManageOptions, KVManageReport, kv_manage
 from ridgeline.specs.kv_practice import Technique
 from ridgeline.specs.units import fmt_bytes
@@ -38,6 +39,7 @@ def kv_manage_tables(rep: KVManageReport) -> tuple[Table, Table]:
         (
             "accelerator",
             "deployment",
+            "orchestrator",
             "allocates KV",
             "granularity",
             "lives in → compute",
@@ -47,6 +49,7 @@ def kv_manage_tables(rep: KVManageReport) -> tuple[Table, Table]:
             (
                 r.accelerator,
                 r.deployment,
+                r.orchestrator,
                 r.allocator.value,
                 f"{r.granularity} ({fmt_bytes(r.granularity_bytes)} per chip)",
                 r.path,
@@ -63,7 +66,8 @@ def kv_manage_tables(rep: KVManageReport) -> tuple[Table, Table]:
     tech = Table(
         ("technique", *(r.accelerator for r in rep.rows)),
         tuple(rows),
-        f"The seven techniques on {rep.workload} — {rep.label}",
+        f"The seven techniques on {rep.workload}; chunked prefill on {STALL_WORKLOAD} — "
+        f"{rep.label}",
     )
     return arch, tech
 
@@ -79,13 +83,14 @@ def kv_manage_section(ctx: ReportContext) -> Section:
         "kv-manage",
         "The KV cache under five orchestrators",
         paragraphs=(
-            "The same KV cache is managed by a runtime with kernels on a GPU, by a runtime and a "
-            "compiler with kernels on a TPU, by a compiler on the wafer and the LPU, and by a "
-            "runtime with compiled shapes on IBM Spyre. Each effect is two simulations of the "
-            "same trace on the architecture's smallest deployment, without and with the "
-            "technique ('would' where nobody provides it), priced "
-            f"{rep.label}; compiled-schedule machines run at compiled shapes. The same table: "
-            "ridgeline kv-manage.",
+            "The same KV cache under five orchestrators: "
+            + "; ".join(f"{r.accelerator} {r.orchestrator}" for r in rep.rows)
+            + " (the managers on the KV's path from where it lives to compute). Each effect is "
+            "two simulations of the same trace on the architecture's smallest deployment, "
+            f"without and with the technique ('would' where nobody provides it), priced "
+            f"{rep.label}; compiled-schedule machines run at compiled shapes. Chunked prefill is "
+            "judged on long prompts arriving among running decodes, by the longest stall a "
+            "decode sees; an effect of zero says why. The same table: ridgeline kv-manage.",
         ),
         tables=kv_manage_tables(rep),
         data=rep.to_dict(),

@@ -158,10 +158,12 @@ def machine_section(data: LabData, figure: FigurePath) -> Section | None:
         "(STREAM's convention); GB/s = 1e9 B/s. One-thread figures time min(wall, process CPU "
         "time); figures at more threads are wall time, which a busy machine inflates."
     )
+    steady = cal.steadiness
+    flag = () if steady is None or steady.steady else (f"Flagged: {steady.warning()}",)
     return Section(
         "lab-machine",
         "Lab: this machine, calibrated",
-        paragraphs=(text,),
+        paragraphs=(text, *flag),
         tables=_machine_tables(cal),
         figures=(_saved(figure, "lab_bandwidth.png", lab_plots.bandwidth_plot(cal)),),
         data={"calibration": cal.to_dict()},

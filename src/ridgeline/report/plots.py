@@ -174,7 +174,7 @@ def compare_plot(comparison: Comparison) -> Figure:
     ax_tps.grid(True, axis="x", which="both", alpha=0.3)
     _time_shares(ax_time, costs)
     ax_time.set_yticks(
-        y, [f"{c.deployment.accelerator.name}\nbinds: {c.binding.value}" for c in costs], fontsize=8
+        y, [f"{c.deployment.accelerator.name}\nbinds: {c.binding.text}" for c in costs], fontsize=8
     )
     ax_time.invert_yaxis()
     fig.suptitle(

@@ -12,13 +12,14 @@ from ridgeline.report import tiling_plots
 from ridgeline.report.document import Section, Table
 from ridgeline.report.figures import save_figure
 from ridgeline.specs import DType, get_accelerator
+from ridgeline.specs.catalog import DATAFLOW, GPU, TPU
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
 if TYPE_CHECKING:
     from ridgeline.report.build import ReportContext
 
 SCRATCHPAD_HW = ("ibm-spyre", "h100-sxm")
-FLASH_HW = ("h100-sxm", "tpu-v6e", "ibm-spyre")
+FLASH_HW = (GPU, TPU, DATAFLOW)  # the five architectures' GPU, TPU and Spyre
 
 
 def _tiling_part(ctx: ReportContext) -> tuple[Table, Path, list[dict[str, Any]]]:
@@ -110,8 +111,8 @@ def _schedule_part(ctx: ReportContext) -> tuple[Table, Path, dataflow.Schedule]:
 
 def _orchestrate_part(ctx: ReportContext) -> tuple[Table, dict[str, Any]]:
     g = get_accelerator
-    rep = orchestrate.orchestrate(ctx.model, ctx.batch, ctx.context, g("h100-sxm"),
-                                  g("tpu-v6e"), g("ibm-spyre"), ctx.pricing.mode)  # fmt: skip
+    rep = orchestrate.orchestrate(ctx.model, ctx.batch, ctx.context, g(GPU), g(TPU),
+                                  g(DATAFLOW), ctx.pricing.mode)  # fmt: skip
     rows = tuple(
         (
             r.accelerator,

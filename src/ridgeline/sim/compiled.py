@@ -434,9 +434,16 @@ def static_scheduler(
     sched: SchedulerConfig, shapes: CompiledShapes, chunked: bool = False
 ) -> SchedulerConfig:
     """``sched`` running the ``static`` policy on ``shapes``: the buckets, the slots (the
-    largest compiled batch), whole prompts or chunks of the compiled prefill size."""
-    budget = max(sched.max_num_batched_tokens, sched.max_model_len)
+    largest compiled batch), whole prompts or chunks of the compiled prefill size. Whole
+    prompts raise the step's token budget to ``max_model_len``; chunks keep the scheduler's
+    budget (at least one chunk), so a step prefills one chunk beside its decodes, as chunked
+    prefill bounds a decode's stall (Sarathi-Serve, OSDI 2024)."""
     chunk = shapes.chunk_tokens if chunked else 0
+    budget = (
+        max(sched.max_num_batched_tokens, chunk)
+        if chunked
+        else max(sched.max_num_batched_tokens, sched.max_model_len)
+    )
     return replace(
         sched,
         policy=PolicyKind.STATIC,

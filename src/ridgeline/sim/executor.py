@@ -39,7 +39,7 @@ from ridgeline.analytic.calibrated import (
     OpKind,
     compute_term,
     fixed_step_seconds,
-    gemm_padding,
+    gemm_stretch,
     kernel_counts,
     kind_of,
 )
@@ -240,9 +240,13 @@ class StepCostModel:
             compute, mem = compute + serial * mem, mem + serial * compute
         return compute, mem, g
 
-    def _pad(self, rows: np.ndarray) -> np.ndarray | float:
-        """Tile padding of each op's GEMM (1 everywhere on an ideal machine)."""
-        return 1.0 if self.tile_rows == 1 else gemm_padding(rows, self.tile_rows)
+    def _pad(self, rows: np.ndarray, decode: bool) -> np.ndarray | float:
+        """What tile padding multiplies each op's calibrated FLOP seconds by (1 everywhere on an
+        ideal machine): ``analytic.calibrated.gemm_stretch`` at each op's own efficiency."""
+        if self.tile_rows == 1:
+            return 1.0
+        eff = self.compute_efficiencies(decode)
+        return gemm_stretch(rows, self.tile_rows, eff[:, None] if np.ndim(rows) == 2 else eff)
 
     def aggregates(self, new: Sequence[int], prior: Sequence[int]) -> list[float]:
         """The linear model's x for sequences adding ``new`` tokens on ``prior`` cached ones
@@ -286,10 +290,10 @@ class StepCostModel:
             f, m, k, r = self.moe_terms(new, prior, decode)
             compute, memory, _ = self._calibrated(f, m, k, r, decode)
             fixed = self.fixed_s + len(new) * self.seq_s
-            return float(np.maximum(compute * self._pad(r), memory).sum()) + fixed
+            return float(np.maximum(compute * self._pad(r, decode), memory).sum()) + fixed
         fc, bc, gc = self._coef[decode]
         x = np.asarray(self.aggregates(new, prior))
-        compute = (fc @ x) * self._pad(gc @ x)
+        compute = (fc @ x) * self._pad(gc @ x, decode)
         return float(np.maximum(compute, bc @ x).sum()) + self.fixed_s + x[1] * self.seq_s
 
     def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
@@ -324,7 +328,7 @@ class StepCostModel:
             return sums.at(x) + self.fixed_s + x[1] * self.seq_s
         fc, bc, gc = self._coef[decode]
         v = np.array(x)
-        compute = (fc @ v) * self._pad(gc @ v)
+        compute = (fc @ v) * self._pad(gc @ v, decode)
         return float(np.maximum(compute, bc @ v).sum()) + self.fixed_s + x[1] * self.seq_s
 
     def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
@@ -373,7 +377,7 @@ class StepCostModel:
             a = stacked[:, 0] + stacked[:, 1] * batch  # (2·ops,): at S = 0
             c = stacked[:, 2].copy()  # per cached token
             if self.tile_rows > 1:  # a decode GEMM's rows are the batch, whatever S is
-                pad = self._pad(gc[:, 0] + gc[:, 1] * batch)
+                pad = self._pad(gc[:, 0] + gc[:, 1] * batch, True)
                 a[:ops], c[:ops] = a[:ops] * pad, c[:ops] * pad
             pieces = sum_of_maxima(a[:ops], c[:ops], a[ops:], c[ops:])
             self._pieces[batch] = pieces
@@ -436,7 +440,7 @@ class StepCostModel:
         if self.tile_rows == 1:
             return 1.0
         x = self.decode_run_aggregates(prior, 1)
-        return np.asarray(self._pad(self.gemm_rows(x, True)))
+        return np.asarray(self._pad(self.gemm_rows(x, True), True))
 
     def _decode_run_coefficients(self) -> tuple[np.ndarray, ...]:
         """Without sliding windows a decode step j of B sequences holding S cached tokens has
@@ -457,7 +461,7 @@ class StepCostModel:
             # a decode run's GEMMs keep their rows (seqs = tokens = batch) at every step
             gc = self._coef[True][2]
             rows = gc[:, 0] + batch * (gc[:, 1] + gc[:, 2])
-            per_op[0] *= np.asarray(self._pad(rows))[:, None]
+            per_op[0] *= np.asarray(self._pad(rows, True))[:, None]
         return per_op.max(axis=0).sum(axis=0) + self.fixed_s + batch * self.seq_s
 
 

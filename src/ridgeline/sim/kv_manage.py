@@ -5,7 +5,8 @@ smallest deployment that holds the model (``analytic.deploy.auto_deployment``):
 
 - who allocates the KV and at what granularity (a block of tokens, a page and its VMEM tile, a
   bucket, a static buffer), with its size in bytes;
-- which memory level holds it and the path to compute (catalog levels and their managers);
+- which memory level holds it and the path to compute (catalog levels and their managers), and
+  its orchestrator (``Accelerator.orchestrator``, the label every face uses);
 - for each of the seven techniques, who provides it (``data/kv_management.toml``, sourced) and
   what it costs or saves on the workload: two simulations of the same trace, without and with
   the technique, on the deployment, priced as ``KVManageOptions.mode`` says (calibrated by
@@ -13,7 +14,9 @@ smallest deployment that holds the model (``analytic.deploy.auto_deployment``):
   Compiled-schedule machines (Spyre, TPU) run at compiled shapes (``sim.compiled``), which are
   one-chip programs: a deployment of several of them runs as one chip with their summed
   capacity, bandwidth and peak (NOTE: no collective cost there). Where nobody provides a
-  technique the numbers say what it would change if a runtime did.
+  technique the numbers say what it would change if a runtime did. Chunked prefill runs on its
+  own workload, long prompts arriving among running decodes, and is judged by the stall a
+  decode sees (``sim.kv_lessons``); an effect of zero says why.
 """
 
 from __future__ import annotations
@@ -30,6 +33,13 @@ from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import RidgelineError
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim.compiled import PriceCache, is_compiled_schedule
+from ridgeline.sim.kv_lessons import (
+    NO_CHANGE,
+    stall_detail,
+    stall_trace,
+    trace_rate_per_s,
+    why_no_change,
+)
 from ridgeline.sim.loop import SimConfig, simulate
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.static_variants import ShapeOptions, shapes_for
@@ -37,9 +47,10 @@ from ridgeline.sim.variants import variant
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, ModelSpec, get_accelerator
 from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.catalog import FIVE_ARCHITECTURES
 from ridgeline.specs.kv_practice import KVPractice, Provider, Technique, kv_practice
 
-FIVE = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
+FIVE = FIVE_ARCHITECTURES
 BLOCK_TOKENS = 16  # vLLM's default KV block (Kwon et al., SOSP 2023)
 
 
@@ -57,7 +68,7 @@ METRICS = {
     Technique.CONTINUOUS_BATCHING: Metric("output tokens/s", "tok/s", lambda r: r.output_tokens_per_s, False),
     Technique.PAGED_ATTENTION: Metric("KV allocated but unused", "%", lambda r: 100 * r.unused_allocated_frac),
     Technique.PREFIX_CACHING: Metric("TTFT p50", "ms", lambda r: 1e3 * r.ttft_s.p50),
-    Technique.CHUNKED_PREFILL: Metric("ITL p99", "ms", lambda r: 1e3 * r.itl_s.p99),
+    Technique.CHUNKED_PREFILL: Metric("longest decode stall (max ITL)", "ms", lambda r: 1e3 * r.itl_tail.max_s),
     Technique.DISAGGREGATION: Metric("ITL p99", "ms", lambda r: 1e3 * r.itl_s.p99),
     Technique.TIERING: Metric("TTFT p50", "ms", lambda r: 1e3 * r.ttft_s.p50),
     Technique.SPECULATIVE_DECODING: Metric("TPOT p50", "ms", lambda r: 1e3 * r.tpot_s.p50),
@@ -102,6 +113,8 @@ class TechniqueCost:
     without: float | None
     with_: float | None
     note: str = ""
+    detail: str = ""  # more statistics of the same two runs, named
+    why: str = ""  # why the effect is zero, when it is and the reason is known
 
     @property
     def change(self) -> float | None:
@@ -117,7 +130,9 @@ class TechniqueCost:
             return self.note
         verb = "would go" if self.provider is Provider.NOBODY else "goes"
         pct = "" if self.change is None else f" ({self.change:+.0%})"
-        return f"{self.metric} {verb} {self.without:,.4g} → {self.with_:,.4g} {self.unit}{pct}"
+        text = f"{self.metric} {verb} {self.without:,.4g} → {self.with_:,.4g} {self.unit}{pct}"
+        text += f"; {self.detail}" if self.detail else ""
+        return text + (f" — no change: {self.why}" if self.why else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -130,6 +145,8 @@ class TechniqueCost:
             "without": self.without,
             "with": self.with_,
             "change": self.change,
+            "detail": self.detail or None,
+            "why_no_change": self.why or None,
             "effect": self.effect,
         }
 
@@ -142,6 +159,7 @@ class ArchitectureKV:
     kind: str
     deployment: str
     chips: int
+    orchestrator: str
     allocator: Provider
     granularity: str
     granularity_bytes: float
@@ -157,6 +175,7 @@ class ArchitectureKV:
             "kind": self.kind,
             "deployment": self.deployment,
             "chips": self.chips,
+            "orchestrator": self.orchestrator,
             "allocator": self.allocator.value,
             "granularity": self.granularity,
             "granularity_bytes": self.granularity_bytes,
@@ -180,7 +199,7 @@ class KVManageReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": "ridgeline.kv-manage/2",
+            "schema": "ridgeline.kv-manage/3",
             "mode": self.mode.value,
             "label": self.label,
             "model": self.model,
@@ -260,11 +279,16 @@ def _technique(
 ) -> TechniqueCost:
     p, m = practice.technique(t), METRICS[t]
     try:
-        without, with_ = (m.read(runs.get(name)) for name in pair)
+        before, after = (runs.get(name) for name in pair)
     except RidgelineError as e:  # e.g. no host level to tier to
         return TechniqueCost(t, p.provider, p.becomes, p.source, m.name, m.unit, None, None,
                              f"not simulated: {e}")  # fmt: skip
-    return TechniqueCost(t, p.provider, p.becomes, p.source, m.name, m.unit, without, with_)
+    values = (m.read(before), m.read(after))
+    cost = TechniqueCost(t, p.provider, p.becomes, p.source, m.name, m.unit, *values)
+    detail = stall_detail(before, after) if t is Technique.CHUNKED_PREFILL else ""
+    unchanged = cost.change is None or abs(cost.change) < NO_CHANGE
+    why = why_no_change(t, before, after, trace_rate_per_s(runs.wl)) if unchanged else ""
+    return replace(cost, detail=detail, why=why)
 
 
 def _granularity(practice: KVPractice, model: ModelSpec, runs: _Runs, tp: int) -> tuple[str, float]:
@@ -309,8 +333,12 @@ def architecture_kv(
     shapes = replace(opts.shapes, prices=PriceCache())
     base = SimConfig(model, pricing, opts.scheduler, memory_utilization=opts.memory_utilization)
     runs = _Runs(acc, base, wl, shapes)
+    stalls = _Runs(acc, base, stall_trace(limit), replace(opts.shapes, prices=PriceCache()))
     pairs = COMPILED_PAIRS if is_compiled_schedule(acc) else RUNTIME_PAIRS
-    techniques = tuple(_technique(practice, t, runs, pairs[t]) for t in Technique)
+    techniques = tuple(
+        _technique(practice, t, stalls if t is Technique.CHUNKED_PREFILL else runs, pairs[t])
+        for t in Technique
+    )
     room = kv_pool_bytes(model, pricing.deployment, pricing.dtypes, base.memory_rule)
     granularity, unit_bytes = _granularity(practice, model, runs, dep.tensor_parallel)
     return ArchitectureKV(
@@ -318,6 +346,7 @@ def architecture_kv(
         kind=acc.kind,
         deployment=dep.label,
         chips=dep.chips,
+        orchestrator=acc.orchestrator,
         allocator=practice.allocator,
         granularity=granularity,
         granularity_bytes=unit_bytes,

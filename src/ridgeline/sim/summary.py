@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
-from ridgeline.sim.metrics import SLO, KVTimeline, Percentiles, RequestLog, SimResult, StepSamples
+from ridgeline.sim.metrics import (
+    SLO,
+    KVTimeline,
+    Percentiles,
+    RequestLog,
+    SimResult,
+    StepSamples,
+)
 
 _TIMELINE_POINTS = 400
 
@@ -106,6 +113,12 @@ def _reasons(log: RequestLog) -> tuple[str, ...]:
     return tuple(f"{n}× {reason}" for reason, n in counts.most_common())
 
 
+def _makespan(arrival: np.ndarray, e2e: np.ndarray, done: np.ndarray) -> float:
+    """First arrival to the last completion (0 when nothing completed)."""
+    t0 = float(arrival.min()) if len(arrival) else 0.0
+    return (float((arrival + e2e)[done].max()) if done.any() else t0) - t0
+
+
 def summarize(log: RequestLog, steps: StepSamples, stats: RunStats) -> SimResult:
     """Percentiles, throughput, goodput, KV use and prefix-cache hits of a finished run."""
     reqs = log.request_metrics()
@@ -117,13 +130,11 @@ def summarize(log: RequestLog, steps: StepSamples, stats: RunStats) -> SimResult
     rejected[list(log.rejected)] = True
     done = ~rejected & ~np.isnan(e2e)
     n_out, n_in = np.asarray(log.num_out), np.asarray(log.prompt_len)
-    t0 = float(arrival.min()) if len(arrival) else 0.0
-    end = float((arrival + e2e)[done].max()) if done.any() else t0
-    makespan = end - t0
+    makespan = _makespan(arrival, e2e, done)
     num_done = int(done.sum())
     out_tokens, in_tokens = int(n_out[done].sum()), int(n_in[done].sum())
     slo = stats.slo
-    good = (ttft <= slo.ttft_s) & ((n_out < 2) | (tpot <= slo.tpot_s))
+    good = (ttft <= slo.ttft_s) & ((n_out < 2) | (tpot <= slo.tpot_s)) & done
     queried = stats.prompt_tokens_queried
     return SimResult(
         label=stats.label,
@@ -135,11 +146,12 @@ def summarize(log: RequestLog, steps: StepSamples, stats: RunStats) -> SimResult
         requests_per_s=num_done / makespan if makespan > 0 else 0.0,
         output_tokens_per_s=out_tokens / makespan if makespan > 0 else 0.0,
         total_tokens_per_s=(in_tokens + out_tokens) / makespan if makespan > 0 else 0.0,
-        goodput_per_s=int((good & done).sum()) / makespan if makespan > 0 else 0.0,
+        goodput_per_s=int(good.sum()) / makespan if makespan > 0 else 0.0,
         slo=slo,
         ttft_s=Percentiles.of(_finite(ttft[done])),
         tpot_s=Percentiles.of(_finite(tpot[done])),
         itl_s=log.itl_percentiles(),
+        itl_tail=log.itl_tail(slo.tpot_s),
         e2e_s=Percentiles.of(e2e[done]),
         queue_s=Percentiles.of(_finite(queue[done])),
         num_preemptions=stats.num_preemptions,

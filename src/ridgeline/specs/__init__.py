@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ridgeline.specs.hardware import (
         Accelerator,
         Interconnect,
+        LocalMemory,
         ManagedBy,
         MemoryLevel,
         Parallelism,
@@ -35,6 +36,7 @@ __all__ = [
     "DType",
     "Interconnect",
     "LayerSpec",
+    "LocalMemory",
     "MLASpec",
     "ManagedBy",
     "MemoryLevel",
@@ -76,6 +78,7 @@ __getattr__, __dir__ = lazy_exports(
         "ridgeline.specs.hardware": (
             "Accelerator",
             "Interconnect",
+            "LocalMemory",
             "ManagedBy",
             "MemoryLevel",
             "Parallelism",

@@ -246,6 +246,13 @@ def _shipped(name: str) -> Accelerator | None:
     return acc if acc.name == name else None
 
 
+# One accelerator per architecture of the course (module 4): GPU, TPU, wafer-scale, LPU, dataflow.
+# Every face that compares the five (compare, kv-manage, orchestrate, flash, the report, the
+# notebooks, the quiz) takes them from here, so no table mixes a TPU v6e with a v5e.
+FIVE_ARCHITECTURES = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
+GPU, TPU, WAFER, LPU, DATAFLOW = FIVE_ARCHITECTURES
+
+
 def accelerator_names() -> list[str]:
     """Names of the shipped accelerators, sorted."""
     return sorted(_catalog())

@@ -16,12 +16,46 @@ from ridgeline.specs.dtypes import DType
 
 
 class ManagedBy(StrEnum):
-    """Who decides what lives in a memory level (course module 3)."""
+    """Who decides what lives in a memory level (course module 3).
+
+    TPU VMEM is ``compiler``: XLA's compiled program places every buffer there and emits the
+    HBM↔VMEM DMAs, and a Pallas kernel only declares its tiles (``BlockSpec``), from which the
+    Pallas/Mosaic compiler emits the double-buffered DMA pipeline (JAX Scaling Book, "How to
+    Think About TPUs"; Pallas TPU docs, "Pipelining"). ``kernel`` is for memories whose loads
+    and stores the kernel's own code issues (CUDA shared memory via ``cp.async``/TMA, AMD LDS).
+    """
 
     HARDWARE = "hardware"  # a cache: the hardware decides on every access
-    KERNEL = "kernel"  # a scratchpad filled by kernel code (CUDA shared memory, Pallas VMEM)
-    COMPILER = "compiler"  # whole-program static placement (registers, Spyre LX, Groq SRAM)
+    KERNEL = "kernel"  # a scratchpad filled by kernel code (CUDA shared memory, AMD LDS)
+    COMPILER = "compiler"  # static placement (registers, TPU VMEM, Spyre LX, Groq SRAM)
     RUNTIME = "runtime"  # an allocator at run time (vLLM's block manager in HBM)
+
+    @property
+    def local_memory(self) -> LocalMemory | None:
+        """Which of the course's three kinds of local memory a level of this manager is (None
+        for a runtime-managed level: device or host memory, not local to the compute)."""
+        return _LOCAL_MEMORY.get(self)
+
+    @property
+    def role(self) -> str:
+        """The manager as a layer of an orchestrator: ``kernels`` (the kernels' code), else the
+        value (``runtime``, ``compiler``, ``hardware``)."""
+        return "kernels" if self is ManagedBy.KERNEL else self.value
+
+
+class LocalMemory(StrEnum):
+    """The three kinds of local memory of course module 3, by who decides what lives there."""
+
+    CACHE = "hardware-managed cache"
+    SCRATCHPAD = "software-managed scratchpad"
+    COMPILER_MANAGED = "compiler-managed local memory"
+
+
+_LOCAL_MEMORY = {
+    ManagedBy.HARDWARE: LocalMemory.CACHE,
+    ManagedBy.KERNEL: LocalMemory.SCRATCHPAD,
+    ManagedBy.COMPILER: LocalMemory.COMPILER_MANAGED,
+}
 
 
 class Scope(StrEnum):
@@ -194,6 +228,41 @@ class Accelerator:
     def device_capacity_bytes(self) -> float:
         """Usable capacity of the device level, all instances."""
         return self.device.usable_total_bytes
+
+    @property
+    def device_installed_bytes(self) -> float:
+        """Installed capacity of the device level, all instances (ECC and reservations included:
+        Spyre's 128 GB of LPDDR5, 112 GB of them usable)."""
+        return self.device.total_capacity_bytes
+
+    @property
+    def kv_path(self) -> tuple[MemoryLevel, ...]:
+        """The KV cache's home (the device level) and the levels it crosses to reach compute:
+        upward through hardware caches to the first level software manages (the scratchpad a
+        kernel or the compiler stages tiles in). A device level that software places on chip
+        (Groq, Cerebras SRAM) is read where it lives."""
+        names = self.level_names
+        home = names.index(self.device_level)
+        path = [self.levels[home]]
+        if self.device.managed_by is not ManagedBy.RUNTIME:
+            return tuple(path)
+        for lvl in reversed(self.levels[:home]):
+            path.append(lvl)
+            if lvl.managed_by is not ManagedBy.HARDWARE:
+                break
+        return tuple(path)
+
+    @property
+    def orchestrator(self) -> str:
+        """Who orchestrates the KV cache: the managers along ``kv_path`` other than hardware
+        caches, from where the KV lives to where it is computed on (``runtime + kernels`` on a
+        GPU, ``runtime + compiler`` on a TPU and on Spyre, ``compiler`` on Groq and Cerebras)."""
+        roles: list[str] = []
+        for lvl in self.kv_path:
+            role = lvl.managed_by.role
+            if lvl.managed_by is not ManagedBy.HARDWARE and role not in roles:
+                roles.append(role)
+        return " + ".join(roles)
 
     def peak(self, dtype: DType) -> float:
         """Dense peak FLOP/s for a compute dtype, falling back to a wider format when missing.

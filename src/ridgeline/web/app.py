@@ -249,6 +249,11 @@ def comparison(body: CompareBody) -> dict[str, Any]:
     m = resolve_model(body)
     catalog_accelerator(body.accelerator, ("body", "accelerator"))  # unused here, still checked
     accs = [catalog_accelerator(n, ("body", "accelerators")) for n in body.accelerators]
+    for acc in accs:
+        try:
+            acc.peak(body.act_dtype)
+        except RidgelineError as e:  # one of them has no peak at that dtype
+            raise FieldError(("body", "accelerators"), str(e), UNSATISFIABLE) from None
     cmp = an.compare(m, accs, body.batch, body.context, body.prompt, body.dtypes(), body.mode)
     return cmp.to_dict()
 

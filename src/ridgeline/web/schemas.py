@@ -244,6 +244,8 @@ class QuestionsOut(_Out):
     bound: str
     scarce: str
     reason: str
+    roofline: dict[str, Any]
+    expected: dict[str, Any]
     levels: list[dict[str, Any]]
     decode_reads: dict[str, Any]
     speed: dict[str, Any]
@@ -394,7 +396,7 @@ class FlashBody(ModelBody):
     context: Annotated[int, Field(ge=1, le=MAX_CONTEXT)] = 32_768
     accelerators: Annotated[list[ScratchpadName], Field(min_length=1, max_length=MAX_COMPARE)] = [
         "h100-sxm",
-        "tpu-v6e",
+        "tpu-v5e",
         "ibm-spyre",
     ]
 

@@ -10,7 +10,7 @@ from typing import TypeVar
 from ridgeline.analytic.questions import memory_needed_bytes
 from ridgeline.analytic.workload import Phase, Workload
 from ridgeline.quiz.types import Choice, Given, Mistake
-from ridgeline.specs.catalog import get_accelerator
+from ridgeline.specs.catalog import FIVE_ARCHITECTURES, get_accelerator
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.hf_config import get_model
@@ -30,8 +30,8 @@ DENSE_MODELS = ("llama-3.1-8b", "llama-2-7b", "mistral-7b", "qwen2.5-7b")
 # dense (NVIDIA H100 datasheet: the "with sparsity" figures are twice the dense ones).
 SPARSE_SPEEDUP = 2.0
 
-# One per architecture of the course (analytic.architectures.DEFAULT_ACCELERATORS).
-FIVE = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
+# One per architecture of the course (``specs.catalog.FIVE_ARCHITECTURES``).
+FIVE = FIVE_ARCHITECTURES
 
 
 def sparse_givens(acc: Accelerator) -> list[tuple[str, str]]:

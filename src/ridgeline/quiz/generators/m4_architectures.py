@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 import random
 
+from ridgeline.analytic.binding import Resource
 from ridgeline.analytic.kv import kv_bytes, weights_bytes
-from ridgeline.analytic.questions import Resource, five_questions
+from ridgeline.analytic.questions import five_questions
 from ridgeline.analytic.workload import Phase, Workload
 from ridgeline.quiz.generators.common import (
     FIVE,
@@ -24,6 +25,7 @@ from ridgeline.specs import DType, get_accelerator, get_model
 from ridgeline.specs.catalog import accelerator_names
 from ridgeline.specs.units import GB, GiB
 
+# The roofline's three answers (``analytic.binding``): what a learner finds from the givens.
 RESOURCE_TEXT = {
     Resource.CAPACITY: "capacity: weights + KV do not fit the device memory",
     Resource.BANDWIDTH: "bandwidth: the step waits on bytes from device memory",
@@ -37,7 +39,7 @@ def scarce_q(
     """The scarce resource for a decode step on one of the five architectures."""
     m, acc = get_model(model), get_accelerator(accelerator)
     ans = five_questions(m, acc, Workload(Phase.DECODE, batch, context))
-    wrong = [(Mistake.WRONG_RESOURCE, RESOURCE_TEXT[r]) for r in Resource if r is not ans.scarce]
+    wrong = [(Mistake.WRONG_RESOURCE, t) for r, t in RESOURCE_TEXT.items() if r is not ans.scarce]
     choices, key = label_choices(rng, RESOURCE_TEXT[ans.scarce], wrong)
     need = weights_bytes(m) + kv_bytes(m, batch, context + 1)
     return Question(
@@ -46,7 +48,8 @@ def scarce_q(
         kind=Kind.CHOICE,
         prompt=(
             f"Decode of {model} (bf16) on one {accelerator}, {seqs(batch)} with "
-            f"{context:,} cached tokens each. Which resource is scarce?"
+            f"{context:,} cached tokens each. On the roofline (datasheet peak and bandwidth, "
+            f"no latencies), which resource is scarce?"
         ),
         givens=givens(
             [
@@ -60,7 +63,10 @@ def scarce_q(
         params={"accelerator": accelerator, "model": model, "batch": batch, "context": context},
         answer=key,
         choices=choices,
-        solution=f"{ans.scarce.value}: {ans.reason}.",
+        solution=(
+            f"{ans.scarce.value}: {ans.reason}. Beyond the roofline, the calibrated model "
+            f"expects {ans.expected.text} to bind this step (ridgeline questions)."
+        ),
     )
 
 

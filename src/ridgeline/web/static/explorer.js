@@ -222,7 +222,7 @@ function drawQuestions(q) {
     <td class="num">${l.bandwidth_bytes_per_s ? fmtRate(l.bandwidth_bytes_per_s, "B/s") : "—"}</td>
     <td>${l.managed_by}</td><td class="num">${fmtNum(l.ridge_point_flops_per_byte)}</td></tr>`);
   $("questions-table").tBodies[0].innerHTML = rows.join("");
-  $("scarce").innerHTML = `<strong>5. scarce: ${escapeHtml(q.scarce)}</strong> — ${escapeHtml(q.reason)}`;
+  $("scarce").innerHTML = `<strong>5. scarce on the roofline: ${escapeHtml(q.roofline.text)}</strong> — ${escapeHtml(q.reason)}; expected (calibrated) to bind: <strong>${escapeHtml(q.expected.text)}</strong>`;
   const r = q.decode_reads;
   const per = r.per_level.map((l) => `${l.level} ${fmtSeconds(l.time_s)}${l.fits ? "" : " (does not fit)"}`);
   $("reads").textContent = `One decode step reads weights ${fmtBytes(r.weight_bytes)}, KV ${fmtBytes(r.kv_bytes)}, activations ${fmtBytes(r.activation_bytes)}: ${per.join("; ")}.`;
