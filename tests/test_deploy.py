@@ -83,13 +83,26 @@ def test_one_tensor_parallel_allreduce_of_llama_70b_decode_on_8_h100() -> None:
     cost = an.deployment_cost(get_model("llama-3.1-70b"), pricing, _decode(1))
     ar = cost.slot.allreduce
     message = 1 * LLAMA_70B["hidden"] * BF16_BYTES  # one token's hidden state: 16,384 B
-    sent_per_chip = 2 * (8 - 1) / 8 * message  # ring: 2(n-1)/n x M = 28,672 B
+    # through NVSwitch a message this small goes one-shot: each chip reads the 7 others'
+    # messages in one hop, 7 x 16,384 = 114,688 B, 1 us + 114,688 B / 450 GB/s = 1.25 us,
+    # where a ring takes 14 steps of 1 us + 28,672 B / 450 GB/s = 14.06 us
     assert ar.message_bytes == message == 16_384
-    assert ar.bytes_sent_per_chip == sent_per_chip == 28_672
-    assert ar.bytes_sent == 8 * 28_672
-    # 14 ring steps of 1 us + 28,672 B at 18 links x 25 GB/s one way
-    assert ar.time_s == pytest.approx(14 * 1e-6 + 28_672 / 450e9)
+    assert ar.steps == 1
+    assert ar.bytes_sent_per_chip == 7 * message == 114_688
+    assert ar.bytes_sent == 8 * 114_688
+    assert ar.time_s == pytest.approx(1e-6 + 114_688 / 450e9)
     assert cost.slot.allreduces_per_pass == 2 * LLAMA_70B["layers"] + 1
+
+
+def test_a_large_allreduce_stays_a_ring() -> None:
+    """At 8,192 tokens (128 MiB of bf16 activations) the ring's 2(n-1)/n x M bytes beat the
+    one-shot's (n-1) x M: 14 us + 234.9 MB / 450 GB/s = 0.522 ms."""
+    h100 = get_accelerator("h100-sxm")
+    message = 8192 * LLAMA_70B["hidden"] * BF16_BYTES
+    ar = an.ring_allreduce(8, message, h100.interconnect)
+    assert ar.steps == 14
+    assert ar.bytes_sent_per_chip == pytest.approx(2 * 7 / 8 * message)
+    assert ar.time_s == pytest.approx(14e-6 + 2 * 7 / 8 * message / 450e9)
 
 
 def test_pipeline_bubble_fraction() -> None:

@@ -4,6 +4,7 @@ fit itself, and the predict command."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -18,11 +19,17 @@ from typer.testing import CliRunner
 from ridgeline.cli import app
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.fidelity.dataset import Metric, load_dataset, load_source_file, parse_source
-from ridgeline.fidelity.fit import engine_calibration, fit_family, kv_read_factor
+from ridgeline.fidelity.fit import (
+    EngineFacts,
+    engine_calibration,
+    engine_facts,
+    fit_family,
+    kv_read_factor,
+)
 from ridgeline.fidelity.prediction import PredictRequest, predict, record
 from ridgeline.fidelity.trace import TraceSet, _sum_max
 from ridgeline.specs import DType, get_accelerator, get_family, get_model
-from ridgeline.specs.calibration import IDEAL, CostMode, Term
+from ridgeline.specs.calibration import IDEAL, MIN_CONSTRAINING_ROWS, CostMode, Term
 
 runner = CliRunner()
 
@@ -171,10 +178,10 @@ def test_the_fit_recovers_known_terms() -> None:
     """Rows made from a known calibration give that calibration back."""
     truth = {
         Term.BANDWIDTH_EFFICIENCY: 0.7,
-        Term.COMPUTE_EFFICIENCY: 0.45,
+        Term.FP8_COMPUTE_EFFICIENCY: 0.45,
         Term.LAYER_LATENCY_S: 2e-5,
     }
-    family = get_family("nvidia-gpu")
+    family = dataclasses.replace(get_family("nvidia-gpu"), fit=tuple(truth))
     base = get_accelerator("h100-sxm").calibration
     items = []
     shapes: list[dict[str, object]] = [
@@ -183,7 +190,7 @@ def test_the_fit_recovers_known_terms() -> None:
         {"isl": 2048, "osl": 16},
         {"requests": None, "batch": 1, "model": "distilgpt2", "weight_dtype": DType.BF16},
     ]
-    for i, over in enumerate(shapes):
+    for i, over in enumerate(shapes * 4):  # each term needs MIN_CONSTRAINING_ROWS rows behind it
         req = _small(**over)
         trace = record(req)
         metric = Metric.OUTPUT_TOKENS_PER_S if i % 2 == 0 else Metric.PER_USER_TOKENS_PER_S
@@ -210,6 +217,14 @@ def test_the_fit_recovers_known_terms() -> None:
     for term, value in truth.items():
         assert fit.values[term] == pytest.approx(value, rel=0.02)
     assert fit.source.startswith("fitted on rows: synthetic/r0")
+    assert fit.pinned == {}
+    # with half the rows every term has fewer than 8 rows behind it: pinned at its prior
+    few = fit_family(family, items[:4])
+    assert few.values == {} and set(few.pinned) == set(truth)
+    assert all(n < MIN_CONSTRAINING_ROWS for n in few.pinned.values())
+    pinned = few.calibration(base)
+    assert pinned.layer_latency_s == family.priors.layer_latency_s
+    assert pinned.sources["layer_latency_s"] == family.priors.sources["layer_latency_s"]
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -260,7 +275,33 @@ def test_an_engine_without_gqa_attention_reads_the_group_size_times_the_kv() -> 
     assert kv_read_factor(old) == 64 / 8  # llama-2-70b: 64 query heads, 8 KV heads
     assert kv_read_factor(new) == 1.0
     cal = get_accelerator("h100-sxm").calibration
-    slower = engine_calibration(cal, 8.0)
+    slower = engine_calibration(cal, EngineFacts(8.0))
     assert slower.kv_bandwidth_efficiency == pytest.approx(cal.kv_bandwidth_efficiency / 8)
     assert slower.bandwidth_efficiency == cal.bandwidth_efficiency
-    assert engine_calibration(cal, 1.0) is cal
+    assert engine_calibration(cal, EngineFacts()) is cal
+
+
+def test_an_engine_that_fuses_the_quantisation_pays_no_quantised_gemm_latency() -> None:
+    rows = {r.key: r for r in load_dataset()}
+    trt = rows["trtllm-perf-v0-17/8b-h100-tp1-fp8-128-128"]  # TensorRT engines
+    assert engine_facts(trt) == EngineFacts(1.0, fused_quantisation=True)
+    cal = get_accelerator("h100-sxm").calibration
+    assert cal.quantised_gemm_latency_s == pytest.approx(9e-6)  # AIConfigurator's PyTorch flow
+    fused = engine_calibration(cal, engine_facts(trt))
+    assert fused.quantised_gemm_latency_s == 0.0
+    assert fused.gemm_latency_s == cal.gemm_latency_s
+
+
+def test_stated_engine_facts_by_hand() -> None:
+    """JetStream-PyTorch reads a dense 2,048-token cache per slot: 2,048 / (161 + 338 / 2)
+    times the KV bytes of its rows' mean context; gpt-fast's power-limited A100s move bytes at
+    1.7 / 2.039 TB/s of the catalog part's rate."""
+    rows = {r.key: r for r in load_dataset()}
+    tpu = engine_facts(rows["jetstream-pytorch-v5e/llama-3-8b-v5e8-bf16-b128"])
+    assert tpu.kv_read_factor == pytest.approx(2048 / (161 + 338 / 2))
+    a100 = engine_facts(rows["gpt-fast-a100/7b-a100-tp1-bf16-batch1"])
+    assert a100.bandwidth_scale == pytest.approx(1.7e12 / 2.039e12)
+    cal = get_accelerator("a100-80gb").calibration
+    slow = engine_calibration(cal, a100)
+    assert slow.bandwidth_efficiency == pytest.approx(cal.bandwidth_efficiency * 1.7 / 2.039)
+    assert slow.kv_bandwidth_efficiency == pytest.approx(cal.kv_bandwidth_efficiency * 1.7 / 2.039)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -33,7 +33,12 @@ METRICS_BY_SCENARIO = {
     "server": {"ttft_s", "tpot_s", "output_tokens_per_s"},
 }
 SOURCE_FIELDS = {"title", "url", "date", "kind", "publisher", "engine", "note"}
-SOURCE_OPTIONAL = {"attention_kv_reads": {"per-kv-head", "per-query-head"}}
+SOURCE_OPTIONAL: dict[str, Callable[[object], bool]] = {
+    "attention_kv_reads": lambda v: v in {"per-kv-head", "per-query-head"},
+    "activation_quantisation": lambda v: v in {"separate-kernel", "fused"},
+    "dense_kv_cache_tokens": lambda v: isinstance(v, int) and v >= 1,
+    "device_bandwidth_bytes_per_s": lambda v: isinstance(v, float) and v > 0,
+}
 ROW_REQUIRED = {
     "id",
     "hardware",
@@ -99,7 +104,7 @@ def test_source_block(source_id: str) -> None:
     source = dict(FILES[source_id]["source"])
     optional = {k: source.pop(k) for k in list(source) if k in SOURCE_OPTIONAL}
     assert set(source) == SOURCE_FIELDS, f"{source_id}: source fields {sorted(source)}"
-    assert all(v in SOURCE_OPTIONAL[k] for k, v in optional.items())
+    assert all(SOURCE_OPTIONAL[k](v) for k, v in optional.items()), f"{source_id}: {optional}"
     assert all(isinstance(v, str) and v.strip() for v in source.values())
     assert source["kind"] in KINDS
     assert ISO_DATE.match(source["date"]), f"{source_id}: date {source['date']!r} is not ISO 8601"

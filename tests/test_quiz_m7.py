@@ -43,11 +43,13 @@ def test_chunked_gap_by_hand() -> None:
     # the KV of 16 × 2,048 tokens at 3.35 TB/s
     decode_ms = (15_009_857_536 + 16 * 2048 * KV_8B) / 3.35e12 * 1e3  # ≈ 5.76 ms
     # prefill is compute-bound: 2 × 6.98e9 layer params × 4,096 tokens, attention
-    # 4 × 32 layers × 4,096 × Σ_{t≤4096} t, lm_head on the last token only; plus the
-    # memory-bound SiLU·mul (3 × 4,096 × 14,336 × 2 B × 32) and norms (2 × 2 × 4,096² × 2 B × 32)
-    flops = 2 * 6_979_321_856 * 4096 + 4 * 32 * 4096 * 4096 * 4097 / 2 + 2 * 525_336_576
-    elementwise = 32 * (3 * 4096 * 14336 * 2 + 2 * 2 * 4096 * 4096 * 2)
-    prefill_ms = (flops / 989e12 + elementwise / 3.35e12) * 1e3  # ≈ 67.0 ms
+    # 4 × 32 layers × 4,096 × Σ_{t≤4096} t; plus the memory-bound SiLU·mul
+    # (3 × 4,096 × 14,336 × 2 B × 32), the two norms of each layer with their fused residual add
+    # (read sublayer output and residual, write new residual and normed input: 4 passes,
+    # 2 × 4 × 4,096² × 2 B × 32) and the lm_head of the last token (its 525,336,576 bf16 weights)
+    flops = 2 * 6_979_321_856 * 4096 + 4 * 32 * 4096 * 4096 * 4097 / 2
+    elementwise = 32 * (3 * 4096 * 14336 * 2 + 2 * 4 * 4096 * 4096 * 2) + 525_336_576 * 2
+    prefill_ms = (flops / 989e12 + elementwise / 3.35e12) * 1e3  # ≈ 68.6 ms
     assert q.answer == pytest.approx(decode_ms + prefill_ms * 512 / 4096, rel=0.02)
     whole = next(c.value for c in q.choices if c.mistake and c.mistake.name == "WHOLE_PROMPT_GAP")
     assert whole == pytest.approx(decode_ms + prefill_ms, rel=0.02)

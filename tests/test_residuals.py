@@ -40,10 +40,10 @@ def test_quantiles_of_ten_residuals_by_hand() -> None:
 def test_nvidia_intervals_from_the_stored_residuals() -> None:
     """A predicted speed is divided by e^e (too fast when e > 0), a predicted time multiplied."""
     rows = family_residuals()["nvidia-gpu"].rows
-    assert len(rows) == 70
+    assert len(rows) == 138
     lo, hi = np.quantile([r.speed_log_error for r in rows], [0.1, 0.9])
     s = speed_interval("h200", 500.0)
-    assert isinstance(s, Interval) and s.rows == 70 and s.family == "nvidia-gpu"
+    assert isinstance(s, Interval) and s.rows == 138 and s.family == "nvidia-gpu"
     assert s.low == pytest.approx(500 * math.exp(-hi)) and s.high == pytest.approx(
         500 * math.exp(-lo)
     )
@@ -81,7 +81,7 @@ def test_predict_shows_the_intervals() -> None:
     assert out.exit_code == 0, out.output
     d = json.loads(out.stdout)
     tps = d["intervals"]["output_tokens_per_s"]
-    assert tps["low"] < d["output_tokens_per_s"] < tps["high"] and tps["rows"] == 70
+    assert tps["low"] < d["output_tokens_per_s"] < tps["high"] and tps["rows"] == 138
     assert d["intervals"]["tpot_s"]["low"] < d["tpot_s"] < d["intervals"]["tpot_s"]["high"]
     table = runner.invoke(app, [*args, "--requests", "50"])
     assert "80% interval" in table.stdout

@@ -90,6 +90,22 @@ def test_moe_models_are_linear_in_two_more_aggregates(mode: CostMode) -> None:
     np.testing.assert_allclose(segments, one_by_one, rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["mixtral-8x7b", "qwen3-30b-a3b"])
+def test_moe_steps_are_the_linear_model_with_each_op_at_its_own_kind(name: str) -> None:
+    """A mixture-of-experts step's per-op terms from the linear model (the experts hit and rows
+    per expert GEMM as two more aggregates) equal op_terms on the step's own shape, each op's
+    compute at its own format's peak, mixed prefill-and-decode steps included."""
+    cost = StepCostModel(get_model(name), Pricing.expected(get_accelerator("h100-sxm")))
+    for new, prior in (([1] * 4, [100, 7, 300, 2]), ([512, 1, 1], [0, 40, 900]), ([33], [64])):
+        decode = all(n == 1 for n in new)
+        shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
+        f, m, k, r = cost._terms(shape)
+        x = np.asarray(cost.aggregates(new, prior))
+        got = [a @ x for a in cost._raw[decode]]
+        for a, b in zip(got, (f, m / cost.bw, k / cost.bw, r), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-15)
+
+
 @pytest.mark.parametrize("hw", ["a100-80gb", "h100-sxm", "tpu-v5e"])
 @pytest.mark.parametrize("mode", list(CostMode))
 def test_grouped_closed_forms_equal_step_time(hw: str, mode: CostMode) -> None:

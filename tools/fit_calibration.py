@@ -16,6 +16,7 @@ from pathlib import Path
 from ridgeline.fidelity.dataset import load_dataset
 from ridgeline.fidelity.fit import FamilyFit
 from ridgeline.fidelity.validate import fit_all, record_all
+from ridgeline.specs.calibration import get_family
 
 FOLDER = Path(__file__).parents[1] / "src" / "ridgeline" / "data" / "calibration"
 
@@ -25,14 +26,15 @@ def _line(term: str, value: float, source: str) -> str:
 
 
 def rewrite(path: Path, fit: FamilyFit) -> None:
-    """Replace each fitted term's line in the file's [terms] table."""
+    """Replace each fitted (or pinned) term's line in the file's [terms] table."""
     text = path.read_text()
     head, _, rest = text.partition("[terms]\n")
     body, sep, tail = rest.partition("\n[")
-    for term, value in fit.values.items():
+    cal = fit.calibration(get_family(fit.family).calibration)
+    for term in [*fit.values, *fit.pinned]:
         pattern = re.compile(rf"^{term.value} = .*$", re.MULTILINE)
-        new = _line(term.value, value, fit.source)
-        body = pattern.sub(new, body) if pattern.search(body) else f"{body}\n{new}"
+        new = _line(term.value, cal.value(term), cal.sources[term.value])
+        body = pattern.sub(new, body) if pattern.search(body) else f"{body.rstrip()}\n{new}\n"
     path.write_text(f"{head}[terms]\n{body}{sep}{tail}")
 
 
@@ -45,7 +47,16 @@ def main() -> None:
     for name, fit in fits.items():
         if not fit.rows:
             continue
-        values = ", ".join(f"{t.value} = {v:.4g}" for t, v in fit.values.items())
+        values = ", ".join(
+            [
+                f"{t.value} = {v:.4g} ({fit.constraining.get(t, 0)} rows constrain it)"
+                for t, v in fit.values.items()
+            ]
+            + [
+                f"{t.value} pinned at its prior ({n} rows constrain it)"
+                for t, n in fit.pinned.items()
+            ]
+        )
         print(
             f"{name}: {values} ({len(fit.rows)} rows, mean |ln ratio| {fit.mean_abs_log_error:.3f})"
         )

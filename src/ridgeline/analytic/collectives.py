@@ -3,7 +3,11 @@
 Ring all-reduce (Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
 workstations", JPDC 69(2), 2009): 2(n-1) steps; each chip sends 2(n-1)/n x M bytes;
 time = 2(n-1) x hop latency + 2(n-1)/n x M / egress bandwidth. A ring all-gather is half of it:
-(n-1) steps, (n-1)/n x M bytes per chip. Calibrated, a collective also pays a fixed
+(n-1) steps, (n-1)/n x M bytes per chip. Through a switch (or direct links to every peer) every chip reaches every other in one hop, so a
+small all-reduce runs one-shot instead: each chip reads the n-1 other chips' messages and
+reduces them itself, one hop and (n-1) x M bytes (TensorRT-LLM's ONESHOT all-reduce strategy,
+vLLM's custom all-reduce); an all-reduce takes whichever of the two is faster at the link's
+datasheet rates, as those engines choose by message size. Calibrated, a collective also pays a fixed
 ``collective_latency_s`` and moves bytes at ``link_efficiency`` of the egress bandwidth
 (``analytic.calibrated``).
 """
@@ -13,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ridgeline.specs.calibration import IDEAL, Calibration
-from ridgeline.specs.hardware import Interconnect
+from ridgeline.specs.hardware import Interconnect, Topology
+
+_ONE_HOP = (Topology.SWITCH, Topology.FULLY_CONNECTED)  # every peer one hop away
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +84,16 @@ def ring_allreduce(
     chips: int, message_bytes: float, link: Interconnect | None, cal: Calibration = IDEAL
 ) -> Collective:
     """Ring all-reduce (Patarasuk & Yuan 2009): 2(n-1) steps, 2(n-1)/n x M bytes sent per chip,
-    time 2(n-1) x latency + 2(n-1)/n x M / egress bandwidth. Free on one chip."""
-    return _ring(chips, 2 * (chips - 1), message_bytes, link, cal)
+    time 2(n-1) x latency + 2(n-1)/n x M / egress bandwidth; through a switch, one-shot when
+    that is faster (module docstring). Free on one chip."""
+    ring = _ring(chips, 2 * (chips - 1), message_bytes, link, cal)
+    if chips == 1 or link is None or link.topology not in _ONE_HOP:
+        return ring
+    sent = (chips - 1) * message_bytes
+    terms = collective_terms(1, sent, link)
+    if terms.seconds() >= ring.terms.seconds():
+        return ring
+    return Collective(chips, message_bytes, sent, 1, terms, terms.seconds(cal))
 
 
 def ring_allgather(

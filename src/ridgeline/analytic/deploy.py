@@ -42,7 +42,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ridgeline.analytic.binding import BusyTime, Verdict, share_verdict
-from ridgeline.analytic.calibrated import op_seconds
+from ridgeline.analytic.calibrated import (
+    OpKind,
+    fixed_step_seconds,
+    kernel_counts,
+    kind_of,
+    op_rates,
+    op_seconds,
+)
 from ridgeline.analytic.collectives import (
     Collective,
     LinkTerms,
@@ -65,11 +72,12 @@ from ridgeline.analytic.deployment import (
     tensor_parallel_degrees,
 )
 from ridgeline.analytic.memory import MemoryRule, kv_fit
-from ridgeline.analytic.ops import OpTerms, StepShape, UniformShape, op_terms
+from ridgeline.analytic.ops import OpClass, OpTerms, StepShape, UniformShape, op_terms
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.specs.calibration import IDEAL, Calibration, CostMode
+from ridgeline.specs.dtypes import DType
 from ridgeline.specs.model import ModelSpec
 
 __all__ = [
@@ -130,7 +138,7 @@ class SlotCost:
     send_bytes: float
     send_s: float
     stages: int
-    layer_s: float = 0.0  # the stage's layers x layer_latency_s (calibrated)
+    layer_s: float = 0.0  # the stage's share of the per-layer and per-GEMM latencies (calibrated)
 
     @property
     def tensor_parallel_s(self) -> float:
@@ -155,24 +163,26 @@ class SlotCost:
 
 @dataclass(frozen=True, slots=True)
 class ChipOp:
-    """One op's FLOPs and device-memory bytes on one chip, and the rows of its GEMM (0 when it
-    is not one; a tensor-parallel split leaves the rows whole)."""
+    """One op's FLOPs and device-memory bytes on one chip, the rows of its GEMM (0 when it
+    is not one; a tensor-parallel split leaves the rows whole), and its kind (class and formats,
+    which set its compute rate: ``analytic.calibrated.compute_term``)."""
 
     flops: float
     bytes: float
     gemm_rows: float
     kv_bytes: float = 0.0  # of ``bytes``, the KV cache's
+    kind: OpKind = OpKind(OpClass.ELEMENTWISE, DType.BF16)
 
 
 def _split(t: OpTerms, model: ModelSpec, tp: int) -> ChipOp:
     """FLOPs and device-memory bytes of one op on one chip of a tensor-parallel group
     (Megatron-LM §3: heads and matrices split, norms replicated, KV heads as ``kv_share``)."""
-    rows = float(t.gemm_rows)
+    rows, kind = float(t.gemm_rows), kind_of(t)
     if t.name in _REPLICATED_OPS:
-        return ChipOp(float(t.flops), float(t.bytes_read + t.bytes_written), rows)
+        return ChipOp(float(t.flops), float(t.bytes_read + t.bytes_written), rows, kind=kind)
     kv = float(t.kv_read_bytes + t.kv_write_bytes) * kv_share(model, tp)
     other = t.weight_bytes + t.act_read_bytes + t.act_write_bytes
-    return ChipOp(float(t.flops) / tp, float(kv + other / tp), rows, kv)
+    return ChipOp(float(t.flops) / tp, float(kv + other / tp), rows, kv, kind)
 
 
 def microbatch_shape(workload: Workload, microbatches: int) -> UniformShape:
@@ -210,12 +220,12 @@ def _chip_work(
     (max of FLOPs / peak and bytes / bandwidth, calibrated: ``analytic.calibrated``), summed by
     the side that bounds it."""
     acc, tp, pp = dep.accelerator, dep.tensor_parallel, dep.pipeline_parallel
-    peak, bw = acc.peak(dt.compute), acc.device_bandwidth_bytes_per_s
     flops = nbytes = compute_s = memory_s = 0.0
     for op in chip_op_costs(model, tp, shape, dt):
         f, b = op.flops / pp, op.bytes / pp
         flops, nbytes = flops + f, nbytes + b
-        c_s, m_s = op_seconds(f, b, op.kv_bytes / pp, op.gemm_rows, (peak, bw), cal)
+        rates = op_rates(acc, op.kind, cal)
+        c_s, m_s = op_seconds(f, b, op.kv_bytes / pp, op.gemm_rows, rates, cal)
         if c_s > m_s:
             compute_s += float(c_s)
         else:
@@ -261,10 +271,12 @@ def pass_links(
     cal: Calibration = IDEAL,
 ) -> PassLinks:
     """All-reduces of the [tokens, hidden] activations (Megatron-LM §3), the all-gather of the
-    logits of ``num_seqs`` rows, and the stage-to-stage sends of one microbatch."""
+    logits of ``num_seqs`` rows, and the stage-to-stage sends of one microbatch, all in the
+    residual stream's format (``Dtypes.stream``: TensorRT-LLM and vLLM all-reduce in bf16
+    beside fp8 GEMMs)."""
     link, pp, tp = dep.accelerator.interconnect, dep.pipeline_parallel, dep.tensor_parallel
-    activation = num_tokens * model.hidden_size * dt.act.bytes
-    logits = num_seqs * model.vocab_size * dt.act.bytes
+    activation = num_tokens * model.hidden_size * dt.stream.bytes
+    logits = num_seqs * model.vocab_size * dt.stream.bytes
     send = LinkTerms() if pp == 1 else send_terms(activation, link)
     return PassLinks(
         allreduce=ring_allreduce(tp, activation, link, cal),
@@ -306,7 +318,11 @@ def _slot(
         send_bytes=links.send_bytes,
         send_s=links.send_s,
         stages=links.stages,
-        layer_s=model.num_layers / dep.pipeline_parallel * cal.layer_latency_s,
+        layer_s=float(
+            fixed_step_seconds(model.num_layers, cal, kernels=kernel_counts(model, workload.dtypes))
+            - cal.step_latency_s
+        )
+        / dep.pipeline_parallel,
     )
 
 

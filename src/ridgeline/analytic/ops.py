@@ -12,8 +12,17 @@ up to ±10%):
 - KV cache: each sequence's cached context is read once per step per layer (not twice, and not
   at the final length); the new tokens' K and V are written once. A sliding-window layer reads
   at most ``window`` cached tokens.
-- Activations: each op reads its inputs and writes its outputs at the activation dtype (no fusion
-  across ops, attention fused FlashAttention-style so S = QKᵀ never reaches memory).
+- Activations: each op reads its inputs and writes its outputs (no fusion across ops, attention
+  fused FlashAttention-style so S = QKᵀ never reaches memory). A GEMM reads its input in the
+  format it multiplies in (``Dtypes.act``) and writes the residual stream's format
+  (``Dtypes.stream``: bf16 beside 8- and 4-bit GEMMs); norms, activation functions and attention
+  read and write the stream's format.
+- Norms: a pre-norm block's residual add is fused into the next norm (TensorRT-LLM's fused
+  add + RMSNorm, vLLM's ``fused_add_rms_norm``): it reads the sublayer output and the residual,
+  writes the new residual and the normalised input of the next GEMM, four passes over
+  [tokens, hidden].
+- Quantised checkpoints (fp8, fp4) keep the embedding and lm_head in 16 bits (NVIDIA TensorRT
+  Model Optimizer's FP8 and NVFP4 recipes quantise the decoder's linear layers only).
 - MoE: a step reads the experts its tokens route to: E·(1 − (1 − k/E)^tokens) distinct experts in
   expectation under uniform routing, not top-k alone.
 - FLOPs: 2 per multiply-add; softmax and norms ~5 FLOPs per element (negligible, kept for honesty).
@@ -24,11 +33,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 import numpy as np
 
 from ridgeline.analytic.workload import Dtypes
+from ridgeline.specs.dtypes import DType
 from ridgeline.specs.model import ModelSpec
 from ridgeline.specs.params import attention_params, mlp_params, norm_params_per_layer
 
@@ -36,6 +47,16 @@ Array = float | np.ndarray
 
 NORM_FLOPS_PER_ELEMENT = 5.0  # mean, variance, scale, shift: order-of-magnitude bookkeeping
 SOFTMAX_FLOPS_PER_SCORE = 5.0  # max, subtract, exp, sum, divide
+
+
+class OpClass(StrEnum):
+    """What kind of kernel an operator runs: calibration prices each kind at its own efficiency
+    (``analytic.calibrated.compute_term``)."""
+
+    GEMM = "gemm"  # a dense weight GEMM (projections, MLP, lm_head, router)
+    ATTENTION = "attention"  # fused attention over the KV cache
+    EXPERTS = "experts"  # grouped MoE expert GEMMs
+    ELEMENTWISE = "elementwise"  # norms, activation functions, gathers: memory traffic
 
 
 class StepShape(Protocol):
@@ -156,6 +177,9 @@ class OpTerms:
     act_read_bytes: Array = 0.0
     act_write_bytes: Array = 0.0
     gemm_rows: Array = 0.0  # rows (M) of the op's weight GEMM; 0 when it is not a GEMM
+    op_class: OpClass = OpClass.ELEMENTWISE
+    compute_dtype: DType = DType.BF16  # the format its arithmetic runs in (its peak)
+    weight_dtype: DType | None = None  # the format of its weights (None: it has none)
 
     @property
     def bytes_read(self) -> Array:
@@ -166,9 +190,42 @@ class OpTerms:
         return self.kv_write_bytes + self.act_write_bytes
 
 
-def _op(name: str, count: int, gemm_rows: Array = 0.0, **terms: Array) -> OpTerms:
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """An op's class and formats (``OpTerms``)."""
+
+    op_class: OpClass = OpClass.ELEMENTWISE
+    compute_dtype: DType = DType.BF16
+    weight_dtype: DType | None = None
+
+
+def _gemm(dt: Dtypes, op_class: OpClass = OpClass.GEMM) -> _Kind:
+    return _Kind(op_class, dt.compute, dt.weight)
+
+
+def _elementwise(dt: Dtypes) -> _Kind:
+    return _Kind(OpClass.ELEMENTWISE, dt.stream, dt.weight)
+
+
+def head_dtype(dt: Dtypes) -> DType:
+    """The format of the embedding and lm_head weights: 16-bit beside fp8/fp4 decoder weights
+    (module docstring), else the weights' format."""
+    return dt.stream if dt.weight in (DType.FP8, DType.FP4) else dt.weight
+
+
+def _op(
+    name: str, count: int, gemm_rows: Array = 0.0, kind: _Kind = _Kind(), **terms: Array
+) -> OpTerms:
     """An op whose per-layer terms are scaled by ``count`` layers (``gemm_rows`` is not)."""
-    return OpTerms(name, count, gemm_rows=gemm_rows, **{k: v * count for k, v in terms.items()})
+    return OpTerms(
+        name,
+        count,
+        gemm_rows=gemm_rows,
+        op_class=kind.op_class,
+        compute_dtype=kind.compute_dtype,
+        weight_dtype=kind.weight_dtype,
+        **{k: v * count for k, v in terms.items()},
+    )
 
 
 def attended_keys(new: Array, prior: Array, window: int | None) -> Array:
@@ -196,31 +253,40 @@ def expected_distinct_experts(num_experts: int, top_k: int, tokens: Array) -> Ar
     return num_experts * (1.0 - (1.0 - top_k / num_experts) ** np.asarray(tokens, dtype=float))
 
 
-def _norm_op(name: str, count: int, m: ModelSpec, tokens: Array, dt: Dtypes) -> OpTerms:
+def _norm_op(
+    name: str, count: int, m: ModelSpec, tokens: Array, dt: Dtypes, residual: bool = True
+) -> OpTerms:
+    """A norm over [tokens, hidden]; with ``residual``, the fused residual add before it (module
+    docstring): reads the sublayer output and the residual, writes the new residual (stream
+    format) and the next GEMM's input (its format)."""
     h = m.hidden_size
     per_norm_weights = norm_params_per_layer(m) / m.norms_per_layer
+    passes = 2.0 if residual else 1.0
     return _op(
         name,
         count,
+        kind=_elementwise(dt),
         flops=NORM_FLOPS_PER_ELEMENT * tokens * h,
-        weight_bytes=per_norm_weights * dt.weight.bytes,
-        act_read_bytes=tokens * h * dt.act.bytes,
-        act_write_bytes=tokens * h * dt.act.bytes,
+        weight_bytes=per_norm_weights * dt.stream.bytes,
+        act_read_bytes=passes * tokens * h * dt.stream.bytes,
+        act_write_bytes=tokens * h * ((passes - 1.0) * dt.stream.bytes + dt.act.bytes),
     )
 
 
 def _linear(
     name: str, count: int, params: float, d_in: int, d_out: int, tokens: Array, dt: Dtypes
 ) -> OpTerms:
-    """A [tokens, d_in] x [d_in, d_out] projection whose weights (and bias) hold ``params``."""
+    """A [tokens, d_in] x [d_in, d_out] projection whose weights (and bias) hold ``params``:
+    input in the GEMM's format, output in the stream's (module docstring)."""
     return _op(
         name,
         count,
         gemm_rows=tokens,
+        kind=_gemm(dt),
         flops=2.0 * tokens * d_in * d_out,
         weight_bytes=params * dt.weight.bytes,
         act_read_bytes=tokens * d_in * dt.act.bytes,
-        act_write_bytes=tokens * d_out * dt.act.bytes,
+        act_write_bytes=tokens * d_out * dt.stream.bytes,
     )
 
 
@@ -246,11 +312,12 @@ def _attention_core(
     return _op(
         name,
         count,
+        kind=_Kind(OpClass.ATTENTION, dt.stream),
         flops=pairs * heads * (2.0 * qk_dim + 2.0 * v_dim + SOFTMAX_FLOPS_PER_SCORE),
         kv_read_bytes=shape.cached(window) * kv_elems * dt.kv.bytes,
         kv_write_bytes=tokens * kv_elems * dt.kv.bytes,
-        act_read_bytes=tokens * (heads * qk_dim + kv_elems) * dt.act.bytes,
-        act_write_bytes=tokens * heads * v_dim * dt.act.bytes,
+        act_read_bytes=tokens * (heads * qk_dim + kv_elems) * dt.stream.bytes,
+        act_write_bytes=tokens * heads * v_dim * dt.stream.bytes,
     )
 
 
@@ -294,10 +361,11 @@ def _mla_attention(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
         "attn.q_proj",
         n,
         gemm_rows=tokens,
+        kind=_gemm(dt),
         flops=2.0 * tokens * q_params,
         weight_bytes=q_params * dt.weight.bytes,
         act_read_bytes=tokens * h * dt.act.bytes,
-        act_write_bytes=tokens * q_out * dt.act.bytes,
+        act_write_bytes=tokens * q_out * dt.stream.bytes,
     )
     ops = [q_proj, _linear("attn.kv_a_proj", n, kv_a_params, h, a.cache_width, tokens, dt)]
     ops += _mla_absorbed(m, shape, dt) if shape.is_decode else _mla_expanded(m, shape, dt)
@@ -362,8 +430,9 @@ def _mlp(name: str, count: int, m: ModelSpec, ffn: int, tokens: Array, dt: Dtype
     act = _op(
         f"{name}.act",
         count,
+        kind=_elementwise(dt),
         flops=NORM_FLOPS_PER_ELEMENT * tokens * ffn,
-        act_read_bytes=tokens * up_width * dt.act.bytes,
+        act_read_bytes=tokens * up_width * dt.stream.bytes,
         act_write_bytes=tokens * ffn * dt.act.bytes,
     )
     down = _linear(f"{name}.down", count, down_params, ffn, h, tokens, dt)
@@ -383,10 +452,11 @@ def _moe(m: ModelSpec, count: int, shape: StepShape, dt: Dtypes) -> list[OpTerms
             "moe.experts",
             count,
             gemm_rows=rows,
+            kind=_gemm(dt, OpClass.EXPERTS),
             flops=2.0 * tokens * e.top_k * per_expert,
             weight_bytes=distinct * per_expert * dt.weight.bytes,
             act_read_bytes=tokens * e.top_k * h * dt.act.bytes,
-            act_write_bytes=tokens * e.top_k * h * dt.act.bytes,
+            act_write_bytes=tokens * e.top_k * h * dt.stream.bytes,
         ),
     ]
     if e.shared_ffn:
@@ -401,13 +471,15 @@ def _embedding(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
     tokens = shape.num_tokens
     h = m.hidden_size
     rows = np.minimum(tokens, m.vocab_size)
+    table = head_dtype(dt)
     ops = [
         _op(
             "embedding",
             1,
+            kind=_Kind(OpClass.ELEMENTWISE, dt.stream, table),
             flops=0.0,
-            weight_bytes=rows * h * dt.weight.bytes,
-            act_write_bytes=tokens * h * dt.act.bytes,
+            weight_bytes=rows * h * table.bytes,
+            act_write_bytes=tokens * h * dt.stream.bytes,
         )
     ]
     if m.position.value == "learned":
@@ -416,10 +488,11 @@ def _embedding(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
             _op(
                 "positions",
                 1,
+                kind=_Kind(OpClass.ELEMENTWISE, dt.stream, table),
                 flops=tokens * h,
-                weight_bytes=pos_rows * h * dt.weight.bytes,
-                act_read_bytes=tokens * h * dt.act.bytes,
-                act_write_bytes=tokens * h * dt.act.bytes,
+                weight_bytes=pos_rows * h * table.bytes,
+                act_read_bytes=tokens * h * dt.stream.bytes,
+                act_write_bytes=tokens * h * dt.stream.bytes,
             )
         )
     return ops
@@ -435,14 +508,16 @@ def op_terms(m: ModelSpec, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
     ops += _mla_attention(m, shape, dt) if m.mla is not None else _standard_attention(m, shape, dt)
     ops.append(_norm_op("mlp_norm", n, m, tokens, dt))
     if m.norms_per_layer > 2:
-        ops.append(_norm_op("extra_norms", n * (m.norms_per_layer - 2), m, tokens, dt))
+        extra = n * (m.norms_per_layer - 2)
+        ops.append(_norm_op("extra_norms", extra, m, tokens, dt, residual=False))
     if n - num_moe:
         ops += _mlp("mlp", n - num_moe, m, m.ffn, tokens, dt)
     if num_moe:
         ops += _moe(m, num_moe, shape, dt)
     ops.append(_norm_op("final_norm", 1, m, tokens, dt))
     rows = shape.num_seqs
+    head = Dtypes(weight=head_dtype(dt), act=dt.stream, kv=dt.kv)
     ops.append(
-        _linear("lm_head", 1, m.vocab_size * m.hidden_size, m.hidden_size, m.vocab_size, rows, dt)
+        _linear("lm_head", 1, m.vocab_size * m.hidden_size, m.hidden_size, m.vocab_size, rows, head)
     )
     return ops

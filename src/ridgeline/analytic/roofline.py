@@ -23,7 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from ridgeline.analytic.calibrated import fixed_step_seconds, op_seconds
+from ridgeline.analytic.calibrated import (
+    fixed_step_seconds,
+    kernel_counts,
+    kind_of,
+    op_rates,
+    op_seconds,
+)
 from ridgeline.analytic.ops import UniformShape, op_terms
 from ridgeline.analytic.pricing import Efficiency as Efficiency  # re-exported: its old home
 from ridgeline.analytic.pricing import Pricing
@@ -240,12 +246,13 @@ def step_cost(model: ModelSpec, priced: Pricing | Accelerator, workload: Workloa
     types are the step's."""
     pricing = as_pricing(priced, workload.dtypes)
     acc, cal = pricing.accelerator, pricing.calibration
-    peak, bw = acc.peak(workload.dtypes.compute), acc.device_bandwidth_bytes_per_s
+    peak = acc.peak(workload.dtypes.compute)
     ops = []
     for t in op_terms(model, shape_of(workload), workload.dtypes):
         kv = t.kv_read_bytes + t.kv_write_bytes
+        rates = op_rates(acc, kind_of(t), cal)
         compute_s, memory_s = op_seconds(
-            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, (peak, bw), cal
+            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, rates, cal
         )
         ops.append(
             OpCost(
@@ -271,7 +278,11 @@ def step_cost(model: ModelSpec, priced: Pricing | Accelerator, workload: Workloa
         peak_flops_per_s=peak,
         bandwidth_bytes_per_s=acc.device_bandwidth_bytes_per_s,
         pricing=pricing,
-        fixed_s=float(fixed_step_seconds(model.num_layers, cal, workload.batch)),
+        fixed_s=float(
+            fixed_step_seconds(
+                model.num_layers, cal, workload.batch, kernel_counts(model, workload.dtypes)
+            )
+        ),
     )
 
 
@@ -361,12 +372,12 @@ def sweep(
     else:
         shape = UniformShape(num_seqs=b, new_per_seq=c, prior_per_seq=np.zeros_like(b))
     cal = pricing.calibration
-    peak, bw = acc.peak(dt.compute), acc.device_bandwidth_bytes_per_s
     flops, nbytes, wbytes, kvbytes, time_s = (np.zeros_like(b) for _ in range(5))
     for t in op_terms(model, shape, dt):
         kv = t.kv_read_bytes + t.kv_write_bytes
+        rates = op_rates(acc, kind_of(t), cal)
         compute_s, memory_s = op_seconds(
-            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, (peak, bw), cal
+            t.flops, t.bytes_read + t.bytes_written, kv, t.gemm_rows, rates, cal
         )
         flops += t.flops
         nbytes += t.bytes_read + t.bytes_written
@@ -381,7 +392,7 @@ def sweep(
         bytes=nbytes,
         weight_bytes=wbytes,
         kv_bytes=kvbytes,
-        step_time_s=time_s + fixed_step_seconds(model.num_layers, cal, b),
+        step_time_s=time_s + fixed_step_seconds(model.num_layers, cal, b, kernel_counts(model, dt)),
         ridge_point=acc.peak(dt.compute) / acc.device_bandwidth_bytes_per_s,
     )
 

@@ -18,6 +18,9 @@ class Phase(StrEnum):
     DECODE = "decode"
 
 
+_STREAM_FORMATS = (DType.FP32, DType.BF16, DType.FP16)
+
+
 @dataclass(frozen=True, slots=True)
 class Dtypes:
     """Storage formats of weights, activations and the KV cache (bf16 by default).
@@ -33,6 +36,15 @@ class Dtypes:
     @property
     def compute(self) -> DType:
         return self.act
+
+    @property
+    def stream(self) -> DType:
+        """The format of the residual stream between GEMMs: what norms, activation functions,
+        attention and the tensor-parallel collectives read and write. 8- and 4-bit GEMMs
+        quantise their inputs on the fly and write 16-bit outputs, so a quantised ``act``
+        leaves the stream in bf16 (TensorRT-LLM's FP8 and NVFP4 recipes; vLLM's all-reduce runs
+        in the model dtype)."""
+        return self.act if self.act in _STREAM_FORMATS else DType.BF16
 
     @staticmethod
     def serving(weight: DType, kv: DType | None = None) -> Dtypes:

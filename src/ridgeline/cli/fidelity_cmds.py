@@ -3,10 +3,12 @@ deployment, and every prediction held against published measurements."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from ridgeline.cli.common import (
@@ -265,8 +267,15 @@ def validate_cmd(
         return
     from ridgeline.fidelity.validate import validate
 
-    with err_console.status("predicting the published measurements...") as status:
-        v = validate(loso=loso, progress=lambda key: status.update(f"recording {key}"))
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err_console
+    ) as bar:
+        task = bar.add_task("validating", total=None)
+
+        def step(what: str, done: int, total: int) -> None:
+            bar.update(task, description=what[:60], completed=done, total=total)
+
+        v = validate(loso=loso, progress=step)
     if plot:
         from ridgeline.report.fidelity_plots import validation_figure
 
@@ -277,6 +286,8 @@ def validate_cmd(
     if rows:
         console.print(rows_table(v))
     console.print(summary_table(v))
+    if not loso:
+        console.print("left out: not run (--no-loso skips the leave-one-source-out refits)")
     console.print(fits_table(v))
 
 
@@ -330,6 +341,6 @@ def rows_table(v: Validation) -> Table:
             f"{r.row.value:.4g}",
             f"{r.ratio('ideal'):.2f}x",
             f"{r.ratio():.2f}x",
-            f"{r.ratio('loso'):.2f}x",
+            "not run" if math.isnan(r.loso) else f"{r.ratio('loso'):.2f}x",
         )
     return t

@@ -144,8 +144,8 @@ def _validated(tick: Tick | None) -> SectionBuilder:
     from ridgeline.fidelity.validate import validate as run_validation
     from ridgeline.report.fidelity_section import fidelity_section
 
-    def recording(key: str) -> None:
+    def recording(what: str, done: int, total: int) -> None:
         if tick is not None:
-            tick(0, f"validation: {key}")
+            tick(0, f"validation: {what} ({done}/{total})")
 
     return fidelity_section(run_validation(progress=recording))

@@ -50,6 +50,13 @@ class AttentionReads(StrEnum):
     PER_QUERY_HEAD = "per-query-head"  # once per query head: group-size times the bytes
 
 
+class ActivationQuantisation(StrEnum):
+    """Where the engine quantises the activations an 8- or 4-bit GEMM reads."""
+
+    SEPARATE_KERNEL = "separate-kernel"  # a kernel of its own before each GEMM (PyTorch flows)
+    FUSED = "fused"  # in the norm or activation kernel before it (TensorRT engines)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -66,6 +73,9 @@ class _SourceFile(_Strict):
     engine: str = ""
     note: str = ""
     attention_kv_reads: AttentionReads = AttentionReads.PER_KV_HEAD
+    activation_quantisation: ActivationQuantisation = ActivationQuantisation.SEPARATE_KERNEL
+    dense_kv_cache_tokens: _Count | None = None
+    device_bandwidth_bytes_per_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
 
 
 class _RowFile(_Strict):
@@ -110,6 +120,9 @@ class Source:
     publisher: str
     engine: str
     attention_kv_reads: AttentionReads = AttentionReads.PER_KV_HEAD
+    activation_quantisation: ActivationQuantisation = ActivationQuantisation.SEPARATE_KERNEL
+    dense_kv_cache_tokens: int | None = None
+    device_bandwidth_bytes_per_s: float | None = None  # stated, when below the catalog part's
 
 
 @dataclass(frozen=True, slots=True)

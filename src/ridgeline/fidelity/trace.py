@@ -17,11 +17,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_padding
-from ridgeline.analytic.ops import MixedShape
+from ridgeline.analytic.calibrated import OpKind, compute_term, fixed_step_seconds, gemm_padding
 from ridgeline.fidelity.dataset import Metric
 from ridgeline.sim.replicas import DeploymentStepCost
-from ridgeline.specs.calibration import Calibration
+from ridgeline.specs.calibration import Calibration, Term
+
+TERMS = tuple(Term)  # an op's compute efficiency is recorded as its term's index here
+_PAD_TERM = TERMS.index(Term.COMPUTE_EFFICIENCY)  # of rows that pad a shorter op list
+
+
+def term_indices(kinds: Sequence[OpKind]) -> np.ndarray:
+    """Each op's compute-efficiency term as an index into ``TERMS``."""
+    return np.array([TERMS.index(compute_term(k)) for k in kinds], dtype=np.int8)
+
+
+def efficiencies(cal: Calibration) -> np.ndarray:
+    """Every term's value under ``cal``, indexed as ``TERMS`` (read with a trace's indices)."""
+    return np.array([cal.value(t) for t in TERMS])
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +46,11 @@ class Trace:
     ``scale`` multiplies system throughput (data-parallel instances recorded as one).
     """
 
-    compute_s: np.ndarray  # (ops, steps)
+    compute_s: np.ndarray  # (ops, steps), at each op's ideal peak
     memory_s: np.ndarray  # (ops, steps), weights and activations
     kv_s: np.ndarray  # (ops, steps), the KV cache
     pad: np.ndarray  # (ops, steps)
+    terms: np.ndarray  # (ops, steps), each op's compute-efficiency term (``term_indices``)
     seqs: np.ndarray  # (steps,) sequences in the step
     links: np.ndarray  # (4, steps)
     layers: int
@@ -47,6 +60,7 @@ class Trace:
     admitted: np.ndarray  # (requests,) steps before admission; -1: TTFT counts from t = 0
     scale: float = 1.0
     runs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=int))  # (first, k)
+    kernels: np.ndarray = field(default_factory=lambda: np.zeros(4))  # ``KernelCounts`` per step
 
     @property
     def num_steps(self) -> int:
@@ -55,11 +69,11 @@ class Trace:
     def step_seconds(self, cal: Calibration) -> np.ndarray:
         """Every step's time under ``cal`` (``analytic.calibrated``'s formulas)."""
         pad = self.pad if cal.gemm_tile_rows > 1 else np.ones_like(self.pad)
-        ops = _op_seconds(self.compute_s, self.memory_s, self.kv_s, pad, cal)
+        ops = _op_seconds((self.compute_s, self.memory_s, self.kv_s), pad, self.terms, cal)
         hop, coll, transfer, cross = self.links
         link = hop + coll * cal.collective_latency_s + transfer / cal.link_efficiency
         link = link + cross * cal.stage_latency_s
-        fixed = fixed_step_seconds(self.layers, cal, self.seqs)
+        fixed = fixed_step_seconds(self.layers, cal, self.seqs, self.kernels[:, None])
         return ops.sum(axis=0) + link + fixed
 
     def metrics(self, cal: Calibration) -> dict[Metric, float]:
@@ -92,43 +106,47 @@ class Recorder(DeploymentStepCost):
         self._parts: list[tuple[np.ndarray, ...]] = []
         self._steps = 0
         self._runs: list[tuple[int, int]] = []  # (first step, steps) of each decode run
+        self._link_cols: dict[tuple[int, float], np.ndarray] = {}
+        self._term_cols: dict[bool, np.ndarray] = {}  # of a decode (or a mixed) step's ops
 
     def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float:
         decode = all(n == 1 for n in new)
-        if self.affine:
-            x = np.asarray(self.aggregates(new, prior))[:, None]
-            compute, memory, kv = self.ideal_op_seconds(x, decode)
-            rows = self.gemm_rows(x, decode)
-        else:
-            shape = MixedShape(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
-            f, m, k, r = self._terms(shape)
-            compute, memory, kv = f[:, None] / self.peak, m[:, None] / self.bw, k[:, None] / self.bw
-            rows = r[:, None]
-        self._add((compute, memory, kv), rows, len(new), float(sum(new)))
+        x = np.asarray(self.aggregates(new, prior))[:, None]
+        compute, memory, kv = self.ideal_op_seconds(x, decode)
+        rows = self.gemm_rows(x, decode)
+        self._add((compute, memory, kv), rows, len(new), float(sum(new)), decode)
         return 1.0
 
     def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
         self._runs.append((self._steps, k))
-        if not self.affine:
-            for j in range(k):
-                self.step_time_s([1] * len(prior), [p + j for p in prior])
-            return np.ones(k)
         x = self.decode_run_aggregates(prior, k)
         rows = self.gemm_rows(x, True)
-        self._add(self.ideal_op_seconds(x, decode=True), rows, len(prior), float(len(prior)))
+        seconds = self.ideal_op_seconds(x, decode=True)
+        self._add(seconds, rows, len(prior), float(len(prior)), True)
         return np.ones(k)
 
     def _add(
-        self, seconds: tuple[np.ndarray, ...], rows: np.ndarray, seqs: int, tokens: float
+        self,
+        seconds: tuple[np.ndarray, ...],
+        rows: np.ndarray,
+        seqs: int,
+        tokens: float,
+        decode: bool,
     ) -> None:
         k = rows.shape[1]
         self._steps += k
-        t = self.link_terms(seqs, tokens)
+        link_col = self._link_cols.get((seqs, tokens))
+        if link_col is None:  # a run asks for the same few shapes step after step
+            t = self.link_terms(seqs, tokens)
+            link_col = np.array([[t.hop_s], [t.collectives], [t.transfer_s], [t.crossings]])
+            self._link_cols[(seqs, tokens)] = link_col
         pad = np.asarray(gemm_padding(rows, self.tile)) * np.ones_like(rows)
-        link = np.repeat(
-            np.array([[t.hop_s], [t.collectives], [t.transfer_s], [t.crossings]]), k, 1
-        )
-        self._parts.append((*seconds, pad, np.full(k, float(seqs)), link))
+        link = np.repeat(link_col, k, 1)
+        index = self._term_cols.get(decode)
+        if index is None:
+            index = self._term_cols[decode] = term_indices(self.op_kinds(decode))[:, None]
+        terms = np.repeat(index, k, 1)
+        self._parts.append((*seconds, pad, terms, np.full(k, float(seqs)), link))
 
     def trace(
         self,
@@ -139,7 +157,7 @@ class Recorder(DeploymentStepCost):
         scale: float,
     ) -> Trace:
         """The recorded steps and the requests' token steps, as a ``Trace``."""
-        compute, memory, kv, pad, seqs, links = (
+        compute, memory, kv, pad, terms, seqs, links = (
             np.concatenate(parts, axis=-1) for parts in zip(*self._parts, strict=True)
         )
         return Trace(
@@ -147,6 +165,7 @@ class Recorder(DeploymentStepCost):
             memory_s=memory,
             kv_s=kv,
             pad=pad,
+            terms=terms,
             seqs=seqs,
             links=links,
             layers=self.model.num_layers,
@@ -156,10 +175,12 @@ class Recorder(DeploymentStepCost):
             admitted=admitted,
             scale=scale,
             runs=np.array(self._runs, dtype=int).reshape(-1, 2),
+            kernels=self.kernels.as_array(),
         )
 
 
 _Three = tuple[np.ndarray, np.ndarray, np.ndarray]
+_Four = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,12 +188,14 @@ class _Steps:
     """Traces asked for per-request metrics, stacked step by step (``Trace.metrics`` at once)."""
 
     compute_s: np.ndarray  # (ops, steps), before tile padding
-    pad: np.ndarray  # (ops, steps), tile padding
+    pad: np.ndarray | None  # (ops, steps), tile padding (None: no GEMM padded)
     memory_s: np.ndarray  # (ops, steps)
     kv_s: np.ndarray  # (ops, steps)
+    terms: np.ndarray  # (ops, steps)
     seqs: np.ndarray  # (steps,)
     links: np.ndarray  # (4, steps)
     layers: np.ndarray  # (steps,)
+    kernels: np.ndarray  # (4, steps) ``KernelCounts`` of each step
     starts: np.ndarray  # (traces,) first global step of each trace
     req_trace: np.ndarray  # (requests,)
     first: np.ndarray  # (requests,) global step of the first token
@@ -198,12 +221,16 @@ class _Steps:
         admit = [np.where(t.admitted >= 0, t.admitted + steps[i], -1) for i, t in enumerate(traces)]
         return _Steps(
             compute_s=stack(lambda t: t.compute_s),
-            pad=stack(lambda t: t.pad),
+            pad=_padding(stack(lambda t: t.pad)),
             memory_s=stack(lambda t: t.memory_s),
             kv_s=stack(lambda t: t.kv_s),
+            terms=np.concatenate([_term_rows(t.terms, ops) for t in traces], axis=1),
             seqs=np.concatenate([t.seqs for t in traces]),
             links=np.concatenate([t.links for t in traces], axis=1),
             layers=np.concatenate([np.full(t.num_steps, t.layers) for t in traces]),
+            kernels=np.concatenate(
+                [np.repeat(t.kernels[:, None], t.num_steps, 1) for t in traces], axis=1
+            ),
             starts=steps[:-1],
             req_trace=np.concatenate([np.full(len(t.first), i) for i, t in enumerate(traces)]),
             first=requests(lambda t: t.first, True),
@@ -215,8 +242,9 @@ class _Steps:
         )
 
     def values(self, cal: Calibration) -> np.ndarray:
-        step = _op_seconds(self.compute_s, self.memory_s, self.kv_s, self.pad, cal).sum(axis=0)
-        step += _link_and_fixed(self.links, self.layers, self.seqs, cal)
+        parts = (self.compute_s, self.memory_s, self.kv_s)
+        step = _op_seconds(parts, self.pad, self.terms, cal).sum(axis=0)
+        step += _link_and_fixed((self.links, self.layers, self.seqs, self.kernels), cal)
         ends = np.concatenate(([0.0], np.cumsum(step)))
         base = ends[self.starts][self.req_trace]
         first, last = ends[self.first + 1] - base, ends[self.last + 1] - base
@@ -254,15 +282,18 @@ class _Totals:
     """
 
     trace: np.ndarray  # (steps,) trace of each explicit step
+    weight: np.ndarray  # (steps,) how many identical explicit steps each column stands for
     parts: _Three  # compute (before tile padding), memory, KV seconds (ops, steps)
-    pad: np.ndarray  # (ops, steps) tile padding
-    step_extra: _Three  # links (4, steps), layers, seqs
+    pad: np.ndarray | None  # (ops, steps) tile padding (None: no GEMM padded)
+    terms: np.ndarray  # (ops, steps) compute-efficiency terms (``term_indices``)
+    step_extra: _Four  # links (4, steps), layers, seqs, kernels (4, steps)
     run_trace: np.ndarray  # (runs,)
     run_first: _Three  # compute, memory, KV seconds at j = 0 (ops, runs)
     run_slope: _Three  # their change per step (ops, runs)
-    run_pad: np.ndarray  # (ops, runs) tile padding, the same at every step of a run
+    run_terms: np.ndarray  # (ops, runs)
+    run_pad: np.ndarray | None  # (ops, runs) tile padding, the same at every step of a run
     run_len: np.ndarray  # (runs,)
-    run_extra: _Three  # links (4, runs), layers, seqs
+    run_extra: _Four  # links (4, runs), layers, seqs, kernels (4, runs)
     outputs: np.ndarray  # (traces,)
     scale: np.ndarray  # (traces,)
 
@@ -274,62 +305,99 @@ class _Totals:
         def cat(j: int, axis: int = -1) -> np.ndarray:
             return np.concatenate([p[j] for p in pieces], axis=axis)
 
+        trace, weight, (c, m, k, pad, terms, links, layers, seqs, kernels) = _distinct_steps(
+            cat(0), (cat(1), cat(2), cat(3), cat(4), cat(20), cat(5), cat(6), cat(7), cat(22))
+        )
         return _Totals(
-            trace=cat(0),
-            parts=(cat(1), cat(2), cat(3)),
-            pad=cat(4),
-            step_extra=(cat(5), cat(6), cat(7)),
+            trace=trace,
+            weight=weight,
+            parts=(c, m, k),
+            pad=_padding(pad),
+            terms=terms,
+            step_extra=(links, layers, seqs, kernels),
             run_trace=cat(8),
             run_first=(cat(9), cat(10), cat(11)),
             run_slope=(cat(12), cat(13), cat(14)),
-            run_pad=cat(15),
+            run_terms=cat(21),
+            run_pad=_padding(cat(15)),
             run_len=cat(16),
-            run_extra=(cat(17), cat(18), cat(19)),
+            run_extra=(cat(17), cat(18), cat(19), cat(23)),
             outputs=np.array([float(t.outputs.sum()) for t in traces]),
             scale=np.array([t.scale for t in traces]),
         )
 
     def values(self, cal: Calibration) -> np.ndarray:
         n = len(self.scale)
-        step = _op_seconds(*self.parts, self.pad, cal).sum(axis=0)
-        step += _link_and_fixed(*self.step_extra, cal)
-        total = np.bincount(self.trace, step, n)
+        step = _op_seconds(self.parts, self.pad, self.terms, cal).sum(axis=0)
+        step += _link_and_fixed(self.step_extra, cal)
+        total = np.bincount(self.trace, step * self.weight, n)
         k = self.run_len
-        f0 = _scaled(self.run_first, self.run_pad, cal)
-        f1 = _scaled(self.run_slope, self.run_pad, cal)
+        eff = efficiencies(cal)[self.run_terms]
+        f0 = _scaled(self.run_first, self.run_pad, eff, cal)
+        f1 = _scaled(self.run_slope, self.run_pad, eff, cal)
         runs = _sum_max(f0[0], f1[0], f0[1], f1[1], k).sum(axis=0)
-        runs += k * _link_and_fixed(*self.run_extra, cal)
+        runs += k * _link_and_fixed(self.run_extra, cal)
         total += np.bincount(self.run_trace, runs, n)
         return self.scale * self.outputs / total
+
+
+def _distinct_steps(
+    trace: np.ndarray, arrays: tuple[np.ndarray, ...]
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Explicit steps merged where a trace repeats one exactly (an offline run repeats its
+    mixed steps many times): each distinct step once, with how many it stands for."""
+    if trace.size == 0:
+        return trace, np.zeros(0), arrays
+    table = np.vstack(
+        [trace[None].astype(float)] + [np.atleast_2d(a).astype(float) for a in arrays]
+    )
+    _, first, inverse = np.unique(table.T, axis=0, return_index=True, return_inverse=True)
+    weight = np.bincount(inverse.ravel(), minlength=first.size).astype(float)
+    return trace[first], weight, tuple(a[..., first] for a in arrays)
 
 
 def _rows(a: np.ndarray, ops: int) -> np.ndarray:
     return np.pad(a, ((0, ops - a.shape[0]), (0, 0)))
 
 
+def _term_rows(a: np.ndarray, ops: int) -> np.ndarray:
+    return np.pad(a, ((0, ops - a.shape[0]), (0, 0)), constant_values=_PAD_TERM)
+
+
+def _padding(pad: np.ndarray) -> np.ndarray | None:
+    """``pad``, or None where no GEMM is padded (every factor at most 1, so max(pad, 1 / eff)
+    is 1 / eff whatever the efficiency: the re-timing skips it)."""
+    return None if pad.size == 0 or float(pad.max()) <= 1.0 else pad
+
+
 def _op_seconds(
-    c: np.ndarray, m: np.ndarray, k: np.ndarray, pad: np.ndarray, cal: Calibration
+    parts: _Three, pad: np.ndarray | None, terms: np.ndarray, cal: Calibration
 ) -> np.ndarray:
-    compute, memory = _scaled((c, m, k), pad, cal)
+    compute, memory = _scaled(parts, pad, efficiencies(cal)[terms], cal)
     return np.maximum(compute, memory)
 
 
-def _scaled(parts: _Three, pad: np.ndarray, cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
-    """(compute, memory) at the calibrated rates: a padded GEMM takes the longer of its padded
-    FLOPs at the peak and its FLOPs at the sustained rate (``analytic.calibrated``)."""
+def _scaled(
+    parts: _Three, pad: np.ndarray | None, eff: np.ndarray, cal: Calibration
+) -> tuple[np.ndarray, np.ndarray]:
+    """(compute, memory) at the calibrated rates (``eff``: each op's compute efficiency): a
+    padded GEMM takes the longer of its padded FLOPs at the peak and its FLOPs at the sustained
+    rate, and its KV seconds stay out from under compute by ``kv_overlap``
+    (``analytic.calibrated``)."""
     c, m, k = parts
-    return (
-        c * np.maximum(pad, 1.0 / cal.compute_efficiency),
-        m / cal.bandwidth_efficiency + k / cal.kv_bandwidth_efficiency,
-    )
+    kv = k / cal.kv_bandwidth_efficiency
+    compute = c / eff if pad is None else c * np.maximum(pad, 1.0 / eff)
+    if cal.kv_overlap != 1.0:
+        compute = compute + (1.0 - cal.kv_overlap) * kv
+    return compute, m / cal.bandwidth_efficiency + kv
 
 
-def _link_and_fixed(
-    links: np.ndarray, layers: np.ndarray, seqs: np.ndarray, cal: Calibration
-) -> np.ndarray:
+def _link_and_fixed(extra: _Four, cal: Calibration) -> np.ndarray:
+    """Link and fixed seconds of steps: ``extra`` = links (4, steps), layers, seqs, kernels."""
+    links, layers, seqs, kernels = extra
     hop, coll, transfer, cross = links
     out = hop + coll * cal.collective_latency_s + transfer / cal.link_efficiency
-    return out + cross * cal.stage_latency_s + fixed_step_seconds(layers, cal, seqs)
+    return out + cross * cal.stage_latency_s + fixed_step_seconds(layers, cal, seqs, kernels)
 
 
 def _sum_max(
@@ -379,6 +447,10 @@ def _compress(t: Trace, index: int, ops: int) -> tuple[np.ndarray, ...]:
         t.links[:, first],
         layers[first],
         t.seqs[first],
+        _term_rows(t.terms[:, explicit], ops),
+        _term_rows(t.terms[:, first], ops),
+        np.repeat(t.kernels[:, None], int(explicit.sum()), 1),
+        np.repeat(t.kernels[:, None], len(first), 1),
     )
 
 

@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 
 from ridgeline.fidelity.dataset import Row, Scenario, load_dataset
-from ridgeline.fidelity.fit import FamilyFit, engine_calibration, fit_family, kv_read_factor
+from ridgeline.fidelity.fit import FamilyFit, FamilyRows, engine_calibration, engine_facts, fit_rows
 from ridgeline.fidelity.prediction import DEFAULT_MAX_SEQS, PredictRequest, predict, record
 from ridgeline.fidelity.trace import Trace
 from ridgeline.specs import Accelerator, get_accelerator
-from ridgeline.specs.calibration import IDEAL, Calibration, CostMode, family_names, get_family
+from ridgeline.specs.calibration import IDEAL, Calibration, CostMode, Term, family_names, get_family
 
-Progress = Callable[[str], None]
+Progress = Callable[[str, int, int], None]  # (what, done, total)
 
 SUMMARY_HEADERS = (
     "accelerator",
@@ -38,7 +38,15 @@ SUMMARY_HEADERS = (
     "within 2x",
     "worst row (ratio)",
 )
-FIT_HEADERS = ("family", "fitted terms", "rows", "mean |ln ratio|")
+FIT_HEADERS = (
+    "family",
+    "fitted term",
+    "value",
+    "bound",
+    "rows constraining it",
+    "rows fitted",
+    "mean |ln ratio|",
+)
 
 
 def request_for(row: Row, mode: CostMode = CostMode.CALIBRATED) -> PredictRequest:
@@ -166,7 +174,7 @@ class Validation:
                 str(s.rows),
                 f"{s.ideal_median_error:.0%}",
                 f"{s.calibrated_median_error:.0%}",
-                f"{s.loso_median_error:.0%}",
+                _percent_or(s.loso_median_error, "not run"),
                 f"{s.within_2x}/{s.rows}",
                 f"{s.worst_key} ({s.worst_ratio:.2f}x)",
             )
@@ -174,17 +182,29 @@ class Validation:
         ]
 
     def fit_rows(self) -> list[tuple[str, ...]]:
-        """``FIT_HEADERS`` rows: each family's fitted numbers and the rows behind them."""
-        return [
+        """``FIT_HEADERS`` rows: every fitted term with its value, bound, the rows that
+        constrain it (``FamilyFit.constraining``) and the family's fit; then every term a
+        family asked to fit that too few rows constrain, pinned at its prior."""
+        fitted = [
+            (f.family, t.value, f"{v:.4g}", f.bound(t), str(f.constraining.get(t, 0)))
+            for f in self.fits
+            if f.rows
+            for t, v in f.values.items()
+        ]
+        pinned = [
             (
                 f.family,
-                ", ".join(f"{t.value} = {v:.4g}" for t, v in f.values.items()),
-                str(len(f.rows)),
-                f"{f.mean_abs_log_error:.3f}",
+                f"{t.value} (pinned at its prior)",
+                f"{_prior(f, t):.4g}",
+                f.bound(t),
+                str(n),
             )
             for f in self.fits
-            if f.values and f.rows
+            if f.rows
+            for t, n in f.pinned.items()
         ]
+        errors = {f.family: (str(len(f.rows)), f"{f.mean_abs_log_error:.3f}") for f in self.fits}
+        return [(*row, *errors[row[0]]) for row in fitted + pinned]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -195,6 +215,8 @@ class Validation:
                 {
                     "family": f.family,
                     "values": {t.value: v for t, v in f.values.items()},
+                    "constraining_rows": {t.value: n for t, n in f.constraining.items()},
+                    "pinned": {t.value: n for t, n in f.pinned.items()},
                     "rows": list(f.rows),
                     "mean_abs_log_error": f.mean_abs_log_error,
                 }
@@ -204,25 +226,48 @@ class Validation:
         }
 
 
+def _prior(fit: FamilyFit, term: Term) -> float:
+    return get_family(fit.family).priors.value(term)
+
+
+def _percent_or(value: float, missing: str) -> str:
+    """``value`` as a percentage, or ``missing`` where it was not computed (NaN)."""
+    return missing if math.isnan(value) else f"{value:.0%}"
+
+
 def family_of(row: Row) -> str:
     return get_accelerator(row.hardware).calibration.family
 
 
 def fit_all(
-    rows: Iterable[Row], traces: Mapping[str, Trace], families: Iterable[str] | None = None
+    rows: Iterable[Row],
+    traces: Mapping[str, Trace],
+    families: Iterable[str] | None = None,
+    start: Mapping[str, FamilyFit] | None = None,
 ) -> dict[str, FamilyFit]:
     """Every family (or those of ``families``) fitted on its re-timeable rows among ``rows``
-    (priors where it has none)."""
+    (priors where it has none), each search starting from ``start``'s fit where given."""
+    data = family_rows(rows, traces, families)
+    return {
+        name: fit_rows(d, start=None if start is None else start.get(name))
+        for name, d in data.items()
+    }
+
+
+def family_rows(
+    rows: Iterable[Row], traces: Mapping[str, Trace], families: Iterable[str] | None = None
+) -> dict[str, FamilyRows]:
+    """Each family's (or those of ``families``) re-timeable rows among ``rows``, stacked."""
     rows = [r for r in rows if r.key in traces]
-    fits = {}
+    out = {}
     for name in family_names() if families is None else families:
         items = [(r, traces[r.key]) for r in rows if family_of(r) == name]
-        fits[name] = fit_family(get_family(name), items)
-    return fits
+        out[name] = FamilyRows.of(get_family(name), items)
+    return out
 
 
 def _predicted(row: Row, cal: Calibration, traces: Mapping[str, Trace]) -> float:
-    cal = engine_calibration(cal, kv_read_factor(row))
+    cal = engine_calibration(cal, engine_facts(row))
     if row.key in traces:
         return traces[row.key].metrics(cal)[row.metric]
     acc: Accelerator = dataclasses.replace(get_accelerator(row.hardware), calibration=cal)
@@ -234,11 +279,11 @@ def _predicted(row: Row, cal: Calibration, traces: Mapping[str, Trace]) -> float
 def record_all(rows: Sequence[Row], progress: Progress | None = None) -> dict[str, Trace]:
     """One recorded run per re-timeable row."""
     traces = {}
-    for row in rows:
-        if retimeable(row):
-            if progress is not None:
-                progress(row.key)
-            traces[row.key] = record(request_for(row))
+    todo = [row for row in rows if retimeable(row)]
+    for i, row in enumerate(todo):
+        if progress is not None:
+            progress(f"recording {row.key}", i, len(todo))
+        traces[row.key] = record(request_for(row))
     return traces
 
 
@@ -252,9 +297,13 @@ def validate(
     (``traces``: the rows' recorded runs, when already recorded)."""
     rows = list(load_dataset() if rows is None else rows)
     traces = record_all(rows, progress) if traces is None else traces
-    held_out = _loso(rows, traces) if loso else {}
+    data = family_rows(rows, traces)
+    fits = {name: fit_rows(d) for name, d in data.items()}
+    held_out = _loso(rows, traces, data, fits, progress) if loso else {}
     results = []
-    for row in rows:
+    for i, row in enumerate(rows):
+        if progress is not None:
+            progress(f"predicting {row.key}", i, len(rows))
         cal = get_accelerator(row.hardware).calibration
         results.append(
             RowResult(
@@ -264,18 +313,30 @@ def validate(
                 loso=held_out.get(row.key, float("nan")),
             )
         )
-    return Validation(tuple(results), tuple(fit_all(rows, traces).values()))
+    return Validation(tuple(results), tuple(fits.values()))
 
 
-def _loso(rows: Sequence[Row], traces: Mapping[str, Trace]) -> dict[str, float]:
+def _loso(
+    rows: Sequence[Row],
+    traces: Mapping[str, Trace],
+    data: Mapping[str, FamilyRows],
+    fits: Mapping[str, FamilyFit],
+    progress: Progress | None = None,
+) -> dict[str, float]:
+    """Each source's rows predicted by its families fitted without them (each search starting
+    from the fit on every row, with its pinned terms: the same optimum in fewer steps)."""
     out = {}
-    for source in sorted({r.source.id for r in rows}):
+    sources = sorted({r.source.id for r in rows})
+    for i, source in enumerate(sources):
+        if progress is not None:
+            progress(f"leaving out {source}", i, len(sources))
         held = [r for r in rows if r.source.id == source]
         # only the families of the held-out rows change when they leave the fit
-        families = sorted({family_of(r) for r in held})
-        fits = fit_all([r for r in rows if r.source.id != source], traces, families)
+        others = {
+            name: fit_rows(data[name], source, fits[name]) for name in {family_of(r) for r in held}
+        }
         for row in held:
             base = get_accelerator(row.hardware).calibration
-            cal = fits[base.family].calibration(base) if base.family in fits else base
+            cal = others[base.family].calibration(base) if base.family in others else base
             out[row.key] = _predicted(row, cal, traces)
     return out

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ridgeline.analytic import kv_bytes_per_token
-from ridgeline.analytic.calibrated import fixed_step_seconds
+from ridgeline.analytic.calibrated import fixed_step_seconds, kernel_counts
 from ridgeline.analytic.dataflow import Bucket, ScheduleOptions, compile_schedule
 from ridgeline.analytic.pallas import tpu_step
 from ridgeline.analytic.pricing import Pricing
@@ -226,7 +226,9 @@ class CompiledStepCost:
         self.dtypes = pricing.dtypes
         cal = pricing.calibration
         self.bandwidth_efficiency = cal.bandwidth_efficiency
-        self.fixed_s = float(fixed_step_seconds(model.num_layers, cal))
+        self.fixed_s = float(
+            fixed_step_seconds(model.num_layers, cal, kernels=kernel_counts(model, self.dtypes))
+        )
         self.buckets = list(shapes.seq_buckets)
         self.roofline = StepCostModel(model, pricing)
         self.kv_per_token = kv_bytes_per_token(model, self.dtypes.kv)

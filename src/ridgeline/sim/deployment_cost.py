@@ -39,8 +39,9 @@ class DeploymentStepCost(StepCostModel):
     def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
         costs = chip_op_costs(self.model, self.deployment.tensor_parallel, shape, self.dtypes)  # type: ignore[arg-type]
         kv = np.array([c.kv_bytes for c in costs])
+        compute = self._ideal_compute_s([c.flops for c in costs], tuple(c.kind for c in costs))
         return (
-            np.array([c.flops for c in costs]),
+            compute,
             np.array([c.bytes for c in costs]) - kv,
             kv,
             np.array([c.gemm_rows for c in costs]),
@@ -65,8 +66,6 @@ class DeploymentStepCost(StepCostModel):
         return super().step_time_s(new, prior) + self.link_s(len(new), float(sum(new)))
 
     def decode_run_s(self, prior: Sequence[int], k: int) -> np.ndarray:
-        if not self.affine:  # the base prices each step with step_time_s, links included
-            return super().decode_run_s(prior, k)
         batch = float(len(prior))
         return super().decode_run_s(prior, k) + self.link_s(batch, batch)
 

@@ -45,8 +45,15 @@ from typing import Protocol
 import numpy as np
 
 from ridgeline.analytic import op_terms
-from ridgeline.analytic.calibrated import fixed_step_seconds, gemm_stretch
-from ridgeline.analytic.ops import routed_uniformly
+from ridgeline.analytic.calibrated import (
+    OpKind,
+    compute_term,
+    fixed_step_seconds,
+    gemm_stretch,
+    kernel_counts,
+    kind_of,
+)
+from ridgeline.analytic.ops import OpClass, routed_uniformly
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
 from ridgeline.serving.executor import ScheduledBatch, StepResult
@@ -137,19 +144,23 @@ class StepCostModel:
         self.calibration = pricing.calibration
         acc = pricing.accelerator
         cal = self.calibration
+        self.acc = acc
         self.peak = acc.peak(self.dtypes.compute)  # the datasheet's; efficiencies scale below
         self.bw = acc.device_bandwidth_bytes_per_s
+        self._kinds: dict[bool, tuple[OpKind, ...]] = {}
+        self._last_kinds: tuple[OpKind, ...] = ()
         self.tile_rows = cal.gemm_tile_rows
         self.host = host or HostCost()
         work = self.host.work
-        self.fixed_s = float(fixed_step_seconds(model.num_layers, cal)) + work.step_s
+        self.kernels = kernel_counts(model, self.dtypes)
+        fixed = fixed_step_seconds(model.num_layers, cal, kernels=self.kernels)
+        self.fixed_s = float(fixed) + work.step_s
         self.seq_s = cal.sequence_latency_s + work.sequence_s
         self.eager_s = model.num_layers * work.eager_layer_s
         self.windows: tuple[int | None, ...] = tuple(
             sorted({layer.window for layer in model.layers}, key=lambda w: -1 if w is None else w)
         )
         self.moe = model.moe if model.is_moe else None
-        self.affine = True  # NOTE: kept for subclasses that read it (fidelity.trace)
         self._raw = {d: self._read_coefficients(d) for d in (True, False)}
         self._coef = {d: self._calibrated(r[0], r[1], r[2], r[3], d) for d, r in self._raw.items()}
         self._run = self._decode_run_coefficients() if self.windows == (None,) else None
@@ -191,17 +202,38 @@ class StepCostModel:
         return float(distinct), float(rows)
 
     def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
-        """Per-op FLOPs, bytes other than KV, KV bytes and GEMM rows of ``shape``."""
+        """Per-op ideal compute seconds (each op at its own format's peak), bytes other than KV,
+        KV bytes and GEMM rows of ``shape``; ``op_kinds`` then holds the ops' kinds."""
         ops = op_terms(self.model, shape, self.dtypes)  # type: ignore[arg-type]
-        flops = np.array([float(o.flops) for o in ops])
         kv = np.array([float(o.kv_read_bytes + o.kv_write_bytes) for o in ops])
         nbytes = np.array([float(o.bytes_read + o.bytes_written) for o in ops]) - kv
         rows = np.array([float(o.gemm_rows) for o in ops])
-        return flops, nbytes, kv, rows
+        kinds = tuple(kind_of(o) for o in ops)
+        return self._ideal_compute_s([float(o.flops) for o in ops], kinds), nbytes, kv, rows
+
+    def _ideal_compute_s(self, flops: Sequence[float], kinds: tuple[OpKind, ...]) -> np.ndarray:
+        """FLOPs over each op's peak, remembering the kinds (the op lists of a decode and of a
+        mixed step may differ: MLA's two forms)."""
+        self._last_kinds = kinds
+        peaks = np.array([self.acc.peak(k.compute_dtype) for k in kinds])
+        return np.asarray(flops, dtype=float) / peaks
+
+    def op_kinds(self, decode: bool) -> tuple[OpKind, ...]:
+        """The kinds of the ops of a decode (or a mixed) step, in the order of ``_terms``."""
+        kinds = self._kinds.get(decode)
+        if kinds is None:
+            self._terms(self._shape([1.0] * self.num_columns, decode))
+            kinds = self._kinds[decode] = self._last_kinds
+        return kinds
+
+    def compute_efficiencies(self, decode: bool) -> np.ndarray:
+        """Each op's compute efficiency under this model's calibration (``compute_term``)."""
+        cal = self.calibration
+        return np.array([cal.value(compute_term(k)) for k in self.op_kinds(decode)])
 
     def _read_coefficients(self, decode: bool) -> tuple[np.ndarray, ...]:
         """(ops × d) matrices, per unit of each aggregate (column 0 constant), of the ideal
-        FLOP seconds, other-byte seconds, KV-byte seconds, and of GEMM rows."""
+        compute seconds, other-byte seconds, KV-byte seconds, and of GEMM rows."""
         d = self.num_columns
         base = [1.0] + [0.0] * (d - 1)
         zero = self._terms(self._shape(base, decode))
@@ -212,44 +244,47 @@ class StepCostModel:
             for col, t, t0 in zip(cols, self._terms(self._shape(x, decode)), zero, strict=True):
                 col.append(t - t0)
         f, m, k, g = (np.stack(c, axis=1) for c in cols)
-        return f / self.peak, m / self.bw, k / self.bw, g
+        return f, m / self.bw, k / self.bw, g
 
     def _calibrated(
         self, f: np.ndarray, m: np.ndarray, k: np.ndarray, g: np.ndarray, decode: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Compute and memory seconds at the calibrated rates (``analytic.calibrated``; the MoE
-        experts at theirs: ``_op_efficiencies``)."""
+        """Compute and memory seconds at the calibrated rates (``analytic.calibrated``: each op
+        at its kind's compute efficiency, the MoE experts' weights at theirs; decode KV reads
+        that do not hide under compute, ``kv_overlap`` < 1, add to it)."""
         cal = self.calibration
-        compute_eff, bandwidth_eff = self._op_efficiencies(decode)
-        mem = m / bandwidth_eff[:, None] + k / cal.kv_bandwidth_efficiency
-        compute, serial = f / compute_eff[:, None], 1.0 - cal.overlap
+        kv = k / cal.kv_bandwidth_efficiency
+        mem = m / self._bandwidth_efficiencies(decode)[:, None] + kv
+        compute = f / self.compute_efficiencies(decode)[:, None] + (1.0 - cal.kv_overlap) * kv
+        serial = 1.0 - cal.overlap
         if serial:
             # max(c + s·m, m + s·c) = max(c, m) + s·min(c, m) (``analytic.calibrated``), in a
             # form that stays linear in the aggregates, so every closed form below holds
             compute, mem = compute + serial * mem, mem + serial * compute
         return compute, mem, g
 
-    def _op_efficiencies(self, decode: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Each op's compute and weight-stream efficiency: the family's, but the MoE experts'
-        grouped GEMMs reach the lower of those and the MoE terms (``specs.calibration``)."""
+    def _bandwidth_efficiencies(self, decode: bool) -> np.ndarray:
+        """Each op's weight-stream efficiency: the family's, but the MoE experts' weights
+        stream at the lower of it and ``moe_bandwidth_efficiency`` (``specs.calibration``)."""
         cal = self.calibration
-        unit = [1.0] * self.num_columns
-        names = [o.name for o in op_terms(self.model, self._shape(unit, decode), self.dtypes)]
-        moe = np.array([n == "moe.experts" for n in names])
-        ce, be = cal.compute_efficiency, cal.bandwidth_efficiency
-        return (
-            np.where(moe, min(ce, cal.moe_compute_efficiency), ce),
-            np.where(moe, min(be, cal.moe_bandwidth_efficiency), be),
-        )
+        moe = np.array([k.op_class is OpClass.EXPERTS for k in self.op_kinds(decode)])
+        be = cal.bandwidth_efficiency
+        return np.where(moe, min(be, cal.moe_bandwidth_efficiency), be)
 
-    def _pad(self, rows: np.ndarray) -> np.ndarray | float:
+    def _pad(self, rows: np.ndarray, decode: bool) -> np.ndarray | float:
         """What tile padding multiplies each op's calibrated FLOP seconds by (1 everywhere on an
-        ideal machine): ``analytic.calibrated.gemm_stretch``."""
-        eff = self.calibration.compute_efficiency
-        return 1.0 if self.tile_rows == 1 else gemm_stretch(rows, self.tile_rows, eff)
+        ideal machine): ``analytic.calibrated.gemm_stretch`` at each op's own efficiency."""
+        if self.tile_rows == 1:
+            return 1.0
+        eff = self.compute_efficiencies(decode)
+        return gemm_stretch(rows, self.tile_rows, eff[:, None] if np.ndim(rows) == 2 else eff)
 
     def aggregates(self, new: Sequence[int], prior: Sequence[int]) -> list[float]:
-        """The linear model's x for sequences adding ``new`` tokens on ``prior`` cached ones."""
+        """The linear model's x for sequences adding ``new`` tokens on ``prior`` cached ones
+        (summed by numpy for a large batch: every term is an integer, so the sums are exact
+        and equal whatever their order)."""
+        if len(new) >= _VECTOR_MIN:
+            return self._aggregates_np(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
         seqs = tokens = keys = 0.0
         att = [0.0] * len(self.windows)
         cac = [0.0] * len(self.windows)
@@ -266,13 +301,28 @@ class StepCostModel:
                     cac[i] += min(p, w)
         return [1.0, seqs, tokens, keys, *att, *cac, *self.moe_columns(tokens)]
 
+    def _aggregates_np(self, n: np.ndarray, p: np.ndarray) -> list[float]:
+        if n.shape != p.shape:
+            raise ValueError("new and prior differ in length")
+        att, cac = [], []
+        for w in self.windows:
+            if w is None:
+                att.append(float((n * p + n * (n + 1) / 2).sum()))
+                cac.append(float(p.sum()))
+            else:
+                att.append(float((_windowed_sums(p + n, w) - _windowed_sums(p, w)).sum()))
+                cac.append(float(np.minimum(p, w).sum()))
+        tokens = float(n.sum())
+        head = [1.0, float(n.size), tokens, float((p + n).sum())]
+        return [*head, *att, *cac, *self.moe_columns(tokens)]
+
     def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float:
         """Time of one step whose sequences add ``new`` tokens on ``prior`` cached ones."""
         decode = all(n == 1 for n in new)
         fixed = self.fixed(decode, len(new))
         fc, bc, gc = self._coef[decode]
         x = np.asarray(self.aggregates(new, prior))
-        compute = (fc @ x) * self._pad(gc @ x)
+        compute = (fc @ x) * self._pad(gc @ x, decode)
         return float(np.maximum(compute, bc @ x).sum()) + fixed
 
     def fixed(self, decode: bool, seqs: float) -> float:
@@ -311,7 +361,7 @@ class StepCostModel:
             return sums.at(x) + self.fixed(decode, x[1])
         fc, bc, gc = self._coef[decode]
         v = np.array(x)
-        compute = (fc @ v) * self._pad(gc @ v)
+        compute = (fc @ v) * self._pad(gc @ v, decode)
         return float(np.maximum(compute, bc @ v).sum()) + self.fixed(decode, x[1])
 
     def decode_steps_s(self, batch: Sequence[int], total: Sequence[int]) -> list[float] | None:
@@ -367,7 +417,7 @@ class StepCostModel:
                 a = a + e * np.concatenate([fc[:, ie], bc[:, ie]])
                 rows = rows + r * gm[:, ie + 1]
             if self.tile_rows > 1:  # a decode GEMM's rows are fixed by B, whatever S is
-                pad = self._pad(rows)
+                pad = self._pad(rows, True)
                 a[:ops], c[:ops] = a[:ops] * pad, c[:ops] * pad
             pieces = sum_of_maxima(a[:ops], c[:ops], a[ops:], c[ops:])
             if not self.host.graphed(True, batch):  # the eager layers: a constant of this B
@@ -433,7 +483,7 @@ class StepCostModel:
         if self.tile_rows == 1:
             return 1.0
         x = self.decode_run_aggregates(prior, 1)
-        return np.asarray(self._pad(self.gemm_rows(x, True)))
+        return np.asarray(self._pad(self.gemm_rows(x, True), True))
 
     def _decode_run_coefficients(self) -> tuple[np.ndarray, ...]:
         """Without sliding windows a decode step j of B sequences holding S cached tokens has
@@ -461,13 +511,21 @@ class StepCostModel:
             rows = gc[:, 0] + batch * (gc[:, 1] + gc[:, 2])
             if moe:
                 rows = rows + moe[1] * gc[:, 7]
-            per_op[0] *= np.asarray(self._pad(rows))[:, None]
+            per_op[0] *= np.asarray(self._pad(rows, True))[:, None]
         return per_op.max(axis=0).sum(axis=0) + self.fixed(True, batch)
 
 
 def _shifted(pieces: Pieces, extra: float) -> Pieces:
     """``pieces`` plus a constant."""
     return Pieces(pieces.kinks, tuple(i + extra for i in pieces.intercepts), pieces.slopes)
+
+
+_VECTOR_MIN = 32  # sequences from which numpy sums a step's aggregates faster than a loop
+
+
+def _windowed_sums(x: np.ndarray, w: int) -> np.ndarray:
+    """``_windowed_sum`` of every element of ``x``."""
+    return np.where(x <= w, x * (x + 1) / 2, w * (w + 1) / 2 + (x - w) * w)
 
 
 def _windowed_sum(x: float, w: int) -> float:

@@ -13,18 +13,35 @@ term                          what it models
                               streaming weights and activations
 ``kv_bandwidth_efficiency``   the same for the KV cache, read by the attention kernel in scattered
                               blocks (paged attention), often well below streaming
-``compute_efficiency``        achievable fraction of the dense peak on large GEMMs (MFU)
-``moe_compute_efficiency``    the same for the grouped GEMMs of MoE experts (many small GEMMs,
-                              one per expert hit; never above ``compute_efficiency``)
+``compute_efficiency``        achievable fraction of the dense peak on large 16-bit GEMMs (MFU)
+``fp8_compute_efficiency``    the same for 8-bit GEMMs (fp8, int8 W8A8) against the 8-bit peak
+``fp4_compute_efficiency``    the same for 4-bit GEMMs (fp4 W4A4) against the 4-bit peak
+``weight_only_compute_...``   the same for GEMMs of int8/int4 weights dequantised to 16 bits
+``attention_compute_...``     the same for fused prefill attention (FlashAttention-style
+                              kernels, in the activations' 16-bit format)
+``moe_compute_efficiency``    the same for grouped MoE expert GEMMs (many small GEMMs, one per
+                              expert, plus the token permutation around them)
 ``moe_bandwidth_efficiency``  the fraction of bandwidth the experts' weights stream at (never
                               above ``bandwidth_efficiency``)
+``quantised_gemm_latency_s``  fixed time each 8- or 4-bit GEMM adds to a step beyond a 16-bit
+                              one (quantising its input in a kernel of its own, the scales in
+                              its epilogue); 0 for an engine that fuses the quantisation into
+                              the kernel before the GEMM
+``gemm_latency_s``            fixed time of each GEMM kernel beyond its roofline time (launch,
+                              ramp-up and tail, under CUDA graphs)
+``attention_latency_s``       the same for each attention kernel
+``kernel_latency_s``          the same for each elementwise kernel (norms, activation functions,
+                              gathers, MoE token permutations)
 ``gemm_tile_rows``            rows of the matrix unit: a GEMM of M rows costs ceil(M/t)·t rows
 ``overlap``                   how far an operator's memory traffic hides under its compute: 1 is
                               the roofline's max(compute, memory) (a GPU's or systolic array's
                               asynchronous copies), 0 their sum (one CPU core that stalls on the
                               weight stream between FMAs)
-``layer_latency_s``           fixed time each layer adds to a step: kernel launches and syncs on
-                              a GPU, the per-layer latency of a pipeline laid across a fabric on a
+``kv_overlap``                how far an operator's KV-cache traffic hides under its compute: 1
+                              the roofline's, 0 none (a mixed step's decode attention reads the
+                              cache in kernels of their own, beside the prompt's attention)
+``layer_latency_s``           fixed time each layer adds to a step beyond its kernels' own: syncs
+                              and host work on a GPU, the per-layer latency of a pipeline laid across a fabric on a
                               spatial machine
 ``step_latency_s``            fixed time per step (host scheduling, sampling)
 ``sequence_latency_s``        host time per running sequence per step (its scheduling, input
@@ -69,7 +86,6 @@ class Term(StrEnum):
     BANDWIDTH_EFFICIENCY = "bandwidth_efficiency"
     KV_BANDWIDTH_EFFICIENCY = "kv_bandwidth_efficiency"
     COMPUTE_EFFICIENCY = "compute_efficiency"
-    MOE_COMPUTE_EFFICIENCY = "moe_compute_efficiency"
     MOE_BANDWIDTH_EFFICIENCY = "moe_bandwidth_efficiency"
     GEMM_TILE_ROWS = "gemm_tile_rows"
     LAYER_LATENCY_S = "layer_latency_s"
@@ -79,18 +95,38 @@ class Term(StrEnum):
     COLLECTIVE_LATENCY_S = "collective_latency_s"
     STAGE_LATENCY_S = "stage_latency_s"
     OVERLAP = "overlap"
+    FP8_COMPUTE_EFFICIENCY = "fp8_compute_efficiency"
+    FP4_COMPUTE_EFFICIENCY = "fp4_compute_efficiency"
+    WEIGHT_ONLY_COMPUTE_EFFICIENCY = "weight_only_compute_efficiency"
+    ATTENTION_COMPUTE_EFFICIENCY = "attention_compute_efficiency"
+    MOE_COMPUTE_EFFICIENCY = "moe_compute_efficiency"
+    QUANTISED_GEMM_LATENCY_S = "quantised_gemm_latency_s"
+    GEMM_LATENCY_S = "gemm_latency_s"
+    ATTENTION_LATENCY_S = "attention_latency_s"
+    KERNEL_LATENCY_S = "kernel_latency_s"
+    KV_OVERLAP = "kv_overlap"
 
 
+COMPUTE_TERMS = (
+    Term.COMPUTE_EFFICIENCY,
+    Term.FP8_COMPUTE_EFFICIENCY,
+    Term.FP4_COMPUTE_EFFICIENCY,
+    Term.WEIGHT_ONLY_COMPUTE_EFFICIENCY,
+    Term.ATTENTION_COMPUTE_EFFICIENCY,
+    Term.MOE_COMPUTE_EFFICIENCY,
+)
 EFFICIENCY_TERMS = (
     Term.BANDWIDTH_EFFICIENCY,
     Term.KV_BANDWIDTH_EFFICIENCY,
-    Term.COMPUTE_EFFICIENCY,
-    Term.MOE_COMPUTE_EFFICIENCY,
     Term.MOE_BANDWIDTH_EFFICIENCY,
     Term.LINK_EFFICIENCY,
+    *COMPUTE_TERMS,
 )
 FITTED_PREFIX = "fitted"
-MAX_FITTED_TERMS = 3  # per family: few physical numbers, never one per data point
+# A term is fitted only where at least this many published rows constrain it (a row constrains
+# a term when its prediction moves by at least ``MIN_ELASTICITY`` of the term's relative change).
+MIN_CONSTRAINING_ROWS = 8
+MIN_ELASTICITY = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +142,6 @@ class Calibration:
     bandwidth_efficiency: float = 1.0
     kv_bandwidth_efficiency: float = 1.0
     compute_efficiency: float = 1.0
-    moe_compute_efficiency: float = 1.0
     moe_bandwidth_efficiency: float = 1.0
     gemm_tile_rows: int = 1
     layer_latency_s: float = 0.0
@@ -116,11 +151,22 @@ class Calibration:
     collective_latency_s: float = 0.0
     stage_latency_s: float = 0.0
     overlap: float = 1.0
+    # None: as ``compute_efficiency`` (a family that does not tell its GEMM kinds apart)
+    fp8_compute_efficiency: float | None = None
+    fp4_compute_efficiency: float | None = None
+    weight_only_compute_efficiency: float | None = None
+    attention_compute_efficiency: float | None = None
+    moe_compute_efficiency: float | None = None
+    quantised_gemm_latency_s: float = 0.0
+    gemm_latency_s: float = 0.0
+    attention_latency_s: float = 0.0
+    kernel_latency_s: float = 0.0
+    kv_overlap: float = 1.0
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for term in EFFICIENCY_TERMS:
-            value = getattr(self, term.value)
+            value = self.value(term)
             if not 0.0 < value <= 1.0:
                 raise ConfigError(f"calibration {self.family}: field {term}: must be in (0, 1]")
         latencies = (
@@ -128,6 +174,10 @@ class Calibration:
             Term.STEP_LATENCY_S,
             Term.SEQUENCE_LATENCY_S,
             Term.COLLECTIVE_LATENCY_S,
+            Term.QUANTISED_GEMM_LATENCY_S,
+            Term.GEMM_LATENCY_S,
+            Term.ATTENTION_LATENCY_S,
+            Term.KERNEL_LATENCY_S,
         )
         for term in latencies:
             if getattr(self, term.value) < 0:
@@ -136,8 +186,9 @@ class Calibration:
             raise ConfigError(f"calibration {self.family}: field stage_latency_s: must be >= 0")
         if self.gemm_tile_rows < 1:
             raise ConfigError(f"calibration {self.family}: field gemm_tile_rows: must be >= 1")
-        if not 0.0 <= self.overlap <= 1.0:
-            raise ConfigError(f"calibration {self.family}: field overlap: must be in [0, 1]")
+        for term in (Term.OVERLAP, Term.KV_OVERLAP):
+            if not 0.0 <= getattr(self, term.value) <= 1.0:
+                raise ConfigError(f"calibration {self.family}: field {term}: must be in [0, 1]")
         if self.overlap < 1.0 and self.gemm_tile_rows > 1:
             # tile padding stretches compute alone; a partly serial op would pad its bytes too
             raise ConfigError(
@@ -145,7 +196,9 @@ class Calibration:
             )
 
     def value(self, term: Term) -> float:
-        return float(getattr(self, term.value))
+        """The term's value (a compute efficiency left unset is ``compute_efficiency``)."""
+        v = getattr(self, term.value)
+        return float(self.compute_efficiency if v is None else v)
 
     def with_values(self, values: Mapping[Term, float], source: str | None = None) -> Calibration:
         """A copy with ``values`` set (and, if given, their source replaced by ``source``)."""
@@ -185,7 +238,6 @@ class _TermsFile(_Strict):
     bandwidth_efficiency: _Term | None = None
     kv_bandwidth_efficiency: _Term | None = None
     compute_efficiency: _Term | None = None
-    moe_compute_efficiency: _Term | None = None
     moe_bandwidth_efficiency: _Term | None = None
     gemm_tile_rows: _Term | None = None
     layer_latency_s: _Term | None = None
@@ -195,6 +247,16 @@ class _TermsFile(_Strict):
     collective_latency_s: _Term | None = None
     stage_latency_s: _Term | None = None
     overlap: _Term | None = None
+    fp8_compute_efficiency: _Term | None = None
+    fp4_compute_efficiency: _Term | None = None
+    weight_only_compute_efficiency: _Term | None = None
+    attention_compute_efficiency: _Term | None = None
+    moe_compute_efficiency: _Term | None = None
+    quantised_gemm_latency_s: _Term | None = None
+    gemm_latency_s: _Term | None = None
+    attention_latency_s: _Term | None = None
+    kernel_latency_s: _Term | None = None
+    kv_overlap: _Term | None = None
 
 
 class CalibrationTable(_TermsFile):
@@ -250,8 +312,6 @@ def parse_family(data: dict[str, Any], where: str) -> Family:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise ConfigError(f"{where}: field {loc}: {err['msg']}") from None
-    if len(f.fit) > MAX_FITTED_TERMS:
-        raise ConfigError(f"{where}: field fit: at most {MAX_FITTED_TERMS} fitted terms")
     terms, priors = _terms(f.terms), _terms(f.priors)
     for term in f.fit:
         if term not in priors:
