@@ -49,10 +49,10 @@ from ridgeline.sim.fast_cache import (
     cached_blocks,
     free_table,
     no_returning,
-    outputs_reused,
     take_admitted,
     take_group,
 )
+from ridgeline.sim.fast_off import fast_mode_off
 from ridgeline.sim.lines import Horizon
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.step_log import StepLog
@@ -66,18 +66,9 @@ _INF = float("inf")
 
 
 def covers(sim: Simulation) -> bool:
-    """Whether the fast mode reproduces ``sim``'s step-by-step run (see the module docstring)."""
-    cfg = sim.cfg
-    return (
-        sim.clients is None  # a closed loop's arrivals wait for completions
-        and len(sim.instances) == 1
-        and sim.instances[0].role == "mixed"
-        and not cfg.tiers
-        and cfg.scheduler.spec is None
-        and cfg.disagg is None
-        and cfg.compiled is None  # compiled shapes price steps through their executor
-        and not (cfg.prefix_caching and outputs_reused(sim.workload))
-    )
+    """Whether the fast mode reproduces ``sim``'s step-by-step run (see the module docstring);
+    ``sim.fast_off.fast_mode_off`` says why not."""
+    return fast_mode_off(sim) is None
 
 
 def run(

@@ -16,9 +16,10 @@ Step ends are accumulated from ``now`` one step at a time, as stepping does, and
 every step of a run is recorded, so both give the same times, samples and KV peak.
 
 NOTE: with ``fast_forward`` on, a configuration the fast mode covers (one mixed instance, no
-prefix caching, tiers, speculative decoding, disaggregation or compiled shapes:
-``sim.fast.covers``) is run by ``sim.fast`` instead, which keeps the scheduler's state in
-arrays; a differential test holds the two to the same results.
+tiers, speculative decoding, disaggregation, compiled shapes or closed loop:
+``sim.fast_off.fast_mode_off``) is run by ``sim.fast`` instead, which keeps the scheduler's
+state in arrays; a differential test holds the two to the same results, and the result's
+``fast_mode_off`` says why the step loop ran one it does not cover.
 
 Disaggregation: prefill instances run each prompt and its first token; the KV then crosses a
 link (latency + bytes ÷ bandwidth) and a decode instance continues (DistServe, OSDI 2024;
@@ -33,7 +34,7 @@ import operator
 import random
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING
 
@@ -65,6 +66,7 @@ from ridgeline.sim.executor import (
     one_chip,
     step_cost_model,
 )
+from ridgeline.sim.fast_off import fast_mode_off
 from ridgeline.sim.metrics import SLO, RequestLog, SimResult
 from ridgeline.sim.step_log import StepRecorder
 from ridgeline.sim.summary import RunStats, summarize
@@ -332,11 +334,13 @@ class Simulation:
         called with the number of requests done."""
         late = LateCounter(stop, self.log) if stop is not None else None
         with gc_paused():
-            if self.cfg.fast_forward and fast.covers(self):
+            off = fast_mode_off(self)
+            if off is None:
                 result, self.stopped = fast.run(self, progress, late)
                 return result
             self._loop(progress, late)
-            return summarize(self.log, self.steps.samples(len(self.instances) > 1), self.stats())
+            stats = replace(self.stats(), fast_mode_off=off)
+            return summarize(self.log, self.steps.samples(len(self.instances) > 1), stats)
 
     def stats(self) -> RunStats:
         """The run's counters (after ``run``)."""
