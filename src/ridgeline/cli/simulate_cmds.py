@@ -105,7 +105,7 @@ def _sim_config(
     cfg = engine_sim_config(m, pricing, EngineRun(get_engine(serving.engine), serving.setup()))
     return replace(
         cfg, scheduler=replace(cfg.scheduler, spec=topo.spec()), eviction=serving.eviction,
-        tiers=parse_tiers(topo.tiers, acc) if topo.tiers else (),
+        tiers=parse_tiers(topo.tiers, acc) if topo.tiers else cfg.tiers,  # --cpu-kv-blocks'
         draft_model=get_model(topo.spec_draft) if topo.spec_draft else None,
         disagg=parse_disagg(topo.disagg, topo.link_bw, topo.link_latency) if topo.disagg else None,
         slo=out.slo(), seed=seed,
