@@ -17,6 +17,13 @@ loops), this module applies ``Scheduler.schedule`` and ``update``'s rules to per
 Anything else (a preemption, more decoders than the budget, two prompts in chunks) is a general
 step over explicit per-request values.
 
+**The rules are the scheduler's.** What a request is given and admitted with
+(``serving.scheduler.chunk_tokens``, ``admit_tokens``) and whether the next step is plain decode,
+so a stretch may run (``Scheduler.plain_decode_next``, as ``decode_run_limit`` asks), are
+called here over the lists; this module keeps the state, the closed forms and the order of
+block grants. Still restated here: the policy's preemption victim (``_victim``, over indices)
+and the free-block bound of a stretch (``sim.stretch.fundable``, over a residue histogram).
+
 **The decode group.** A member takes one token every step, so its computed and output counts are
 ``base + D`` for a shared step counter D; it finishes when D reaches its ``fin`` (a heap gives the
 next). Without prefix caching no block's identity is observed, so the pool is a count; a paged
@@ -40,6 +47,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ridgeline.serving.policies import PolicyKind
+from ridgeline.serving.scheduler import admit_tokens, chunk_tokens
 from ridgeline.sim.early import LateCounter
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.fast_arrivals import next_step, seen
@@ -205,9 +213,8 @@ class _FastInstance:
         """Run the next step, or a stretch up to ``horizon``; the time it ends (None: idle)."""
         run = self.running
         if self.grouped and len(run) <= self.limit:
-            waiting = self.heap or self.fifo
-            admits = waiting and len(run) < self.max_running and not self.blocked
-            if run and self.chunker is None and not admits and not self.last_prompt:
+            plain = self.sched.plain_decode_next(len(run), self.waiting_len, self.blocked)
+            if plain and self.chunker is None and not self.last_prompt:
                 return stretch(self, now, horizon)
             if self._group_need() <= self.free:
                 return self.group_step(now)
@@ -221,7 +228,7 @@ class _FastInstance:
             return 0
         budget = self.limit - len(self.running) + 1
         owed = self.P[c] + self.nout[c] - self.comp[c]
-        return max(0, min(owed, self.cap or owed, budget))
+        return max(0, chunk_tokens(owed, self.cap, budget))
 
     def _group_need(self) -> int:
         """Blocks the next group step takes: the members' crossings and the chunker's chunk."""
@@ -292,9 +299,9 @@ class _FastInstance:
             hit = self.cache.find(i, P[i] + nout[i]) if self.cache is not None else []
             cached = len(hit) * bs
             owed = P[i] + nout[i] - comp[i] - cached
-            if not self.chunked and owed > budget:
+            n = admit_tokens(owed, self.cap, budget, self.chunked)
+            if n is None:
                 break
-            n = min(owed, self.cap or owed, budget)
             reserve = self._reserve(i, cached) if hit else self.reserve[i]
             need = -(-max(comp[i] + cached + n, reserve) // bs) - self.held[i] - len(hit)
             revived = sum(1 for b in hit if b.ref_cnt == 0)  # free cached blocks a hit takes
@@ -349,8 +356,7 @@ class _FastInstance:
         budget, preempted, idx = limit, False, 0
         while idx < len(run) and budget > 0:
             i = run[idx]
-            owed = P[i] + nout[i] - comp[i]
-            n = min(owed, cap or owed, budget)
+            n = chunk_tokens(P[i] + nout[i] - comp[i], cap, budget)
             victims = self._grow(i, n, picked, at)
             preempted = preempted or victims > 0
             if not self.is_running[i]:

@@ -15,11 +15,8 @@ steps up to the next event in closed form and applies it at once::
 Step ends are accumulated from ``now`` one step at a time, as stepping does, and the KV use after
 every step of a run is recorded, so both give the same times, samples and KV peak.
 
-NOTE: with ``fast_forward`` on, a configuration the fast mode covers (one mixed instance, no
-tiers, speculative decoding, disaggregation, compiled shapes or closed loop:
-``sim.fast_off.fast_mode_off``) is run by ``sim.fast`` instead, which keeps the scheduler's
-state in arrays; a differential test holds the two to the same results, and the result's
-``fast_mode_off`` says why the step loop ran one it does not cover.
+NOTE: with ``fast_forward`` on, a configuration the fast mode covers (``sim.fast_off``) runs in
+``sim.fast``: the scheduler's state in arrays, held to this loop's results by a differential test.
 
 Disaggregation: prefill instances run each prompt and its first token; the KV then crosses a
 link (latency + bytes ÷ bandwidth) and a decode instance continues (DistServe, OSDI 2024;
@@ -56,7 +53,7 @@ from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec, TierTraffic
-from ridgeline.sim import fast
+from ridgeline.sim import fast, fast_off
 from ridgeline.sim.early import LateCounter, LateStop
 from ridgeline.sim.executor import (
     CostModelExecutor,
@@ -66,7 +63,6 @@ from ridgeline.sim.executor import (
     one_chip,
     step_cost_model,
 )
-from ridgeline.sim.fast_off import fast_mode_off
 from ridgeline.sim.metrics import SLO, RequestLog, SimResult
 from ridgeline.sim.step_log import StepRecorder
 from ridgeline.sim.summary import RunStats, summarize
@@ -334,13 +330,12 @@ class Simulation:
         called with the number of requests done."""
         late = LateCounter(stop, self.log) if stop is not None else None
         with gc_paused():
-            off = fast_mode_off(self)
-            if off is None:
+            if (off := fast_off.fast_mode_off(self)) is None:
                 result, self.stopped = fast.run(self, progress, late)
                 return result
             self._loop(progress, late)
-            stats = replace(self.stats(), fast_mode_off=off)
-            return summarize(self.log, self.steps.samples(len(self.instances) > 1), stats)
+            samples = self.steps.samples(len(self.instances) > 1)  # the result says why (off)
+            return summarize(self.log, samples, replace(self.stats(), fast_mode_off=off))
 
     def stats(self) -> RunStats:
         """The run's counters (after ``run``)."""
