@@ -9,7 +9,7 @@ from tests.serving_helpers import FixedTokenExecutor, make_scheduler, req, step
 
 from ridgeline.errors import UnknownNameError
 from ridgeline.serving.request import RequestStatus
-from ridgeline.serving.scheduler import PreemptionMode, admit_tokens, chunk_tokens
+from ridgeline.serving.scheduler import PreemptionMode, admitted_tokens, scheduled_tokens
 from ridgeline.serving.spec_decode import SpecDecodeConfig, draw_accepted, expected_tokens_per_step
 
 
@@ -215,12 +215,16 @@ def test_a_duplicate_request_id_is_refused() -> None:
 
 
 def test_the_token_rules_over_plain_numbers() -> None:
-    """What a request is given (``chunk_tokens``) and admitted with (``admit_tokens``): the
+    """What a request is given (``scheduled_tokens``) and admitted with (``admitted_tokens``): the
     rules the scheduler and the simulator's fast mode both apply."""
-    assert [chunk_tokens(10, 0, 8), chunk_tokens(10, 4, 8), chunk_tokens(3, 4, 8)] == [8, 4, 3]
-    assert admit_tokens(10, 0, 8, chunked=False) is None  # a whole prompt waits for room
-    assert admit_tokens(10, 0, 8, chunked=True) == 8
-    assert admit_tokens(10, 6, 12, chunked=False) == 6  # fits whole: the cap still chunks it
+    assert [scheduled_tokens(10, 0, 8), scheduled_tokens(10, 4, 8), scheduled_tokens(3, 4, 8)] == [
+        8,
+        4,
+        3,
+    ]
+    assert admitted_tokens(10, 0, 8, chunked=False) is None  # a whole prompt waits for room
+    assert admitted_tokens(10, 0, 8, chunked=True) == 8
+    assert admitted_tokens(10, 6, 12, chunked=False) == 6  # fits whole: the cap still chunks it
 
 
 def test_plain_decode_next_is_the_rule_of_decode_runs() -> None:

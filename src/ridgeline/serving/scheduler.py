@@ -83,7 +83,7 @@ class SchedulerConfig:
             raise ConfigError("field max_num_batched_tokens: must hold 1 + spec_k tokens")
 
 
-def chunk_tokens(owed: int, cap: int, budget: int) -> int:
+def scheduled_tokens(owed: int, cap: int, budget: int) -> int:
     """Tokens a request that owes ``owed`` is given in a step with ``budget`` tokens left: what
     it owes, at most the prefill chunk cap (``long_prefill_token_threshold``; 0: none) and the
     budget (vLLM v1 ``Scheduler.schedule``). A rule over plain numbers, so the simulator's fast
@@ -91,12 +91,12 @@ def chunk_tokens(owed: int, cap: int, budget: int) -> int:
     return min(owed, cap or owed, budget)
 
 
-def admit_tokens(owed: int, cap: int, budget: int, chunked: bool) -> int | None:
+def admitted_tokens(owed: int, cap: int, budget: int, chunked: bool) -> int | None:
     """Tokens a waiting request that owes ``owed`` is admitted with, or None when it must wait
     for a later step: without chunked prefill a prompt (or a recompute) runs whole."""
     if not chunked and owed > budget:
         return None
-    return chunk_tokens(owed, cap, budget)
+    return scheduled_tokens(owed, cap, budget)
 
 
 @dataclass(slots=True)
@@ -269,7 +269,7 @@ class Scheduler:
             )
             if k > 0:
                 return 1 + k, self._proposer(req, k)
-        return chunk_tokens(owed, self.config.long_prefill_token_threshold, budget), ()
+        return scheduled_tokens(owed, self.config.long_prefill_token_threshold, budget), ()
 
     def _grow(
         self, req: Request, n: int, picked: dict[str, tuple[Request, int, tuple[int, ...]]]
@@ -324,7 +324,7 @@ class Scheduler:
             # KV that arrived from a prefill instance counts as computed (disaggregation)
             external = req.num_external_tokens if req.num_computed_tokens == 0 else 0
             owed = req.num_tokens - req.num_computed_tokens - external - hit.num_tokens
-            n = admit_tokens(owed, self.config.long_prefill_token_threshold, budget, chunked)
+            n = admitted_tokens(owed, self.config.long_prefill_token_threshold, budget, chunked)
             if n is None:
                 break
             if not self._admit_one(req, n, hit, external):
@@ -494,7 +494,7 @@ class Scheduler:
         stretches (``sim.stretch``), which hold their state in counts, hence the arguments."""
         if num_running == 0 or num_running > self.config.max_num_batched_tokens:
             return False
-        return not (num_waiting and num_running < self.max_running and not blocked)
+        return not num_waiting or blocked or num_running >= self.max_running
 
     def _fundable_steps(self, k: int) -> int:
         """Largest j <= k such that j decode steps need at most the free blocks."""

@@ -18,11 +18,11 @@ Anything else (a preemption, more decoders than the budget, two prompts in chunk
 step over explicit per-request values.
 
 **The rules are the scheduler's.** What a request is given and admitted with
-(``serving.scheduler.chunk_tokens``, ``admit_tokens``) and whether the next step is plain decode,
-so a stretch may run (``Scheduler.plain_decode_next``, as ``decode_run_limit`` asks), are
-called here over the lists; this module keeps the state, the closed forms and the order of
-block grants. Still restated here: the policy's preemption victim (``_victim``, over indices)
-and the free-block bound of a stretch (``sim.stretch.fundable``, over a residue histogram).
+(``serving.scheduler.scheduled_tokens``, ``admitted_tokens``), whether the next step is plain
+decode so a stretch may run (``Scheduler.plain_decode_next``, as ``decode_run_limit`` asks) and
+whom a preemption takes (``Policy.victim_of``) are called here over the lists; this module
+keeps the state, the closed forms and the order of block grants. Still restated here: the
+free-block bound of a stretch (``sim.stretch.fundable``, over a histogram of block residues).
 
 **The decode group.** A member takes one token every step, so its computed and output counts are
 ``base + D`` for a shared step counter D; it finishes when D reaches its ``fin`` (a heap gives the
@@ -47,7 +47,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ridgeline.serving.policies import PolicyKind
-from ridgeline.serving.scheduler import admit_tokens, chunk_tokens
+from ridgeline.serving.scheduler import admitted_tokens, scheduled_tokens
 from ridgeline.sim.early import LateCounter
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.fast_arrivals import next_step, seen
@@ -228,7 +228,7 @@ class _FastInstance:
             return 0
         budget = self.limit - len(self.running) + 1
         owed = self.P[c] + self.nout[c] - self.comp[c]
-        return max(0, chunk_tokens(owed, self.cap, budget))
+        return max(0, scheduled_tokens(owed, self.cap, budget))
 
     def _group_need(self) -> int:
         """Blocks the next group step takes: the members' crossings and the chunker's chunk."""
@@ -243,6 +243,10 @@ class _FastInstance:
         return self.hist[self.D % self.bs] if self.num_tight else 0
 
     # ---- waiting queue and preemption (policies.py) -------------------------------------------
+
+    def _urgency(self, i: int) -> tuple[int, float, int]:
+        """Request ``i``'s (priority, arrival, admission stamp): the priority policy's order."""
+        return self.prio[i], self.arrival[i], self.stamp[i]
 
     def _push(self, i: int, front: bool = False) -> None:
         if self.priority:
@@ -262,10 +266,7 @@ class _FastInstance:
             self.fifo.popleft()
 
     def _victim(self) -> int:
-        if self.priority:
-            prio, arr, stamp = self.prio, self.arrival, self.stamp
-            return max(self.running, key=lambda i: (prio[i], arr[i], stamp[i]))
-        return self.running[-1]
+        return self.sched.policy.victim_of(self.running, self._urgency)
 
     def _preempt(self, v: int, at: int) -> None:
         """Recompute: free the victim's blocks, forget its KV, requeue it at the front."""
@@ -299,7 +300,7 @@ class _FastInstance:
             hit = self.cache.find(i, P[i] + nout[i]) if self.cache is not None else []
             cached = len(hit) * bs
             owed = P[i] + nout[i] - comp[i] - cached
-            n = admit_tokens(owed, self.cap, budget, self.chunked)
+            n = admitted_tokens(owed, self.cap, budget, self.chunked)
             if n is None:
                 break
             reserve = self._reserve(i, cached) if hit else self.reserve[i]
@@ -356,7 +357,7 @@ class _FastInstance:
         budget, preempted, idx = limit, False, 0
         while idx < len(run) and budget > 0:
             i = run[idx]
-            n = chunk_tokens(P[i] + nout[i] - comp[i], cap, budget)
+            n = scheduled_tokens(P[i] + nout[i] - comp[i], cap, budget)
             victims = self._grow(i, n, picked, at)
             preempted = preempted or victims > 0
             if not self.is_running[i]:
