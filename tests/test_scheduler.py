@@ -9,7 +9,7 @@ from tests.serving_helpers import FixedTokenExecutor, make_scheduler, req, step
 
 from ridgeline.errors import UnknownNameError
 from ridgeline.serving.request import RequestStatus
-from ridgeline.serving.scheduler import PreemptionMode
+from ridgeline.serving.scheduler import PreemptionMode, admitted_tokens, scheduled_tokens
 from ridgeline.serving.spec_decode import SpecDecodeConfig, draw_accepted, expected_tokens_per_step
 
 
@@ -212,3 +212,33 @@ def test_a_duplicate_request_id_is_refused() -> None:
     s.add_request(req("A", 4))
     with pytest.raises(ConfigError, match="'A' is already queued or running"):
         s.add_request(req("A", 4))
+
+
+def test_the_token_rules_over_plain_numbers() -> None:
+    """What a request is given (``scheduled_tokens``) and admitted with (``admitted_tokens``): the
+    rules the scheduler and the simulator's fast mode both apply."""
+    assert [scheduled_tokens(10, 0, 8), scheduled_tokens(10, 4, 8), scheduled_tokens(3, 4, 8)] == [
+        8,
+        4,
+        3,
+    ]
+    assert admitted_tokens(10, 0, 8, chunked=False) is None  # a whole prompt waits for room
+    assert admitted_tokens(10, 0, 8, chunked=True) == 8
+    assert admitted_tokens(10, 6, 12, chunked=False) == 6  # fits whole: the cap still chunks it
+
+
+def test_plain_decode_next_is_the_rule_of_decode_runs() -> None:
+    """The next step is plain decode when nothing can be admitted and the budget holds every
+    running request's token; ``decode_run_limit`` follows it."""
+    s, ex = make_scheduler(num_blocks=64, max_num_batched_tokens=3, max_num_seqs=2)
+    assert not s.plain_decode_next(0, 0, False)  # nothing runs
+    assert s.plain_decode_next(2, 0, False)
+    assert not s.plain_decode_next(1, 1, False)  # a slot is free and a request waits
+    assert s.plain_decode_next(1, 1, True)  # ... but the queue's head is blocked on memory
+    assert s.plain_decode_next(2, 5, False)  # every slot taken
+    assert not s.plain_decode_next(4, 0, False)  # four tokens over a budget of three
+    s.add_request(req("a", 2, max_new=6))
+    step(s, ex)
+    assert s.decode_run_limit(100) == 5
+    s.add_request(req("b", 2, max_new=6))
+    assert not s.plain_decode_next(1, 1, False) and s.decode_run_limit(100) == 0

@@ -21,7 +21,7 @@ from ridgeline.specs import get_accelerator, get_model
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "golden" / "simulate_trace_tiny.json"
-GOLDEN_VERSION = 1
+GOLDEN_VERSION = 2
 
 
 def _round(x: Any) -> Any:

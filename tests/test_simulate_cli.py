@@ -40,7 +40,7 @@ def test_simulate_json_reports_one_result() -> None:
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     (res,) = out["results"]
-    assert out["schema"] == "ridgeline.simulate/2" and res["num_requests"] == 50
+    assert out["schema"] == "ridgeline.simulate/3" and res["num_requests"] == 50
     assert out["mode"] == "calibrated" and out["pricing"]["label"] == "expected (calibrated)"
     assert res["num_completed"] + res["num_rejected"] == 50
     # the KV-pool rule (analytic.memory): 0.9 x 80e9 B less 13,476,831,232 B of weights, the
@@ -140,3 +140,26 @@ def test_report_serving_section(tmp_path: Path) -> None:
     assert all(f.exists() for f in s.figures)
     paged, contiguous = s.data["results"][0], s.data["results"][1]
     assert contiguous["unused_allocated_frac"] > 10 * paged["unused_allocated_frac"]
+
+
+def test_a_run_the_fast_mode_does_not_cover_says_why_on_stderr_and_in_the_json() -> None:
+    """Speculative decoding runs in the step loop: one stderr line names it, the JSON's
+    ``fast_mode`` says the same; a covered run says nothing and reports that the fast mode ran."""
+    args = ["simulate", "--hw", "a100-80gb", "-m", "llama-2-7b", "-n", "8", "--rate", "4"]
+    spec = runner.invoke(app, [*args, "--spec-k", "2", "--json"])
+    plain = runner.invoke(app, [*args, "--json"])
+    assert spec.exit_code == plain.exit_code == 0, spec.output + plain.output
+    assert spec.stderr == (
+        "fast mode off: speculative decoding (the step loop runs it, ~10x slower)\n"
+    )
+    assert json.loads(spec.stdout)["results"][0]["fast_mode"] == {
+        "ran": False,
+        "off": "spec_decode",
+        "why": "speculative decoding",
+    }
+    assert plain.stderr == ""
+    assert json.loads(plain.stdout)["results"][0]["fast_mode"] == {
+        "ran": True,
+        "off": None,
+        "why": None,
+    }

@@ -335,7 +335,7 @@ def test_simulation_runs_with_progress_and_returns_its_curves(client: TestClient
     job = wait_for(client, started.json()["id"])
     assert (job["status"], job["done"], job["error"]) == ("done", 60, None)
     r = job["result"]
-    assert r["num_completed"] == 60 and r["schema"] == "ridgeline.simulate/1"
+    assert r["num_completed"] == 60 and r["schema"] == "ridgeline.simulate/2"
     assert r["cdf"]["e2e_s"]["p"][-1] == 1.0 and r["cdf"]["e2e_s"]["x"] == sorted(
         r["cdf"]["e2e_s"]["x"]
     )

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from ridgeline.cli.common import HwOpt, ModelOpt, console, emit_json, progress_bar, save_plot
+from ridgeline.cli.common import (
+    HwOpt,
+    ModelOpt,
+    console,
+    emit_json,
+    err_console,
+    progress_bar,
+    save_plot,
+)
 from ridgeline.cli.options import grouped
 from ridgeline.cli.simulate_options import (
     CostOptions,
@@ -97,7 +105,7 @@ def _sim_config(
     cfg = engine_sim_config(m, pricing, EngineRun(get_engine(serving.engine), serving.setup()))
     return replace(
         cfg, scheduler=replace(cfg.scheduler, spec=topo.spec()), eviction=serving.eviction,
-        tiers=parse_tiers(topo.tiers, acc) if topo.tiers else (),
+        tiers=parse_tiers(topo.tiers, acc) if topo.tiers else cfg.tiers,  # --cpu-kv-blocks'
         draft_model=get_model(topo.spec_draft) if topo.spec_draft else None,
         disagg=parse_disagg(topo.disagg, topo.link_bw, topo.link_latency) if topo.disagg else None,
         slo=out.slo(), seed=seed,
@@ -173,7 +181,22 @@ def simulate_cmd(
     if serving.policy is PolicyKind.STATIC and is_compiled_schedule(cfg.hw):
         cfg = static_variant(cfg, "static", wl, shape_opts)
     results = _run(cfg, wl, variants, show, shape_opts, workload.concurrency)
+    _say_fast_mode_off(results)
     _render(results, cfg, output.json_out, output.plot)
+
+
+def _say_fast_mode_off(results: list[SimResult]) -> None:
+    """One line on stderr for each run the fast mode did not cover, naming why (stdout, and
+    the JSON with it, stays as it is; the JSON's ``fast_mode`` says the same)."""
+    several = len(results) > 1
+    for r in results:
+        if r.fast_mode_off is not None:
+            who = f"{r.label or 'run'}: " if several else ""
+            err_console.print(
+                f"{who}fast mode off: {r.fast_mode_off.why} (the step loop runs it, ~10x slower)",
+                highlight=False,
+                markup=False,
+            )
 
 
 def _render(results: list[SimResult], cfg: SimConfig, json_out: bool, plot: str | None) -> None:
@@ -183,7 +206,7 @@ def _render(results: list[SimResult], cfg: SimConfig, json_out: bool, plot: str 
     figs = _plots(results, plot, pricing.label) if plot else []
     if json_out:
         payload: dict[str, object] = {
-            "schema": "ridgeline.simulate/2",
+            "schema": "ridgeline.simulate/3",
             "model": cfg.model.name,
             "hw": cfg.hw.name,
             "mode": pricing.mode.value,

@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from ridgeline.errors import ConfigError, UnknownNameError
 from ridgeline.serving.request import Request
+
+T = TypeVar("T")
 
 
 class PolicyKind(StrEnum):
@@ -194,8 +196,15 @@ class Policy:
 
     def victim(self, running: list[Request]) -> Request:
         """The running request to preempt when blocks run out."""
+        return self.victim_of(running, _urgency)
+
+    def victim_of(self, running: Sequence[T], urgency: Callable[[T], tuple[int, float, int]]) -> T:
+        """The entry of ``running`` (in admission order) to preempt: the least urgent by
+        ``urgency`` (priority, arrival, admission stamp) under the priority policy, else the
+        last admitted (vLLM v1). Over any entries, so the simulator's fast mode asks it with
+        indices."""
         if self.kind is PolicyKind.PRIORITY:
-            return max(running, key=_urgency)
+            return max(running, key=urgency)
         return running[-1]
 
     def reserve_tokens(self, max_tokens: int, hit_tokens: int = 0) -> int | None:

@@ -83,6 +83,22 @@ class SchedulerConfig:
             raise ConfigError("field max_num_batched_tokens: must hold 1 + spec_k tokens")
 
 
+def scheduled_tokens(owed: int, cap: int, budget: int) -> int:
+    """Tokens a request that owes ``owed`` is given in a step with ``budget`` tokens left: what
+    it owes, at most the prefill chunk cap (``long_prefill_token_threshold``; 0: none) and the
+    budget (vLLM v1 ``Scheduler.schedule``). A rule over plain numbers, so the simulator's fast
+    mode applies it to its per-request lists too."""
+    return min(owed, cap or owed, budget)
+
+
+def admitted_tokens(owed: int, cap: int, budget: int, chunked: bool) -> int | None:
+    """Tokens a waiting request that owes ``owed`` is admitted with, or None when it must wait
+    for a later step: without chunked prefill a prompt (or a recompute) runs whole."""
+    if not chunked and owed > budget:
+        return None
+    return scheduled_tokens(owed, cap, budget)
+
+
 @dataclass(slots=True)
 class SchedulerStats:
     """Counters a scheduler keeps for metrics."""
@@ -253,8 +269,7 @@ class Scheduler:
             )
             if k > 0:
                 return 1 + k, self._proposer(req, k)
-        cap = self.config.long_prefill_token_threshold or owed
-        return min(owed, cap, budget), ()
+        return scheduled_tokens(owed, self.config.long_prefill_token_threshold, budget), ()
 
     def _grow(
         self, req: Request, n: int, picked: dict[str, tuple[Request, int, tuple[int, ...]]]
@@ -309,10 +324,9 @@ class Scheduler:
             # KV that arrived from a prefill instance counts as computed (disaggregation)
             external = req.num_external_tokens if req.num_computed_tokens == 0 else 0
             owed = req.num_tokens - req.num_computed_tokens - external - hit.num_tokens
-            if not chunked and owed > budget:
+            n = admitted_tokens(owed, self.config.long_prefill_token_threshold, budget, chunked)
+            if n is None:
                 break
-            cap = self.config.long_prefill_token_threshold or owed
-            n = min(owed, cap, budget)
             if not self._admit_one(req, n, hit, external):
                 self._blocked_on_memory = True
                 break
@@ -457,15 +471,11 @@ class Scheduler:
         NOTE: a performance shortcut for executors that can price many steps at once; running
         those steps one by one gives the same blocks, tokens and times.
         """
-        if not self.running or self.config.spec is not None or self.kv.tiers is not None:
+        if self.config.spec is not None or self.kv.tiers is not None:
             return 0
-        if (
-            len(self.waiting)
-            and len(self.running) < self.max_running
-            and not self._blocked_on_memory
+        if not self.plain_decode_next(
+            len(self.running), len(self.waiting), self._blocked_on_memory
         ):
-            return 0
-        if len(self.running) > self.config.max_num_batched_tokens:
             return 0
         k = max_steps
         for req in self.running:
@@ -475,6 +485,16 @@ class Scheduler:
                 return 0
             k = min(k, req.params.max_new_tokens - len(out))
         return self._fundable_steps(k)
+
+    def plain_decode_next(self, num_running: int, num_waiting: int, blocked: bool) -> bool:
+        """Whether the next step, every one of ``num_running`` requests owing one token, is
+        plain decode: the budget holds a token for each and nothing can be admitted (no request
+        waits, every slot is taken, or the queue's head was ``blocked`` on memory and nothing
+        has changed since). The rule behind ``decode_run_limit`` and the fast mode's decode
+        stretches (``sim.stretch``), which hold their state in counts, hence the arguments."""
+        if num_running == 0 or num_running > self.config.max_num_batched_tokens:
+            return False
+        return not num_waiting or blocked or num_running >= self.max_running
 
     def _fundable_steps(self, k: int) -> int:
         """Largest j <= k such that j decode steps need at most the free blocks."""

@@ -17,6 +17,13 @@ loops), this module applies ``Scheduler.schedule`` and ``update``'s rules to per
 Anything else (a preemption, more decoders than the budget, two prompts in chunks) is a general
 step over explicit per-request values.
 
+**The rules are the scheduler's.** What a request is given and admitted with
+(``serving.scheduler.scheduled_tokens``, ``admitted_tokens``), whether the next step is plain
+decode so a stretch may run (``Scheduler.plain_decode_next``, as ``decode_run_limit`` asks) and
+whom a preemption takes (``Policy.victim_of``) are called here over the lists; this module
+keeps the state, the closed forms and the order of block grants. Still restated here: the
+free-block bound of a stretch (``sim.stretch.fundable``, over a histogram of block residues).
+
 **The decode group.** A member takes one token every step, so its computed and output counts are
 ``base + D`` for a shared step counter D; it finishes when D reaches its ``fin`` (a heap gives the
 next). Without prefix caching no block's identity is observed, so the pool is a count; a paged
@@ -40,6 +47,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ridgeline.serving.policies import PolicyKind
+from ridgeline.serving.scheduler import admitted_tokens, scheduled_tokens
 from ridgeline.sim.early import LateCounter
 from ridgeline.sim.executor import StepCostModel
 from ridgeline.sim.fast_arrivals import next_step, seen
@@ -49,10 +57,10 @@ from ridgeline.sim.fast_cache import (
     cached_blocks,
     free_table,
     no_returning,
-    outputs_reused,
     take_admitted,
     take_group,
 )
+from ridgeline.sim.fast_off import fast_mode_off
 from ridgeline.sim.lines import Horizon
 from ridgeline.sim.metrics import SimResult
 from ridgeline.sim.step_log import StepLog
@@ -66,18 +74,9 @@ _INF = float("inf")
 
 
 def covers(sim: Simulation) -> bool:
-    """Whether the fast mode reproduces ``sim``'s step-by-step run (see the module docstring)."""
-    cfg = sim.cfg
-    return (
-        sim.clients is None  # a closed loop's arrivals wait for completions
-        and len(sim.instances) == 1
-        and sim.instances[0].role == "mixed"
-        and not cfg.tiers
-        and cfg.scheduler.spec is None
-        and cfg.disagg is None
-        and cfg.compiled is None  # compiled shapes price steps through their executor
-        and not (cfg.prefix_caching and outputs_reused(sim.workload))
-    )
+    """Whether the fast mode reproduces ``sim``'s step-by-step run (see the module docstring);
+    ``sim.fast_off.fast_mode_off`` says why not."""
+    return fast_mode_off(sim) is None
 
 
 def run(
@@ -214,9 +213,8 @@ class _FastInstance:
         """Run the next step, or a stretch up to ``horizon``; the time it ends (None: idle)."""
         run = self.running
         if self.grouped and len(run) <= self.limit:
-            waiting = self.heap or self.fifo
-            admits = waiting and len(run) < self.max_running and not self.blocked
-            if run and self.chunker is None and not admits and not self.last_prompt:
+            plain = self.sched.plain_decode_next(len(run), self.waiting_len, self.blocked)
+            if plain and self.chunker is None and not self.last_prompt:
                 return stretch(self, now, horizon)
             if self._group_need() <= self.free:
                 return self.group_step(now)
@@ -230,7 +228,7 @@ class _FastInstance:
             return 0
         budget = self.limit - len(self.running) + 1
         owed = self.P[c] + self.nout[c] - self.comp[c]
-        return max(0, min(owed, self.cap or owed, budget))
+        return max(0, scheduled_tokens(owed, self.cap, budget))
 
     def _group_need(self) -> int:
         """Blocks the next group step takes: the members' crossings and the chunker's chunk."""
@@ -245,6 +243,10 @@ class _FastInstance:
         return self.hist[self.D % self.bs] if self.num_tight else 0
 
     # ---- waiting queue and preemption (policies.py) -------------------------------------------
+
+    def _urgency(self, i: int) -> tuple[int, float, int]:
+        """Request ``i``'s (priority, arrival, admission stamp): the priority policy's order."""
+        return self.prio[i], self.arrival[i], self.stamp[i]
 
     def _push(self, i: int, front: bool = False) -> None:
         if self.priority:
@@ -264,10 +266,7 @@ class _FastInstance:
             self.fifo.popleft()
 
     def _victim(self) -> int:
-        if self.priority:
-            prio, arr, stamp = self.prio, self.arrival, self.stamp
-            return max(self.running, key=lambda i: (prio[i], arr[i], stamp[i]))
-        return self.running[-1]
+        return self.sched.policy.victim_of(self.running, self._urgency)
 
     def _preempt(self, v: int, at: int) -> None:
         """Recompute: free the victim's blocks, forget its KV, requeue it at the front."""
@@ -301,9 +300,9 @@ class _FastInstance:
             hit = self.cache.find(i, P[i] + nout[i]) if self.cache is not None else []
             cached = len(hit) * bs
             owed = P[i] + nout[i] - comp[i] - cached
-            if not self.chunked and owed > budget:
+            n = admitted_tokens(owed, self.cap, budget, self.chunked)
+            if n is None:
                 break
-            n = min(owed, self.cap or owed, budget)
             reserve = self._reserve(i, cached) if hit else self.reserve[i]
             need = -(-max(comp[i] + cached + n, reserve) // bs) - self.held[i] - len(hit)
             revived = sum(1 for b in hit if b.ref_cnt == 0)  # free cached blocks a hit takes
@@ -358,8 +357,7 @@ class _FastInstance:
         budget, preempted, idx = limit, False, 0
         while idx < len(run) and budget > 0:
             i = run[idx]
-            owed = P[i] + nout[i] - comp[i]
-            n = min(owed, cap or owed, budget)
+            n = scheduled_tokens(P[i] + nout[i] - comp[i], cap, budget)
             victims = self._grow(i, n, picked, at)
             preempted = preempted or victims > 0
             if not self.is_running[i]:

@@ -15,10 +15,8 @@ steps up to the next event in closed form and applies it at once::
 Step ends are accumulated from ``now`` one step at a time, as stepping does, and the KV use after
 every step of a run is recorded, so both give the same times, samples and KV peak.
 
-NOTE: with ``fast_forward`` on, a configuration the fast mode covers (one mixed instance, no
-prefix caching, tiers, speculative decoding, disaggregation or compiled shapes:
-``sim.fast.covers``) is run by ``sim.fast`` instead, which keeps the scheduler's state in
-arrays; a differential test holds the two to the same results.
+NOTE: with ``fast_forward`` on, a configuration the fast mode covers (``sim.fast_off``) runs in
+``sim.fast``: the scheduler's state in arrays, held to this loop's results by a differential test.
 
 Disaggregation: prefill instances run each prompt and its first token; the KV then crosses a
 link (latency + bytes ÷ bandwidth) and a decode instance continues (DistServe, OSDI 2024;
@@ -33,7 +31,7 @@ import operator
 import random
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING
 
@@ -55,7 +53,7 @@ from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.request import Request, SamplingParams
 from ridgeline.serving.scheduler import Scheduler, SchedulerConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec, TierTraffic
-from ridgeline.sim import fast
+from ridgeline.sim import fast, fast_off
 from ridgeline.sim.early import LateCounter, LateStop
 from ridgeline.sim.executor import (
     CostModelExecutor,
@@ -332,11 +330,12 @@ class Simulation:
         called with the number of requests done."""
         late = LateCounter(stop, self.log) if stop is not None else None
         with gc_paused():
-            if self.cfg.fast_forward and fast.covers(self):
+            if (off := fast_off.fast_mode_off(self)) is None:
                 result, self.stopped = fast.run(self, progress, late)
                 return result
             self._loop(progress, late)
-            return summarize(self.log, self.steps.samples(len(self.instances) > 1), self.stats())
+            samples = self.steps.samples(len(self.instances) > 1)  # the result says why (off)
+            return summarize(self.log, samples, replace(self.stats(), fast_mode_off=off))
 
     def stats(self) -> RunStats:
         """The run's counters (after ``run``)."""

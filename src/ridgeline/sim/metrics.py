@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
+from ridgeline.sim.fast_off import FastModeOff
 from ridgeline.specs.html import html_table
 from ridgeline.specs.inputs import check_real
 from ridgeline.specs.limits import MAX_SECONDS
@@ -202,11 +203,14 @@ class SimResult:
     timeline: KVTimeline
     requests: Sequence[RequestMetrics] = field(repr=False)  # a RequestTable from the simulator
     compiled: CompiledStats | None = None  # compiled shapes: what padding cost
+    fast_mode_off: FastModeOff | None = None  # why the step loop ran it (None: the fast mode)
 
     def to_dict(self, with_requests: bool = False) -> dict[str, Any]:
         d = asdict(replace(self, requests=()))  # the rows below, without copying the table
         d["requests"] = [asdict(r) for r in self.requests] if with_requests else []
-        d["schema"] = "ridgeline.simulate/1"
+        d["schema"] = "ridgeline.simulate/2"
+        off = d.pop("fast_mode_off")
+        d["fast_mode"] = {"ran": off is None, "off": off, "why": off.why if off else None}
         if self.compiled is None:
             d.pop("compiled")  # only compiled-shape runs carry it
         else:

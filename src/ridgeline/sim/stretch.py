@@ -74,7 +74,7 @@ def _segment(
     if horizon.reached(acc[m - 1], t) or m < k_done or not inst.running:
         return t, False
     # a completion that makes room for a waiting request: the next step admits it
-    return t, not (inst.waiting_len and len(inst.running) < inst.max_running)
+    return t, inst.sched.plain_decode_next(len(inst.running), inst.waiting_len, inst.blocked)
 
 
 def _span(inst: _FastInstance, t: float, horizon: Horizon) -> int:

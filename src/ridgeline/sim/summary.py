@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ridgeline.serving.tiers import TierTraffic
+from ridgeline.sim.fast_off import FastModeOff
 from ridgeline.sim.metrics import (
     SLO,
     KVTimeline,
@@ -46,6 +47,7 @@ class RunStats:
         prefix_hit_tokens: of the prompt tokens looked up, those found.
         tier_traffic: bytes moved per KV tier.
         compiled: compiled shapes: what padding cost (None without them).
+        fast_mode_off: why the step loop ran it (None: the fast mode did).
     """
 
     label: str
@@ -59,6 +61,7 @@ class RunStats:
     prefix_hit_tokens: int = 0
     tier_traffic: tuple[TierTraffic, ...] = ()
     compiled: CompiledStats | None = None
+    fast_mode_off: FastModeOff | None = None
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
@@ -167,4 +170,5 @@ def summarize(log: RequestLog, steps: StepSamples, stats: RunStats) -> SimResult
         timeline=_timeline(steps),
         requests=reqs,
         compiled=stats.compiled,
+        fast_mode_off=stats.fast_mode_off,
     )
