@@ -21,8 +21,14 @@ The axes, each bounded so a plan stays seconds:
   split within the domain holds the model, or where the chip is deployed as a pipeline (Groq,
   Cerebras: ``interconnect.parallelism``).
 - token budgets: ``TOKEN_BUDGETS``; max seqs is derived from the bound's batch (``plan.bound``).
-- expert parallel: 1. NOTE: the cost model splits experts like dense MLPs (tensor parallel);
-  an expert-parallel layout is enumerated once the pricing can tell it apart.
+- expert parallel: 1. NOTE: ``analytic.deployment.Deployment`` takes expert parallel equal
+  to the tensor-parallel degree (vLLM's ``--enable-expert-parallel`` on one data-parallel rank)
+  and prices it as the tensor-parallel split: a chip's E/ep whole experts are the same bytes and
+  FLOPs as 1/tp of every expert, and the combine after the layer is the same all-reduce; the
+  imbalance between chips is not modelled. An expert-parallel layout would be its tensor-parallel
+  twin at the same price, so none is enumerated until the pricing tells them apart
+  (``tests/test_plan.py`` checks that they price alike). ``Split.expert`` carries a degree to
+  the pricing and the engine command lines.
 """
 
 from __future__ import annotations
@@ -98,7 +104,7 @@ class Split:
         return " ".join(parts)
 
     def deployment(self, acc: Accelerator) -> Deployment:
-        return Deployment(acc, self.tensor, self.pipeline)
+        return Deployment(acc, self.tensor, self.pipeline, expert_parallel=self.expert)
 
 
 @dataclass(frozen=True, slots=True)
