@@ -108,7 +108,7 @@ def main() -> None:
     print(
         f"--help of {len(helps)} commands: median {statistics.median(t.wall_s for t in helps.values()) * 1e3:.0f} ms,"
         f" slowest {max(t.wall_s for t in helps.values()) * 1e3:.0f} ms; over 0.3 s: {over or 'none'}"
-    )  # fmt: skip
+    )
     verdict = "met" if sim.cpu_s < SIMULATE_CPU_TARGET_S else "not met"
     print(f"simulate on 1,000 requests: {sim.cpu_s:.2f} s of CPU (target < 0.6 s: {verdict})")
     if opts.importtime:

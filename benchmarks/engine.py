@@ -135,10 +135,13 @@ def hf_model(spec: ModelSpec, ours: CausalLM) -> Any:
 
     if spec.family == "gpt2":
         cfg: Any = GPT2Config(
-            vocab_size=spec.vocab_size, n_embd=spec.hidden_size, n_layer=spec.num_layers,
-            n_head=spec.num_heads, n_positions=spec.max_position_embeddings,
+            vocab_size=spec.vocab_size,
+            n_embd=spec.hidden_size,
+            n_layer=spec.num_layers,
+            n_head=spec.num_heads,
+            n_positions=spec.max_position_embeddings,
             attn_implementation="sdpa",
-        )  # fmt: skip
+        )
         model: Any = GPT2LMHeadModel(cfg)
     else:
         cfg = LlamaConfig(**{**LLAMA_350M, "attn_implementation": "sdpa"})
@@ -232,9 +235,14 @@ def grid(args: argparse.Namespace, kernel: Any) -> list[Point]:
 
 
 def engine_run(
-    args: argparse.Namespace, spec: ModelSpec, ours: CausalLM, kernel: Any,
-    batch: int, context: int, m: Machine,
-) -> Run:  # fmt: skip
+    args: argparse.Namespace,
+    spec: ModelSpec,
+    ours: CausalLM,
+    kernel: Any,
+    batch: int,
+    context: int,
+    m: Machine,
+) -> Run:
     n = args.warmup + args.steps
     with torch.inference_mode():
         step = timed(bench.decode_step(ours, kernel, batch, context, n), args.warmup, args.steps)
@@ -287,15 +295,19 @@ def row(p: Point) -> str:
 
 def verdict(points: list[Point]) -> None:
     worst = max(points, key=lambda p: p.ratio)
-    print(f"\nworst ridgeline/roofline (median over {len(worst.runs)} passes of step ÷ roofline on "
-          f"the probes' medians): {worst.ratio:.2f} at "
-          f"{worst.model} B{worst.batch} T{worst.context} "
-          f"(target <= 1.3: {'met' if worst.ratio <= 1.3 else 'NOT met'})")  # fmt: skip
+    print(
+        f"\nworst ridgeline/roofline (median over {len(worst.runs)} passes of step ÷ roofline on "
+        f"the probes' medians): {worst.ratio:.2f} at "
+        f"{worst.model} B{worst.batch} T{worst.context} "
+        f"(target <= 1.3: {'met' if worst.ratio <= 1.3 else 'NOT met'})"
+    )
     met = sum(p.ratio <= 1.3 for p in points)
     print(f"points within 1.3x: {met} of {len(points)}")
     on_best = [p.median(lambda r: r.step.wall_ms / r.roofline_best_ms) for p in points]
-    print(f"against the probes' best passes instead: worst {max(on_best):.2f}, "
-          f"{sum(x <= 1.3 for x in on_best)} of {len(points)} within 1.3x")  # fmt: skip
+    print(
+        f"against the probes' best passes instead: worst {max(on_best):.2f}, "
+        f"{sum(x <= 1.3 for x in on_best)} of {len(points)} within 1.3x"
+    )
     on_sum = max(p.median(lambda r: r.step.wall_ms / r.roofline_sum_ms) for p in points)
     print(f"worst against the roofline on torch sum's bandwidth alone: {on_sum:.2f}")
     for p in points:
@@ -331,8 +343,13 @@ def workload(n: int, max_prompt: int, max_output: int, gap_s: float, vocab: int)
 
 def run_ridgeline(jobs: list[Job], args: argparse.Namespace) -> tuple[float, int]:
     """Continuous batching on the engine clock: (makespan s, output tokens)."""
-    llm = LLM("distilgpt2", block_size=BLOCK_SIZE, max_num_tokens=args.max_num_tokens,
-              max_num_seqs=args.max_num_seqs, prefix_caching=True)  # fmt: skip
+    llm = LLM(
+        "distilgpt2",
+        block_size=BLOCK_SIZE,
+        max_num_tokens=args.max_num_tokens,
+        max_num_seqs=args.max_num_seqs,
+        prefix_caching=True,
+    )
     params = [SamplingParams(max_tokens=j.output_len) for j in jobs]
     outs = llm.generate([j.prompt for j in jobs], params, [j.arrival_s for j in jobs])
     return llm.clock_s, sum(len(o.token_ids) for o in outs)
@@ -352,8 +369,14 @@ def run_static(jobs: list[Job], model: Any, batch: int) -> tuple[float, int]:
         new = max(j.output_len for j in group)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            model.generate(ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
-                           do_sample=False, pad_token_id=0)  # fmt: skip
+            model.generate(
+                ids,
+                attention_mask=mask,
+                max_new_tokens=new,
+                min_new_tokens=new,
+                do_sample=False,
+                pad_token_id=0,
+            )
         clock += time.perf_counter() - t0
         useful += sum(j.output_len for j in group)
     return clock, useful
@@ -364,15 +387,19 @@ def mixed(args: argparse.Namespace) -> None:
     theirs = hf_model(spec, ours)
     del ours
     jobs = workload(args.requests, args.max_prompt, args.max_output, args.gap_s, spec.vocab_size)
-    print(f"\nmixed workload: {len(jobs)} requests, prompts <= {args.max_prompt}, outputs <= "
-          f"{args.max_output}, mean arrival gap {args.gap_s * 1e3:.0f} ms; {load_average()}")  # fmt: skip
+    print(
+        f"\nmixed workload: {len(jobs)} requests, prompts <= {args.max_prompt}, outputs <= "
+        f"{args.max_output}, mean arrival gap {args.gap_s * 1e3:.0f} ms; {load_average()}"
+    )
     span_r, tok_r = run_ridgeline(jobs, args)
     print(
         f"ridgeline continuous batching : {tok_r} tokens in {span_r:.1f} s = {tok_r / span_r:.1f} tok/s"
     )
     span_h, tok_h = run_static(jobs, theirs, args.static_batch)
-    print(f"transformers static batches {args.static_batch:>2}: {tok_h} tokens in {span_h:.1f} s = "
-          f"{tok_h / span_h:.1f} tok/s")  # fmt: skip
+    print(
+        f"transformers static batches {args.static_batch:>2}: {tok_h} tokens in {span_h:.1f} s = "
+        f"{tok_h / span_h:.1f} tok/s"
+    )
     gain = (tok_r / span_r) / (tok_h / span_h)
     print(f"ratio {gain:.2f} (target >= 2: {'met' if gain >= 2 else 'NOT met'}); {load_average()}")
 
@@ -385,11 +412,19 @@ def parse() -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=7)
     # five: at three, one point's two noisy passes out of three set its median (02:12 UTC run)
-    p.add_argument("--repeats", type=int, default=5,
-                   help="passes over each model's grid, each with its own probes")  # fmt: skip
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="passes over each model's grid, each with its own probes",
+    )
     p.add_argument("--no-hf", action="store_true", help="ridgeline and roofline only")
-    p.add_argument("--pack", choices=[x.value for x in Layout], default="auto",
-                   help="weight layout (packing.Layout; off: plain F.linear)")  # fmt: skip
+    p.add_argument(
+        "--pack",
+        choices=[x.value for x in Layout],
+        default="auto",
+        help="weight layout (packing.Layout; off: plain F.linear)",
+    )
     p.add_argument("--no-fused", action="store_true", help="torch's elementwise ops")
     p.add_argument("--no-fused-layer", action="store_true", help="the layers in Python")
     p.add_argument("--bandwidth-gbs", type=float, help="roofline bandwidth (default: measured)")

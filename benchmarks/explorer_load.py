@@ -50,7 +50,7 @@ def abusive_bodies() -> list[tuple[str, dict]]:
         "num_key_value_heads": 8,
         "intermediate_size": 500_000,
     }
-    large = {**llama, "num_hidden_layers": 160}  # fmt: skip
+    large = {**llama, "num_hidden_layers": 160}
     return [
         ("/api/kv", {"config": million}),
         ("/api/compare", {"config": million}),
@@ -160,8 +160,10 @@ def run(num_requests: int, abandon: int) -> dict:
     idle_rss = tree_rss_bytes(proc.pid)
     idle_get = statistics.median(get(base + CHEAP)[1] for _ in range(20))
     bodies = abusive_bodies()
-    jobs = [(bodies[i % len(bodies)], 0.5 if i < abandon else DEADLINE_S + 10)
-            for i in range(num_requests)]  # fmt: skip
+    jobs = [
+        (bodies[i % len(bodies)], 0.5 if i < abandon else DEADLINE_S + 10)
+        for i in range(num_requests)
+    ]
     results: list[tuple[str, int | str, float, str]] = [("", "", 0.0, "")] * len(jobs)
 
     def one(i: int) -> None:
@@ -213,17 +215,25 @@ def report(r: dict) -> None:
     for path, status, secs, msg in r["results"]:
         print(f"{path:14s} {status!s:9s} {secs:6.2f} s  {msg}")
     worst = max(secs for _, _, secs, _ in r["results"])
-    print(f"{len(r['results'])} requests in {r['load_s']:.1f} s; slowest answer {worst:.2f} s "
-          f"(deadline {DEADLINE_S:g} s)")  # fmt: skip
-    print(f"cheap GET {CHEAP}: idle median {r['idle_get_s'] * 1e3:.1f} ms; under load max "
-          f"{r['max_get_s'] * 1e3:.1f} ms, p99 {r['p99_get_s'] * 1e3:.1f} ms over {r['gets']} "
-          f"GETs")  # fmt: skip
-    print(f"memory (server + workers): idle {r['idle_rss'] / 2**20:.0f} MiB, peak "
-          f"{r['peak_rss'] / 2**20:.0f} MiB = {r['peak_rss'] / r['idle_rss']:.2f}x idle, after "
-          f"{r['settled_rss'] / 2**20:.0f} MiB")  # fmt: skip
-    print(f"SIGTERM: server stopped in {r['sigterm_s']:.2f} s, its workers gone after "
-          f"{r['workers_gone_s']:.2f} s; worker processes left at 5 s: "
-          f"{len(r['children_left'])}; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(
+        f"{len(r['results'])} requests in {r['load_s']:.1f} s; slowest answer {worst:.2f} s "
+        f"(deadline {DEADLINE_S:g} s)"
+    )
+    print(
+        f"cheap GET {CHEAP}: idle median {r['idle_get_s'] * 1e3:.1f} ms; under load max "
+        f"{r['max_get_s'] * 1e3:.1f} ms, p99 {r['p99_get_s'] * 1e3:.1f} ms over {r['gets']} "
+        f"GETs"
+    )
+    print(
+        f"memory (server + workers): idle {r['idle_rss'] / 2**20:.0f} MiB, peak "
+        f"{r['peak_rss'] / 2**20:.0f} MiB = {r['peak_rss'] / r['idle_rss']:.2f}x idle, after "
+        f"{r['settled_rss'] / 2**20:.0f} MiB"
+    )
+    print(
+        f"SIGTERM: server stopped in {r['sigterm_s']:.2f} s, its workers gone after "
+        f"{r['workers_gone_s']:.2f} s; worker processes left at 5 s: "
+        f"{len(r['children_left'])}; load average {os.getloadavg()[0]:.2f}"
+    )
 
 
 def _alive(pid: int) -> bool:

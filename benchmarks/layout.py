@@ -23,8 +23,10 @@ def main() -> None:
     ap.add_argument("--mib", type=int, default=256, help="buffer size (MiB)")
     args = ap.parse_args()
     runs = [run_layout_bench(args.mib * 2**20) for _ in range(args.runs)]
-    print(f"line {runs[0].line_bytes} B, buffer {args.mib} MiB, {args.runs} runs x "
-          f"{runs[0].passes} passes, one thread; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(
+        f"line {runs[0].line_bytes} B, buffer {args.mib} MiB, {args.runs} runs x "
+        f"{runs[0].passes} passes, one thread; load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'read':<16}{'measured':>10}{'model':>8}{'measured/model':>16}   runs")
     for i, p in enumerate(runs[0].points):
         ratios = [r.points[i].measured_ratio for r in runs]

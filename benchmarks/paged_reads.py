@@ -57,9 +57,11 @@ def _median_rate(passes: list[float]) -> float:
 def plain_reads(gib: torch.Tensor, evict: torch.Tensor) -> list[tuple[str, float, float]]:
     """(label, GB/s, ratio to sum) for runs of each size, alone and four together."""
     module = load_inline(  # needs a C++ compiler and AVX-512 (a probe of this benchmark only)
-        "ridgeline_bench_read_runs", _READS, functions=["read_runs"],
+        "ridgeline_bench_read_runs",
+        _READS,
+        functions=["read_runs"],
         extra_cflags=["-O3", "-march=native"],
-    )  # fmt: skip
+    )
     rates: dict[str, list[float]] = {}
     for p in range(PASSES):
         t0 = time.perf_counter()

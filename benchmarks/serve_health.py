@@ -53,9 +53,20 @@ def _free_port() -> int:
 
 def _start(out: Path, max_body_mib: int | None) -> tuple[subprocess.Popen[str], str]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "ridgeline", "serve", "--model", str(model_config(out)),
-           "--tokenizer", str(char_tokenizer(out / "tokenizer")), "--threads", "1",
-           "--port", str(port)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "ridgeline",
+        "serve",
+        "--model",
+        str(model_config(out)),
+        "--tokenizer",
+        str(char_tokenizer(out / "tokenizer")),
+        "--threads",
+        "1",
+        "--port",
+        str(port),
+    ]
     if max_body_mib is not None:
         cmd += ["--max-body-mib", str(max_body_mib)]
     log = (out / f"server-{max_body_mib}.log").open("w")
@@ -99,8 +110,13 @@ def _big(base: str, body: bytes, count: int, answers: list[str]) -> None:
         for _ in range(count):
             start = time.perf_counter()
             try:
-                code = str(client.post(f"{base}/v1/completions", content=body,
-                                       headers={"content-type": "application/json"}).status_code)  # fmt: skip
+                code = str(
+                    client.post(
+                        f"{base}/v1/completions",
+                        content=body,
+                        headers={"content-type": "application/json"},
+                    ).status_code
+                )
             except httpx.HTTPError as e:  # a 413 sent before the body was read can cut it
                 code = type(e).__name__
             answers.append(f"{code} in {time.perf_counter() - start:.2f} s")
@@ -131,12 +147,16 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     scenarios = {
-        None: [("10 MB text, default limit: 413", TEXT, 5),
-               ("4 MiB of token ids (at the default limit): 400 once parsed", IDS_AT_LIMIT, 5)],
-        16: [("10 MB text, --max-body-mib 16: 400 from its length", TEXT, 5),
-             ("10 MB of token ids, --max-body-mib 16: 400 once parsed", IDS, 1),
-             ("the same, three back to back", IDS, 3)],
-    }  # fmt: skip
+        None: [
+            ("10 MB text, default limit: 413", TEXT, 5),
+            ("4 MiB of token ids (at the default limit): 400 once parsed", IDS_AT_LIMIT, 5),
+        ],
+        16: [
+            ("10 MB text, --max-body-mib 16: 400 from its length", TEXT, 5),
+            ("10 MB of token ids, --max-body-mib 16: 400 once parsed", IDS, 1),
+            ("the same, three back to back", IDS, 3),
+        ],
+    }
     for limit, phases in scenarios.items():
         proc, base = _start(args.out, limit)
         try:
@@ -144,14 +164,18 @@ def main() -> None:
         finally:
             kill_group(proc)
     print(f"# load average {os.getloadavg()}; /health every {args.every_ms:g} ms")
-    print("| big requests | answers | probes alone / beside | p50 ms alone | p50 ms beside "
-          "| p99 ms alone | p99 ms beside | p99 ratio | max ms beside |")  # fmt: skip
+    print(
+        "| big requests | answers | probes alone / beside | p50 ms alone | p50 ms beside "
+        "| p99 ms alone | p99 ms beside | p99 ratio | max ms beside |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for label, alone, beside, answers in rows:
-        print(f"| {label} | {', '.join(answers)} | {len(alone)} / {len(beside)} "
-              f"| {_ms(alone, 50):.1f} | {_ms(beside, 50):.1f} | {_ms(alone, 99):.1f} "
-              f"| {_ms(beside, 99):.1f} | {_ms(beside, 99) / _ms(alone, 99):.2f} "
-              f"| {beside.max() * 1e3:.1f} |")  # fmt: skip
+        print(
+            f"| {label} | {', '.join(answers)} | {len(alone)} / {len(beside)} "
+            f"| {_ms(alone, 50):.1f} | {_ms(beside, 50):.1f} | {_ms(alone, 99):.1f} "
+            f"| {_ms(beside, 99):.1f} | {_ms(beside, 99) / _ms(alone, 99):.2f} "
+            f"| {beside.max() * 1e3:.1f} |"
+        )
     one = [_ms(beside, 99) for label, _, beside, answers in rows if len(answers) == 1]
     print(f"# p99 of /health beside one 10 MB request: {max(one):.1f} ms (target: under 100 ms)")
 

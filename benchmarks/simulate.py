@@ -154,13 +154,17 @@ def lognormal_run(n: int, repeat: int, baseline: bool) -> None:
     )
     if native.mode() == "compiled":
         slow = _interpreted_wall(n, repeat)
-        print(f"    interpreted modules (RIDGELINE_NATIVE=0): {slow:.3f} s wall (median of "
-              f"{repeat}): the compiled ones are {slow / wall:.2f}x faster")  # fmt: skip
+        print(
+            f"    interpreted modules (RIDGELINE_NATIVE=0): {slow:.3f} s wall (median of "
+            f"{repeat}): the compiled ones are {slow / wall:.2f}x faster"
+        )
     if baseline:
         step_wall, step_cpu, steps = _timed(replace(cfg, fast_forward=False), workload)
         same, note = compare(res, steps)
-        print(f"    step by step: {step_wall:.2f} s wall, {step_cpu:.2f} s cpu "
-              f"({step_cpu / cpu:.1f}x the fast mode's cpu)")  # fmt: skip
+        print(
+            f"    step by step: {step_wall:.2f} s wall, {step_cpu:.2f} s cpu "
+            f"({step_cpu / cpu:.1f}x the fast mode's cpu)"
+        )
         print(f"    identical metrics: {same} ({note})")
 
 
@@ -172,9 +176,24 @@ def _process_s(n: int) -> float:
         if exe.exists()
         else [sys.executable, "-c", "from ridgeline.cli import main; main()"]
     )
-    args = ["simulate", "--hw", "a100-80gb", "--model", "llama-2-7b", "--trace", str(VIDUR_TRACE),
-            "--requests", str(n), "--max-seqs", "128", "--max-model-len", "4096", "--chunk", "0",
-            "--json"]  # fmt: skip
+    args = [
+        "simulate",
+        "--hw",
+        "a100-80gb",
+        "--model",
+        "llama-2-7b",
+        "--trace",
+        str(VIDUR_TRACE),
+        "--requests",
+        str(n),
+        "--max-seqs",
+        "128",
+        "--max-model-len",
+        "4096",
+        "--chunk",
+        "0",
+        "--json",
+    ]
     t = time.perf_counter()
     subprocess.run(cmd + args, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t

@@ -41,9 +41,20 @@ TRACE = ROOT / "benchmarks" / "data" / "splitwise_conv_6k.csv"  # provenance: da
 # (tensor_parallel, pipeline_parallel): every split of 1-8 chips with tp a power of two, plus
 # 3 and 6 chips — 13 splits x 4 accelerators x 2 models x 2 policies = 208 configurations.
 FULL_SPLITS = [
-    (1, 1), (2, 1), (1, 2), (4, 1), (2, 2), (1, 4), (8, 1), (4, 2), (2, 4), (1, 8),
-    (1, 3), (2, 3), (1, 6),
-]  # fmt: skip
+    (1, 1),
+    (2, 1),
+    (1, 2),
+    (4, 1),
+    (2, 2),
+    (1, 4),
+    (8, 1),
+    (4, 2),
+    (2, 4),
+    (1, 8),
+    (1, 3),
+    (2, 3),
+    (1, 6),
+]
 QUICK_SPLITS = [(1, 1), (2, 1), (4, 1), (8, 1)]
 
 

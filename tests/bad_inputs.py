@@ -90,13 +90,26 @@ TRACE_OK = {"arrival_s": 0.5, "prompt_len": 10, "output_len": 2}
 # ---- config.json --------------------------------------------------------------------------
 
 INT_FIELDS = (
-    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
-    "intermediate_size", "vocab_size", "head_dim", "max_position_embeddings",
-)  # fmt: skip
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "vocab_size",
+    "head_dim",
+    "max_position_embeddings",
+)
 BAD_INTS: tuple[tuple[str, Any], ...] = (
-    ("negative", -128), ("zero", 0), ("fraction", 1.5), ("text", "abc"), ("huge", 10**30),
-    ("huge-float", 1e30), ("bool", True), ("list", [4096]), ("object", {"v": 1}),
-)  # fmt: skip
+    ("negative", -128),
+    ("zero", 0),
+    ("fraction", 1.5),
+    ("text", "abc"),
+    ("huge", 10**30),
+    ("huge-float", 1e30),
+    ("bool", True),
+    ("list", [4096]),
+    ("object", {"v": 1}),
+)
 
 
 def _config_cases() -> list[FileCase]:
@@ -149,7 +162,7 @@ def _config_cases() -> list[FileCase]:
                 }
             ),
             "mlp_only_layers",
-        ),  # fmt: skip
+        ),
     ]
     cases += [FileCase(f"config-{tag}", "config", "config.json", c, n) for tag, c, n in special]
     cases.append(FileCase("config-directory", "config", "model", None, "no such file"))
@@ -201,8 +214,9 @@ def _chip_cases() -> list[FileCase]:
     cases = []
     for tag, old, new, needle in CHIP_EDITS:
         assert old in CHIP, old
-        cases.append(FileCase(f"chip-{tag}", "chip", "c.toml", CHIP.replace(old, new, 1).encode(),
-                              needle))  # fmt: skip
+        cases.append(
+            FileCase(f"chip-{tag}", "chip", "c.toml", CHIP.replace(old, new, 1).encode(), needle)
+        )
     links = CHIP.replace("[peak_flops_per_s]", INTERCONNECT + "[peak_flops_per_s]")
     for tag, old, new, needle in (
         ("domain-fraction", "value = 8, source", "value = 0.2, source", "domain_chips"),
@@ -211,8 +225,9 @@ def _chip_cases() -> list[FileCase]:
         ("link-bw-inf", "value = 1e11", "value = inf", "link_bandwidth_bytes_per_s"),
         ("topology-blob", 'topology = "switch"', 'topology = "blob"', "topology"),
     ):
-        cases.append(FileCase(f"chip-{tag}", "chip", "c.toml",
-                              links.replace(old, new, 1).encode(), needle))  # fmt: skip
+        cases.append(
+            FileCase(f"chip-{tag}", "chip", "c.toml", links.replace(old, new, 1).encode(), needle)
+        )
     cases += [
         FileCase("chip-binary", "chip", "c.toml", BINARY, "binary"),
         FileCase("chip-not-utf8", "chip", "c.toml", NOT_UTF8, "not UTF-8"),
@@ -255,24 +270,37 @@ def _trace_cases() -> list[FileCase]:
         lines = _json(TRACE_OK) + b"\n" + _json(row) + b"\n"
         cases.append(FileCase(f"trace-jsonl-{tag}", "trace", "t.jsonl", lines, needle))
     cases += [
-        FileCase("trace-jsonl-missing-output", "trace", "t.jsonl",
-                 _json({"arrival_s": 0, "prompt_len": 3}), "output_len"),
-        FileCase("trace-jsonl-nan", "trace", "t.jsonl",
-                 b'{"arrival_s": NaN, "prompt_len": 3, "output_len": 1}', "NaN"),
+        FileCase(
+            "trace-jsonl-missing-output",
+            "trace",
+            "t.jsonl",
+            _json({"arrival_s": 0, "prompt_len": 3}),
+            "output_len",
+        ),
+        FileCase(
+            "trace-jsonl-nan",
+            "trace",
+            "t.jsonl",
+            b'{"arrival_s": NaN, "prompt_len": 3, "output_len": 1}',
+            "NaN",
+        ),
         FileCase("trace-jsonl-array", "trace", "t.jsonl", b"[1, 2, 3]\n", "JSON object"),
         FileCase("trace-jsonl-syntax", "trace", "t.jsonl", b'{"arrival_s": 0,\n', "not valid JSON"),
         FileCase("trace-jsonl-binary", "trace", "t.jsonl", BINARY, "t.jsonl:1: not UTF-8"),
         FileCase("trace-jsonl-empty", "trace", "t.jsonl", b"\n\n", "no requests"),
         FileCase("trace-directory", "trace", "t.jsonl", None, "directory"),
-    ]  # fmt: skip
+    ]
     header = b"arrived_at,num_prefill_tokens,num_decode_tokens\n"
     for tag, row, needle in (
-        ("nan", b"nan,10,2", "arrived_at"), ("inf", b"inf,10,2", "arrived_at"),
-        ("negative", b"-1,10,2", "arrived_at"), ("text", b"0,ten,2", "num_prefill_tokens"),
-        ("fraction", b"0,10.5,2", "num_prefill_tokens"), ("zero-out", b"0,10,0",
-        "num_decode_tokens"), ("extra-cell", b"0,10,2,9", "more cells"),
+        ("nan", b"nan,10,2", "arrived_at"),
+        ("inf", b"inf,10,2", "arrived_at"),
+        ("negative", b"-1,10,2", "arrived_at"),
+        ("text", b"0,ten,2", "num_prefill_tokens"),
+        ("fraction", b"0,10.5,2", "num_prefill_tokens"),
+        ("zero-out", b"0,10,0", "num_decode_tokens"),
+        ("extra-cell", b"0,10,2,9", "more cells"),
         ("not-utf8", b"0,\xff,2", "not UTF-8"),
-    ):  # fmt: skip
+    ):
         body = header + b"0,10,2\n" + row + b"\n"
         cases.append(FileCase(f"trace-csv-{tag}", "trace", "t.csv", body, needle))
         cases.append(FileCase(f"sweep-trace-{tag}", "sweep_trace", "t.csv", body, needle))
@@ -373,9 +401,13 @@ def _store_cases() -> list[FileCase]:
 
 
 FILE_CASES: list[FileCase] = (
-    _config_cases() + _chip_cases() + _trace_cases() + _spec_cases() + _sheet_cases()
+    _config_cases()
+    + _chip_cases()
+    + _trace_cases()
+    + _spec_cases()
+    + _sheet_cases()
     + _store_cases()
-)  # fmt: skip
+)
 
 
 # ---- CLI options --------------------------------------------------------------------------
@@ -408,7 +440,11 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("kv-context-zero", "kv --context 0", "context"),
     ("kv-memory-utilization-negative", "kv --memory-utilization -0.5", "memory_utilization"),
     ("kv-memory-utilization-big", "kv --memory-utilization 1.5", "memory_utilization"),
-    ("kv-memory-utilization-inf", "kv --memory-utilization inf --hw h100-sxm", "--memory-utilization"),
+    (
+        "kv-memory-utilization-inf",
+        "kv --memory-utilization inf --hw h100-sxm",
+        "--memory-utilization",
+    ),
     ("kv-tp-odd", "kv --hw h100-sxm --tp 3", "tensor_parallel"),
     ("kv-dtype", "kv --kv-dtype fp9", "fp9"),
     ("kv-hw-directory", "kv --hw {tmp}", "directory"),
@@ -505,15 +541,24 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("simulate-compare-empty", "simulate compare --configs ,,,", "--configs"),
     ("simulate-compare-unknown", "simulate compare --configs nope", "nope"),
     ("simulate-plot-file", "simulate --plot /etc/passwd", "--plot"),
-    ("quiz-seed-huge", "quiz start -u me --seed 1000000000000000000000000000000 "
-     "--answers {tmp}/sheet.json --db {tmp}/q.db", "seed"),
-    ("quiz-answers-missing", "quiz start -u me --db {tmp}/q.db --answers {tmp}/none.json",
-     "no such file"),
+    (
+        "quiz-seed-huge",
+        "quiz start -u me --seed 1000000000000000000000000000000 "
+        "--answers {tmp}/sheet.json --db {tmp}/q.db",
+        "seed",
+    ),
+    (
+        "quiz-answers-missing",
+        "quiz start -u me --db {tmp}/q.db --answers {tmp}/none.json",
+        "no such file",
+    ),
     ("quiz-answers-directory", "quiz start -u me --answers {tmp} --db {tmp}/q.db", "directory"),
-    ("quiz-answers-binary", "quiz start -u me --answers {tmp}/bin.json --db {tmp}/q.db",
-     "binary"),
-    ("quiz-export-seed-huge", "quiz export --seed 1000000000000000000000000000000 "
-     "--out {tmp}/e", "seed"),
+    ("quiz-answers-binary", "quiz start -u me --answers {tmp}/bin.json --db {tmp}/q.db", "binary"),
+    (
+        "quiz-export-seed-huge",
+        "quiz export --seed 1000000000000000000000000000000 --out {tmp}/e",
+        "seed",
+    ),
     ("quiz-export-seed-negative", "quiz export --seed -5 --out {tmp}/e", "seed"),
     ("quiz-export-out-file", "quiz export --seed 1 --out /etc/passwd", "--out"),
     ("quiz-status-db-directory", "quiz status -u me --db {tmp}", "database"),
@@ -522,8 +567,7 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("generate-max-tokens-zero", "generate --max-tokens 0", "max_tokens"),
     ("generate-batch-zero", "generate --batch 0", "batch"),
     ("generate-prompt-tokens-zero", "generate --prompt-tokens 0", "prompt_tokens"),
-    ("generate-prompt-huge", "generate --prompt-tokens 100000000 --batch 100000",
-     "prompt_tokens"),
+    ("generate-prompt-huge", "generate --prompt-tokens 100000000 --batch 100000", "prompt_tokens"),
     ("generate-temperature", "generate --temperature -1", "temperature"),
     ("generate-temperature-nan", "generate --temperature nan", "--temperature"),
     ("generate-top-p", "generate --top-p 0", "top_p"),
@@ -604,14 +648,26 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("serve-check-rates-huge", "lab serve-check --out {tmp}/sc --rates 1e300", "rates"),
     ("serve-check-rates-text", "lab serve-check --out {tmp}/sc --rates 1,fast", "--rates"),
     ("serve-check-rates-empty", "lab serve-check --out {tmp}/sc --rates ,", "--rates"),
-    ("serve-check-prompt-too-long", "lab serve-check --out {tmp}/sc --prompt-tokens 5000",
-     "prompt_tokens"),
-    ("serve-check-output-too-long", "lab serve-check --out {tmp}/sc --output-tokens 2000",
-     "output_tokens"),
-    ("serve-check-requests-one", "lab serve-check --out {tmp}/sc --num-requests 1",
-     "--num-requests"),
-    ("serve-check-requests-huge", "lab serve-check --out {tmp}/sc --num-requests 100000000",
-     "--num-requests"),
+    (
+        "serve-check-prompt-too-long",
+        "lab serve-check --out {tmp}/sc --prompt-tokens 5000",
+        "prompt_tokens",
+    ),
+    (
+        "serve-check-output-too-long",
+        "lab serve-check --out {tmp}/sc --output-tokens 2000",
+        "output_tokens",
+    ),
+    (
+        "serve-check-requests-one",
+        "lab serve-check --out {tmp}/sc --num-requests 1",
+        "--num-requests",
+    ),
+    (
+        "serve-check-requests-huge",
+        "lab serve-check --out {tmp}/sc --num-requests 100000000",
+        "--num-requests",
+    ),
     ("serve-check-seqs-zero", "lab serve-check --out {tmp}/sc --max-num-seqs 0", "--max-num-seqs"),
     ("serve-check-port-zero", "lab serve-check --out {tmp}/sc --port 0", "--port"),
     ("serve-check-out-file", "lab serve-check --out {tmp}/bin.json", "--out"),
@@ -647,34 +703,72 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("layout-rows-zero", "layout --rows 0", "rows"),
     ("layout-cols-negative", "layout --cols -4", "cols"),
     # the kernel build's lock wait
-    ("engine-build-lock-timeout-negative", "engine build --root {tmp}/k --lock-timeout-s -1",
-     "--lock-timeout-s"),
-    ("engine-build-lock-timeout-nan", "engine build --root {tmp}/k --lock-timeout-s nan",
-     "--lock-timeout-s"),
+    (
+        "engine-build-lock-timeout-negative",
+        "engine build --root {tmp}/k --lock-timeout-s -1",
+        "--lock-timeout-s",
+    ),
+    (
+        "engine-build-lock-timeout-nan",
+        "engine build --root {tmp}/k --lock-timeout-s nan",
+        "--lock-timeout-s",
+    ),
     ("engine-build-target", "engine build --root {tmp}/k --target fast", "fast"),
-)  # fmt: skip
+)
 CLI_ENV_BAD: tuple[tuple[str, str, dict[str, str], str], ...] = (
     # (id, arguments, environment, what the error line contains): variables checked as flags
-    ("env-lock-timeout-nan", "engine build --root {tmp}/k",
-     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
-    ("env-lock-timeout-negative", "engine build --root {tmp}/k",
-     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "-1"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
-    ("env-lock-timeout-inf", "engine build --root {tmp}/k",
-     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "inf"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
-    ("env-lock-timeout-text", "engine build --root {tmp}/k",
-     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "soon"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
-    ("env-lock-timeout-serve", "serve", {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"},
-     "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
-    ("env-lock-timeout-serve-check", "lab serve-check --out {tmp}/sc",
-     {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"}, "RIDGELINE_KERNEL_LOCK_TIMEOUT_S"),
+    (
+        "env-lock-timeout-nan",
+        "engine build --root {tmp}/k",
+        {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"},
+        "RIDGELINE_KERNEL_LOCK_TIMEOUT_S",
+    ),
+    (
+        "env-lock-timeout-negative",
+        "engine build --root {tmp}/k",
+        {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "-1"},
+        "RIDGELINE_KERNEL_LOCK_TIMEOUT_S",
+    ),
+    (
+        "env-lock-timeout-inf",
+        "engine build --root {tmp}/k",
+        {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "inf"},
+        "RIDGELINE_KERNEL_LOCK_TIMEOUT_S",
+    ),
+    (
+        "env-lock-timeout-text",
+        "engine build --root {tmp}/k",
+        {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "soon"},
+        "RIDGELINE_KERNEL_LOCK_TIMEOUT_S",
+    ),
+    (
+        "env-lock-timeout-serve",
+        "serve",
+        {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"},
+        "RIDGELINE_KERNEL_LOCK_TIMEOUT_S",
+    ),
+    (
+        "env-lock-timeout-serve-check",
+        "lab serve-check --out {tmp}/sc",
+        {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"},
+        "RIDGELINE_KERNEL_LOCK_TIMEOUT_S",
+    ),
     ("env-api-key-empty", "serve", {"RIDGELINE_API_KEY": ""}, "RIDGELINE_API_KEY"),
     ("env-api-key-space", "serve", {"RIDGELINE_API_KEY": "two words"}, "RIDGELINE_API_KEY"),
     ("env-api-key-control", "serve", {"RIDGELINE_API_KEY": "key\x07"}, "RIDGELINE_API_KEY"),
-    ("env-kernel-dir-file", "engine build", {"RIDGELINE_KERNEL_DIR": "{tmp}/bin.json"},
-     "RIDGELINE_KERNEL_DIR"),
-    ("env-hw-dir-file", "roofline --hw mychip", {"RIDGELINE_HW_DIR": "{tmp}/bin.toml"},
-     "RIDGELINE_HW_DIR"),
-)  # fmt: skip
+    (
+        "env-kernel-dir-file",
+        "engine build",
+        {"RIDGELINE_KERNEL_DIR": "{tmp}/bin.json"},
+        "RIDGELINE_KERNEL_DIR",
+    ),
+    (
+        "env-hw-dir-file",
+        "roofline --hw mychip",
+        {"RIDGELINE_HW_DIR": "{tmp}/bin.toml"},
+        "RIDGELINE_HW_DIR",
+    ),
+)
 CLI_FILES: dict[str, bytes] = {
     "bin.toml": BINARY,
     "bin.json": BINARY,
@@ -692,8 +786,14 @@ CLI_CASES += [CliCase(i, tuple(a.split()), n, CLI_FILES, env) for i, a, env, n i
 # ---- API bodies ---------------------------------------------------------------------------
 
 HUGE = {**LLAMA, "num_hidden_layers": 1_000_000}
-BIG = {**LLAMA, "num_hidden_layers": 1000, "hidden_size": 131072, "num_attention_heads": 128,
-       "num_key_value_heads": 8, "intermediate_size": 500_000}  # fmt: skip
+BIG = {
+    **LLAMA,
+    "num_hidden_layers": 1000,
+    "hidden_size": 131072,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 8,
+    "intermediate_size": 500_000,
+}
 ANALYTIC = ("roofline", "kv", "questions", "compare", "schedule", "flash")
 EXPENSIVE = ("compare", "schedule")  # their work grows with the model past the explorer's budget
 API_BAD_BODIES: tuple[tuple[str, dict[str, Any], int, str], ...] = (
@@ -707,29 +807,59 @@ API_BAD_BODIES: tuple[tuple[str, dict[str, Any], int, str], ...] = (
     ("config-too-big", {"config": BIG}, 422, "config"),
     ("config-list", {"config": [1, 2]}, 422, "config"),
     ("config-name-empty", {"config": LLAMA, "config_name": ""}, 422, "config_name"),
-)  # fmt: skip
+)
 API_BAD_FIELDS: dict[str, tuple[tuple[str, Any, str], ...]] = {
-    "roofline": (("batch", 0, "batch"), ("batch", 10**12, "batch"), ("context", -1, "context"),
-                 ("prompt", 0, "prompt"), ("accelerator", "nope", "accelerator"),
-                 ("act_dtype", "fp9", "act_dtype"), ("act_dtype", 8, "act_dtype"),
-                 ("batch", "many", "batch")),
-    "kv": (("memory_utilization", 1.5, "memory_utilization"), ("memory_utilization", 0,
-           "memory_utilization"), ("context", 0, "context"), ("kv_dtype", "fp9", "kv_dtype"),
-           ("tensor_parallel", 0, "tensor_parallel"), ("tensor_parallel", 3, "tensor_parallel")),
+    "roofline": (
+        ("batch", 0, "batch"),
+        ("batch", 10**12, "batch"),
+        ("context", -1, "context"),
+        ("prompt", 0, "prompt"),
+        ("accelerator", "nope", "accelerator"),
+        ("act_dtype", "fp9", "act_dtype"),
+        ("act_dtype", 8, "act_dtype"),
+        ("batch", "many", "batch"),
+    ),
+    "kv": (
+        ("memory_utilization", 1.5, "memory_utilization"),
+        ("memory_utilization", 0, "memory_utilization"),
+        ("context", 0, "context"),
+        ("kv_dtype", "fp9", "kv_dtype"),
+        ("tensor_parallel", 0, "tensor_parallel"),
+        ("tensor_parallel", 3, "tensor_parallel"),
+    ),
     "questions": (("batch", 0, "batch"), ("context", 10**9, "context")),
-    "compare": (("accelerators", [], "accelerators"), ("accelerators", ["x"], "accelerators"),
-                ("accelerators", ["h100-sxm"] * 9, "accelerators"), ("batch", -1, "batch")),
-    "schedule": (("batch", 0, "batch"), ("buffers", 9, "buffers"), ("phase", "both", "phase"),
-                 ("context", 10**9, "context"), ("accelerator", "b200", "accelerator")),
-    "flash": (("context", 0, "context"), ("accelerators", ["nope"], "accelerators"),
-              ("accelerators", "h100-sxm", "accelerators")),
-    "simulate": (("num_requests", 0, "num_requests"), ("num_requests", 50_000, "num_requests"),
-                 ("rate_per_s", 0, "rate_per_s"), ("prompt_len", 0, "prompt_len"),
-                 ("output_len", 10**6, "output_len"), ("seed", -1, "seed"),
-                 ("accelerator", "nope", "accelerator"), ("mode", "cheap", "mode"),
-                 ("tensor_parallel", 3, "tensor_parallel"), ("arrival", "gamma", "arrival")),
+    "compare": (
+        ("accelerators", [], "accelerators"),
+        ("accelerators", ["x"], "accelerators"),
+        ("accelerators", ["h100-sxm"] * 9, "accelerators"),
+        ("batch", -1, "batch"),
+    ),
+    "schedule": (
+        ("batch", 0, "batch"),
+        ("buffers", 9, "buffers"),
+        ("phase", "both", "phase"),
+        ("context", 10**9, "context"),
+        ("accelerator", "b200", "accelerator"),
+    ),
+    "flash": (
+        ("context", 0, "context"),
+        ("accelerators", ["nope"], "accelerators"),
+        ("accelerators", "h100-sxm", "accelerators"),
+    ),
+    "simulate": (
+        ("num_requests", 0, "num_requests"),
+        ("num_requests", 50_000, "num_requests"),
+        ("rate_per_s", 0, "rate_per_s"),
+        ("prompt_len", 0, "prompt_len"),
+        ("output_len", 10**6, "output_len"),
+        ("seed", -1, "seed"),
+        ("accelerator", "nope", "accelerator"),
+        ("mode", "cheap", "mode"),
+        ("tensor_parallel", 3, "tensor_parallel"),
+        ("arrival", "gamma", "arrival"),
+    ),
     "models/parse": (("config", 3, "config"), ("config", "llama", "config")),
-}  # fmt: skip
+}
 NAN_FIELDS = {"kv": "memory_utilization", "simulate": "rate_per_s"}
 
 
@@ -743,27 +873,47 @@ def _api_cases() -> list[ApiCase]:
     for ep, fields in API_BAD_FIELDS.items():
         for name, value, needle in fields:
             tag = f"{name}-{json.dumps(value)[:20]}"
-            cases.append(ApiCase(f"api-{ep}-{tag}", "POST", f"/api/{ep}", 422, needle,
-                                 {name: value}))  # fmt: skip
+            cases.append(
+                ApiCase(f"api-{ep}-{tag}", "POST", f"/api/{ep}", 422, needle, {name: value})
+            )
     for ep, name in NAN_FIELDS.items():
         for literal in (b"NaN", b"Infinity", b"-Infinity"):
             raw = b'{"' + name.encode() + b'": ' + literal + b"}"
-            cases.append(ApiCase(f"api-{ep}-{literal.decode()}", "POST", f"/api/{ep}", 422,
-                                 name, raw=raw))  # fmt: skip
+            cases.append(
+                ApiCase(f"api-{ep}-{literal.decode()}", "POST", f"/api/{ep}", 422, name, raw=raw)
+            )
     cases += [
         ApiCase("api-kv-not-json", "POST", "/api/kv", 422, "body", raw=b"{not json"),
         ApiCase("api-kv-binary", "POST", "/api/kv", 422, "body", raw=BINARY),
         ApiCase("api-kv-array", "POST", "/api/kv", 422, "body", raw=b"[1, 2]"),
-        ApiCase("api-kv-huge-body", "POST", "/api/kv", 413, "larger than the explorer reads",
-                raw=b'{"config": {"model_type": "llama", "x": "' + b"a" * (2 << 20) + b'"}}'),
+        ApiCase(
+            "api-kv-huge-body",
+            "POST",
+            "/api/kv",
+            413,
+            "larger than the explorer reads",
+            raw=b'{"config": {"model_type": "llama", "x": "' + b"a" * (2 << 20) + b'"}}',
+        ),
         ApiCase("api-accelerator-unknown", "GET", "/api/accelerators/h1000", 422, "name"),
         ApiCase("api-model-unknown", "GET", "/api/models/lama", 422, "name"),
         ApiCase("api-simulate-unknown-job", "GET", "/api/simulate/feedface", 404, "job_id"),
-        ApiCase("api-simulate-no-room", "POST", "/api/simulate", 422, "accelerator",
-                {"model": "llama-3.1-70b", "accelerator": "groq-lpu"}),
-        ApiCase("api-simulate-tokens", "POST", "/api/simulate", 422, "tokens",
-                {"num_requests": 1000, "prompt_len": 30_000}),
-    ]  # fmt: skip
+        ApiCase(
+            "api-simulate-no-room",
+            "POST",
+            "/api/simulate",
+            422,
+            "accelerator",
+            {"model": "llama-3.1-70b", "accelerator": "groq-lpu"},
+        ),
+        ApiCase(
+            "api-simulate-tokens",
+            "POST",
+            "/api/simulate",
+            422,
+            "tokens",
+            {"num_requests": 1000, "prompt_len": 30_000},
+        ),
+    ]
     return cases
 
 
@@ -865,7 +1015,7 @@ def _serve_cases() -> list[ServeCase]:
     cases = [
         ServeCase(f"serve-{tag}", comp, 400, name, f"field {name}", {"prompt": P, **change})
         for tag, change, name in SERVE_FIELDS
-    ]  # fmt: skip
+    ]
     cases += [
         ServeCase(f"serve-chat-{tag}", chat, 400, name, f"field {name}", {**CHAT_OK, **change})
         for tag, change, name in SERVE_CHAT
@@ -876,50 +1026,113 @@ def _serve_cases() -> list[ServeCase]:
         ("array", comp, b"[1, 2]", 400, "expected a JSON object"),
         ("string", comp, b'"prompt"', 400, "expected a JSON object"),
         ("deep", comp, b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, "JSON"),
-        ("deep-ignored-field", comp, b'{"x": ' + b"[" * 5000 + b"]" * 5000 + b', "prompt": [1]}',
-         400, "JSON"),
+        (
+            "deep-ignored-field",
+            comp,
+            b'{"x": ' + b"[" * 5000 + b"]" * 5000 + b', "prompt": [1]}',
+            400,
+            "JSON",
+        ),
         ("not-utf8", comp, b'{"prompt": "\xff\xfe"}', 400, "not UTF-8"),
         ("binary", comp, BINARY, 400, "not UTF-8"),
         ("nul", comp, b'{"prompt": [1]}\x00', 400, "not valid JSON"),
         ("lone-surrogate", comp, b'{"prompt": "ab\\ud800cd"}', 400, "surrogate"),
         ("lone-low-surrogate", comp, b'{"prompt": "ab\\udc00cd"}', 400, "surrogate"),
-        ("chat-lone-surrogate", chat,
-         b'{"messages": [{"role": "user", "content": "ab\\ud800cd"}]}', 400, "surrogate"),
+        (
+            "chat-lone-surrogate",
+            chat,
+            b'{"messages": [{"role": "user", "content": "ab\\ud800cd"}]}',
+            400,
+            "surrogate",
+        ),
         ("temperature-nan", comp, b'{"prompt": [1], "temperature": NaN}', 400, "finite"),
         ("temperature-infinity", comp, b'{"prompt": [1], "temperature": Infinity}', 400, "finite"),
         ("max-tokens-1e999", comp, b'{"prompt": [1], "max_tokens": 1e999}', 400, "max_tokens"),
-        ("max-tokens-5000-digits", comp, b'{"prompt": [1], "max_tokens": ' + b"9" * 5000 + b"}",
-         400, "not valid JSON"),
+        (
+            "max-tokens-5000-digits",
+            comp,
+            b'{"prompt": [1], "max_tokens": ' + b"9" * 5000 + b"}",
+            400,
+            "not valid JSON",
+        ),
         ("too-large", comp, HUGE_BODY, 413, "larger than this server reads"),
-    ]  # fmt: skip
+    ]
     for tag, path, body, status, needle in raw:
-        param = {"temperature-nan": "temperature", "temperature-infinity": "temperature",
-                 "max-tokens-1e999": "max_tokens"}.get(tag)  # fmt: skip
+        param = {
+            "temperature-nan": "temperature",
+            "temperature-infinity": "temperature",
+            "max-tokens-1e999": "max_tokens",
+        }.get(tag)
         cases.append(ServeCase(f"serve-raw-{tag}", path, status, param, needle, raw=body))
     cases += [
-        ServeCase("serve-chat-messages-missing", chat, 400, "messages", "field messages",
-                  {"max_tokens": 3}),
-        ServeCase("serve-model-other", comp, 404, "model", "field model",
-                  {"prompt": P, "model": "gpt-9"}),
-        ServeCase("serve-model-path", comp, 404, "model", "field model",
-                  {"prompt": P, "model": "/etc/passwd"}),
+        ServeCase(
+            "serve-chat-messages-missing",
+            chat,
+            400,
+            "messages",
+            "field messages",
+            {"max_tokens": 3},
+        ),
+        ServeCase(
+            "serve-model-other", comp, 404, "model", "field model", {"prompt": P, "model": "gpt-9"}
+        ),
+        ServeCase(
+            "serve-model-path",
+            comp,
+            404,
+            "model",
+            "field model",
+            {"prompt": P, "model": "/etc/passwd"},
+        ),
         ServeCase("serve-route-unknown", "/v1/nothing", 404, None, "no such route", {"prompt": P}),
         ServeCase("serve-route-docs", "/docs", 404, None, "no such route", method="GET"),
         ServeCase("serve-route-openapi", "/openapi.json", 404, None, "no such route", method="GET"),
         ServeCase("serve-method-get", comp, 405, None, "method not allowed", method="GET"),
         ServeCase("serve-method-put", "/health", 405, None, "method not allowed", method="PUT"),
         ServeCase("serve-key-missing", comp, 401, None, "no API key", {"prompt": P}, keyed=True),
-        ServeCase("serve-key-wrong", comp, 401, None, "incorrect API key", {"prompt": P},
-                  headers={"Authorization": "Bearer sk-wrong"}, keyed=True),
-        ServeCase("serve-key-basic", comp, 401, None, "incorrect API key", {"prompt": P},
-                  headers={"Authorization": f"Basic {SERVE_KEY}"}, keyed=True),
-        ServeCase("serve-key-bare", "/v1/models", 401, None, "incorrect API key", method="GET",
-                  headers={"Authorization": SERVE_KEY}, keyed=True),
-        ServeCase("serve-key-metrics", "/metrics", 401, None, "no API key", method="GET",
-                  keyed=True),
-        ServeCase("serve-key-unknown-route", "/v1/nothing", 401, None, "no API key",
-                  method="GET", keyed=True),
-    ]  # fmt: skip
+        ServeCase(
+            "serve-key-wrong",
+            comp,
+            401,
+            None,
+            "incorrect API key",
+            {"prompt": P},
+            headers={"Authorization": "Bearer sk-wrong"},
+            keyed=True,
+        ),
+        ServeCase(
+            "serve-key-basic",
+            comp,
+            401,
+            None,
+            "incorrect API key",
+            {"prompt": P},
+            headers={"Authorization": f"Basic {SERVE_KEY}"},
+            keyed=True,
+        ),
+        ServeCase(
+            "serve-key-bare",
+            "/v1/models",
+            401,
+            None,
+            "incorrect API key",
+            method="GET",
+            headers={"Authorization": SERVE_KEY},
+            keyed=True,
+        ),
+        ServeCase(
+            "serve-key-metrics", "/metrics", 401, None, "no API key", method="GET", keyed=True
+        ),
+        ServeCase(
+            "serve-key-unknown-route",
+            "/v1/nothing",
+            401,
+            None,
+            "no API key",
+            method="GET",
+            keyed=True,
+        ),
+    ]
     return cases
 
 

@@ -24,17 +24,27 @@ INIT_STD = 0.15  # wide logits: top-2 gaps far above fp32 rounding, so argmax is
 
 def gpt2_config(layers: int = 2) -> GPT2Config:
     return GPT2Config(
-        vocab_size=VOCAB, n_embd=32, n_layer=layers, n_head=4, n_positions=256,
+        vocab_size=VOCAB,
+        n_embd=32,
+        n_layer=layers,
+        n_head=4,
+        n_positions=256,
         attn_implementation="sdpa",
-    )  # fmt: skip
+    )
 
 
 def llama_config(kv_heads: int, layers: int = 2, **extra: Any) -> LlamaConfig:
     return LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=kv_heads, intermediate_size=48, max_position_embeddings=256,
-        attn_implementation="sdpa", **extra,
-    )  # fmt: skip
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=kv_heads,
+        intermediate_size=48,
+        max_position_embeddings=256,
+        attn_implementation="sdpa",
+        **extra,
+    )
 
 
 def spec_of(config: Any, name: str = "tiny") -> ModelSpec:
@@ -147,9 +157,13 @@ class Driver:
             drafts = self.executor.drafts(r.rid)[: max(room, 0)][: max(left - 1, 0)]
         self._grow(r, r.computed + n + len(drafts))
         return ScheduledRequest(
-            r.rid, (*token_ids, *drafts), r.computed, tuple(r.blocks), len(drafts),
+            r.rid,
+            (*token_ids, *drafts),
+            r.computed,
+            tuple(r.blocks),
+            len(drafts),
             sample=n == owed,
-        )  # fmt: skip
+        )
 
     def step(self, active: list[Req]) -> None:
         left, scheduled = self.budget, []

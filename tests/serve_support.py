@@ -56,9 +56,14 @@ def tiny_llm(
     """A Llama (GQA 4:2, hidden 32, 2 layers by default) with seeded random weights, vocab
     ``VOCAB``."""
     config = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=hidden * 3 // 2, max_position_embeddings=512,
-    )  # fmt: skip
+        vocab_size=VOCAB,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=hidden * 3 // 2,
+        max_position_embeddings=512,
+    )
     spec = spec_of(config, "tiny-llama")
     opts = {"block_size": 8, "num_blocks": 128, "max_num_seqs": 8, "init_std": 0.15} | options
     return LLM(spec, tokenizer=tokenizer, **opts)

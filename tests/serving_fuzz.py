@@ -222,8 +222,13 @@ def random_session(seed: int, num_steps: int) -> ServingHarness:
     while h.steps < num_steps:
         op = rng.random()
         if op < 0.3:
-            h.add(rng.randrange(3), rng.randint(1, 40), rng.randint(1, 12), rng.random() < 0.5,
-                  rng.randrange(3))  # fmt: skip
+            h.add(
+                rng.randrange(3),
+                rng.randint(1, 40),
+                rng.randint(1, 12),
+                rng.random() < 0.5,
+                rng.randrange(3),
+            )
         elif op < 0.33:
             h.abort(rng.randrange(1 << 16))
         else:

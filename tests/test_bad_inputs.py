@@ -87,9 +87,12 @@ def cli() -> Iterator[typer.testing.CliRunner]:
 
 def _needs_torch(case: CliCase) -> bool:
     engine = case.args[0] in ("generate", "bench", "serve", "engine") or case.args[:2] in (
-        ("lab", "sweep"), ("lab", "profile"), ("lab", "kv"), ("lab", "calibrate"),
+        ("lab", "sweep"),
+        ("lab", "profile"),
+        ("lab", "kv"),
+        ("lab", "calibrate"),
         ("lab", "serve-check"),
-    )  # fmt: skip
+    )
     return engine and importlib.util.find_spec("torch") is None
 
 
@@ -168,8 +171,10 @@ def serve_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[boo
     served = serve_llm(tiny_llm(make_tokenizer(tmp_path_factory.mktemp("tok"))))
     served.engine.start()
     keyed = dataclasses.replace(served, access=Access(api_key=SERVE_KEY))
-    yield {k: TestClient(create_app(s), raise_server_exceptions=False)
-           for k, s in ((False, served), (True, keyed))}  # fmt: skip
+    yield {
+        k: TestClient(create_app(s), raise_server_exceptions=False)
+        for k, s in ((False, served), (True, keyed))
+    }
     assert served.engine.state.in_system == 0 and served.engine.llm.scheduler.kv.pool.num_used == 0
     served.engine.stop()
 
@@ -180,8 +185,12 @@ def test_the_server_refuses_in_the_openai_error_shape(case: ServeCase, serve_cli
     client = serve_clients[case.keyed]
     headers = dict(case.headers)
     if case.raw is not None:
-        r = client.request(case.method, case.path, content=case.raw,
-                           headers={"content-type": "application/json", **headers})  # fmt: skip
+        r = client.request(
+            case.method,
+            case.path,
+            content=case.raw,
+            headers={"content-type": "application/json", **headers},
+        )
     else:
         r = client.request(case.method, case.path, json=case.body, headers=headers)
     assert r.status_code == case.status, (r.status_code, r.text[:300])

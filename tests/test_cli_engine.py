@@ -46,8 +46,22 @@ def test_cli_starts_without_torch() -> None:
 
 
 def test_generate_json_from_a_safetensors_dir(model_dir: Path) -> None:
-    args = ["generate", "--model", str(model_dir), "--weights", str(model_dir), "--batch", "3",
-            "--prompt-tokens", "7", "--max-tokens", "5", "--block-size", "4", "--json"]  # fmt: skip
+    args = [
+        "generate",
+        "--model",
+        str(model_dir),
+        "--weights",
+        str(model_dir),
+        "--batch",
+        "3",
+        "--prompt-tokens",
+        "7",
+        "--max-tokens",
+        "5",
+        "--block-size",
+        "4",
+        "--json",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -57,8 +71,20 @@ def test_generate_json_from_a_safetensors_dir(model_dir: Path) -> None:
 
 
 def test_generate_text_with_a_local_tokenizer(model_dir: Path) -> None:
-    args = ["generate", "--model", str(model_dir), "--weights", str(model_dir), "--tokenizer",
-            str(model_dir), "--prompt", "w1 w2 w3", "--max-tokens", "4", "--json"]  # fmt: skip
+    args = [
+        "generate",
+        "--model",
+        str(model_dir),
+        "--weights",
+        str(model_dir),
+        "--tokenizer",
+        str(model_dir),
+        "--prompt",
+        "w1 w2 w3",
+        "--max-tokens",
+        "4",
+        "--json",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     req = json.loads(result.stdout)["requests"][0]
@@ -73,8 +99,21 @@ def test_text_without_tokenizer_exits_2_with_one_line(model_dir: Path) -> None:
 
 
 def test_bench_engine_json(model_dir: Path) -> None:
-    args = ["bench", "engine", "--model", str(model_dir), "-b", "2", "-t", "16", "--steps", "1",
-            "--bandwidth-gbs", "10", "--json"]  # fmt: skip
+    args = [
+        "bench",
+        "engine",
+        "--model",
+        str(model_dir),
+        "-b",
+        "2",
+        "-t",
+        "16",
+        "--steps",
+        "1",
+        "--bandwidth-gbs",
+        "10",
+        "--json",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     (point,) = json.loads(result.stdout)["points"]

@@ -1,6 +1,7 @@
 """The size limits every change keeps: no file over 600 lines in src/, no function over 50
 lines, no identical block of 10 or more lines twice in src/ (STYLE.md "keep functions small";
-the engine's C++ kernels are not Python and are not measured here).
+the engine's C++ kernels are not Python and are not measured here), and no limit met by packing:
+``# fmt: skip`` only on a literal table of data, anywhere in the Python of the repository.
 
 ``KNOWN`` lists what is still over a limit, each with the work that removes it; an entry that
 no longer applies fails the test too, so the list only shrinks.
@@ -9,7 +10,9 @@ no longer applies fails the test too, so the list only shrinks.
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,6 +22,8 @@ import ridgeline
 from srctree import source
 
 SRC = Path(ridgeline.__file__).parent
+REPO = SRC.parents[1]
+FORMATTED = ("src", "tests", "benchmarks", "tools")  # the trees ruff format keeps
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 50
 MIN_BLOCK_LINES = 10
@@ -90,6 +95,45 @@ def repeated_blocks(root: Path = SRC, size: int = MIN_BLOCK_LINES) -> list[tuple
     return [(places[0], p) for places in seen.values() if len(places) > 1 for p in places[1:]]
 
 
+def _is_literal(node: ast.expr) -> bool:
+    """A constant (or a negated one), or a display of literals."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        node = node.operand
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        return all(_is_literal(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _is_literal(k) for k in node.keys) and all(
+            _is_literal(v) for v in node.values
+        )
+    return False
+
+
+def _is_table(stmt: ast.stmt) -> bool:
+    """A table of data: a statement whose value is a list, tuple, set or dict display of literals
+    (``NAME = (...)``, ``NAME: T = [...]`` or a bare display), every element a constant or a
+    display of constants: rows of numbers and strings, no calls, names or arithmetic."""
+    value = stmt.value if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.Expr) else None
+    displays = ast.List | ast.Tuple | ast.Set | ast.Dict
+    return isinstance(value, displays) and _is_literal(value)
+
+
+def packed_lines(root: Path = REPO, trees: tuple[str, ...] = FORMATTED) -> list[str]:
+    """``path:line`` of each ``# fmt: skip`` comment that is not on the last line of a table of
+    data (``_is_table``): ruff skips the statement that ends on that line."""
+    out = []
+    for path in sorted(p for tree in trees for p in (root / tree).rglob("*.py")):
+        text, tree = source(path)
+        ends = {n.end_lineno: n for n in ast.walk(tree) if isinstance(n, ast.stmt)}
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT and tok.string.endswith("fmt: skip"):
+                stmt = ends.get(tok.start[0])
+                if stmt is None or not _is_table(stmt):
+                    out.append(f"{path.relative_to(root).as_posix()}:{tok.start[0]}")
+    return out
+
+
 @pytest.mark.slow
 def test_no_file_over_the_limit() -> None:
     assert {f: n for f, n in long_files().items() if f not in KNOWN} == {}
@@ -103,6 +147,11 @@ def test_no_function_over_the_limit() -> None:
 @pytest.mark.slow
 def test_no_identical_block_twice() -> None:
     assert repeated_blocks() == []
+
+
+@pytest.mark.slow
+def test_no_line_packed_past_the_formatter() -> None:
+    assert packed_lines() == []
 
 
 @pytest.mark.slow
@@ -120,3 +169,23 @@ def test_the_checkers_see_what_they_should(tmp_path: Path) -> None:
     assert long_functions(tmp_path) == {"a.py::big": MAX_FUNCTION_LINES + 1}
     assert repeated_blocks(tmp_path) == [("b.py:2", "c.py:3")]
     assert repeated_blocks(tmp_path, MIN_BLOCK_LINES + 1) == []
+
+
+def test_the_packing_check_allows_tables_only(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text(
+        "ROWS = [\n    (1, 'a', -2.5),\n    (2, 'b', 3.0),\n]  # fmt: skip\n"
+        "HEADS = ('x', 'y')  # fmt: skip\n"
+        "TERMS = {'a': (1, 2), 'b': None}  # fmt: skip\n"
+        "f(a=1,\n  b=2)  # fmt: skip\n"
+        "CALLS = [g(1), 2]  # fmt: skip\n"
+        "NAMES = (ROWS, HEADS)  # fmt: skip\n"
+        "text = '# fmt: skip'\n"
+        "def h():\n    return (1,\n            2)  # fmt: skip\n"
+    )
+    assert packed_lines(tmp_path, ("src",)) == [
+        "src/a.py:8",  # a call
+        "src/a.py:9",  # a display of a call
+        "src/a.py:10",  # a display of names
+        "src/a.py:14",  # a return, not a table
+    ]

@@ -129,8 +129,12 @@ def test_bucket_search_is_optimal_against_brute_force() -> None:
 
 
 def test_the_budget_limits_programs_by_time_and_memory() -> None:
-    b = CompileBudget(compile_s_per_program=20, compile_budget_s=1200, program_bytes=2**25,
-                      program_memory_bytes=2**31)  # fmt: skip
+    b = CompileBudget(
+        compile_s_per_program=20,
+        compile_budget_s=1200,
+        program_bytes=2**25,
+        program_memory_bytes=2**31,
+    )
     assert b.max_programs == min(1200 // 20, 2**31 // 2**25) == 60
     assert max_buckets(b, programs_per_bucket=7) == 8
     with pytest.raises(ConfigError, match="cannot hold one bucket"):

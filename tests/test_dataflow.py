@@ -132,8 +132,15 @@ def test_schedule_bytes_equal_analytic_plus_declared_reloads(
 
 def test_orchestrators_share_one_kv_cache() -> None:
     g = get_accelerator
-    rep = orchestrate(get_model("llama-3.1-8b"), 1, 4096, g("h100-sxm"), g("tpu-v6e"),
-                      g("ibm-spyre"), CostMode.IDEAL)  # fmt: skip
+    rep = orchestrate(
+        get_model("llama-3.1-8b"),
+        1,
+        4096,
+        g("h100-sxm"),
+        g("tpu-v6e"),
+        g("ibm-spyre"),
+        CostMode.IDEAL,
+    )
     assert rep.traffic.kv_read_bytes == 536_870_912
     assert [r.binding for r in rep.rows] == ["hbm", "hbm", "lpddr5"]
     gpu, tpu, spyre = rep.rows
@@ -142,8 +149,9 @@ def test_orchestrators_share_one_kv_cache() -> None:
     assert gpu.time_s == pytest.approx(gpu.moves[0].moved_bytes / 3.35e12)
     assert spyre.time_s > tpu.time_s > gpu.time_s
     # calibrated (the default): the KV streams at the family's KV bandwidth efficiency
-    expected = orchestrate(get_model("llama-3.1-8b"), 1, 4096, g("h100-sxm"), g("tpu-v6e"),
-                           g("ibm-spyre"))  # fmt: skip
+    expected = orchestrate(
+        get_model("llama-3.1-8b"), 1, 4096, g("h100-sxm"), g("tpu-v6e"), g("ibm-spyre")
+    )
     eff = g("h100-sxm").calibration.kv_bandwidth_efficiency
     assert expected.mode is CostMode.CALIBRATED and eff < 1
     assert expected.rows[0].time_s == pytest.approx(gpu.time_s / eff, rel=1e-12)

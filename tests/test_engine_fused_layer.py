@@ -43,20 +43,35 @@ def _config(family: str) -> Any:
         return GPT2Config(vocab_size=96, n_embd=128, n_layer=2, n_head=2, n_positions=256)
     if family == "llama-bias":  # GQA 4:2 at head_dim 64, RoPE, biases on q, k, v and o
         return LlamaConfig(
-            vocab_size=96, hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, intermediate_size=96, max_position_embeddings=256,
+            vocab_size=96,
+            hidden_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=96,
+            max_position_embeddings=256,
             attention_bias=True,
-        )  # fmt: skip
+        )
     if family == "llama-mqa":  # MQA at head_dim 128
         return LlamaConfig(
-            vocab_size=96, hidden_size=256, num_hidden_layers=2, num_attention_heads=2,
-            num_key_value_heads=1, intermediate_size=96, max_position_embeddings=256,
-        )  # fmt: skip
+            vocab_size=96,
+            hidden_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            intermediate_size=96,
+            max_position_embeddings=256,
+        )
     # head_dim 8: the kernel's scalar path
     return LlamaConfig(
-        vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=48, max_position_embeddings=256,
-    )  # fmt: skip
+        vocab_size=96,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=48,
+        max_position_embeddings=256,
+    )
 
 
 def _model(family: str, parts: tuple[Any, Any, Any, Any]) -> CausalLM:

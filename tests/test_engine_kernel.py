@@ -24,10 +24,15 @@ def kernel() -> Any:
     return k
 
 
-@pytest.mark.parametrize(("heads", "kv_heads", "dtype", "atol"), [
-    (4, 4, "float32", 1e-5), (8, 2, "float32", 1e-5), (6, 1, "float32", 1e-5),
-    (4, 2, "bfloat16", 2e-2),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "dtype", "atol"),
+    [
+        (4, 4, "float32", 1e-5),
+        (8, 2, "float32", 1e-5),
+        (6, 1, "float32", 1e-5),
+        (4, 2, "bfloat16", 2e-2),
+    ],
+)
 def test_kernel_matches_gather(
     kernel: Any, heads: int, kv_heads: int, dtype: str, atol: float
 ) -> None:
@@ -67,10 +72,18 @@ def test_write_stores_strided_rows_at_their_slots(kernel: Any, dtype: str) -> No
         kernel.write(k_cache, v_cache, torch.tensor([0, 1, 24]), k_new, v_new)
 
 
-@pytest.mark.parametrize(("heads", "kv_heads", "d", "bs"), [
-    (16, 4, 64, 16), (8, 8, 64, 4), (4, 1, 128, 32), (12, 12, 64, 16), (6, 2, 128, 8),
-    (5, 5, 64, 40), (3, 3, 128, 24),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "d", "bs"),
+    [
+        (16, 4, 64, 16),
+        (8, 8, 64, 4),
+        (4, 1, 128, 32),
+        (12, 12, 64, 16),
+        (6, 2, 128, 8),
+        (5, 5, 64, 40),
+        (3, 3, 128, 24),
+    ],
+)
 def test_vectorised_path_matches_gather(
     kernel: Any, heads: int, kv_heads: int, d: int, bs: int
 ) -> None:

@@ -26,14 +26,24 @@ SHAPES = {
         vocab_size=VOCAB, n_embd=512, n_layer=2, n_head=8, n_positions=256
     ),
     "llama-gqa-d128": lambda: LlamaConfig(
-        vocab_size=VOCAB, hidden_size=1024, num_hidden_layers=2, num_attention_heads=8,
-        num_key_value_heads=2, intermediate_size=1536, max_position_embeddings=256,
+        vocab_size=VOCAB,
+        hidden_size=1024,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        intermediate_size=1536,
+        max_position_embeddings=256,
     ),
     "llama-mqa-d64": lambda: LlamaConfig(
-        vocab_size=VOCAB, hidden_size=512, num_hidden_layers=2, num_attention_heads=8,
-        num_key_value_heads=1, intermediate_size=768, max_position_embeddings=256,
+        vocab_size=VOCAB,
+        hidden_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=1,
+        intermediate_size=768,
+        max_position_embeddings=256,
     ),
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module", params=list(SHAPES))

@@ -63,8 +63,14 @@ def test_mixed_staggered_chunked_prefix_hits(saved: tuple[Path, Any]) -> None:
 
 def test_preemption_and_recompute(saved: tuple[Path, Any]) -> None:
     path, theirs = saved
-    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=32, num_blocks=14,
-              prefix_caching=False)  # fmt: skip
+    llm = LLM(
+        str(path),
+        weights=path,
+        block_size=4,
+        max_num_tokens=32,
+        num_blocks=14,
+        prefix_caching=False,
+    )
     outs = llm.generate(_prompts()[:4], SamplingParams(max_tokens=10))
     assert sum(o.num_preemptions for o in outs) > 0
     _check(llm, outs, theirs, 10)
@@ -80,8 +86,15 @@ def test_speculative_decoding(saved: tuple[Path, Any], draft: str, tmp_path: Pat
         key = "n_layer" if "n_layer" in small else "num_hidden_layers"
         (tmp_path / "config.json").write_text(__import__("json").dumps({**small, key: 1}))
         options = {"draft_model": str(tmp_path / "config.json")}
-    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=16, num_blocks=64,
-              num_speculative_tokens=3, **options)  # fmt: skip
+    llm = LLM(
+        str(path),
+        weights=path,
+        block_size=4,
+        max_num_tokens=16,
+        num_blocks=64,
+        num_speculative_tokens=3,
+        **options,
+    )
     outs = llm.generate(_prompts(), SamplingParams(max_tokens=8))
     _check(llm, outs, theirs, 8)
     assert llm.stats.draft_tokens > 0
@@ -99,8 +112,15 @@ def test_text_prompt_without_tokenizer_is_a_clear_error(saved: tuple[Path, Any])
 def test_swap_preemption_restores_the_kv(saved: tuple[Path, Any]) -> None:
     """Swap instead of recompute: the victim's blocks go to host memory and come back."""
     path, theirs = saved
-    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=32, num_blocks=14,
-              prefix_caching=False, preemption="swap")  # fmt: skip
+    llm = LLM(
+        str(path),
+        weights=path,
+        block_size=4,
+        max_num_tokens=32,
+        num_blocks=14,
+        prefix_caching=False,
+        preemption="swap",
+    )
     outs = llm.generate(_prompts()[:4], SamplingParams(max_tokens=10))
     assert llm.scheduler.stats.num_swaps > 0
     assert any(b.swap_in for b in llm.stats.batches) and not llm.cache.tier

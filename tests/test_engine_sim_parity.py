@@ -48,8 +48,9 @@ def test_simulator_makes_the_engines_batches_step_by_step() -> None:
     torch.set_num_threads(1)
     config = llama_config(2)
     spec = spec_of(config, "tiny-llama")
-    llm = LLM(spec, block_size=4, max_num_tokens=12, num_blocks=9, init_std=0.15,
-              paged_kernel=False)  # fmt: skip
+    llm = LLM(
+        spec, block_size=4, max_num_tokens=12, num_blocks=9, init_std=0.15, paged_kernel=False
+    )
     g = torch.Generator().manual_seed(3)
     shared = torch.randint(0, VOCAB, (8,), generator=g).tolist()
     prompts = [shared + [1, 2], list(range(5, 21)), shared + [3], [7, 7, 7], shared + [9, 9, 9]]
@@ -62,9 +63,14 @@ def test_simulator_makes_the_engines_batches_step_by_step() -> None:
         for o, a in zip(outs, arrivals, strict=True)
     ]
     cfg = SimConfig(
-        model=spec, pricing=Pricing.ideal(get_accelerator("xeon-spr")), scheduler=llm.scheduler.config,
-        block_size=4, prefix_caching=True, num_blocks=llm.num_blocks, fast_forward=False,
-    )  # fmt: skip
+        model=spec,
+        pricing=Pricing.ideal(get_accelerator("xeon-spr")),
+        scheduler=llm.scheduler.config,
+        block_size=4,
+        prefix_caching=True,
+        num_blocks=llm.num_blocks,
+        fast_forward=False,
+    )
     sim = Simulation(cfg, trace)
     inst = sim.instances[0]
     measured = [b.step for b in llm.stats.batches]

@@ -114,8 +114,14 @@ kb.ensure_built(replace(kb.plan("portable", Path(root), Path(csrc)), flags=tuple
 
 def _start_and_kill_a_build(p: kb.BuildPlan) -> int:
     """Start a build in a new process group, SIGKILL the group mid-compile; the child's pid."""
-    args = [sys.executable, "-c", _CHILD, str(p.root), str(p.sources[0].parent),
-            json.dumps(list(p.flags))]  # fmt: skip
+    args = [
+        sys.executable,
+        "-c",
+        _CHILD,
+        str(p.root),
+        str(p.sources[0].parent),
+        json.dumps(list(p.flags)),
+    ]
     child = subprocess.Popen(args, start_new_session=True, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not (p.directory / "build.ninja").exists():
@@ -172,8 +178,14 @@ def test_a_build_whose_caller_is_killed_leaves_no_compiler(
     """Regression: killing the process that builds (``lab serve-check``, ``serve``) left its
     ``cc1plus`` running; the build runs in a process group of its own that dies with it."""
     p = _tiny(tmp_path)
-    args = [sys.executable, "-c", _CHILD, str(p.root), str(p.sources[0].parent),
-            json.dumps(list(p.flags))]  # fmt: skip
+    args = [
+        sys.executable,
+        "-c",
+        _CHILD,
+        str(p.root),
+        str(p.sources[0].parent),
+        json.dumps(list(p.flags)),
+    ]
     child = subprocess.Popen(args, stderr=subprocess.DEVNULL)  # the caller's group: not killed
     deadline = time.monotonic() + 120
     source = str(p.sources[0])

@@ -29,8 +29,14 @@ SCHED = SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=256, max_model_
 
 @cache
 def _h100() -> dict[Technique, TechniqueCost]:
-    spec = WorkloadSpec(num_requests=8, rate_per_s=2.0, prompt=parse_lengths("lognormal:300", 300),
-                        output=parse_lengths("lognormal:40", 40), num_prefixes=2, prefix_len=256)  # fmt: skip
+    spec = WorkloadSpec(
+        num_requests=8,
+        rate_per_s=2.0,
+        prompt=parse_lengths("lognormal:300", 300),
+        output=parse_lengths("lognormal:40", 40),
+        num_prefixes=2,
+        prefix_len=256,
+    )
     report = kv_manage(
         get_model("llama-3.1-8b"), generate(spec), KVManageOptions(SCHED), ("h100-sxm",)
     )

@@ -24,8 +24,14 @@ SCHED = SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=256, max_model_
 
 
 def _trace():  # type: ignore[no-untyped-def]
-    spec = WorkloadSpec(num_requests=8, rate_per_s=2.0, prompt=parse_lengths("lognormal:300", 300),
-                        output=parse_lengths("lognormal:40", 40), num_prefixes=2, prefix_len=256)  # fmt: skip
+    spec = WorkloadSpec(
+        num_requests=8,
+        rate_per_s=2.0,
+        prompt=parse_lengths("lognormal:300", 300),
+        output=parse_lengths("lognormal:40", 40),
+        num_prefixes=2,
+        prefix_len=256,
+    )
     return generate(spec)
 
 
@@ -78,9 +84,27 @@ def test_aggregate_sums_capacity_bandwidth_and_peak() -> None:
 
 @pytest.mark.slow
 def test_kv_manage_cli_json() -> None:
-    r = runner.invoke(app, ["kv-manage", "-m", "gpt2", "--hw", "ibm-spyre", "-n", "4",
-                            "--max-model-len", "1024", "--prefixes", "0", "--prompt", "fixed:200",
-         "--output", "fixed:20", "--json"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "kv-manage",
+            "-m",
+            "gpt2",
+            "--hw",
+            "ibm-spyre",
+            "-n",
+            "4",
+            "--max-model-len",
+            "1024",
+            "--prefixes",
+            "0",
+            "--prompt",
+            "fixed:200",
+            "--output",
+            "fixed:20",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["schema"] == "ridgeline.kv-manage/3" and d["mode"] == "calibrated"
@@ -104,8 +128,9 @@ def test_layout_report_by_hand() -> None:
 @pytest.mark.slow
 def test_layout_cli_json_and_plot(tmp_path) -> None:  # type: ignore[no-untyped-def]
     png = tmp_path / "l.png"
-    r = runner.invoke(app, ["layout", "--stride", "4", "--granule", "32", "--json",
-                            "--plot", str(png)])  # fmt: skip
+    r = runner.invoke(
+        app, ["layout", "--stride", "4", "--granule", "32", "--json", "--plot", str(png)]
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["schema"] == "ridgeline.layout/1" and d["banks"][0]["conflict_degree"] == 4

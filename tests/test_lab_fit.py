@@ -86,13 +86,32 @@ def test_every_fitted_model_is_physical(rows: list[tuple[float, float, float, fl
 def _point(batch: int, gemm_probe_s: float | None, gemm_curve_s: float | None) -> ComparedPoint:
     t = 0.02 + batch * 1e-3
     return ComparedPoint(
-        label="x", model="m", batch=batch, context=0, kv_len=0.0, threads=1,
-        measured_s=t, p10_s=t, p90_s=t, cpu_s=t, prefill_s=0.0,
-        predicted_s=t / 2, bytes=1e8, weight_bytes=1e8, kv_bytes=1e6 * batch, flops=0.0,
-        bandwidth_bytes_per_s=1e10, kv_tensor_bytes=0, kv_formula_bytes=0.0,
-        peak_above_start_bytes=None, load_avg_1m=0.0, causes=(), weight_gemm_s=gemm_curve_s,
-        gemm_probe_s=gemm_probe_s, other_flops=1e7 * batch,
-    )  # fmt: skip
+        label="x",
+        model="m",
+        batch=batch,
+        context=0,
+        kv_len=0.0,
+        threads=1,
+        measured_s=t,
+        p10_s=t,
+        p90_s=t,
+        cpu_s=t,
+        prefill_s=0.0,
+        predicted_s=t / 2,
+        bytes=1e8,
+        weight_bytes=1e8,
+        kv_bytes=1e6 * batch,
+        flops=0.0,
+        bandwidth_bytes_per_s=1e10,
+        kv_tensor_bytes=0,
+        kv_formula_bytes=0.0,
+        peak_above_start_bytes=None,
+        load_avg_1m=0.0,
+        causes=(),
+        weight_gemm_s=gemm_curve_s,
+        gemm_probe_s=gemm_probe_s,
+        other_flops=1e7 * batch,
+    )
 
 
 def test_compare_takes_the_probe_then_the_curve_then_the_read_bandwidth() -> None:

@@ -60,7 +60,12 @@ def test_layout_bench_pairs_each_read_with_the_model() -> None:
     model = {(p.kind, p.value): p.model_ratio for p in rep.points}
     # 64-B lines: stride s moves min(s, 16) times the bytes it uses; a 64-B row 32 B off a
     # line boundary touches 2 lines instead of 1
-    assert model == {("stride", 1): 1.0, ("stride", 4): 4.0, ("stride", 32): 16.0,
-                     ("offset", 0): 1.0, ("offset", 32): 2.0}  # fmt: skip
+    assert model == {
+        ("stride", 1): 1.0,
+        ("stride", 4): 4.0,
+        ("stride", 32): 16.0,
+        ("offset", 0): 1.0,
+        ("offset", 32): 2.0,
+    }
     assert all(p.median_s > 0 and p.measured_ratio > 0 for p in rep.points)
     assert rep.to_dict()["schema"] == "ridgeline.lab-layout/1"

@@ -70,8 +70,9 @@ def test_chosen_blocks_fit_vmem_double_buffered(hw: str, m: int, k: int, n: int,
     assert b is not None
     need = 2 * (b.bm * b.bk * e + b.bk * b.bn * e + b.bm * b.bn * e) + b.bm * b.bn * 4
     assert need == p.vmem_bytes <= core.vmem_bytes
-    assert all(edge == full or edge % core.mxu_dim == 0
-               for edge, full in ((b.bm, m), (b.bk, k), (b.bn, n)))  # fmt: skip
+    assert all(
+        edge == full or edge % core.mxu_dim == 0 for edge, full in ((b.bm, m), (b.bk, k), (b.bn, n))
+    )
     assert p.time_s >= max(p.dma_s, p.mxu_s) - 1e-15
 
 

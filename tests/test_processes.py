@@ -40,8 +40,9 @@ def _alive(pid: int) -> bool:
 def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
     pidfile = tmp_path / "sleep.pid"
     env = os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)}
-    caller = subprocess.Popen([sys.executable, "-c", CALLER, str(pidfile)], env=env,
-                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    caller = subprocess.Popen(
+        [sys.executable, "-c", CALLER, str(pidfile)], env=env, stdout=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 30
     while not (pidfile.exists() and pidfile.read_text().strip()):
         assert caller.poll() is None and time.monotonic() < deadline, "the build did not start"
@@ -65,8 +66,9 @@ def test_the_status_and_output_come_back(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
-                         ids=["ctrl-c", "sigterm", "sigkill"])  # fmt: skip
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["ctrl-c", "sigterm", "sigkill"]
+)
 def test_a_killed_caller_leaves_no_build_process(tmp_path: Path, sig: signal.Signals) -> None:
     caller, grandchild = _start(tmp_path)
     assert _alive(grandchild)

@@ -340,19 +340,41 @@ def test_every_module_has_at_least_three_generators() -> None:
 
 # The generators the hand checks above pin down; a new generator must add its own.
 HAND_CHECKED = {
-    "ridge_point", "weights_intensity", "kv_intensity",
-    "phase_bound", "rank_ridge", "spyre_reads", "attainable",
-    "match_managers", "who_manages", "no_cache",
-    "scarce_resource", "chips_to_hold", "rank_memory",
-    "spyre_tile", "tile_intensity", "flash_block", "bank_conflict",
-    "kv_size", "kv_crossover", "kv_saving", "kv_per_token",
+    "ridge_point",
+    "weights_intensity",
+    "kv_intensity",
+    "phase_bound",
+    "rank_ridge",
+    "spyre_reads",
+    "attainable",
+    "match_managers",
+    "who_manages",
+    "no_cache",
+    "scarce_resource",
+    "chips_to_hold",
+    "rank_memory",
+    "spyre_tile",
+    "tile_intensity",
+    "flash_block",
+    "bank_conflict",
+    "kv_size",
+    "kv_crossover",
+    "kv_saving",
+    "kv_per_token",
     # hand-checked in tests/test_recompute.py
     "recompute_cache",
-    "paged_blocks", "contiguous_waste", "prefix_savings", "spec_decode",
+    "paged_blocks",
+    "contiguous_waste",
+    "prefix_savings",
+    "spec_decode",
     # hand-checked in tests/test_quiz_m7.py
-    "static_waste", "chunked_gap", "disagg_transfer", "tier_transfer", "bucket_padding",
+    "static_waste",
+    "chunked_gap",
+    "disagg_transfer",
+    "tier_transfer",
+    "bucket_padding",
     "spyre_technique",
-}  # fmt: skip
+}
 
 
 def test_every_generator_has_a_hand_check() -> None:

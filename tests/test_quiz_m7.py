@@ -24,8 +24,14 @@ KV_8B = 131_072  # llama-3.1-8b: 2 × 32 layers × 8 KV heads × 128 × 2 B
 
 def test_module_7_has_ten_generators() -> None:
     names = {g.name for g in generators_for(Module.KV_RUNTIME)}
-    assert {"static_waste", "chunked_gap", "disagg_transfer", "tier_transfer",
-            "bucket_padding", "spyre_technique"} <= names and len(names) == 10  # fmt: skip
+    assert {
+        "static_waste",
+        "chunked_gap",
+        "disagg_transfer",
+        "tier_transfer",
+        "bucket_padding",
+        "spyre_technique",
+    } <= names and len(names) == 10
 
 
 def test_static_waste_by_hand() -> None:
@@ -83,8 +89,14 @@ def test_spyre_technique_is_the_sourced_form() -> None:
 
 
 def test_every_new_generator_grades_its_own_answer() -> None:
-    for make in (m7_costs.static_waste, m7_costs.chunked_gap, m7_costs.disagg_transfer,
-                 m7_costs.tier_transfer, m7_costs.bucket_padding, m7_costs.spyre_technique):  # fmt: skip
+    for make in (
+        m7_costs.static_waste,
+        m7_costs.chunked_gap,
+        m7_costs.disagg_transfer,
+        m7_costs.tier_transfer,
+        m7_costs.bucket_padding,
+        m7_costs.spyre_technique,
+    ):
         for seed in range(15):
             q = make(random.Random(seed))
             assert q.module is Module.KV_RUNTIME and q.solution
@@ -93,8 +105,17 @@ def test_every_new_generator_grades_its_own_answer() -> None:
 
 def _export(tmp_path: Path, seed: int, *extra: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    args = ["quiz", "export", "--seed", str(seed), "--out", str(out), "--db",
-            str(tmp_path / "q.db"), *extra]  # fmt: skip
+    args = [
+        "quiz",
+        "export",
+        "--seed",
+        str(seed),
+        "--out",
+        str(out),
+        "--db",
+        str(tmp_path / "q.db"),
+        *extra,
+    ]
     return CliRunner().invoke(app, args, env=env), out
 
 

@@ -67,10 +67,15 @@ def test_completions_match_generate_streaming_and_not(server: Any) -> None:
         assert r.usage.prompt_tokens == len(prompt) and r.usage.completion_tokens == 12
         chunks = list(
             client.completions.create(
-                model="tiny-llama", prompt=prompt, max_tokens=12, temperature=0, stream=True,
-                stream_options={"include_usage": True}, extra_body={"ignore_eos": True},
+                model="tiny-llama",
+                prompt=prompt,
+                max_tokens=12,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body={"ignore_eos": True},
             )
-        )  # fmt: skip
+        )
         streamed = [t for c in chunks if c.choices for t in _ids(c.choices[0])]
         assert streamed == want
         assert "".join(c.choices[0].text for c in chunks if c.choices) == r.choices[0].text
@@ -83,34 +88,52 @@ def test_text_and_chat_go_through_the_tokenizer(server: Any, tokenizer: Path) ->
     client = _client(url)
     text = "the roofline says"
     want = _reference([text], 10, tokenizer)[0]
-    r = client.completions.create(model="tiny-llama", prompt=text, max_tokens=10, temperature=0,
-                                  extra_body={"ignore_eos": True})  # fmt: skip
+    r = client.completions.create(
+        model="tiny-llama",
+        prompt=text,
+        max_tokens=10,
+        temperature=0,
+        extra_body={"ignore_eos": True},
+    )
     assert _ids(r.choices[0]) == want
     assert r.choices[0].text == served.codec.decode(want)
     messages = [{"role": "user", "content": "where does decode time go?"}]
     chat_ids = served.codec.chat(messages)
     want = _reference([chat_ids], 8, tokenizer)[0]
-    c = client.chat.completions.create(model="tiny-llama", messages=messages, max_tokens=8,
-                                       temperature=0, extra_body={"ignore_eos": True})  # fmt: skip
+    c = client.chat.completions.create(
+        model="tiny-llama",
+        messages=messages,
+        max_tokens=8,
+        temperature=0,
+        extra_body={"ignore_eos": True},
+    )
     assert _ids(c.choices[0]) == want and c.choices[0].message.content == served.codec.decode(want)
-    stream = client.chat.completions.create(model="tiny-llama", messages=messages, max_tokens=8,
-                                            temperature=0, stream=True,
-                                            extra_body={"ignore_eos": True})  # fmt: skip
+    stream = client.chat.completions.create(
+        model="tiny-llama",
+        messages=messages,
+        max_tokens=8,
+        temperature=0,
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
     parts = [ch.choices[0] for ch in stream]
     assert parts[0].delta.role == "assistant"
     assert "".join(p.delta.content or "" for p in parts) == c.choices[0].message.content
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"prompt": [1, 2], "temperature": -1}, "temperature"),
-    ({"prompt": [1, 2], "n": 2}, "n"),
-    ({"prompt": [1, 2], "stop": ["x"]}, "stop"),
-    ({"prompt": [1, VOCAB + 5]}, "prompt"),
-    ({"prompt": [1, 2], "max_tokens": 100_000}, "max_tokens"),
-    ({"prompt": [[1], [2]]}, "prompt"),
-    ({"max_tokens": 3}, "prompt"),
-    ({"prompt": "text", "max_tokens": "many"}, "max_tokens"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"prompt": [1, 2], "temperature": -1}, "temperature"),
+        ({"prompt": [1, 2], "n": 2}, "n"),
+        ({"prompt": [1, 2], "stop": ["x"]}, "stop"),
+        ({"prompt": [1, VOCAB + 5]}, "prompt"),
+        ({"prompt": [1, 2], "max_tokens": 100_000}, "max_tokens"),
+        ({"prompt": [[1], [2]]}, "prompt"),
+        ({"max_tokens": 3}, "prompt"),
+        ({"prompt": "text", "max_tokens": "many"}, "max_tokens"),
+    ],
+)
 def test_every_bad_body_is_a_400_naming_its_field(server: Any, body: dict, field: str) -> None:
     _, url = server
     r = httpx.post(f"{url}/completions", json=body, timeout=30)
@@ -129,10 +152,14 @@ def test_models_health_metrics_and_unknown_model(server: Any) -> None:
     before = served.metrics.ttft.collect()[0].samples
     httpx.post(f"{url}/completions", json={"prompt": [3, 4], "max_tokens": 2}, timeout=30)
     text = httpx.get(f"{base}/metrics").text
-    for name in ("ridgeline_requests_running", "ridgeline_requests_waiting",
-                 "ridgeline_kv_blocks_used", "ridgeline_prefix_cache_hit_rate",
-                 "ridgeline_time_to_first_token_seconds_bucket",
-                 "ridgeline_time_per_output_token_seconds_bucket"):  # fmt: skip
+    for name in (
+        "ridgeline_requests_running",
+        "ridgeline_requests_waiting",
+        "ridgeline_kv_blocks_used",
+        "ridgeline_prefix_cache_hit_rate",
+        "ridgeline_time_to_first_token_seconds_bucket",
+        "ridgeline_time_per_output_token_seconds_bucket",
+    ):
         assert name in text
     count = {s.name: s.value for s in served.metrics.ttft.collect()[0].samples}
     old = {s.name: s.value for s in before}

@@ -47,15 +47,25 @@ def test_the_fit_recovers_the_efficiencies_and_overhead_it_was_made_with(overlap
 
 
 def _row(start: float, first: float, last: float, end: float, n_in: int, n_out: int) -> dict:
-    timings = {"request_start": start, "first_token_iteration": first,
-               "last_token_iteration": last, "request_end": end}  # fmt: skip
-    return {"info": {"timings": timings}, "input_metrics": {"text_tokens": n_in},
-            "output_metrics": {"text_tokens": n_out}}  # fmt: skip
+    timings = {
+        "request_start": start,
+        "first_token_iteration": first,
+        "last_token_iteration": last,
+        "request_end": end,
+    }
+    return {
+        "info": {"timings": timings},
+        "input_metrics": {"text_tokens": n_in},
+        "output_metrics": {"text_tokens": n_out},
+    }
 
 
 def test_a_guidellm_report_becomes_request_timings(tmp_path: Path) -> None:
-    rows = [_row(100.5, 100.7, 101.5, 101.5, 64, 9), _row(100.0, 100.1, 100.9, 101.0, 64, 5),
-            _row(101.0, 101.4, 101.4, 101.4, 32, 1)]  # fmt: skip
+    rows = [
+        _row(100.5, 100.7, 101.5, 101.5, 64, 9),
+        _row(100.0, 100.1, 100.9, 101.0, 64, 5),
+        _row(101.0, 101.4, 101.4, 101.4, 32, 1),
+    ]
     path = tmp_path / "report.json"
     path.write_text(json.dumps({"benchmarks": [{"requests": {"successful": rows}}]}))
     reqs = read_report(path)
@@ -72,8 +82,12 @@ def test_a_lone_request_is_one_prefill_then_decode_steps() -> None:
     spec, acc = get_model("distilgpt2"), get_accelerator("xeon-spr")
     eff = Efficiency(bandwidth=0.5, compute=0.5, step_overhead_s=1e-3)
     pricing = Pricing.of(acc, CostMode.IDEAL, FP32, eff)
-    cfg = SimConfig(model=spec, pricing=pricing, scheduler=SchedulerConfig(max_num_batched_tokens=512),
-                    num_blocks=256)  # fmt: skip
+    cfg = SimConfig(
+        model=spec,
+        pricing=pricing,
+        scheduler=SchedulerConfig(max_num_batched_tokens=512),
+        num_blocks=256,
+    )
     lat = simulate(cfg, [ServedRequest(0.0, 100, 8, 0.0, None, 0.0)])
     cost = StepCostModel(spec, pricing)
     assert lat.ttft_p50_s == pytest.approx(cost.step_time_s([100], [0]), rel=1e-9)

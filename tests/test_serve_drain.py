@@ -23,11 +23,18 @@ from serve_support import free_port  # noqa: E402
 pytestmark = pytest.mark.torch
 
 CONFIG = {  # a Llama slow enough on one thread that 120 tokens take seconds
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 320,
-    "hidden_size": 256, "num_hidden_layers": 8, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "intermediate_size": 384, "max_position_embeddings": 512,
-    "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
-}  # fmt: skip
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "vocab_size": 320,
+    "hidden_size": 256,
+    "num_hidden_layers": 8,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 384,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False,
+}
 
 
 def _wait_healthy(base: str, proc: subprocess.Popen, timeout_s: float) -> None:
@@ -51,8 +58,18 @@ def test_a_signal_finishes_the_request_in_flight_and_exits_0(
     config = tmp_path / "config.json"
     config.write_text(json.dumps(CONFIG))
     port = free_port()
-    cmd = [str(Path(sys.executable).with_name("ridgeline")), "serve", "--model", str(config),
-           "--port", str(port), "--threads", "1", "--drain-s", "60"]  # fmt: skip
+    cmd = [
+        str(Path(sys.executable).with_name("ridgeline")),
+        "serve",
+        "--model",
+        str(config),
+        "--port",
+        str(port),
+        "--threads",
+        "1",
+        "--drain-s",
+        "60",
+    ]
     proc = subprocess.Popen(
         cmd, stderr=subprocess.PIPE, text=True, env=os.environ | {"COLUMNS": "200"}
     )

@@ -34,9 +34,13 @@ MAX_EXAMPLES = 300
 TIME_BOUND_S = 300  # the whole test, on a loaded 2-core machine (~30 s quiet)
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=12),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.text(max_size=12),
     st.sampled_from(["ab\ud800cd", "\udfff", "NaN", "", "5", "yes"]),
-)  # fmt: skip
+)
 junk = st.recursive(
     scalars,
     lambda inner: (
@@ -71,16 +75,22 @@ WRONG = {  # a field of the wrong type or out of range, or a field the engine ca
     "stop": st.text(min_size=1, max_size=3) | junk,
     "model": st.text(max_size=8) | junk,
     "logprobs": st.integers(1, 5) | junk,
-    "prompt": junk | st.lists(st.integers(-5, VOCAB + 5), max_size=30) | st.lists(good_ids, min_size=2, max_size=3),
-    "messages": junk | st.lists(st.fixed_dictionaries({"role": st.text(max_size=6), "content": junk})),
-}  # fmt: skip
+    "prompt": junk
+    | st.lists(st.integers(-5, VOCAB + 5), max_size=30)
+    | st.lists(good_ids, min_size=2, max_size=3),
+    "messages": junk
+    | st.lists(st.fixed_dictionaries({"role": st.text(max_size=6), "content": junk})),
+}
 prompts = st.one_of(
     good_ids, st.text(min_size=1, max_size=40), st.lists(good_ids, min_size=1, max_size=1)
 )
 messages = st.lists(
-    st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant"]), "content": st.text(max_size=30)}),
-    min_size=1, max_size=3,
-)  # fmt: skip
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "system", "assistant"]), "content": st.text(max_size=30)}
+    ),
+    min_size=1,
+    max_size=3,
+)
 
 
 @st.composite
@@ -92,8 +102,11 @@ def requests(draw: Any) -> tuple[str, bytes]:
     kind = draw(st.sampled_from(["valid", "valid", "one-off", "one-off", "junk", "bytes"]))
     if kind == "bytes":
         return path, draw(st.binary(max_size=64))
-    body = draw(st.fixed_dictionaries({"messages": messages} if chat else {"prompt": prompts},
-                                      optional=VALID))  # fmt: skip
+    body = draw(
+        st.fixed_dictionaries(
+            {"messages": messages} if chat else {"prompt": prompts}, optional=VALID
+        )
+    )
     if kind == "one-off":
         name = draw(st.sampled_from(sorted(WRONG)))
         body[name] = draw(WRONG[name])
@@ -125,8 +138,13 @@ def test_no_body_breaks_the_server(server: tuple[Any, TestClient]) -> None:
     served, client = server
     start, seen = time.monotonic(), {"ok": 0, "refused": 0}
 
-    @settings(max_examples=MAX_EXAMPLES, derandomize=True, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        max_examples=MAX_EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(requests())
     def one(request: tuple[str, bytes]) -> None:
         path, raw = request

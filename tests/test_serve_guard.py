@@ -61,9 +61,13 @@ def test_the_key_guards_every_route_but_health(served: Any) -> None:
     c = _client(served, Access(api_key=KEY))
     assert c.get("/health").status_code == 200
     body = {"prompt": [1, 2, 3], "max_tokens": 2}
-    for method, path in (("GET", "/v1/models"), ("GET", "/metrics"),
-                         ("POST", "/v1/completions"), ("POST", "/v1/chat/completions"),
-                         ("GET", "/no/such/route")):  # fmt: skip
+    for method, path in (
+        ("GET", "/v1/models"),
+        ("GET", "/metrics"),
+        ("POST", "/v1/completions"),
+        ("POST", "/v1/chat/completions"),
+        ("GET", "/no/such/route"),
+    ):
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}):
             r = c.request(method, path, json=body, headers=headers)
             assert r.status_code == 401, (path, headers, r.text)
@@ -80,8 +84,7 @@ def test_only_the_openai_routes_exist_and_none_reads_a_path(served: Any) -> None
     """No route takes a file name: ``model`` is compared with the served name, never opened."""
     app = create_app(served)
     paths = {r.path for r in app.routes}  # type: ignore[attr-defined]
-    assert paths == {"/health", "/v1/models", "/metrics", "/v1/completions",
-                     "/v1/chat/completions"}  # fmt: skip
+    assert paths == {"/health", "/v1/models", "/metrics", "/v1/completions", "/v1/chat/completions"}
     c = _client(served, Access())
     r = c.post("/v1/completions", json={"model": "/etc/passwd", "prompt": [1]})
     assert r.status_code == 404 and r.json()["error"]["param"] == "model"
@@ -242,10 +245,17 @@ def test_engine_stats_keep_a_bounded_window_and_running_totals() -> None:
         st.recent(10)
 
 
-@pytest.mark.parametrize(("host", "key", "warns"), [
-    ("0.0.0.0", None, True), ("::", None, True), ("127.0.0.1", None, False),
-    ("localhost", None, False), ("::1", None, False), ("0.0.0.0", KEY, False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("host", "key", "warns"),
+    [
+        ("0.0.0.0", None, True),
+        ("::", None, True),
+        ("127.0.0.1", None, False),
+        ("localhost", None, False),
+        ("::1", None, False),
+        ("0.0.0.0", KEY, False),
+    ],
+)
 def test_listening_beyond_loopback_without_a_key_warns(
     host: str, key: str | None, warns: bool
 ) -> None:
@@ -261,14 +271,21 @@ def test_an_api_key_that_cannot_travel_in_a_header_is_refused(key: str) -> None:
         check_api_key(key)
 
 
-@pytest.mark.parametrize(("change", "needle"), [
-    ({"threads": -2}, "threads"), ({"threads": 0}, "threads"), ({"drain_s": -5.0}, "drain_s"),
-    ({"drain_s": float("nan")}, "drain_s"), ({"max_waiting": -1}, "max_waiting"),
-    ({"engine": {"kv_budget_bytes": -1.0}}, "kv_budget_bytes"),
-    ({"engine": {"kernels": "fast"}}, "kernels"), ({"tokenizer": "/no/such/dir"}, "--tokenizer"),
-    ({"access": Access(max_body_bytes=0)}, "max_body_bytes"),
-    ({"access": Access(api_key="")}, "RIDGELINE_API_KEY"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"threads": -2}, "threads"),
+        ({"threads": 0}, "threads"),
+        ({"drain_s": -5.0}, "drain_s"),
+        ({"drain_s": float("nan")}, "drain_s"),
+        ({"max_waiting": -1}, "max_waiting"),
+        ({"engine": {"kv_budget_bytes": -1.0}}, "kv_budget_bytes"),
+        ({"engine": {"kernels": "fast"}}, "kernels"),
+        ({"tokenizer": "/no/such/dir"}, "--tokenizer"),
+        ({"access": Access(max_body_bytes=0)}, "max_body_bytes"),
+        ({"access": Access(api_key="")}, "RIDGELINE_API_KEY"),
+    ],
+)
 def test_settings_are_checked_before_anything_is_built(change: dict, needle: str) -> None:
     settings = dataclasses.replace(ServeSettings("gpt2", threads=1), port=_free_port(), **change)
     with pytest.raises(ConfigError, match=needle):
@@ -309,8 +326,9 @@ def test_stopping_the_engine_counts_the_requests_it_cut_short() -> None:
     served = serve_llm(tiny_llm(None, hidden=256, layers=8))
     engine, events = served.engine, []
     engine.start()
-    handle = engine.submit((1, 2, 3), SamplingParams(max_tokens=400, eos_token_id=None),
-                           events.append)  # fmt: skip
+    handle = engine.submit(
+        (1, 2, 3), SamplingParams(max_tokens=400, eos_token_id=None), events.append
+    )
     assert handle is not None
     deadline = time.monotonic() + 30
     while not events and time.monotonic() < deadline:

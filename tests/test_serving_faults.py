@@ -81,12 +81,29 @@ def test_the_tier_reproducer_of_the_issue_finishes_every_request() -> None:
     code = runner.invoke(
         app,
         [
-            "simulate", "--hw", "a100-80gb", "-m", "llama-2-7b", "--workload", "shared-prefix",
-            "--prefixes", "16", "--prefix-len", "1024", "--prefix-caching",
-            "--tiers", "small:2e9:1e10", "--memory-utilization", "0.22", "--rate", "8", "-n", "400",
+            "simulate",
+            "--hw",
+            "a100-80gb",
+            "-m",
+            "llama-2-7b",
+            "--workload",
+            "shared-prefix",
+            "--prefixes",
+            "16",
+            "--prefix-len",
+            "1024",
+            "--prefix-caching",
+            "--tiers",
+            "small:2e9:1e10",
+            "--memory-utilization",
+            "0.22",
+            "--rate",
+            "8",
+            "-n",
+            "400",
             "--json",
         ],
-    )  # fmt: skip
+    )
     assert code.exit_code == 0, code.stderr
     result = json.loads(code.stdout)["results"][0]
     assert result["num_completed"] + result["num_rejected"] == 400
@@ -157,9 +174,14 @@ def test_a_preempted_request_too_long_to_recompute_whole_is_refused_up_front() -
 
 @pytest.mark.parametrize(
     "option",
-    [("--rate", "nan"), ("--overhead", "nan"), ("--cv", "nan"), ("--rate", "inf"),
-     ("--cv", "-inf")],
-)  # fmt: skip
+    [
+        ("--rate", "nan"),
+        ("--overhead", "nan"),
+        ("--cv", "nan"),
+        ("--rate", "inf"),
+        ("--cv", "-inf"),
+    ],
+)
 def test_nan_or_infinite_workload_numbers_are_refused(option: tuple[str, str]) -> None:
     args = ["simulate", "-n", "20", "--workload", "gamma", *option]
     r = runner.invoke(app, args)
@@ -192,8 +214,9 @@ def test_a_trace_with_a_non_finite_arrival_is_refused(tmp_path: Path, arrival: s
 
 def test_a_negative_prefix_len_in_a_trace_is_refused(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    trace.write_text('{"arrival_s": 0, "prompt_len": 10, "output_len": 2, "prefix_id": 1, '
-                     '"prefix_len": -5}\n')  # fmt: skip
+    trace.write_text(
+        '{"arrival_s": 0, "prompt_len": 10, "output_len": 2, "prefix_id": 1, "prefix_len": -5}\n'
+    )
     with pytest.raises(ConfigError, match=r"t\.jsonl:1: field prefix_len: must be >= 0, got -5"):
         load_trace(trace)
 

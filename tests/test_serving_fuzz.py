@@ -105,8 +105,16 @@ def test_a_seeded_session_exercises_every_path() -> None:
         counts["aborts"] += len(h.aborted)
         counts["tier hits"] += h.sched.stats.tier_hit_tokens
         counts["prefix hits"] += h.sched.stats.prefix_hit_tokens
-    for key in ("preemptions", "swaps", "rejected drafts", "finish:stop", "finish:length",
-                "aborts", "tier hits", "prefix hits"):  # fmt: skip
+    for key in (
+        "preemptions",
+        "swaps",
+        "rejected drafts",
+        "finish:stop",
+        "finish:length",
+        "aborts",
+        "tier hits",
+        "prefix hits",
+    ):
         assert counts[key] > 0, (key, counts)
 
 

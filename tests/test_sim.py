@@ -256,9 +256,20 @@ def test_request_table_reads_compares_and_pickles_as_its_rows() -> None:
 
     rows = (
         RequestMetrics("a", 0.0, 10, 4, 0.1, 0.02, 0.16, 0.01, 0, 0),
-        RequestMetrics("b", 0.5, 20, 0, float("nan"), float("nan"), float("nan"), float("nan"),
-                       0, 0, "larger than the KV pool"),
-    )  # fmt: skip
+        RequestMetrics(
+            "b",
+            0.5,
+            20,
+            0,
+            float("nan"),
+            float("nan"),
+            float("nan"),
+            float("nan"),
+            0,
+            0,
+            "larger than the KV pool",
+        ),
+    )
     table = RequestTable(list(zip(*map(astuple, rows), strict=True)))
     assert len(table) == 2 and table[1].rejected == "larger than the KV pool"
     assert table[:1] == rows[:1] and list(table) == list(rows)

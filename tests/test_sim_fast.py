@@ -119,16 +119,54 @@ HOST = TierSpec("host", 1e12, 32e9)  # no tier eviction: issue 20 fixes a hit ev
 CASES = {
     "paged": (SimConfig(LLAMA, IDEAL, BASE, num_blocks=400), WORKLOAD),
     "priority": (SimConfig(LLAMA, IDEAL, replace(BASE, policy="priority"), num_blocks=300), None),
-    "contiguous": (SimConfig(LLAMA, IDEAL, replace(WHOLE, policy="contiguous"), num_blocks=600), WORKLOAD),
-    "static": (SimConfig(LLAMA, IDEAL, replace(WHOLE, policy="static", static_slots=12), num_blocks=500), WORKLOAD),
-    "chunk-cap": (SimConfig(LLAMA, IDEAL, replace(BASE, long_prefill_token_threshold=96), num_blocks=170), WORKLOAD),
-    "no-chunk": (SimConfig(LLAMA, IDEAL, replace(BASE, enable_chunked_prefill=False, max_num_batched_tokens=2048), num_blocks=300), WORKLOAD),
+    "contiguous": (
+        SimConfig(LLAMA, IDEAL, replace(WHOLE, policy="contiguous"), num_blocks=600),
+        WORKLOAD,
+    ),
+    "static": (
+        SimConfig(LLAMA, IDEAL, replace(WHOLE, policy="static", static_slots=12), num_blocks=500),
+        WORKLOAD,
+    ),
+    "chunk-cap": (
+        SimConfig(LLAMA, IDEAL, replace(BASE, long_prefill_token_threshold=96), num_blocks=170),
+        WORKLOAD,
+    ),
+    "no-chunk": (
+        SimConfig(
+            LLAMA,
+            IDEAL,
+            replace(BASE, enable_chunked_prefill=False, max_num_batched_tokens=2048),
+            num_blocks=300,
+        ),
+        WORKLOAD,
+    ),
     "prefix": (SimConfig(LLAMA, IDEAL, BASE, num_blocks=300, prefix_caching=True), SHARED),
-    "host-tier": (SimConfig(LLAMA, IDEAL, BASE, num_blocks=300, prefix_caching=True, tiers=(HOST,)), SHARED),
-    "swap": (SimConfig(LLAMA, IDEAL, replace(BASE, preemption=PreemptionMode.SWAP), num_blocks=300, tiers=(HOST,)), WORKLOAD),
-    "spec": (SimConfig(LLAMA, IDEAL, replace(BASE, spec=SpecDecodeConfig(3, 0.6)), num_blocks=400, draft_model=get_model("distilgpt2")), WORKLOAD),
+    "host-tier": (
+        SimConfig(LLAMA, IDEAL, BASE, num_blocks=300, prefix_caching=True, tiers=(HOST,)),
+        SHARED,
+    ),
+    "swap": (
+        SimConfig(
+            LLAMA,
+            IDEAL,
+            replace(BASE, preemption=PreemptionMode.SWAP),
+            num_blocks=300,
+            tiers=(HOST,),
+        ),
+        WORKLOAD,
+    ),
+    "spec": (
+        SimConfig(
+            LLAMA,
+            IDEAL,
+            replace(BASE, spec=SpecDecodeConfig(3, 0.6)),
+            num_blocks=400,
+            draft_model=get_model("distilgpt2"),
+        ),
+        WORKLOAD,
+    ),
     "disagg": (SimConfig(LLAMA, IDEAL, BASE, num_blocks=400, disagg=Disagg(1, 2)), WORKLOAD),
-}  # fmt: skip
+}
 
 
 def _prioritised(workload: list[RequestSpec]) -> list[RequestSpec]:
@@ -270,8 +308,17 @@ def test_a_decode_run_does_not_hide_its_last_requests_from_the_router() -> None:
     """Regression: a closed-form decode run finished its requests when it started, so a request
     arriving at another decode instance's KV during the run saw the instance empty and went to
     it, where stepping sends it to the idle instance."""
-    rows = [(0.45, 128, 27), (1.59, 217, 74), (2.28, 477, 88), (2.4, 512, 41), (2.44, 158, 42),
-            (2.78, 83, 12), (2.84, 297, 67), (2.97, 237, 19), (3.03, 83, 86)]  # fmt: skip
+    rows = [
+        (0.45, 128, 27),
+        (1.59, 217, 74),
+        (2.28, 477, 88),
+        (2.4, 512, 41),
+        (2.44, 158, 42),
+        (2.78, 83, 12),
+        (2.84, 297, 67),
+        (2.97, 237, 19),
+        (3.03, 83, 86),
+    ]
     workload = [
         RequestSpec(
             f"q{i}", t, Tokens([range(i << 20, (i << 20) + p)]), range(1 << 40, (1 << 40) + o)

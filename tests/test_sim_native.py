@@ -107,15 +107,23 @@ def _configs() -> list[SimConfig]:
     base = SimConfig(get_model("llama-2-7b"), a100, sched, num_blocks=900)
     return [
         replace(base, scheduler=replace(sched, policy=policy))
-        for policy in (PolicyKind.FCFS, PolicyKind.CONTIGUOUS, PolicyKind.PRIORITY,
-                       PolicyKind.STATIC)
-    ]  # fmt: skip
+        for policy in (
+            PolicyKind.FCFS,
+            PolicyKind.CONTIGUOUS,
+            PolicyKind.PRIORITY,
+            PolicyKind.STATIC,
+        )
+    ]
 
 
 def _workload() -> list[RequestSpec]:
-    spec = WorkloadSpec(num_requests=300, rate_per_s=40.0, seed=3,
-                        prompt=Lengths(LengthDist.LOGNORMAL, 900, sigma=0.9),
-                        output=Lengths(LengthDist.LOGNORMAL, 150, sigma=0.9))  # fmt: skip
+    spec = WorkloadSpec(
+        num_requests=300,
+        rate_per_s=40.0,
+        seed=3,
+        prompt=Lengths(LengthDist.LOGNORMAL, 900, sigma=0.9),
+        output=Lengths(LengthDist.LOGNORMAL, 150, sigma=0.9),
+    )
     return generate(spec)
 
 
@@ -126,9 +134,13 @@ def numbers() -> dict[str, object]:
     for cfg in _configs():
         r = simulate(cfg, workload)
         out[cfg.scheduler.policy.value] = [
-            r.num_steps, r.num_preemptions, r.kv_peak_frac, r.itl_s.p99, r.mean_running,
+            r.num_steps,
+            r.num_preemptions,
+            r.kv_peak_frac,
+            r.itl_s.p99,
+            r.mean_running,
             [(q.ttft_s, q.tpot_s, q.e2e_s) for q in r.requests],
-        ]  # fmt: skip
+        ]
     return out
 
 

@@ -25,8 +25,13 @@ assert result.num_completed == 50
 print(" ".join(sorted(sys.modules)))
 """
 _HEAVY = ("scipy", "matplotlib", "pandas", "torch", "typer", "rich")
-_UNNEEDED = ("ridgeline.fidelity", "ridgeline.analytic.dataflow", "ridgeline.analytic.deploy",
-             "ridgeline.sim.compiled", "ridgeline.report")  # fmt: skip
+_UNNEEDED = (
+    "ridgeline.fidelity",
+    "ridgeline.analytic.dataflow",
+    "ridgeline.analytic.deploy",
+    "ridgeline.sim.compiled",
+    "ridgeline.report",
+)
 
 
 @pytest.mark.slow

@@ -174,9 +174,14 @@ def _toml_dict(text: str) -> dict[str, object]:
 @pytest.mark.slow
 def test_duration_mode_takes_rate_times_duration_requests(tmp_path: Path) -> None:
     w = WorkloadSpec(
-        name="w", arrival=Arrival.UNIFORM, num_requests=None, prompt=Lengths.between(10, 10),
-        output=Lengths.between(2, 2), duration_s=5.0, max_requests=40,
-    )  # fmt: skip
+        name="w",
+        arrival=Arrival.UNIFORM,
+        num_requests=None,
+        prompt=Lengths.between(10, 10),
+        output=Lengths.between(2, 2),
+        duration_s=5.0,
+        max_requests=40,
+    )
     assert [w.requests_at(r, 40) for r in (0.1, 2.0, 7.9, 100.0)] == [2, 10, 40, 40]
     text = SPEC.replace("num_requests = 30", "duration_s = 5.0\nmax_requests = 40")
     out = run_sweep(
@@ -360,9 +365,20 @@ def test_killed_cli_sweep_resumes_with_each_point_once(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     db = tmp_path / "killed.db"
     cmd = [
-        sys.executable, "-c", "from ridgeline.cli import main; main()", "sweep", "run", str(spec), "--db", str(db),
-        "--workers", "1", "--simulator", "sweep_double:make_slow", "--no-progress",
-    ]  # fmt: skip
+        sys.executable,
+        "-c",
+        "from ridgeline.cli import main; main()",
+        "sweep",
+        "run",
+        str(spec),
+        "--db",
+        str(db),
+        "--workers",
+        "1",
+        "--simulator",
+        "sweep_double:make_slow",
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60

@@ -106,8 +106,10 @@ def test_deciding_probes_early_changes_no_decision_and_no_probe_that_met(tmp_pat
     fast, full = outcomes[True], outcomes[False]
     assert fast.results == full.results and fast.num_simulated == full.num_simulated
     assert fast.num_decided_early > 0 and full.num_decided_early == 0
-    met = {s: {(p.key, p.result.rate_rps): p.result for p in stores[s].probes if p.result.meets_slo}
-           for s in stores}  # fmt: skip
+    met = {
+        s: {(p.key, p.result.rate_rps): p.result for p in stores[s].probes if p.result.meets_slo}
+        for s in stores
+    }
     assert met[True] == met[False] and met[True]
     decided = [p.result for p in stores[True].probes if p.result.decided_early]
     assert decided and not any(r.meets_slo for r in decided)

@@ -19,10 +19,12 @@ from ridgeline.specs.calibration import FITTED_PREFIX, MIN_CONSTRAINING_ROWS, ge
 
 pytestmark = pytest.mark.slow
 
-MEDIAN_BOUND = 0.10  # calibrated median (9.2% reached) |predicted / published - 1| over the dataset
-LOSO_BOUND = (
-    0.14  # (12.1% reached) the same with each source's rows predicted by a fit without them
-)
+# Each bound sits at most 2 points above what `ridgeline validate` reaches ("all" row), so that a
+# regression of a few points fails rather than passes.
+# the calibrated median |predicted / published - 1| over the dataset (9.6% reached)
+MEDIAN_BOUND = 0.10
+# the same with each source's rows predicted by a fit without them (12.4% reached)
+LOSO_BOUND = 0.14
 
 
 @pytest.fixture(scope="module")

@@ -308,8 +308,11 @@ def test_flash_traffic_table(client: TestClient) -> None:
     f = client.post("/api/flash", json={"context": 4096}).json()
     assert [m["name"] for m in f["memories"]] == ["h100-sxm:smem", "tpu-v5e:vmem", "ibm-spyre:lx"]
     assert sorted({r["n"] for r in f["rows"]}) == [512, 1024, 2048, 4096]
-    assert all(r["prefill_flash_bytes_per_layer"] < r["prefill_standard_bytes_per_layer"]
-               for r in f["rows"] if r["n"] == 4096)  # fmt: skip
+    assert all(
+        r["prefill_flash_bytes_per_layer"] < r["prefill_standard_bytes_per_layer"]
+        for r in f["rows"]
+        if r["n"] == 4096
+    )
     assert field_of(client.post("/api/flash", json={"accelerators": ["nope"]})) == [
         "body",
         "accelerators",
@@ -415,8 +418,16 @@ def test_explore_on_a_busy_port_is_one_line_and_exit_2() -> None:
 
 
 def test_kv_manage_view_equals_the_library(client: TestClient) -> None:
-    body = {"model": "gpt2", "accelerators": ["h100-sxm"], "num_requests": 4, "prefixes": 1,
-            "prefix_len": 128, "prompt_len": 100, "output_len": 16, "max_model_len": 1024}  # fmt: skip
+    body = {
+        "model": "gpt2",
+        "accelerators": ["h100-sxm"],
+        "num_requests": 4,
+        "prefixes": 1,
+        "prefix_len": 128,
+        "prompt_len": 100,
+        "output_len": 16,
+        "max_model_len": 1024,
+    }
     r = client.post("/api/kv-manage", json=body)
     assert r.status_code == 200, r.text
     d = r.json()

@@ -54,9 +54,14 @@ def learner_answers(seed: int) -> tuple[list[str], list[int]]:
 def sh(command: str, cwd: Path) -> str:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     out = subprocess.run(
-        command, shell=True, cwd=cwd, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        command,
+        shell=True,
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     return f"$ {command}\n{out.stdout}".rstrip()
 
 

@@ -104,9 +104,15 @@ def start_group(
     stdout and stderr go to ``output``. End it with ``kill_group``."""
     full = [sys.executable, "-c", REAPER, str(os.getpid()), *cmd]
     return subprocess.Popen(
-        full, cwd=cwd, env=None if env is None else dict(env), stdout=output,
-        stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
-    )  # fmt: skip
+        full,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
 
 
 def run_group(

@@ -196,9 +196,15 @@ class Comparison:
                 rows.append((r.accelerator.name, "does not fit", None, None, None))
                 continue
             dep = d.deployment
-            rows.append((r.accelerator.name, f"{dep.chips} (TP {dep.tensor_parallel} x PP "
-                         f"{dep.pipeline_parallel})", d.step_time_s, d.tokens_per_s_per_seq,
-                         r.verdict.text))  # fmt: skip
+            rows.append(
+                (
+                    r.accelerator.name,
+                    f"{dep.chips} (TP {dep.tensor_parallel} x PP {dep.pipeline_parallel})",
+                    d.step_time_s,
+                    d.tokens_per_s_per_seq,
+                    r.verdict.text,
+                )
+            )
         title = f"{self.model}: batch {self.batch}, context {self.context} ({self.label})"
         headers = ("accelerator", "chips", "decode step (s)", "tok/s per user", "binds")
         return html_table(headers, rows, title)

@@ -282,5 +282,13 @@ def layout_report(
         traversal(query.rows, query.cols, query.elem_bytes, granule_bytes, order, query.cache_bytes)
         for order in Order
     )
-    return LayoutReport(bank_level.name, banks, granule_bytes, aligns, granule_bytes, walks,
-                        (query.rows, query.cols), query.elem_bytes)  # fmt: skip
+    return LayoutReport(
+        bank_level.name,
+        banks,
+        granule_bytes,
+        aligns,
+        granule_bytes,
+        walks,
+        (query.rows, query.cols),
+        query.elem_bytes,
+    )

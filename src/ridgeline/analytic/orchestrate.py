@@ -236,11 +236,22 @@ def tpu_row(
     table = _block_table_bytes(w, model.num_layers)
     vmem = scratchpad_level(acc).name
     moves = [
-        _move(acc, acc.device_level, "compiler", p.dma_bytes * n + table,
-              "KV blocks + q/o (DMA) + page indices", eff),
-        _move(acc, vmem, "compiler", p.dma_bytes * n,
-              f"double-buffered {p.note} (Pallas BlockSpec), {p.vmem_bytes / 1e6:.3g} MB of VMEM"),
-    ]  # fmt: skip
+        _move(
+            acc,
+            acc.device_level,
+            "compiler",
+            p.dma_bytes * n + table,
+            "KV blocks + q/o (DMA) + page indices",
+            eff,
+        ),
+        _move(
+            acc,
+            vmem,
+            "compiler",
+            p.dma_bytes * n,
+            f"double-buffered {p.note} (Pallas BlockSpec), {p.vmem_bytes / 1e6:.3g} MB of VMEM",
+        ),
+    ]
     o = _finish(acc, acc.orchestrator, f"{acc.device_level} (pages)", moves)
     detail = (
         f"{p.steps} grid steps per layer, {p.bound}-bound: fill {p.fill_s * 1e6:.3g} us + "
@@ -265,15 +276,31 @@ def spyre_row(
     dev, lx = acc.device, scratchpad_level(acc)
     b = sched.bucket
     moves = [
-        LevelMove(dev.name, dev.managed_by.value, "compiler", loaded + stored,
-                  None if dev.bandwidth_bytes_per_s is None else dev.bandwidth_bytes_per_s * eff,
-                  f"compiler-emitted loads/stores of the ({b.batch}, {b.context}) bucket's KV"),
-        LevelMove(lx.name, lx.managed_by.value, "compiler", loaded + ring,
-                  lx.bandwidth_bytes_per_s, "LX writes"),
-        LevelMove("ring", "compiler", "compiler", ring,
-                  (acc.ring_bandwidth_bytes_per_s or 0.0) * 2 * acc.cores or None,
-                  "q gather + partial-output reduction"),
-    ]  # fmt: skip
+        LevelMove(
+            dev.name,
+            dev.managed_by.value,
+            "compiler",
+            loaded + stored,
+            None if dev.bandwidth_bytes_per_s is None else dev.bandwidth_bytes_per_s * eff,
+            f"compiler-emitted loads/stores of the ({b.batch}, {b.context}) bucket's KV",
+        ),
+        LevelMove(
+            lx.name,
+            lx.managed_by.value,
+            "compiler",
+            loaded + ring,
+            lx.bandwidth_bytes_per_s,
+            "LX writes",
+        ),
+        LevelMove(
+            "ring",
+            "compiler",
+            "compiler",
+            ring,
+            (acc.ring_bandwidth_bytes_per_s or 0.0) * 2 * acc.cores or None,
+            "q gather + partial-output reduction",
+        ),
+    ]
     home = f"{dev.name} (static buffers of the ({b.batch}, {b.context}) bucket)"
     o = _finish(acc, acc.orchestrator, home, moves)
     detail = (

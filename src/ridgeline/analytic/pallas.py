@@ -274,8 +274,19 @@ def attention_pipeline(
     moved = float(in_bytes.sum() + out_bytes.sum())
     vmem = 2.0 * (kv_block + q_block + o_block)
     note = f"KV blocks of {bkv} tokens" + (f", {q_blocks} query blocks" if q_blocks > 1 else "")
-    return Pipeline(name, None, n, vmem, fill, steady, drain, moved,
-                    moved / core.hbm_bytes_per_s, float(mxu.sum()), note)  # fmt: skip
+    return Pipeline(
+        name,
+        None,
+        n,
+        vmem,
+        fill,
+        steady,
+        drain,
+        moved,
+        moved / core.hbm_bytes_per_s,
+        float(mxu.sum()),
+        note,
+    )
 
 
 def best_attention(name: str, a: AttnShape, core: TensorCore) -> Pipeline:
@@ -335,8 +346,19 @@ def op_pipeline(t: OpTerms, model: ModelSpec, w: Workload, core: TensorCore) -> 
 
 
 def _renamed(p: Pipeline, name: str, note: str) -> Pipeline:
-    return Pipeline(name, p.block, p.steps, p.vmem_bytes, p.fill_s, p.steady_s, p.drain_s,
-                    p.dma_bytes, p.dma_s, p.mxu_s, note)  # fmt: skip
+    return Pipeline(
+        name,
+        p.block,
+        p.steps,
+        p.vmem_bytes,
+        p.fill_s,
+        p.steady_s,
+        p.drain_s,
+        p.dma_bytes,
+        p.dma_s,
+        p.mxu_s,
+        note,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,10 +80,15 @@ class FiveAnswers:
 
     def _repr_html_(self) -> str:
         rows = [
-            (lv.name, lv.capacity_bytes * lv.instances, lv.bandwidth_bytes_per_s, lv.managed_by,
-             lv.ridge_point_flops_per_byte)
+            (
+                lv.name,
+                lv.capacity_bytes * lv.instances,
+                lv.bandwidth_bytes_per_s,
+                lv.managed_by,
+                lv.ridge_point_flops_per_byte,
+            )
             for lv in self.levels
-        ]  # fmt: skip
+        ]
         title = (
             f"{self.accelerator}: scarce on the roofline: {self.roofline.text} ({self.reason}); "
             f"expected to bind: {self.expected.text}"

@@ -154,8 +154,18 @@ class ModelSummary:
 
     def _repr_html_(self) -> str:
         d = self.to_dict()
-        keys = ("params", "active_params", "layers", "hidden_size", "heads", "kv_heads",
-                "head_dim", "attention", "kv_bytes_per_token", "weights_bytes")  # fmt: skip
+        keys = (
+            "params",
+            "active_params",
+            "layers",
+            "hidden_size",
+            "heads",
+            "kv_heads",
+            "head_dim",
+            "attention",
+            "kv_bytes_per_token",
+            "weights_bytes",
+        )
         return html_table(("field", "value"), [(k, d[k]) for k in keys], self.model.name)
 
 

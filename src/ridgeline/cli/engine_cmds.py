@@ -89,10 +89,7 @@ def generate_cmd(
     _check_options(draft_layers, spec_k, None if prompt is not None else prompt_tokens * batch)
     llm_mod = _engine()
     llm_mod.set_threads(threads)
-    options: dict[str, Any] = {
-        "block_size": block_size, "max_num_tokens": max_num_tokens, "dtype": dtype,
-        "kv_budget_bytes": kv_gib * 2**30,
-    }  # fmt: skip
+    options = _engine_options(block_size, max_num_tokens, dtype, kv_gib * 2**30)
     if spec_k:
         options |= {"num_speculative_tokens": spec_k, "draft_layers": draft_layers or 1}
     params = llm_mod.SamplingParams(  # checked before the model is built
@@ -105,6 +102,18 @@ def generate_cmd(
         emit_json(report)
         return
     _render(report.to_dict())
+
+
+def _engine_options(
+    block_size: int, max_num_tokens: int, dtype: str, kv_budget_bytes: float
+) -> dict[str, Any]:
+    """The ``EngineConfig`` fields the command's options set."""
+    return {
+        "block_size": block_size,
+        "max_num_tokens": max_num_tokens,
+        "dtype": dtype,
+        "kv_budget_bytes": kv_budget_bytes,
+    }
 
 
 def _check_options(draft_layers: int, spec_k: int, random_tokens: int | None) -> None:
@@ -127,9 +136,14 @@ def _render(payload: dict[str, Any]) -> None:
     for r in payload["requests"]:
         shown = r["text"] if r["text"] is not None else " ".join(map(str, r["token_ids"][:12]))
         table.add_row(
-            r["request_id"], str(r["prompt_tokens"]), str(len(r["token_ids"])),
-            _ms(r["ttft_s"]), _ms(r["tpot_s"]), str(r["num_cached_tokens"]), shown,
-        )  # fmt: skip
+            r["request_id"],
+            str(r["prompt_tokens"]),
+            str(len(r["token_ids"])),
+            _ms(r["ttft_s"]),
+            _ms(r["tpot_s"]),
+            str(r["num_cached_tokens"]),
+            shown,
+        )
     console.print(table)
     s = payload["stats"]
     err_console.print(
@@ -171,11 +185,17 @@ def bench_engine_cmd(
     )
     load = bench.load_average()
     rows = [
-        {"batch": p.batch, "context": p.context, "roofline_ms": p.roofline_ms,
-         "bytes_ms": p.bytes_ms, "step_ms": p.step.wall_ms, "cpu_ms": p.step.cpu_ms,
-         "ratio": p.ratio}
+        {
+            "batch": p.batch,
+            "context": p.context,
+            "roofline_ms": p.roofline_ms,
+            "bytes_ms": p.bytes_ms,
+            "step_ms": p.step.wall_ms,
+            "cpu_ms": p.step.cpu_ms,
+            "ratio": p.ratio,
+        }
         for p in points
-    ]  # fmt: skip
+    ]
     if json_out:
         payload = {"model": model, "load_average": load, "points": rows}
         emit_json({"schema": "ridgeline.bench-engine/1", **payload})
@@ -185,15 +205,27 @@ def bench_engine_cmd(
 
 def _print_bench(rows: list[dict[str, Any]], title: str) -> None:
     table = Table(title=title)
-    cols = ("batch", "context", "roofline ms", "bytes ÷ BW ms", "step ms", "cpu ms",
-            "step / roofline")  # fmt: skip
+    cols = (
+        "batch",
+        "context",
+        "roofline ms",
+        "bytes ÷ BW ms",
+        "step ms",
+        "cpu ms",
+        "step / roofline",
+    )
     for col in cols:
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
-            str(r["batch"]), str(r["context"]), f"{r['roofline_ms']:.1f}", f"{r['bytes_ms']:.1f}",
-            f"{r['step_ms']:.1f}", f"{r['cpu_ms']:.1f}", f"{r['ratio']:.2f}",
-        )  # fmt: skip
+            str(r["batch"]),
+            str(r["context"]),
+            f"{r['roofline_ms']:.1f}",
+            f"{r['bytes_ms']:.1f}",
+            f"{r['step_ms']:.1f}",
+            f"{r['cpu_ms']:.1f}",
+            f"{r['ratio']:.2f}",
+        )
     console.print(table)
 
 

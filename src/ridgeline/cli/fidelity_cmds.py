@@ -3,8 +3,10 @@ deployment, and every prediction held against published measurements."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -26,6 +28,7 @@ from ridgeline.cli.common import (
     mode_of,
     save_plot,
 )
+from ridgeline.cli.options import grouped
 from ridgeline.defaults import (
     DEFAULT_ACCELERATOR,
     DEFAULT_MAX_SEQS,
@@ -92,6 +95,20 @@ MaxTokensOpt = Annotated[
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class PredictLoadOptions:
+    """How many requests arrive, and the engine's limits on running them; each field is the
+    ``PredictRequest`` field of the same name."""
+
+    requests: RequestsOpt = None
+    batch: FixedBatchOpt = None
+    concurrency: ConcurrencyOpt = None
+    max_seqs: MaxSeqsOpt = None
+    max_tokens: MaxTokensOpt = None
+    memory_utilization: MemoryUtilizationOpt = None
+
+
+@grouped(PredictLoadOptions)
 def predict_cmd(
     hw: HwOpt = DEFAULT_ACCELERATOR,
     model: ModelOpt = DEFAULT_MODEL,
@@ -100,19 +117,15 @@ def predict_cmd(
     dp: Annotated[int, typer.Option("--dp", help="data-parallel instances")] = 1,
     ep: Annotated[int, typer.Option("--ep", help="expert-parallel chips (the TP group's)")] = 1,
     engine: PredictEngineOpt = None,
-    concurrency: ConcurrencyOpt = None,
     weight_dtype: Annotated[str, typer.Option(help="bf16, fp16, fp8, int8, int4, fp4")] = "bf16",
     kv_dtype: KvDtypeOpt = None,
     isl: Annotated[int, typer.Option("--isl", help="prompt tokens per request")] = 1024,
     osl: Annotated[int, typer.Option("--osl", help="output tokens per request")] = 128,
-    requests: RequestsOpt = None,
-    batch: FixedBatchOpt = None,
-    max_seqs: MaxSeqsOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    memory_utilization: MemoryUtilizationOpt = None,
     rate: RateOpt = None,
     ideal: IdealOpt = False,
     json_out: JsonOpt = False,
+    *,
+    load: PredictLoadOptions,
 ) -> None:
     """Expected throughput, TTFT and TPOT of a deployment, through the serving simulator.
 
@@ -125,22 +138,38 @@ def predict_cmd(
       ridgeline predict --hw h100-sxm --model llama-3.1-70b --tp 2 --isl 1024 --osl 128
     """
     import ridgeline.fidelity.prediction as pr
-    from ridgeline.fidelity.residuals import prediction_intervals
 
     req = pr.PredictRequest(
-        hardware=hw, model=model, isl=isl, osl=osl, tensor_parallel=tp, pipeline_parallel=pp,
-        data_parallel=dp, expert_parallel=ep, weight_dtype=DType.parse(weight_dtype),
-        kv_dtype=DType.parse(kv_dtype) if kv_dtype else None, requests=requests, batch=batch,
-        concurrency=concurrency, max_seqs=max_seqs, max_tokens=max_tokens,
-        memory_utilization=memory_utilization, rate_rps=rate, mode=mode_of(ideal), engine=engine,
-    )  # fmt: skip
+        hardware=hw,
+        model=model,
+        isl=isl,
+        osl=osl,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        data_parallel=dp,
+        expert_parallel=ep,
+        weight_dtype=DType.parse(weight_dtype),
+        kv_dtype=DType.parse(kv_dtype) if kv_dtype else None,
+        rate_rps=rate,
+        mode=mode_of(ideal),
+        engine=engine,
+        **dataclasses.asdict(load),
+    )
+    _show_prediction(req, ideal, json_out)
+
+
+def _show_prediction(req: pr.PredictRequest, ideal: bool, json_out: bool) -> None:
+    """Predict ``req``; beside a calibrated prediction, the ideal one and its intervals."""
+    import ridgeline.fidelity.prediction as pr
+    from ridgeline.fidelity.residuals import prediction_intervals
+
     main = pr.predict(req)
-    sure = None if ideal else prediction_intervals(main, hw)
+    sure = None if ideal else prediction_intervals(main, req.hardware)
     if json_out:
         emit_json({**main.to_dict(), "intervals": None if sure is None else sure.to_dict()})
         return
     other = None if ideal else pr.predict(pr.with_mode(req, CostMode.IDEAL))
-    _print_prediction(main, other, sure, isl + osl)
+    _print_prediction(main, other, sure, req.isl + req.osl)
 
 
 def _print_prediction(
@@ -237,6 +266,21 @@ def _latency(name: str) -> Callable[[pr.Prediction], str]:
     return cell
 
 
+def _validate_with_progress(loso: bool) -> Validation:
+    """The dataset's validation, with a progress bar on stderr."""
+    from ridgeline.fidelity.validate import validate
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err_console
+    ) as bar:
+        task = bar.add_task("validating", total=None)
+
+        def step(what: str, done: int, total: int) -> None:
+            bar.update(task, description=what[:60], completed=done, total=total)
+
+        return validate(loso=loso, progress=step)
+
+
 def validate_cmd(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
@@ -265,17 +309,7 @@ def validate_cmd(
 
         _validate_serving(SimToRealSettings(engine, questions, cpu_offload), json_out)
         return
-    from ridgeline.fidelity.validate import validate
-
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err_console
-    ) as bar:
-        task = bar.add_task("validating", total=None)
-
-        def step(what: str, done: int, total: int) -> None:
-            bar.update(task, description=what[:60], completed=done, total=total)
-
-        v = validate(loso=loso, progress=step)
+    v = _validate_with_progress(loso)
     if plot:
         from ridgeline.report.fidelity_plots import validation_figure
 

@@ -66,10 +66,13 @@ def build_cmd(
         table.add_column(col)
     for r in rows:
         table.add_row(
-            r["target"], "yes" if r["avx512"] else "no",
-            "compiled now" if r["compiled_now"] else "already built", f"{r['build_seconds']:.0f}",
-            " ".join(r["flags"]), r["directory"],
-        )  # fmt: skip
+            r["target"],
+            "yes" if r["avx512"] else "no",
+            "compiled now" if r["compiled_now"] else "already built",
+            f"{r['build_seconds']:.0f}",
+            " ".join(r["flags"]),
+            r["directory"],
+        )
     console.print(table)
 
 

@@ -62,8 +62,9 @@ def kv_manage_cmd(
     from ridgeline.specs import get_model
 
     wl, label = _trace(requests, rate, (prompt, output), (prefixes, prefix_len), seed)
-    sched = SchedulerConfig(max_num_batched_tokens=chunk, max_num_seqs=256,
-                            max_model_len=max_model_len)  # fmt: skip
+    sched = SchedulerConfig(
+        max_num_batched_tokens=chunk, max_num_seqs=256, max_model_len=max_model_len
+    )
     label += f", chunk {chunk}, max_model_len {max_model_len}"
     opts = KVManageOptions(sched, mode=mode_of(ideal), memory_utilization=memory_utilization)
     accelerators = hw or FIVE

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -34,6 +34,9 @@ from ridgeline.errors import ConfigError
 from ridgeline.lab.store import DEFAULT_DB
 from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT
 from ridgeline.specs.units import MiB
+
+if TYPE_CHECKING:
+    from ridgeline.lab.sweep import SweepSpec
 
 lab_app = new_app("Measure decode on this machine and hold the analytic model to it.")
 
@@ -178,22 +181,30 @@ def sweep_cmd(
       ridgeline lab sweep -b 1 -t 128 --steps 3 --db out/lab.db
     """
     from ridgeline.lab.points import PointConfig
-    from ridgeline.lab.store import ResultsStore
-    from ridgeline.lab.sweep import (
-        DEFAULT_BACKENDS,
-        SweepSpec,
-        parse_backends,
-        parse_ints,
-        run_sweep,
-    )
+    from ridgeline.lab.sweep import DEFAULT_BACKENDS, SweepSpec, parse_backends, parse_ints
 
     _check_device(device)
     base = PointConfig(
-        model=model, steps=steps, warmup=warmup, memory_steps=memory_steps,
-        profile_steps=profile_steps, threads=threads, dtype=dtype, device=device, weights=weights,
-    )  # fmt: skip
+        model=model,
+        steps=steps,
+        warmup=warmup,
+        memory_steps=memory_steps,
+        profile_steps=profile_steps,
+        threads=threads,
+        dtype=dtype,
+        device=device,
+        weights=weights,
+    )
     backends = parse_backends(backend or list(DEFAULT_BACKENDS))
     spec = SweepSpec(backends, parse_ints(batch, "--batch"), parse_ints(context, "--context"), base)
+    _run_lab_sweep(spec, db, json_out)
+
+
+def _run_lab_sweep(spec: SweepSpec, db: str, json_out: bool) -> None:
+    """Measure the points of ``spec`` not yet in ``db``, and say how many were measured."""
+    from ridgeline.lab.store import ResultsStore
+    from ridgeline.lab.sweep import run_sweep
+
     with ResultsStore(db) as store, _point_progress(len(spec.points()), json_out) as progress:
         outcome = run_sweep(spec, store, progress)
     counts = {"measured": outcome.measured, "skipped": outcome.skipped, "total": outcome.total}
@@ -250,9 +261,15 @@ def profile_cmd(
 
     _check_device(device)
     cfg = PointConfig(
-        model=model, cache=cache, attn=attn, batch=batch, context=context, profile_steps=steps,
-        threads=threads, device=device,
-    )  # fmt: skip
+        model=model,
+        cache=cache,
+        attn=attn,
+        batch=batch,
+        context=context,
+        profile_steps=steps,
+        threads=threads,
+        device=device,
+    )
     with err_console.status(f"profiling {steps} decode steps at B={batch}, T={context}..."):
         rep = run_profile(cfg, trace)
     _record(db, "profile", cfg.to_dict(), (threads, device), rep.to_dict())

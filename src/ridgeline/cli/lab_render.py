@@ -24,15 +24,25 @@ def print_calibration(cal: Any, written: Any) -> None:
     """Bandwidth by kernel and size, matmul peaks, decode-GEMM rates, and the specs written."""
     bw = Table("kernel", "size", "threads", "best", "median", title=f"Bandwidth: {cal.device_name}")
     for p in cal.bandwidth:
-        bw.add_row(p.kernel, _mib(p.size_bytes), str(p.threads),
-                   fmt_rate(p.best_bytes_per_s, "B/s"), fmt_rate(p.median_bytes_per_s, "B/s"))  # fmt: skip
+        bw.add_row(
+            p.kernel,
+            _mib(p.size_bytes),
+            str(p.threads),
+            fmt_rate(p.best_bytes_per_s, "B/s"),
+            fmt_rate(p.median_bytes_per_s, "B/s"),
+        )
     mm = Table("dtype", "n", "threads", "best", title="Matmul peak")
     for m in cal.matmul:
         mm.add_row(m.dtype, str(m.n), str(m.threads), fmt_rate(m.best_flops_per_s, "FLOP/s"))
     gemm = Table("batch", "shape", "threads", "time", "weights streamed at", title="Decode GEMM")
     for g in cal.gemm:
-        gemm.add_row(str(g.batch), f"[{g.batch},{g.n_in}]x[{g.n_in},{g.n_out}]", str(g.threads),
-                     f"{g.best_s * 1e3:.2f} ms", fmt_rate(g.weight_bytes_per_s, "B/s"))  # fmt: skip
+        gemm.add_row(
+            str(g.batch),
+            f"[{g.batch},{g.n_in}]x[{g.n_in},{g.n_out}]",
+            str(g.threads),
+            f"{g.best_s * 1e3:.2f} ms",
+            fmt_rate(g.weight_bytes_per_s, "B/s"),
+        )
     for table in (bw, mm, gemm):
         console.print(table)
     _print_peaks(cal)
@@ -59,11 +69,22 @@ def print_profile(rep: Any) -> None:
     """Top operators by time and by memory, the peak's parts, allocations against traffic."""
     s = rep.summary
     for title, rows in (("by self time", s.top_time), ("by memory allocated", s.top_memory)):
-        table = Table("op", "calls/step", "self ms/step", "share", "self alloc/step",
-                      title=f"Top operators {title}")  # fmt: skip
+        table = Table(
+            "op",
+            "calls/step",
+            "self ms/step",
+            "share",
+            "self alloc/step",
+            title=f"Top operators {title}",
+        )
         for r in rows:
-            table.add_row(r.name, f"{r.calls_per_step:.0f}", f"{r.self_s_per_step * 1e3:.2f}",
-                          f"{100 * r.share:.1f}%", _mib(r.self_bytes_per_step))  # fmt: skip
+            table.add_row(
+                r.name,
+                f"{r.calls_per_step:.0f}",
+                f"{r.self_s_per_step * 1e3:.2f}",
+                f"{100 * r.share:.1f}%",
+                _mib(r.self_bytes_per_step),
+            )
         console.print(table)
     c = rep.composition
     console.print(
@@ -80,22 +101,62 @@ def print_profile(rep: Any) -> None:
 
 def print_kv(rep: Any, checks_title: str, scratchpad_title: str) -> None:
     """The KV formula against the cache tensors and the freed memory, and scratchpad fits."""
-    table = Table("model", "attn", "kv heads", "formula", "cache tensors", "exact",
-                  "freed (malloc)", "err", "freed (RSS)", "err", "decode", title=checks_title)  # fmt: skip
+    table = Table(
+        "model",
+        "attn",
+        "kv heads",
+        "formula",
+        "cache tensors",
+        "exact",
+        "freed (malloc)",
+        "err",
+        "freed (RSS)",
+        "err",
+        "decode",
+        title=checks_title,
+    )
     for c in rep.checks:
         table.add_row(
-            c.name, c.attention, str(c.num_kv_heads), _mib(c.formula_bytes), _mib(c.tensor_bytes),
-            "yes" if c.exact else "NO", _mib(c.freed_malloc_bytes), _pct(c.malloc_error),
-            _mib(c.freed_rss_bytes), _pct(c.rss_error), f"{c.decode_median_s * 1e3:.1f} ms",
-        )  # fmt: skip
+            c.name,
+            c.attention,
+            str(c.num_kv_heads),
+            _mib(c.formula_bytes),
+            _mib(c.tensor_bytes),
+            "yes" if c.exact else "NO",
+            _mib(c.freed_malloc_bytes),
+            _pct(c.malloc_error),
+            _mib(c.freed_rss_bytes),
+            _pct(c.rss_error),
+            f"{c.decode_median_s * 1e3:.1f} ms",
+        )
     console.print(table)
-    sp = Table("model", "level", "capacity", "B/token/head", "tokens per head", "per layer",
-               "all layers", title=f"Tokens of {scratchpad_title} scratchpad")  # fmt: skip
-    for f in rep.scratchpad:
-        sp.add_row(f.model, f.level, _mib(f.capacity_bytes), f"{f.bytes_per_token_per_head:.0f}",
-                   f"{f.tokens_per_head:,}", f"{f.tokens_per_layer:,}", f"{f.tokens_all_layers:,}")  # fmt: skip
-    console.print(sp)
+    console.print(_scratchpad_table(rep.scratchpad, scratchpad_title))
     _print_growth(rep.to_dict()["checks"])
+
+
+def _scratchpad_table(fits: Any, scratchpad_title: str) -> Table:
+    """How many tokens of KV each model's layers fit in a scratchpad."""
+    sp = Table(
+        "model",
+        "level",
+        "capacity",
+        "B/token/head",
+        "tokens per head",
+        "per layer",
+        "all layers",
+        title=f"Tokens of {scratchpad_title} scratchpad",
+    )
+    for f in fits:
+        sp.add_row(
+            f.model,
+            f.level,
+            _mib(f.capacity_bytes),
+            f"{f.bytes_per_token_per_head:.0f}",
+            f"{f.tokens_per_head:,}",
+            f"{f.tokens_per_layer:,}",
+            f"{f.tokens_all_layers:,}",
+        )
+    return sp
 
 
 def _print_growth(checks: list[dict[str, Any]]) -> None:
@@ -138,23 +199,49 @@ def _fit_line(f: Any) -> str:
 
 def print_comparison(cmp: Any, timer: str) -> None:
     """Every point measured against predicted and fitted, the fits, and the gap by cause."""
-    table = Table("backend", "B", "T", "measured", "p10–p90", "predicted", "ratio", "BW frac",
-                  "fitted", "fit err",
-                  title=f"Decode step: measured ({timer} time) vs {cmp.label} on {cmp.accelerator}")  # fmt: skip
+    table = Table(
+        "backend",
+        "B",
+        "T",
+        "measured",
+        "p10–p90",
+        "predicted",
+        "ratio",
+        "BW frac",
+        "fitted",
+        "fit err",
+        title=f"Decode step: measured ({timer} time) vs {cmp.label} on {cmp.accelerator}",
+    )
     for p in cmp.points:
         table.add_row(
-            p.label, str(p.batch), str(p.context), f"{p.measured_s * 1e3:.1f} ms",
-            f"{p.p10_s * 1e3:.1f}–{p.p90_s * 1e3:.1f}", f"{p.predicted_s * 1e3:.1f} ms",
-            f"{p.ratio:.2f}", f"{p.bandwidth_fraction:.2f}", f"{(p.fitted_s or 0) * 1e3:.1f} ms",
+            p.label,
+            str(p.batch),
+            str(p.context),
+            f"{p.measured_s * 1e3:.1f} ms",
+            f"{p.p10_s * 1e3:.1f}–{p.p90_s * 1e3:.1f}",
+            f"{p.predicted_s * 1e3:.1f} ms",
+            f"{p.ratio:.2f}",
+            f"{p.bandwidth_fraction:.2f}",
+            f"{(p.fitted_s or 0) * 1e3:.1f} ms",
             _pct(p.fit_error),
-        )  # fmt: skip
+        )
     console.print(table)
     for line in _fit_lines(cmp):
         console.print(line)
-    gap = Table("backend", "B", "T", "gap", *[c.name for c in cmp.points[0].causes],
-                title="Gap (measured − predicted), ms per step")  # fmt: skip
+    gap = Table(
+        "backend",
+        "B",
+        "T",
+        "gap",
+        *[c.name for c in cmp.points[0].causes],
+        title="Gap (measured − predicted), ms per step",
+    )
     for p in cmp.points:
-        gap.add_row(p.label, str(p.batch), str(p.context),
-                    f"{(p.measured_s - p.predicted_s) * 1e3:.1f}",
-                    *[f"{c.seconds * 1e3:.1f}" for c in p.causes])  # fmt: skip
+        gap.add_row(
+            p.label,
+            str(p.batch),
+            str(p.context),
+            f"{(p.measured_s - p.predicted_s) * 1e3:.1f}",
+            *[f"{c.seconds * 1e3:.1f}" for c in p.causes],
+        )
     console.print(gap)

@@ -61,8 +61,14 @@ def clean_cmd(json_out: JsonOpt = False) -> None:
 
 def _report(status: str, files: list[str], compiled_now: bool | None, json_out: bool) -> None:
     if json_out:
-        emit_json({"schema": "ridgeline.native/1", "status": status, "files": files,
-                   "compiled_now": compiled_now})  # fmt: skip
+        emit_json(
+            {
+                "schema": "ridgeline.native/1",
+                "status": status,
+                "files": files,
+                "compiled_now": compiled_now,
+            }
+        )
         return
     note = (
         "" if compiled_now is None else (" (compiled now)" if compiled_now else " (already built)")

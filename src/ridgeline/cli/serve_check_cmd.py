@@ -16,6 +16,16 @@ from ridgeline.processes import sigterm_as_ctrl_c
 NEEDS = ("torch", "fastapi", "uvicorn", "prometheus_client", "guidellm")
 
 
+def _check_packages() -> None:
+    """Refuse to start without the packages the check runs on."""
+    missing = [p for p in NEEDS if importlib.util.find_spec(p) is None]
+    if missing:
+        raise ConfigError(
+            f"serve-check needs {', '.join(missing)}: pip install "
+            "'ridgeline[torch,serve,serve-test]'"
+        )
+
+
 def serve_check_cmd(
     out: Annotated[Path, typer.Option(help="folder for the reports", callback=writable_dir)] = Path(
         "out/serve-check"
@@ -40,18 +50,20 @@ def serve_check_cmd(
     Example:
       ridgeline lab serve-check --out out/serve-check
     """
-    missing = [p for p in NEEDS if importlib.util.find_spec(p) is None]
-    if missing:
-        raise ConfigError(f"serve-check needs {', '.join(missing)}: pip install "
-                          "'ridgeline[torch,serve,serve-test]'")  # fmt: skip
+    _check_packages()
     from ridgeline.engine.kernel_build import resolve_lock_timeout_s
     from ridgeline.lab.serve_check import CheckSpec, model_config, run_check
     from ridgeline.serve.server import listen_check
 
     check = CheckSpec(
-        model_config(out), prompt_tokens, output_tokens, num_requests,
-        _floats(rates), max_num_seqs, port=port,
-    )  # fmt: skip
+        model_config(out),
+        prompt_tokens,
+        output_tokens,
+        num_requests,
+        _floats(rates),
+        max_num_seqs,
+        port=port,
+    )
     check.check_fits()  # all of this before the calibration compiles and runs for minutes
     listen_check("127.0.0.1", port)
     resolve_lock_timeout_s()
@@ -90,10 +102,11 @@ def _render(result: object) -> None:
     for r in d["rows"]:
         m, s, q = r["measured"], r["simulated"], r["simulated_over_measured"]
         cells = [
-            f"{s[k]:.1f} / {m[k]:.1f} ({q.get(k, float('nan')):.2f})" if k.startswith("output")
+            f"{s[k]:.1f} / {m[k]:.1f} ({q.get(k, float('nan')):.2f})"
+            if k.startswith("output")
             else f"{s[k] * 1e3:.1f} / {m[k] * 1e3:.1f} ({q.get(k, float('nan')):.2f})"
             for k in keys
-        ]  # fmt: skip
+        ]
         table.add_row(f"{r['rate_per_s']:.2f}", *cells)
     console.print(table)
     err_console.print("cells: simulated / measured (simulated ÷ measured)")

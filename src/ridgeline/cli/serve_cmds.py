@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,6 +19,9 @@ from ridgeline.cli.engine_cmds import TokenizerOpt, WeightsOpt
 from ridgeline.cli.options import grouped
 from ridgeline.defaults import DEFAULT_ENGINE_MODEL
 from ridgeline.errors import RidgelineError
+
+if TYPE_CHECKING:
+    from ridgeline.serve.server import ServeSettings
 
 SERVE_PACKAGES = ("torch", "fastapi", "uvicorn", "prometheus_client")
 API_KEY_ENV = "RIDGELINE_API_KEY"
@@ -40,17 +43,22 @@ class EngineOptions:
         float,
         _opt(help="KV cache budget in GiB (2^30 bytes), in place of the memory rule", panel=_E),
     ] = 0.5
-    threads: Annotated[int | None, _opt(min=1, help="torch threads (default: all cores but one)", panel=_E)] = None  # fmt: skip
+    threads: Annotated[
+        int | None, _opt(min=1, help="torch threads (default: all cores but one)", panel=_E)
+    ] = None
     seed: Annotated[int, _opt(help="random weights and unseeded sampling", panel=_E)] = 0
     kernels: Annotated[str, _opt(help="native or portable kernel build", panel=_E)] = "native"
 
     def config(self) -> dict[str, Any]:
         """The ``EngineConfig`` fields these options set."""
         return {
-            "max_num_seqs": self.max_num_seqs, "max_num_tokens": self.max_num_tokens,
-            "block_size": self.block_size, "kv_budget_bytes": self.kv_gib * 2**30,
-            "seed": self.seed, "kernels": self.kernels,
-        }  # fmt: skip
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_tokens": self.max_num_tokens,
+            "block_size": self.block_size,
+            "kv_budget_bytes": self.kv_gib * 2**30,
+            "seed": self.seed,
+            "kernels": self.kernels,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +67,24 @@ class HttpOptions:
 
     host: Annotated[str, _opt(help="interface (loopback by default)", panel=_H)] = "127.0.0.1"
     port: Annotated[int, _opt(min=1, max=65535, help="TCP port", panel=_H)] = 8000
-    max_waiting: Annotated[int, _opt(min=0, help="requests queued beyond the running ones (then 429)", panel=_H)] = 64  # fmt: skip
-    drain_s: Annotated[float, _opt(min=0.0, help="Ctrl-C or SIGTERM waits this long for requests", panel=_H)] = 30.0  # fmt: skip
-    api_key: Annotated[str | None, _opt(envvar=API_KEY_ENV, show_envvar=True, help="Bearer key every route but /health needs (prefer the variable: argv is public)", panel=_H)] = None  # fmt: skip
-    max_body_mib: Annotated[int, _opt(min=1, max=1024, help="largest request body read, MiB (then 413)", panel=_H)] = 4  # fmt: skip
+    max_waiting: Annotated[
+        int, _opt(min=0, help="requests queued beyond the running ones (then 429)", panel=_H)
+    ] = 64
+    drain_s: Annotated[
+        float, _opt(min=0.0, help="Ctrl-C or SIGTERM waits this long for requests", panel=_H)
+    ] = 30.0
+    api_key: Annotated[
+        str | None,
+        _opt(
+            envvar=API_KEY_ENV,
+            show_envvar=True,
+            help="Bearer key every route but /health needs (prefer the variable: argv is public)",
+            panel=_H,
+        ),
+    ] = None
+    max_body_mib: Annotated[
+        int, _opt(min=1, max=1024, help="largest request body read, MiB (then 413)", panel=_H)
+    ] = 4
 
 
 @grouped(EngineOptions, HttpOptions)
@@ -89,17 +111,11 @@ def serve_cmd(
         raise RidgelineError(
             f"ridgeline serve needs {', '.join(missing)}: pip install 'ridgeline[torch,serve]'"
         )
-    from ridgeline.serve.app import Access
-    from ridgeline.serve.server import ServeSettings, check_settings, default_threads, serve
+    from ridgeline.serve.server import check_settings, serve
     from ridgeline.serve.server import exposure_warning as exposed
 
-    threads = default_threads() if engine.threads is None else engine.threads
-    # NOTE: the parser reads an empty variable as unset; an empty key is refused here instead
-    key = http.api_key if http.api_key is not None else os.environ.get(API_KEY_ENV)
-    settings = ServeSettings(
-        model, weights, tokenizer, http.host, http.port, http.max_waiting, threads,
-        http.drain_s, engine.config(), Access(key, http.max_body_mib * 2**20),
-    )  # fmt: skip
+    settings = _settings(model, weights, tokenizer, engine, http)
+    key = settings.access.api_key
     check_settings(settings)
     warning = exposed(http.host, http.port, key)
     if warning is not None:
@@ -113,3 +129,31 @@ def serve_cmd(
             f"ridgeline serve: the drain cut {cut} request(s) short ({http.drain_s} s)"
         )
         raise typer.Exit(1)
+
+
+def _settings(
+    model: str,
+    weights: str | None,
+    tokenizer: str | None,
+    engine: EngineOptions,
+    http: HttpOptions,
+) -> ServeSettings:
+    """The server's settings from the command line and the environment."""
+    from ridgeline.serve.app import Access
+    from ridgeline.serve.server import ServeSettings, default_threads
+
+    threads = default_threads() if engine.threads is None else engine.threads
+    # NOTE: the parser reads an empty variable as unset; an empty key is refused here instead
+    key = http.api_key if http.api_key is not None else os.environ.get(API_KEY_ENV)
+    return ServeSettings(
+        model,
+        weights,
+        tokenizer,
+        http.host,
+        http.port,
+        http.max_waiting,
+        threads,
+        http.drain_s,
+        engine.config(),
+        Access(key, http.max_body_mib * 2**20),
+    )

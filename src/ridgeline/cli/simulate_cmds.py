@@ -53,9 +53,20 @@ def _ms(x: float) -> str:
 def _table(results: list[SimResult], title: str) -> Table:
     t = Table(title=title)
     heads = (
-        "config", "done/rej", "req/s", "out tok/s", "goodput/s", "TTFT p50/p99 ms",
-        "TPOT p50/p99 ms", "ITL p99 ms", "preempt", "max run", "KV peak", "unused alloc", "prefix hit",
-    )  # fmt: skip
+        "config",
+        "done/rej",
+        "req/s",
+        "out tok/s",
+        "goodput/s",
+        "TTFT p50/p99 ms",
+        "TPOT p50/p99 ms",
+        "ITL p99 ms",
+        "preempt",
+        "max run",
+        "KV peak",
+        "unused alloc",
+        "prefix hit",
+    )
     for h in heads:
         t.add_column(h, justify="left" if h == "config" else "right", no_wrap=h == "config")
     for r in results:
@@ -88,9 +99,14 @@ def _plots(results: list[SimResult], out: str, label: str) -> list[Path]:
 
 
 def _sim_config(
-    model: str, hw: str, serving: ServingOptions, cost: CostOptions, topo: TopologyOptions,
-    out: OutputOptions, seed: int,
-) -> SimConfig:  # fmt: skip
+    model: str,
+    hw: str,
+    serving: ServingOptions,
+    cost: CostOptions,
+    topo: TopologyOptions,
+    out: OutputOptions,
+    seed: int,
+) -> SimConfig:
     """The simulated server: its pricing (mode, deployment, data types: built once here), the
     engine profile's scheduler and host work, its KV pool, tiers and topology."""
     from ridgeline.analytic.deployment import check_deployment
@@ -104,13 +120,16 @@ def _sim_config(
     check_deployment(m, pricing.deployment)
     cfg = engine_sim_config(m, pricing, EngineRun(get_engine(serving.engine), serving.setup()))
     return replace(
-        cfg, scheduler=replace(cfg.scheduler, spec=topo.spec()), eviction=serving.eviction,
+        cfg,
+        scheduler=replace(cfg.scheduler, spec=topo.spec()),
+        eviction=serving.eviction,
         tiers=parse_tiers(topo.tiers, acc) if topo.tiers else cfg.tiers,  # --cpu-kv-blocks'
         draft_model=get_model(topo.spec_draft) if topo.spec_draft else None,
         disagg=parse_disagg(topo.disagg, topo.link_bw, topo.link_latency) if topo.disagg else None,
-        slo=out.slo(), seed=seed,
+        slo=out.slo(),
+        seed=seed,
         label=cfg.scheduler.policy.value if serving.engine == "generic" else serving.engine,
-    )  # fmt: skip
+    )
 
 
 def _run(

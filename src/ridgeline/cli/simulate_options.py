@@ -67,7 +67,14 @@ class WorkloadOptions:
     prefixes: Annotated[int, _opt("--prefixes", "shared system prompts", _W)] = 0
     prefix_len: Annotated[int, _opt("--prefix-len", "tokens per system prompt", _W)] = 0
     turns: Annotated[int, _opt("--turns", "turns per conversation", _W)] = 1
-    trace: Annotated[str | None, _opt("--trace", "JSONL or CSV trace, or a shipped sample: splitwise_conv, splitwise_code, vidur_conv_4qps_1k", _W)] = None  # fmt: skip
+    trace: Annotated[
+        str | None,
+        _opt(
+            "--trace",
+            "JSONL or CSV trace, or a shipped sample: splitwise_conv, splitwise_code, vidur_conv_4qps_1k",
+            _W,
+        ),
+    ] = None
     profile: Annotated[
         str | None,
         _opt(
@@ -136,7 +143,9 @@ class ServingOptions:
         None
     )
     max_seqs: Annotated[int | None, _opt("--max-seqs", "most running requests", _S)] = None
-    max_model_len: Annotated[int, _opt("--max-model-len", "longest request (0: the model's context)", _S)] = 0  # fmt: skip
+    max_model_len: Annotated[
+        int, _opt("--max-model-len", "longest request (0: the model's context)", _S)
+    ] = 0
     block_size: Annotated[int | None, _opt("--block-size", "tokens per KV block", _S)] = None
     eviction: Annotated[EvictionKind, _opt("--eviction", "cached-block eviction", _S)] = (
         EvictionKind.LRU
@@ -229,7 +238,12 @@ class TopologyOptions:
     """Speculative decoding, KV tiers below the device, prefill/decode disaggregation."""
 
     spec_k: Annotated[int, _opt("--spec-k", "draft tokens per step (0: off)", _T)] = 0
-    spec_accept: Annotated[float, typer.Option("--spec-accept", min=0.0, max=1.0, help="draft acceptance rate", rich_help_panel=_T)] = 0.7  # fmt: skip
+    spec_accept: Annotated[
+        float,
+        typer.Option(
+            "--spec-accept", min=0.0, max=1.0, help="draft acceptance rate", rich_help_panel=_T
+        ),
+    ] = 0.7
     spec_draft: Annotated[str | None, _opt("--spec-draft", "draft model (cost)", _T)] = None
     tiers: Annotated[str | None, _opt("--tiers", "host | NAME:BYTES:BW[:LAT],...", _T)] = None
     disagg: Annotated[str | None, _opt("--disagg", "P:D prefill:decode instances", _T)] = None
@@ -252,8 +266,12 @@ class ShapeGroupOptions:
 
     prefill_chunk: Annotated[int, _opt("--prefill-chunk", "compiled prefill tokens", _X)] = 512
     compile_s: Annotated[float, _opt("--compile-s", "seconds to compile a program", _X)] = 20.0
-    compile_budget: Annotated[float, _opt("--compile-budget", "compile seconds the deployment affords", _X)] = 1200.0  # fmt: skip
-    recompile: Annotated[bool, _opt("--recompile", "compile a missing bucket instead of refusing", _X)] = False  # fmt: skip
+    compile_budget: Annotated[
+        float, _opt("--compile-budget", "compile seconds the deployment affords", _X)
+    ] = 1200.0
+    recompile: Annotated[
+        bool, _opt("--recompile", "compile a missing bucket instead of refusing", _X)
+    ] = False
 
     def __post_init__(self) -> None:  # checked on every accelerator (else ignored off Spyre/TPU)
         check_int("prefill_chunk", self.prefill_chunk, 1, MAX_CONTEXT)
@@ -274,9 +292,27 @@ class OutputOptions:
 
     slo_ttft: Annotated[float, _opt("--slo-ttft", "TTFT SLO (s) for goodput", _O)] = 2.0
     slo_tpot: Annotated[float, _opt("--slo-tpot", "TPOT SLO (s) for goodput", _O)] = 0.1
-    configs: Annotated[str | None, typer.Option("--configs", help="compare: variants (default: by accelerator)", callback=_variant_names, rich_help_panel=_O)] = None  # fmt: skip
-    json_out: Annotated[bool, _opt("--json", "print JSON (stable schema) instead of tables", _O)] = False  # fmt: skip
-    plot: Annotated[str | None, typer.Option("--plot", help="write KV-use and latency-CDF PNGs here", callback=writable_dir, rich_help_panel=_O)] = None  # fmt: skip
+    configs: Annotated[
+        str | None,
+        typer.Option(
+            "--configs",
+            help="compare: variants (default: by accelerator)",
+            callback=_variant_names,
+            rich_help_panel=_O,
+        ),
+    ] = None
+    json_out: Annotated[
+        bool, _opt("--json", "print JSON (stable schema) instead of tables", _O)
+    ] = False
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            help="write KV-use and latency-CDF PNGs here",
+            callback=writable_dir,
+            rich_help_panel=_O,
+        ),
+    ] = None
 
     def slo(self) -> SLO:
         from ridgeline.sim import SLO

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -111,21 +112,20 @@ def run_cmd(
     import ridgeline.sweep as sw  # a lazy package: each name loads its module when used
 
     spec = sw.with_overrides(
-        sw.load_spec(spec_path), objective=objective, seed=seed, models=_split(models),
-        accelerators=_split(accelerators), deployments=_chips(chips),
+        sw.load_spec(spec_path),
+        objective=objective,
+        seed=seed,
+        models=_split(models),
+        accelerators=_split(accelerators),
+        deployments=_chips(chips),
         mode=CostMode.IDEAL if ideal else None,
-    )  # fmt: skip
+    )
     sim = sw.load_simulator(simulator)
     db = db or f"{spec_path.stem}.{'parquet' if fmt is StoreFormat.PARQUET else 'db'}"
-    store = sw.open_store(db, fmt)
     n = len(spec.configurations())
-    with progress_bar(n, progress, "sweep") as tick:
-        update = _on_progress(tick)
-        try:
-            runner = sw.make_backend(backend, workers, address)
-            outcome = sw.run_sweep(spec, store, runner, sim, update)
-        finally:
-            store.close()
+    with closing(sw.open_store(db, fmt)) as store, progress_bar(n, progress, "sweep") as tick:
+        runner = sw.make_backend(backend, workers, address)
+        outcome = sw.run_sweep(spec, store, runner, sim, _on_progress(tick))
     _print_run(spec, outcome, sw.sweep_report(sw.read_store(db)), json_out)
 
 
@@ -145,10 +145,21 @@ def _print_run(spec: SweepSpec, outcome: SweepOutcome, rep: SweepReport, json_ou
 
     n = len(spec.configurations())
     if json_out:
-        counts = {"num_simulated": outcome.num_simulated, "num_reused": outcome.num_reused,
-                  "num_decided_early": outcome.num_decided_early}  # fmt: skip
-        emit_json({"schema": "ridgeline.sweep-run/2", "mode": spec.mode.value, "num_configs": n,
-                   **counts, "wall_s": outcome.wall_s, "report": rep.to_dict()})  # fmt: skip
+        counts = {
+            "num_simulated": outcome.num_simulated,
+            "num_reused": outcome.num_reused,
+            "num_decided_early": outcome.num_decided_early,
+        }
+        emit_json(
+            {
+                "schema": "ridgeline.sweep-run/2",
+                "mode": spec.mode.value,
+                "num_configs": n,
+                **counts,
+                "wall_s": outcome.wall_s,
+                "report": rep.to_dict(),
+            }
+        )
         return
     console.print(_rich(ranked_table(rep, 10)))
     console.print(

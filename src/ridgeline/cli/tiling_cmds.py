@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
     import ridgeline.analytic.dataflow
     import ridgeline.analytic.orchestrate  # noqa: F401
     from ridgeline.analytic import dataflow, tiling
+    from ridgeline.analytic.flash import FlashTable
+    from ridgeline.analytic.orchestrate import OrchestrationReport
 
 
 DEFAULT_FLASH_HW = [GPU, TPU, DATAFLOW]
@@ -91,8 +93,11 @@ def _print_curves(cmp: tiling.TileComparison) -> None:
         cells = []
         for r in cmp.reports:
             p = next((q for q in r.curve.points if q.edge == edge), None)
-            cells.append("" if p is None else f"{p.intensity:.3g} ({fmt_bytes(p.resident_bytes)})"
-                         + ("" if p.fits else " *"))  # fmt: skip
+            cells.append(
+                ""
+                if p is None
+                else f"{p.intensity:.3g} ({fmt_bytes(p.resident_bytes)})" + ("" if p.fits else " *")
+            )
         table.add_row(str(edge), *cells)
     console.print(table)
     console.print("square tiles, C-stationary, double-buffered; * = does not fit the scratchpad")
@@ -140,17 +145,40 @@ def flash_cmd(
     if json_out:
         emit_json(table)
         return
-    out = Table(Column("memory", no_wrap=True), "N", "Bc/Br", "standard", "tiled", "saving",
-                "Q/O passes", "decode", "splits")  # fmt: skip
+    console.print(_flash_table(table))
+    console.print(
+        f"{spec.name}: per layer, one sequence, {spec.num_heads} query heads, d = "
+        f"{spec.head_dim}; K/V read once (Algorithm 1), Q/O once per K/V block"
+    )
+
+
+def _flash_table(table: FlashTable) -> Table:
+    """One row per memory and sequence length: bytes moved, standard against tiled."""
+    out = Table(
+        Column("memory", no_wrap=True),
+        "N",
+        "Bc/Br",
+        "standard",
+        "tiled",
+        "saving",
+        "Q/O passes",
+        "decode",
+        "splits",
+    )
     for r in table.rows:
         p = r.prefill
-        out.add_row(r.memory, f"{r.n:,}", f"{p.blocks.bc}/{p.blocks.br}",
-                    fmt_bytes(r.prefill_standard_bytes), fmt_bytes(r.prefill_flash_bytes),
-                    f"{p.saving:.1f}x", str(p.q_passes),
-                    fmt_bytes(r.decode_flash_bytes), str(r.decode.splits))  # fmt: skip
-    console.print(out)
-    console.print(f"{spec.name}: per layer, one sequence, {spec.num_heads} query heads, d = "
-                  f"{spec.head_dim}; K/V read once (Algorithm 1), Q/O once per K/V block")  # fmt: skip
+        out.add_row(
+            r.memory,
+            f"{r.n:,}",
+            f"{p.blocks.bc}/{p.blocks.br}",
+            fmt_bytes(r.prefill_standard_bytes),
+            fmt_bytes(r.prefill_flash_bytes),
+            f"{p.saving:.1f}x",
+            str(p.q_passes),
+            fmt_bytes(r.decode_flash_bytes),
+            str(r.decode.splits),
+        )
+    return out
 
 
 def schedule_cmd(
@@ -243,9 +271,16 @@ def _print_schedule(
     heads = ("op", "×", "tile per core", "loaded", "ring", "LX", "time", "roofline")
     table = Table(*heads, title=f"{s.model} on {s.accelerator}, compiled — {label}")
     for o in s.ops:
-        table.add_row(o.name, str(o.count), o.tile or o.kind.value, fmt_bytes(o.dram_load_bytes),
-                      fmt_bytes(o.ring_bytes), fmt_bytes(o.occupancy_bytes),
-                      fmt_seconds(o.time_s), fmt_seconds(o.roofline_s))  # fmt: skip
+        table.add_row(
+            o.name,
+            str(o.count),
+            o.tile or o.kind.value,
+            fmt_bytes(o.dram_load_bytes),
+            fmt_bytes(o.ring_bytes),
+            fmt_bytes(o.occupancy_bytes),
+            fmt_seconds(o.time_s),
+            fmt_seconds(o.roofline_s),
+        )
     console.print(table)
     gap = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in s.gap().causes().items())
     console.print(
@@ -294,15 +329,25 @@ def orchestrate_cmd(
     if json_out:
         emit_json(rep)
         return
+    _print_orchestration(rep)
+
+
+def _print_orchestration(rep: OrchestrationReport) -> None:
+    """Who places and moves each level's bytes, per accelerator, and the binding level."""
     heads = ("accelerator", "orchestrator", "level", "placed by", "moved by", "bytes", "time")
     table = Table(*heads, title=f"one decode step's attention — {rep.label}")
     for r in rep.rows:
         for i, mv in enumerate(r.moves):
             t = mv.time_s
-            table.add_row(r.accelerator if i == 0 else "", r.orchestrator if i == 0 else "",
-                          mv.level + (" *" if mv.level == r.binding else ""), mv.managed_by, mv.moved_by,
-                          fmt_bytes(mv.moved_bytes),
-                          fmt_seconds(t) if t is not None else "—")  # fmt: skip
+            table.add_row(
+                r.accelerator if i == 0 else "",
+                r.orchestrator if i == 0 else "",
+                mv.level + (" *" if mv.level == r.binding else ""),
+                mv.managed_by,
+                mv.moved_by,
+                fmt_bytes(mv.moved_bytes),
+                fmt_seconds(t) if t is not None else "—",
+            )
     console.print(table)
     tr = rep.traffic
     times = ", ".join(f"{r.accelerator} {fmt_seconds(r.time_s)}" for r in rep.rows)

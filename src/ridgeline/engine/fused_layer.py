@@ -96,9 +96,19 @@ class FusedLayer:
         place and returns the next norm of it."""
         cos, sin = rope if rope is not None else (None, None)
         return self._module.decode_layer(
-            h, residual, weights.tensors, weights.dims, weights.scalars, cos, sin,
-            k_cache, v_cache, slots, tables, lens,
-        )  # fmt: skip
+            h,
+            residual,
+            weights.tensors,
+            weights.dims,
+            weights.scalars,
+            cos,
+            sin,
+            k_cache,
+            v_cache,
+            slots,
+            tables,
+            lens,
+        )
 
 
 def load_fused_layer(target: KernelTarget | str = KernelTarget.NATIVE) -> FusedLayer | None:

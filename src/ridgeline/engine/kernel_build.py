@@ -274,10 +274,13 @@ def _compile(p: BuildPlan, progress: Progress) -> ModuleType:
     """Compile in a child process group (``processes.run_group``): interrupting or killing
     this process kills the compilers too. The module is imported here once built."""
     args = {
-        "name": p.name, "sources": [str(s) for s in p.sources], "cflags": list(p.flags),
-        "ldflags": list(LD_FLAGS), "include": [str(p.sources[0].parent)],
+        "name": p.name,
+        "sources": [str(s) for s in p.sources],
+        "cflags": list(p.flags),
+        "ldflags": list(LD_FLAGS),
+        "include": [str(p.sources[0].parent)],
         "directory": str(p.directory),
-    }  # fmt: skip
+    }
     stop = threading.Event()
     watcher = threading.Thread(target=_watch, args=(p, progress, stop), daemon=True)
     watcher.start()

@@ -28,7 +28,7 @@ from ridgeline.engine.executor import TorchExecutor
 from ridgeline.engine.fused_layer import load_fused_layer
 from ridgeline.engine.fused_ops import load_fused_ops
 from ridgeline.engine.kernel_build import KernelTarget
-from ridgeline.engine.kv_cache import CacheShape, KVCache, cache_shape
+from ridgeline.engine.kv_cache import KVCache, cache_shape
 from ridgeline.engine.model import CausalLM, early_exit
 from ridgeline.engine.packing import Layout, can_pack, pack_linears, resolve
 from ridgeline.engine.paged_kernel import load_paged_kernel
@@ -354,10 +354,13 @@ class LLM:
                 f"draft '{dspec.name}' has vocab {dspec.vocab_size}, target {spec.vocab_size}"
             )
         draft_model = build_model(dspec, cfg, None, positions)
-        dshape = CacheShape(
-            dspec.num_layers, num_blocks + scratch, cfg.block_size, dspec.num_kv_heads,
-            dspec.head_dim, dtype,
-        )  # fmt: skip
+        # the target's blocks and dtype, the draft's layers and heads
+        dshape = replace(
+            geometry,
+            num_layers=dspec.num_layers,
+            kv_heads=dspec.num_kv_heads,
+            head_dim=dspec.head_dim,
+        )
         return (
             num_blocks,
             cache,
@@ -587,6 +590,11 @@ def generation_report(llm: LLM, outputs: Sequence[RequestOutput]) -> GenerationR
     """Outputs plus the engine's counters so far."""
     st = llm.stats
     return GenerationReport(
-        llm.spec.name, tuple(outputs), st.steps, st.busy_s, st.tokens, st.draft_tokens,
+        llm.spec.name,
+        tuple(outputs),
+        st.steps,
+        st.busy_s,
+        st.tokens,
+        st.draft_tokens,
         st.accepted_tokens,
-    )  # fmt: skip
+    )

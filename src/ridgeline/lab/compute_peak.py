@@ -358,9 +358,12 @@ def peak_rows(rep: PeakReport) -> list[tuple[str, float | None, str]]:
     clock = f"{phys.clock_hz / 1e9:.2f} GHz" if phys.clock_hz else "clock unknown"
     guess = f" (estimate: {'; '.join(phys.estimates)})" if phys.is_estimate else ""
     rows: list[tuple[str, float | None, str]] = [
-        (f"physical peak, {phys.microarch or phys.cpu}", rep.physical_flops_per_s,
-         f"{pipes} x {clock} x {rep.threads} core(s); {phys.source}{guess}"),
-    ]  # fmt: skip
+        (
+            f"physical peak, {phys.microarch or phys.cpu}",
+            rep.physical_flops_per_s,
+            f"{pipes} x {clock} x {rep.threads} core(s); {phys.source}{guess}",
+        ),
+    ]
     if rep.measured_clock_hz is not None:
         rows.append(
             (

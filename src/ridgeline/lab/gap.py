@@ -431,9 +431,17 @@ def compare_records(
 
 def _other_key(config: dict[str, Any]) -> str:
     keep = (
-        "model", "backend", "cache", "attn", "batch", "context", "threads", "dtype", "device",
+        "model",
+        "backend",
+        "cache",
+        "attn",
+        "batch",
+        "context",
+        "threads",
+        "dtype",
+        "device",
         "allocator",
-    )  # fmt: skip
+    )
     return "|".join(str(config.get(k)) for k in keep)
 
 

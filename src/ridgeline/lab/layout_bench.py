@@ -127,8 +127,16 @@ def _misaligned(
         rows = _rows(buf, o, line)
         t = _median_s(rows.sum, passes)
         a = alignment(o, line, line)
-        out.append(LayoutPoint("offset", o, rows.numel() * FLOAT_BYTES, t, t / base_s,
-                               a.granules_touched / a.granules_aligned))  # fmt: skip
+        out.append(
+            LayoutPoint(
+                "offset",
+                o,
+                rows.numel() * FLOAT_BYTES,
+                t,
+                t / base_s,
+                a.granules_touched / a.granules_aligned,
+            )
+        )
     return out
 
 

@@ -55,17 +55,26 @@ def scenario(url: str, model: str, tokenizer: Path, plan: LoadPlan, out: Path) -
     """guidellm's scenario file for ``plan`` against the server at ``url``."""
     return {
         "spec": {
-            "backend": {"kind": "openai_http", "target": url, "model": model,
-                        "request_format": "/v1/completions"},
+            "backend": {
+                "kind": "openai_http",
+                "target": url,
+                "model": model,
+                "request_format": "/v1/completions",
+            },
             "profile": {"kind": "poisson", "rate": [plan.rate]},
             "seed": {"kind": "static", "value": plan.seed},
             "tokenizer": {"kind": "huggingface_auto", "model": str(tokenizer)},
-            "data": [{"kind": "synthetic_text", "prompt_tokens": plan.prompt_tokens,
-                      "output_tokens": plan.output_tokens}],
+            "data": [
+                {
+                    "kind": "synthetic_text",
+                    "prompt_tokens": plan.prompt_tokens,
+                    "output_tokens": plan.output_tokens,
+                }
+            ],
             "constraints": [{"kind": "max_requests", "count": plan.num_requests}],
             "outputs": [{"kind": "json", "path": str(out)}],
         }
-    }  # fmt: skip
+    }
 
 
 def run_guidellm(spec: dict[str, Any], workdir: Path, log: Path) -> None:
@@ -79,8 +88,15 @@ def run_guidellm(spec: dict[str, Any], workdir: Path, log: Path) -> None:
     # with its default ten workers every inter-arrival gap repeats ten times (bursts at a rate
     # that climbs through the run, not Poisson arrivals); ten processes also crowd the server.
     env = os.environ | {"GUIDELLM__MAX_WORKER_PROCESSES": "1"}
-    cmd = [sys.executable, "-m", "ridgeline.lab.guidellm_main", "run", "--scenario", str(path),
-           "--disable-console-interactive"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "ridgeline.lab.guidellm_main",
+        "run",
+        "--scenario",
+        str(path),
+        "--disable-console-interactive",
+    ]
     with log.open("w") as f:  # in a session of its own: it ends if this process is killed
         done = run_group(cmd, cwd=workdir, env=env, output=f)
     if done.returncode != 0:
@@ -105,9 +121,13 @@ def _request(r: dict[str, Any], t0: float) -> ServedRequest:
     n = int(r["output_metrics"]["text_tokens"])
     tpot = (last - first) / (n - 1) if n > 1 else None
     return ServedRequest(
-        t["request_start"] - t0, int(r["input_metrics"]["text_tokens"]), n,
-        first - t["request_start"], tpot, t["request_end"] - t0,
-    )  # fmt: skip
+        t["request_start"] - t0,
+        int(r["input_metrics"]["text_tokens"]),
+        n,
+        first - t["request_start"],
+        tpot,
+        t["request_end"] - t0,
+    )
 
 
 def read_report(path: Path) -> tuple[ServedRequest, ...]:

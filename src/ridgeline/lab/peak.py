@@ -75,8 +75,11 @@ class PeakGrowth:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(slope_bytes_per_token=self.slope_bytes_per_token, ratio=self.ratio,
-                 expected_ratio=self.expected_ratio)  # fmt: skip
+        d.update(
+            slope_bytes_per_token=self.slope_bytes_per_token,
+            ratio=self.ratio,
+            expected_ratio=self.expected_ratio,
+        )
         return d
 
 
@@ -106,5 +109,13 @@ def peak_growth(
     del cache
     gc.collect()
     m = lm.spec
-    return PeakGrowth(batch, chunk, m.num_layers, m.num_heads, m.num_kv_heads, tuple(tokens),
-                      tuple(peaks), per_token)  # fmt: skip
+    return PeakGrowth(
+        batch,
+        chunk,
+        m.num_layers,
+        m.num_heads,
+        m.num_kv_heads,
+        tuple(tokens),
+        tuple(peaks),
+        per_token,
+    )

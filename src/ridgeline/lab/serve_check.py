@@ -129,8 +129,13 @@ def machine(say: Say) -> Accelerator:
     from ridgeline.specs.units import MiB
 
     say("calibrating the machine (read bandwidth, fp32 matmul peak; one thread)")
-    spec = CalibrationSpec(sizes_bytes=(16 * MiB, 512 * MiB), threads=(1,), dtypes=("fp32",),
-                           repeats=3, gemm_batches=(1,))  # fmt: skip
+    spec = CalibrationSpec(
+        sizes_bytes=(16 * MiB, 512 * MiB),
+        threads=(1,),
+        dtypes=("fp32",),
+        repeats=3,
+        gemm_batches=(1,),
+    )
     return accelerator(calibrate(spec), "measured-t1", 1)
 
 
@@ -199,8 +204,11 @@ def engine_steps(llm: Any, check: CheckSpec) -> tuple[list[ScheduledBatch], list
 
 def engine_options(check: CheckSpec) -> dict[str, Any]:
     """The EngineConfig of the served engine (the calibration builds the same one)."""
-    return {"max_num_seqs": check.max_num_seqs, "kv_budget_bytes": check.kv_gib * 2**30,
-            "seed": check.seed}  # fmt: skip
+    return {
+        "max_num_seqs": check.max_num_seqs,
+        "kv_budget_bytes": check.kv_gib * 2**30,
+        "seed": check.seed,
+    }
 
 
 def capacity_per_s(cfg: SimConfig, check: CheckSpec) -> float:
@@ -222,9 +230,26 @@ def capacity_per_s(cfg: SimConfig, check: CheckSpec) -> float:
 
 def _serve_cmd(check: CheckSpec, tokenizer: Path) -> list[str]:
     exe = str(Path(sys.executable).with_name("ridgeline"))
-    return [exe, "serve", "--model", str(check.model_config), "--tokenizer", str(tokenizer),
-            "--port", str(check.port), "--threads", "1", "--max-num-seqs", str(check.max_num_seqs),
-            "--kv-gib", str(check.kv_gib), "--seed", str(check.seed), "--max-waiting", "100000"]  # fmt: skip
+    return [
+        exe,
+        "serve",
+        "--model",
+        str(check.model_config),
+        "--tokenizer",
+        str(tokenizer),
+        "--port",
+        str(check.port),
+        "--threads",
+        "1",
+        "--max-num-seqs",
+        str(check.max_num_seqs),
+        "--kv-gib",
+        str(check.kv_gib),
+        "--seed",
+        str(check.seed),
+        "--max-waiting",
+        "100000",
+    ]
 
 
 def _wait_up(url: str, proc: subprocess.Popen[str], timeout_s: float = 300) -> None:
@@ -271,8 +296,10 @@ def _server_side(before: dict[str, float], after: dict[str, float]) -> ServerSid
         n = after[f"{stem}_count"] - before.get(f"{stem}_count", 0.0)
         return (after[f"{stem}_sum"] - before.get(f"{stem}_sum", 0.0)) / n if n else float("nan")
 
-    return ServerSide(mean("ridgeline_time_to_first_token_seconds"),
-                      mean("ridgeline_time_per_output_token_seconds"))  # fmt: skip
+    return ServerSide(
+        mean("ridgeline_time_to_first_token_seconds"),
+        mean("ridgeline_time_per_output_token_seconds"),
+    )
 
 
 def serve_and_load(
@@ -290,8 +317,9 @@ def serve_and_load(
         for i, rate in enumerate(rates):
             before(f"{rate:.2f}")
             # a seed per rate: the same prompts again would hit the server's prefix cache
-            plan = LoadPlan(rate, check.num_requests, check.prompt_tokens, check.output_tokens,
-                            check.seed + i)  # fmt: skip
+            plan = LoadPlan(
+                rate, check.num_requests, check.prompt_tokens, check.output_tokens, check.seed + i
+            )
             report = out / f"guidellm-{rate:.2f}.json"
             spec = scenario(url, _served_name(check), tokenizer, plan, report)
             sums = _histogram_sums(url)
@@ -314,13 +342,18 @@ def _served_name(check: CheckSpec) -> str:
 def simulate(cfg: SimConfig, reqs: Sequence[ServedRequest]) -> Latency:
     """The same arrivals and lengths through the simulator (distinct prompts: no prefix hits)."""
     trace = [
-        RequestSpec(f"r{i}", r.start_s, range(i * 1_000_000, i * 1_000_000 + r.prompt_tokens),
-                    range(r.output_tokens))
+        RequestSpec(
+            f"r{i}",
+            r.start_s,
+            range(i * 1_000_000, i * 1_000_000 + r.prompt_tokens),
+            range(r.output_tokens),
+        )
         for i, r in enumerate(reqs)
-    ]  # fmt: skip
+    ]
     res = Simulation(cfg, trace).run()
-    return Latency(res.ttft_s.p50, res.ttft_s.p90, res.tpot_s.p50, res.tpot_s.p90,
-                   res.output_tokens_per_s)  # fmt: skip
+    return Latency(
+        res.ttft_s.p50, res.ttft_s.p90, res.tpot_s.p50, res.tpot_s.p90, res.output_tokens_per_s
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,11 +387,15 @@ class ServeCheck:
 
     def to_dict(self) -> dict[str, Any]:
         rows = [asdict(r) | {"simulated_over_measured": r.ratios()} for r in self.rows]
-        return {"schema": "ridgeline.serve-check/1", "efficiency": asdict(self.efficiency),
-                "fit_median_rel_error": self.fit_error,
-                "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
-                "peak_flops_per_s": self.peak_flops_per_s,
-                "capacity_per_s": self.capacity_per_s, "rows": rows}  # fmt: skip
+        return {
+            "schema": "ridgeline.serve-check/1",
+            "efficiency": asdict(self.efficiency),
+            "fit_median_rel_error": self.fit_error,
+            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+            "peak_flops_per_s": self.peak_flops_per_s,
+            "capacity_per_s": self.capacity_per_s,
+            "rows": rows,
+        }
 
 
 def sim_config(llm: Any, acc: Accelerator, eff: Efficiency) -> SimConfig:
@@ -366,10 +403,13 @@ def sim_config(llm: Any, acc: Accelerator, eff: Efficiency) -> SimConfig:
     steps priced on the ideal roofline scaled by the efficiencies fitted on its own steps."""
     pricing = Pricing.of(acc, CostMode.IDEAL, FP32, eff)
     return SimConfig(
-        model=llm.spec, pricing=pricing, scheduler=llm.scheduler.config,
-        block_size=llm.config.block_size, prefix_caching=llm.config.prefix_caching,
+        model=llm.spec,
+        pricing=pricing,
+        scheduler=llm.scheduler.config,
+        block_size=llm.config.block_size,
+        prefix_caching=llm.config.prefix_caching,
         num_blocks=llm.num_blocks,
-    )  # fmt: skip
+    )
 
 
 def _row(
@@ -378,9 +418,14 @@ def _row(
     label = f"{rate:.2f}"
     tpots = [r.tpot_s for r in reqs if r.tpot_s is not None]
     return RateRow(
-        rate, summarize(reqs), simulate(cal.config(label), reqs), *cal.fits[label], server,
-        sum(r.ttft_s for r in reqs) / len(reqs), sum(tpots) / len(tpots),
-    )  # fmt: skip
+        rate,
+        summarize(reqs),
+        simulate(cal.config(label), reqs),
+        *cal.fits[label],
+        server,
+        sum(r.ttft_s for r in reqs) / len(reqs),
+        sum(tpots) / len(tpots),
+    )
 
 
 class Calibrator:

@@ -212,10 +212,15 @@ def _kv_section(ctx: ReportContext) -> Section:
     dep = ctx.pricing.deployment
     k = an.kv_summary(m, ctx.batch, ctx.context, ctx.pricing.dtypes, dep, rule)
     rows = tuple(
-        (t.name, t.description, f"{t.kv_bytes_per_token:,.0f}", fmt_bytes(t.kv_bytes),
-         f"{t.ratio_to_mha:.3f}")
+        (
+            t.name,
+            t.description,
+            f"{t.kv_bytes_per_token:,.0f}",
+            fmt_bytes(t.kv_bytes),
+            f"{t.ratio_to_mha:.3f}",
+        )
         for t in k.techniques
-    )  # fmt: skip
+    )
     title = f"{m.name}: KV at batch {ctx.batch}, {ctx.context} tokens"
     figs = (
         save_figure(plots.kv_plot(m, acc=acc), ctx.figure("kv.png")),

@@ -44,7 +44,7 @@ def kv_manage_tables(rep: KVManageReport) -> tuple[Table, Table]:
             "granularity",
             "lives in → compute",
             "KV room",
-        ),  # fmt: skip
+        ),
         tuple(
             (
                 r.accelerator,

@@ -17,15 +17,17 @@ def growth_table(checks: list[dict[str, Any]]) -> Table | None:
         g = c.get("growth")
         if not g or g.get("slope_bytes_per_token") is None:
             continue
-        rows.append((
-            c["name"],
-            f"{g['batch']} × {g['tokens'][0]}…{g['tokens'][-1]} (chunks of {g['chunk']})",
-            fmt_bytes(g["peak_bytes"][-1], binary=True),
-            f"{g['slope_bytes_per_token']:,.0f}",
-            f"{g['formula_bytes_per_token']:,.0f}",
-            f"{g['ratio']:.3f}",
-            f"{g['expected_ratio']:.3f}",
-        ))  # fmt: skip
+        rows.append(
+            (
+                c["name"],
+                f"{g['batch']} × {g['tokens'][0]}…{g['tokens'][-1]} (chunks of {g['chunk']})",
+                fmt_bytes(g["peak_bytes"][-1], binary=True),
+                f"{g['slope_bytes_per_token']:,.0f}",
+                f"{g['formula_bytes_per_token']:,.0f}",
+                f"{g['ratio']:.3f}",
+                f"{g['expected_ratio']:.3f}",
+            )
+        )
     if not rows:
         return None
     return Table(
@@ -37,7 +39,7 @@ def growth_table(checks: list[dict[str, Any]]) -> Table | None:
             "formula B/token",
             "slope ÷ formula",
             "expected",
-        ),  # fmt: skip
+        ),
         tuple(rows),
         "KV growth seen in the resident peak (VmHWM above the pre-cache baseline)",
     )

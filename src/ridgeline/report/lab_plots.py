@@ -55,13 +55,23 @@ def _time_lines(ax: Axes, pts: Sequence[ComparedPoint], color_of: dict[int, str]
         low = [(p.measured_s - p.p10_s) * 1e3 for p in row]
         high = [(p.p90_s - p.measured_s) * 1e3 for p in row]
         ax.errorbar(
-            x, [p.measured_s * 1e3 for p in row], yerr=[low, high], marker="o", color=color,
+            x,
+            [p.measured_s * 1e3 for p in row],
+            yerr=[low, high],
+            marker="o",
+            color=color,
             label=f"B={batch} measured",
-        )  # fmt: skip
-        ax.plot(x, [p.predicted_s * 1e3 for p in row], ls="--", color=color,
-                label=f"B={batch} roofline")  # fmt: skip
-        ax.plot(x, [(p.fitted_s or 0) * 1e3 for p in row], ls=":", color=color,
-                label=f"B={batch} fitted")  # fmt: skip
+        )
+        ax.plot(
+            x, [p.predicted_s * 1e3 for p in row], ls="--", color=color, label=f"B={batch} roofline"
+        )
+        ax.plot(
+            x,
+            [(p.fitted_s or 0) * 1e3 for p in row],
+            ls=":",
+            color=color,
+            label=f"B={batch} fitted",
+        )
 
 
 def time_plot(cmp: LabComparison) -> Figure:
@@ -145,14 +155,21 @@ def gap_plot(cmp: LabComparison) -> Figure:
 def _memory_points(ax: Axes, mine: Sequence[Record], color: str, batch: int) -> None:
     """Cache-tensor bytes, and those plus the resident peak's rise, at each measured length."""
     mem = [r.result["memory"] for r in mine]
-    ax.scatter([m["kv_tokens"] for m in mem], [m["kv_bytes"] / MIB for m in mem], color=color,
-               marker="o", label=f"cache tensors B={batch}")  # fmt: skip
+    ax.scatter(
+        [m["kv_tokens"] for m in mem],
+        [m["kv_bytes"] / MIB for m in mem],
+        color=color,
+        marker="o",
+        label=f"cache tensors B={batch}",
+    )
     peaks = [m for m in mem if m.get("rss_peak_above_start_bytes") is not None]
     ax.scatter(
         [m["kv_tokens"] for m in peaks],
         [(m["kv_bytes"] + m["rss_peak_above_start_bytes"]) / MIB for m in peaks],
-        color=color, marker="^", label=f"KV + peak RSS rise during decode B={batch}",
-    )  # fmt: skip
+        color=color,
+        marker="^",
+        label=f"KV + peak RSS rise during decode B={batch}",
+    )
 
 
 def memory_plot(decode_records: Sequence[Record]) -> Figure:

@@ -197,11 +197,21 @@ _COMPARE_TEXT = (
 
 def _point_row(p: ComparedPoint) -> tuple[str, ...]:
     return (
-        p.label, str(p.batch), str(p.context), _ms(p.measured_s), f"{_ms(p.p10_s)}–{_ms(p.p90_s)}",
-        _ms(p.cpu_s), _ms(p.predicted_s), f"{p.ratio:.2f}", f"{p.effective_bandwidth / 1e9:.2f}",
-        f"{p.bandwidth_fraction:.2f}", _ms(p.fitted_s), _pct(p.fit_error), f"{p.prefill_s:.2f}",
+        p.label,
+        str(p.batch),
+        str(p.context),
+        _ms(p.measured_s),
+        f"{_ms(p.p10_s)}–{_ms(p.p90_s)}",
+        _ms(p.cpu_s),
+        _ms(p.predicted_s),
+        f"{p.ratio:.2f}",
+        f"{p.effective_bandwidth / 1e9:.2f}",
+        f"{p.bandwidth_fraction:.2f}",
+        _ms(p.fitted_s),
+        _pct(p.fit_error),
+        f"{p.prefill_s:.2f}",
         "—" if p.load_avg_1m is None else f"{p.load_avg_1m:.1f}",
-    )  # fmt: skip
+    )
 
 
 def _bounded(rate: str, fitted: bool) -> str:
@@ -278,7 +288,7 @@ def gap_section(data: LabData, figure: FigurePath) -> Section | None:
             str(p.context),
             _ms(p.measured_s - p.predicted_s),
             *["—" if (v := lab_plots.cause_ms(p, n)) is None else f"{v:.1f}" for n in CAUSES],
-        )  # fmt: skip
+        )
         for p in cmp.points
     )
     top_batch, top_context = max(q.batch for q in cmp.points), max(q.context for q in cmp.points)
@@ -332,12 +342,17 @@ def _memory_row(r: Record) -> tuple[str, ...]:
         peak = m.get("rss_peak_above_start_bytes")
     malloc = m.get("malloc_max_above_start_bytes")
     return (
-        f"{cfg['backend']}/{cfg['cache']}/{cfg['attn']}", str(cfg["batch"]), str(cfg["context"]),
-        str(m["kv_tokens"]), _mib(m["kv_bytes"]), _mib(formula),
+        f"{cfg['backend']}/{cfg['cache']}/{cfg['attn']}",
+        str(cfg["batch"]),
+        str(cfg["context"]),
+        str(m["kv_tokens"]),
+        _mib(m["kv_bytes"]),
+        _mib(formula),
         "exact" if m["kv_bytes"] == formula else f"{m['kv_bytes'] / formula:.3f}×",
-        _mib(m["param_bytes"]), "—" if peak is None else _mib(peak),
+        _mib(m["param_bytes"]),
+        "—" if peak is None else _mib(peak),
         "—" if malloc is None else _mib(malloc),
-    )  # fmt: skip
+    )
 
 
 def memory_section(data: LabData, figure: FigurePath) -> Section | None:
@@ -388,7 +403,7 @@ def _kv_rows(checks: list[dict[str, Any]]) -> tuple[tuple[str, ...], ...]:
             _pct(c["malloc_error"]),
             _pct(c["rss_error"]),
             _ms(c["decode_median_s"]),
-        )  # fmt: skip
+        )
         for c in checks
     )
 
@@ -403,7 +418,7 @@ def _scratchpad_rows(fits: list[dict[str, Any]]) -> tuple[tuple[str, ...], ...]:
             f"{f['tokens_per_head']:,}",
             f"{f['tokens_per_layer']:,}",
             f"{f['tokens_all_layers']:,}",
-        )  # fmt: skip
+        )
         for f in fits
     )
 

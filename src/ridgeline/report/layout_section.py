@@ -28,13 +28,21 @@ def layout_plot(rep: LayoutReport) -> Figure:
     strides = [b.stride_words for b in rep.banks]
     axes[0].bar([str(s) for s in strides], [b.conflict_degree for b in rep.banks])
     axes[0].set(xlabel="stride (words)", ylabel="conflict degree", title=f"banks: {rep.bank_level}")
-    axes[1].plot([a.offset_bytes for a in rep.alignments],
-                 [a.efficiency for a in rep.alignments], marker="o")  # fmt: skip
-    axes[1].set(xlabel="offset (B)", ylabel="useful / transferred", ylim=(0, 1.05),
-                title=f"{rep.alignments[0].size_bytes:.0f}-B access, {rep.granule_bytes:.0f}-B granule")  # fmt: skip
+    axes[1].plot(
+        [a.offset_bytes for a in rep.alignments], [a.efficiency for a in rep.alignments], marker="o"
+    )
+    axes[1].set(
+        xlabel="offset (B)",
+        ylabel="useful / transferred",
+        ylim=(0, 1.05),
+        title=f"{rep.alignments[0].size_bytes:.0f}-B access, {rep.granule_bytes:.0f}-B granule",
+    )
     axes[2].bar([t.order.value for t in rep.traversals], [t.amplification for t in rep.traversals])
-    axes[2].set(ylabel="bytes fetched per useful byte", yscale="log",
-                title=f"[{rep.shape[0]}x{rep.shape[1]}] walk, {rep.line_bytes:.0f}-B lines")  # fmt: skip
+    axes[2].set(
+        ylabel="bytes fetched per useful byte",
+        yscale="log",
+        title=f"[{rep.shape[0]}x{rep.shape[1]}] walk, {rep.line_bytes:.0f}-B lines",
+    )
     return fig
 
 
@@ -47,7 +55,7 @@ def layout_tables(rep: LayoutReport) -> tuple[Table, Table, Table]:
                 str(b.stride_words),
                 str(b.conflict_degree),
                 fmt_rate(b.effective_bytes_per_s, "B/s") if b.effective_bytes_per_s else "—",
-            )  # fmt: skip
+            )
             for b in rep.banks
         ),
         f"Bank conflicts: lane i reads word i·stride on {rep.bank_level}",
@@ -60,7 +68,7 @@ def layout_tables(rep: LayoutReport) -> tuple[Table, Table, Table]:
                 str(a.granules_touched),
                 str(a.granules_aligned),
                 f"{a.efficiency:.0%}",
-            )  # fmt: skip
+            )
             for a in rep.alignments
         ),
         f"Alignment: a {fmt_bytes(rep.alignments[0].size_bytes)} access, "
@@ -74,7 +82,7 @@ def layout_tables(rep: LayoutReport) -> tuple[Table, Table, Table]:
                 fmt_bytes(t.useful_bytes),
                 fmt_bytes(t.fetched_bytes),
                 f"{t.amplification:.3g}",
-            )  # fmt: skip
+            )
             for t in rep.traversals
         ),
         f"Access order: a row-major [{rep.shape[0]}x{rep.shape[1]}] array of "
@@ -94,8 +102,9 @@ def granule_of(hw: str) -> float:
     acc = get_accelerator(hw)
     granule = acc.device.granule_bytes
     if granule is None:
-        raise ConfigError(f"{acc.name}: field granule_bytes: the catalog gives no granule; "
-                          f"give --granule")  # fmt: skip
+        raise ConfigError(
+            f"{acc.name}: field granule_bytes: the catalog gives no granule; give --granule"
+        )
     return granule
 
 

@@ -105,9 +105,17 @@ SPEC_TEXT = (
     "et al., ICML 2023); its TPOT column shows the gain, paid for with the draft's own steps."
 )
 HEADERS = (
-    "config", "done/rej", "req/s", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "preempt",
-    "max running", "KV peak", "unused alloc", "prefix hit",
-)  # fmt: skip
+    "config",
+    "done/rej",
+    "req/s",
+    "TTFT p50/p99 ms",
+    "TPOT p50/p99 ms",
+    "preempt",
+    "max running",
+    "KV peak",
+    "unused alloc",
+    "prefix hit",
+)
 
 
 def serving_section(ctx: ReportContext, num_requests: int = NUM_REQUESTS) -> Section:

@@ -30,9 +30,11 @@ def intensity_plot(curves: Sequence[tuple[str, IntensityCurve]], title: str) -> 
         ax.axhline(c.ridge_point, ls="--", color=color, lw=1, alpha=0.7)
         where = label.split(",")[0]
         ax.annotate(
-            f"ridge {c.ridge_point:.0f} ({where})", (edges[0], c.ridge_point * 1.05),
-            color=color, fontsize=8,
-        )  # fmt: skip
+            f"ridge {c.ridge_point:.0f} ({where})",
+            (edges[0], c.ridge_point * 1.05),
+            color=color,
+            fontsize=8,
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("square tile edge (elements); dotted = does not fit the scratchpad")
@@ -57,10 +59,20 @@ def flash_plot(table: FlashTable) -> Figure:
     for mem, color in zip(table.memories, colors(), strict=False):
         rows = [r for r in table.rows if r.memory == mem.name]
         bc, br = rows[0].prefill.blocks.bc, rows[0].prefill.blocks.br
-        pre.plot(ns, [r.prefill_flash_bytes for r in rows], "o-", color=color,
-                 label=f"tiled, {mem.name} (Bc={bc}, Br={br})")  # fmt: skip
-        dec.plot(ns, [r.decode_flash_bytes for r in rows], "o--", color=color,
-                 label=f"Flash-Decoding, {mem.name}")  # fmt: skip
+        pre.plot(
+            ns,
+            [r.prefill_flash_bytes for r in rows],
+            "o-",
+            color=color,
+            label=f"tiled, {mem.name} (Bc={bc}, Br={br})",
+        )
+        dec.plot(
+            ns,
+            [r.decode_flash_bytes for r in rows],
+            "o--",
+            color=color,
+            label=f"Flash-Decoding, {mem.name}",
+        )
     for ax, what in ((pre, "prefill"), (dec, "decode (one new token)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -129,8 +141,9 @@ def _lanes(ax: Axes, s: Schedule, layer: list, color: dict) -> None:
     text = ", ".join(f"{lane} busy {b / span:.1%}" for lane, b in busy.items())
     ax.set_yticks(list(lanes.values()), ["DMA (load/store)", "ring", "compute"])
     ax.set_xlabel("µs (layer 0, one core; every core runs the same program)")
-    ax.set_title(f"one layer, per-core lanes (double-buffered loads overlap compute): {text}",
-                 fontsize=9)  # fmt: skip
+    ax.set_title(
+        f"one layer, per-core lanes (double-buffered loads overlap compute): {text}", fontsize=9
+    )
 
 
 def _occupancy(ax: Axes, s: Schedule, layer: list) -> None:

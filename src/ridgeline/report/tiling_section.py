@@ -38,8 +38,9 @@ def _tiling_part(ctx: ReportContext) -> tuple[Table, Path, list[dict[str, Any]]]
                 "none fits" if b is None else f"{b.order.value} {b.tile.tm}x{b.tile.tk}x{b.tile.tn}"
             )
             ai = "—" if b is None else f"{b.intensity:.3g}"
-            rows.append((hw, label, str(rows_m), tile, ai, f"{rep.curve.ridge_point:.3g}",
-                         rep.curve.reason))  # fmt: skip
+            rows.append(
+                (hw, label, str(rows_m), tile, ai, f"{rep.curve.ridge_point:.3g}", rep.curve.reason)
+            )
             data.append(rep.to_dict())
     fig = save_figure(
         tiling_plots.intensity_plot(
@@ -69,7 +70,7 @@ def _flash_part(ctx: ReportContext) -> tuple[Table, Path, dict[str, Any]]:
             f"{r.prefill.saving:.1f}x",
             str(r.prefill.q_passes),
             fmt_bytes(r.decode_flash_bytes),
-        )  # fmt: skip
+        )
         for r in t.rows
     )
     fig = save_figure(tiling_plots.flash_plot(t), ctx.figure("flash.png"))
@@ -97,7 +98,7 @@ def _schedule_part(ctx: ReportContext) -> tuple[Table, Path, dataflow.Schedule]:
             fmt_bytes(o.ring_bytes),
             fmt_seconds(o.time_s),
             fmt_seconds(o.roofline_s),
-        )  # fmt: skip
+        )
         for o in s.ops
     )
     table = Table(
@@ -111,8 +112,9 @@ def _schedule_part(ctx: ReportContext) -> tuple[Table, Path, dataflow.Schedule]:
 
 def _orchestrate_part(ctx: ReportContext) -> tuple[Table, dict[str, Any]]:
     g = get_accelerator
-    rep = orchestrate.orchestrate(ctx.model, ctx.batch, ctx.context, g(GPU), g(TPU),
-                                  g(DATAFLOW), ctx.pricing.mode)  # fmt: skip
+    rep = orchestrate.orchestrate(
+        ctx.model, ctx.batch, ctx.context, g(GPU), g(TPU), g(DATAFLOW), ctx.pricing.mode
+    )
     rows = tuple(
         (
             r.accelerator,
@@ -121,7 +123,7 @@ def _orchestrate_part(ctx: ReportContext) -> tuple[Table, dict[str, Any]]:
             mv.moved_by,
             fmt_bytes(mv.moved_bytes),
             fmt_seconds(mv.time_s) if mv.time_s is not None else "—",
-        )  # fmt: skip
+        )
         for r in rep.rows
         for mv in r.moves
     )

@@ -113,8 +113,12 @@ class _Events:
 
 def _params(s: Served, body: Any) -> SamplingParams:
     if body.model is not None and body.model != s.model:
-        raise HttpError(404, f"field model: '{body.model}' is not served here (serving '{s.model}')",
-                        "model_not_found", "model")  # fmt: skip
+        raise HttpError(
+            404,
+            f"field model: '{body.model}' is not served here (serving '{s.model}')",
+            "model_not_found",
+            "model",
+        )
     try:
         return body.params(s.codec.eos_token_id)  # type: ignore[no-any-return]
     except RidgelineError as e:
@@ -125,17 +129,29 @@ def _job(s: Served, body: Any, ids: list[int], params: SamplingParams) -> Job:
     """Check the ids against the room of one request (first: it is cheap) and the vocabulary."""
     need, most = len(ids) + params.max_tokens, s.limits.most_tokens
     if len(ids) >= most:  # no room left for one output token
-        raise HttpError(400, f"field prompt: {len(ids):,} tokens, more than this server holds "
-                        f"({most - 1:,} with one to generate)", INVALID, "prompt")  # fmt: skip
+        raise HttpError(
+            400,
+            f"field prompt: {len(ids):,} tokens, more than this server holds "
+            f"({most - 1:,} with one to generate)",
+            INVALID,
+            "prompt",
+        )
     bad = next((t for t in ids if not 0 <= t < s.limits.vocab_size), None)
     if bad is not None:
-        raise HttpError(400, f"field prompt: token id {bad} outside the vocabulary "
-                        f"({s.limits.vocab_size})", INVALID, "prompt")  # fmt: skip
+        raise HttpError(
+            400,
+            f"field prompt: token id {bad} outside the vocabulary ({s.limits.vocab_size})",
+            INVALID,
+            "prompt",
+        )
     if need > most:
         raise HttpError(
-            400, f"field max_tokens: prompt ({len(ids)}) + max_tokens ({params.max_tokens}) = "
-            f"{need} tokens > {most} (max_model_len or KV pool)", INVALID, "max_tokens",
-        )  # fmt: skip
+            400,
+            f"field max_tokens: prompt ({len(ids)}) + max_tokens ({params.max_tokens}) = "
+            f"{need} tokens > {most} (max_model_len or KV pool)",
+            INVALID,
+            "max_tokens",
+        )
     return Job(ids, params, body.streaming, body.include_usage)
 
 
@@ -170,9 +186,10 @@ def _submit(s: Served, ids: list[int], params: SamplingParams) -> tuple[int, _Ev
         if not s.engine.alive:
             raise HttpError(503, "the engine is not running", "service_unavailable")
         raise HttpError(
-            429, f"server busy: {s.engine.capacity} requests in the system; retry later",
+            429,
+            f"server busy: {s.engine.capacity} requests in the system; retry later",
             "rate_limit_error",
-        )  # fmt: skip
+        )
     return handle, events
 
 
@@ -256,8 +273,13 @@ class _Chunks:
         self.object = "chat.completion.chunk" if chat else "text_completion"
 
     def _wrap(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"id": self.ids.id, "object": self.object, "created": self.ids.created,
-                "model": self.s.model, "choices": choices}  # fmt: skip
+        return {
+            "id": self.ids.id,
+            "object": self.object,
+            "created": self.ids.created,
+            "model": self.s.model,
+            "choices": choices,
+        }
 
     def __call__(self, text: str, ids: list[int], finish: str | None) -> dict[str, Any]:
         if not self.chat:
@@ -281,13 +303,19 @@ async def _answer(request: Request, s: Served, job: Job, chat: bool) -> Any:
         return StreamingResponse(gen, media_type="text/event-stream")
     done = await _collect(request, s, handle, events)
     out, text = list(done.token_ids), s.codec.decode(done.token_ids)
-    choice = (chat_choice(text, out, done.finish_reason, delta=False) if chat
-              else completion_choice(text, out, done.finish_reason))  # fmt: skip
+    choice = (
+        chat_choice(text, out, done.finish_reason, delta=False)
+        if chat
+        else completion_choice(text, out, done.finish_reason)
+    )
     return {
-        "id": rid.id, "object": "chat.completion" if chat else "text_completion",
-        "created": rid.created, "model": s.model, "choices": [choice],
+        "id": rid.id,
+        "object": "chat.completion" if chat else "text_completion",
+        "created": rid.created,
+        "model": s.model,
+        "choices": [choice],
         "usage": usage(n, len(out), done.num_cached_tokens),
-    }  # fmt: skip
+    }
 
 
 async def _handle(request: Request, s: Served, chat: bool) -> Any:
@@ -304,8 +332,13 @@ def _routes(app: FastAPI, s: Served) -> None:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        card = {"id": s.model, "object": "model", "created": 0, "owned_by": "ridgeline",
-                "max_model_len": s.limits.max_model_len}  # fmt: skip
+        card = {
+            "id": s.model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "ridgeline",
+            "max_model_len": s.limits.max_model_len,
+        }
         return {"object": "list", "data": [card]}
 
     @app.get("/metrics")
@@ -324,8 +357,9 @@ def _routes(app: FastAPI, s: Served) -> None:
 def create_app(s: Served) -> FastAPI:
     """The app over a started ``EngineLoop`` (the caller starts and stops it). No OpenAPI page:
     the routes are OpenAI's, described in docs/serve.md, and their bodies are read by hand."""
-    app = FastAPI(title="ridgeline serve", version="1", docs_url=None, redoc_url=None,
-                  openapi_url=None)  # fmt: skip
+    app = FastAPI(
+        title="ridgeline serve", version="1", docs_url=None, redoc_url=None, openapi_url=None
+    )
     errors.install(app)
     _routes(app, s)
     if s.access.api_key is not None:

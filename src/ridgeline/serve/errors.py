@@ -51,8 +51,12 @@ class HttpError(Exception):
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.kind, self.param, self.code = (
-            status, message, kind, param, code,
-        )  # fmt: skip
+            status,
+            message,
+            kind,
+            param,
+            code,
+        )
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.kind, self.param, self.code)

@@ -40,13 +40,17 @@ class ServeMetrics:
             registry=r,
         )
         self.ttft = Histogram(
-            "ridgeline_time_to_first_token_seconds", "arrival to first token (wall)",
-            buckets=TTFT_BUCKETS_S, registry=r,
-        )  # fmt: skip
+            "ridgeline_time_to_first_token_seconds",
+            "arrival to first token (wall)",
+            buckets=TTFT_BUCKETS_S,
+            registry=r,
+        )
         self.tpot = Histogram(
-            "ridgeline_time_per_output_token_seconds", "mean gap between a request's tokens",
-            buckets=TPOT_BUCKETS_S, registry=r,
-        )  # fmt: skip
+            "ridgeline_time_per_output_token_seconds",
+            "mean gap between a request's tokens",
+            buckets=TPOT_BUCKETS_S,
+            registry=r,
+        )
         self.finished = Counter(
             "ridgeline_requests_finished", "requests ended, by reason", ["reason"], registry=r
         )

@@ -84,10 +84,13 @@ class _Sampling(_Strict):
         max_tokens = self.max_completion_tokens or self.max_tokens or DEFAULT_MAX_TOKENS
         temperature = DEFAULT_TEMPERATURE if self.temperature is None else self.temperature
         return SamplingParams(
-            max_tokens=max_tokens, temperature=temperature, top_k=self.top_k or 0,
-            top_p=1.0 if self.top_p is None else self.top_p, seed=self.seed,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_k=self.top_k or 0,
+            top_p=1.0 if self.top_p is None else self.top_p,
+            seed=self.seed,
             eos_token_id=None if self.ignore_eos else eos_token_id,
-        )  # fmt: skip
+        )
 
     @property
     def streaming(self) -> bool:
@@ -182,8 +185,12 @@ def usage(prompt_tokens: int, completion_tokens: int, cached: int = 0) -> dict[s
 def completion_choice(text: str, ids: list[int], finish: str | None) -> dict[str, Any]:
     """A ``text_completion`` choice; ``token_ids`` as vLLM's ``return_token_ids`` gives it."""
     return {
-        "index": 0, "text": text, "logprobs": None, "finish_reason": finish, "token_ids": ids,
-    }  # fmt: skip
+        "index": 0,
+        "text": text,
+        "logprobs": None,
+        "finish_reason": finish,
+        "token_ids": ids,
+    }
 
 
 def chat_choice(text: str, ids: list[int], finish: str | None, delta: bool) -> dict[str, Any]:

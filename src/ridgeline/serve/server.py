@@ -148,8 +148,9 @@ def exposure_warning(host: str, port: int, api_key: str | None) -> str | None:
 def build(settings: ServeSettings) -> Served:
     """The engine and everything the routes need; its thread is not started yet."""
     set_threads(settings.threads)
-    llm = LLM(settings.model, weights=settings.weights, tokenizer=settings.tokenizer,
-              **settings.engine)  # fmt: skip
+    llm = LLM(
+        settings.model, weights=settings.weights, tokenizer=settings.tokenizer, **settings.engine
+    )
     return served_by(llm, settings.max_waiting, settings.access)
 
 
@@ -170,9 +171,12 @@ def serve(settings: ServeSettings) -> int:
         served = build(settings)
         served.engine.start()
         config = uvicorn.Config(
-            create_app(served), host=settings.host, port=settings.port, log_level="warning",
+            create_app(served),
+            host=settings.host,
+            port=settings.port,
+            log_level="warning",
             timeout_graceful_shutdown=settings.drain_s,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
         try:
             uvicorn.Server(config).run()
         except KeyboardInterrupt:  # uvicorn re-raises the signal it drained on: it is done

@@ -258,8 +258,15 @@ def make_policy(
         opt = static or StaticOptions()
         if opt.chunk_tokens < 0:
             raise ConfigError(f"field chunk_tokens: must be >= 0, got {opt.chunk_tokens}")
-        return Policy(kind, max_model_len, buckets, num_slots, opt.chunk_tokens, opt.recompile,
-                      opt.prefix_copy)  # fmt: skip
+        return Policy(
+            kind,
+            max_model_len,
+            buckets,
+            num_slots,
+            opt.chunk_tokens,
+            opt.recompile,
+            opt.prefix_copy,
+        )
     return Policy(kind, max_model_len, buckets, num_slots)
 
 

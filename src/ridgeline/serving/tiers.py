@@ -59,8 +59,15 @@ class TierTraffic:
 
 class _Tier:
     __slots__ = (
-        "spec", "num_blocks", "blocks", "reserved", "bytes_in", "bytes_out", "hits", "pinned",
-    )  # fmt: skip
+        "spec",
+        "num_blocks",
+        "blocks",
+        "reserved",
+        "bytes_in",
+        "bytes_out",
+        "hits",
+        "pinned",
+    )
 
     def __init__(self, spec: TierSpec, block_bytes: float) -> None:
         self.spec = spec

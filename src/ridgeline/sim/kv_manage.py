@@ -66,14 +66,20 @@ class Metric:
 
 
 METRICS = {
-    Technique.CONTINUOUS_BATCHING: Metric("output tokens/s", "tok/s", lambda r: r.output_tokens_per_s, False),
-    Technique.PAGED_ATTENTION: Metric("KV allocated but unused", "%", lambda r: 100 * r.unused_allocated_frac),
+    Technique.CONTINUOUS_BATCHING: Metric(
+        "output tokens/s", "tok/s", lambda r: r.output_tokens_per_s, False
+    ),
+    Technique.PAGED_ATTENTION: Metric(
+        "KV allocated but unused", "%", lambda r: 100 * r.unused_allocated_frac
+    ),
     Technique.PREFIX_CACHING: Metric("TTFT p50", "ms", lambda r: 1e3 * r.ttft_s.p50),
-    Technique.CHUNKED_PREFILL: Metric("longest decode stall (max ITL)", "ms", lambda r: 1e3 * r.itl_tail.max_s),
+    Technique.CHUNKED_PREFILL: Metric(
+        "longest decode stall (max ITL)", "ms", lambda r: 1e3 * r.itl_tail.max_s
+    ),
     Technique.DISAGGREGATION: Metric("ITL p99", "ms", lambda r: 1e3 * r.itl_s.p99),
     Technique.TIERING: Metric("TTFT p50", "ms", lambda r: 1e3 * r.ttft_s.p50),
     Technique.SPECULATIVE_DECODING: Metric("TPOT p50", "ms", lambda r: 1e3 * r.tpot_s.p50),
-}  # fmt: skip
+}
 
 # (without, with) the technique, as ``simulate compare`` variants; "serial-X" is X one request
 # at a time. Runtime-managed machines use the paged runtime's variants, compiled-schedule
@@ -229,8 +235,13 @@ def aggregate(acc: Accelerator, chips: int) -> Accelerator:
         for lvl in acc.levels
     )
     peaks = {d: v * chips for d, v in acc.peak_flops_per_s.items()}
-    return replace(acc, name=f"{chips} x {acc.name}", levels=levels, peak_flops_per_s=peaks,
-                   cores=acc.cores * chips)  # fmt: skip
+    return replace(
+        acc,
+        name=f"{chips} x {acc.name}",
+        levels=levels,
+        peak_flops_per_s=peaks,
+        cores=acc.cores * chips,
+    )
 
 
 def kv_path(acc: Accelerator) -> str:
@@ -285,8 +296,9 @@ def _technique(
     try:
         before, after = (runs.get(name) for name in pair)
     except RidgelineError as e:  # e.g. no host level to tier to
-        return TechniqueCost(t, p.provider, p.becomes, p.source, m.name, m.unit, None, None,
-                             f"not simulated: {e}")  # fmt: skip
+        return TechniqueCost(
+            t, p.provider, p.becomes, p.source, m.name, m.unit, None, None, f"not simulated: {e}"
+        )
     values = (m.read(before), m.read(after))
     cost = TechniqueCost(t, p.provider, p.becomes, p.source, m.name, m.unit, *values)
     detail = stall_detail(before, after) if t is Technique.CHUNKED_PREFILL else ""

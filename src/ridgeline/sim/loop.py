@@ -535,9 +535,8 @@ class Simulation:
         held = sum(map(len, kv.tables.values())) * bs + bs * grown
         computed = sum(map(_COMPUTED, running)) + len(running) * np.arange(1, m)
         slots = kv.pool.num_blocks * bs
-        ends = acc[1:m]
-        self.steps.extend(acc[: m - 1], ends - acc[: m - 1], used, (held - computed) / slots,
-                          len(running))  # fmt: skip
+        starts, ends = acc[: m - 1], acc[1:m]
+        self.steps.extend(starts, ends - starts, used, (held - computed) / slots, len(running))
 
     def _sample_kv(self, inst: _Instance, t: float, dur: float) -> None:
         kv = inst.scheduler.kv

@@ -223,12 +223,18 @@ class SimResult:
     def _repr_html_(self) -> str:
         rows = [
             ("completed / rejected", f"{self.num_completed} / {self.num_rejected}"),
-            ("requests/s, output tokens/s", f"{self.requests_per_s:.3g}, {self.output_tokens_per_s:,.0f}"),
+            (
+                "requests/s, output tokens/s",
+                f"{self.requests_per_s:.3g}, {self.output_tokens_per_s:,.0f}",
+            ),
             ("TTFT p50 / p99 (s)", f"{self.ttft_s.p50:.4g} / {self.ttft_s.p99:.4g}"),
             ("TPOT p50 / p99 (s)", f"{self.tpot_s.p50:.4g} / {self.tpot_s.p99:.4g}"),
-            ("KV peak, unused allocated", f"{self.kv_peak_frac:.0%}, {self.unused_allocated_frac:.1%}"),
+            (
+                "KV peak, unused allocated",
+                f"{self.kv_peak_frac:.0%}, {self.unused_allocated_frac:.1%}",
+            ),
             ("preemptions, prefix hit rate", f"{self.num_preemptions}, {self.prefix_hit_rate:.0%}"),
-        ]  # fmt: skip
+        ]
         return html_table(("simulation", self.label or "run"), rows)
 
 

@@ -82,8 +82,14 @@ class StepLog:
             self.w_at.append(at)
             self.w_val.append(gap_w)
 
-    def extend(self, start: float, ends: list[float], tokens: list[int], blocks: list[int],
-               first_gap_w: int) -> None:  # fmt: skip
+    def extend(
+        self,
+        start: float,
+        ends: list[float],
+        tokens: list[int],
+        blocks: list[int],
+        first_gap_w: int,
+    ) -> None:
         """Consecutive steps from ``start`` (each starts at the previous one's end), the first
         with gap weight ``first_gap_w`` and the others their token count."""
         self._starts(start)
@@ -193,8 +199,10 @@ class StepRecorder:
     def samples(self, interleaved: bool) -> StepSamples:
         """The samples; ``interleaved`` (several instances): in the order their steps ended,
         as stepping records them (a decode run records its steps when it starts)."""
-        cols = [np.array(x, dtype=float) for x in (
-            self.start, self.dur, self.used, self.unused, self.running)]  # fmt: skip
+        cols = [
+            np.array(x, dtype=float)
+            for x in (self.start, self.dur, self.used, self.unused, self.running)
+        ]
         if interleaved:
             order = np.argsort(cols[0] + cols[1], kind="stable")
             cols = [c[order] for c in cols]

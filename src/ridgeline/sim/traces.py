@@ -173,7 +173,7 @@ def load_trace(path: str | Path, limit: int | None = None, skip: int = 0) -> lis
                 output_tokens(i, r.output_len),
                 r.priority,
                 r.spec_acceptance,
-            )  # fmt: skip
+            )
         )
     t0 = min(r.arrival_s for r in out)
     return sorted((replace(r, arrival_s=r.arrival_s - t0) for r in out), key=lambda r: r.arrival_s)

@@ -325,10 +325,14 @@ def _workload(w: _WorkloadFile, base: Path) -> WorkloadSpec:
         )
     if trace is not None and w.arrival not in (None, Arrival.TRACE):
         raise ConfigError(f"workload '{w.name}': a trace workload needs `trace`, only it")
-    synthetic = {} if trace else {
-        "prompt": _lengths(w.prompt_tokens, "prompt_tokens", w.name),
-        "output": _lengths(w.output_tokens, "output_tokens", w.name),
-    }  # fmt: skip
+    synthetic = (
+        {}
+        if trace
+        else {
+            "prompt": _lengths(w.prompt_tokens, "prompt_tokens", w.name),
+            "output": _lengths(w.output_tokens, "output_tokens", w.name),
+        }
+    )
     return WorkloadSpec(
         name=w.name,
         arrival=Arrival.TRACE if trace else (w.arrival or Arrival.POISSON),

@@ -499,23 +499,33 @@ def _add_simulate(app: FastAPI, jobs: Jobs) -> None:
         return clean(kv_management(body))
 
     @app.post(
-        "/api/simulate", response_model=JobOut, status_code=202, tags=["simulate"],
+        "/api/simulate",
+        response_model=JobOut,
+        status_code=202,
+        tags=["simulate"],
         responses={413: BUSY_RESPONSES[413]},
-    )  # fmt: skip
+    )
     def post_simulate(body: SimulateBody) -> Any:
         """Start a bounded serving simulation; poll ``/api/simulate/{id}`` for its progress."""
         return clean(start_simulation(jobs, body))
 
     @app.get(
-        "/api/simulate/{job_id}", response_model=JobOut, tags=["simulate"],
+        "/api/simulate/{job_id}",
+        response_model=JobOut,
+        tags=["simulate"],
         responses={404: {"description": "no such simulation (finished jobs expire)"}},
-    )  # fmt: skip
+    )
     def get_simulation(job_id: str) -> Any:
         """A simulation's progress (requests done of total) and, once done, its result."""
         job = jobs.get(job_id)
         if job is None:
-            detail = [{"loc": ["path", "job_id"], "msg": f"no simulation {job_id!r} (finished "
-                       "jobs expire)", "type": "not_found"}]  # fmt: skip
+            detail = [
+                {
+                    "loc": ["path", "job_id"],
+                    "msg": f"no simulation {job_id!r} (finished jobs expire)",
+                    "type": "not_found",
+                }
+            ]
             return JSONResponse(status_code=404, content={"detail": detail})
         return clean(job.to_dict())
 

@@ -9,6 +9,7 @@ the sourced table of who provides which technique (``specs.kv_practice``)."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from ridgeline.analytic import Phase, Workload, kv_bytes, kv_bytes_per_token, step_cost
 from ridgeline.quiz.generators.common import (
@@ -36,11 +37,17 @@ def _ms(v: float) -> str:
     return f"{v:.4g} ms"
 
 
-def _numeric(
-    name: str, prompt: str, answer: float, unit: str, tol: float, **kw: object
-) -> Question:
-    return Question(generator=name, module=Module.KV_RUNTIME, kind=Kind.NUMERIC, prompt=prompt,
-                    answer=answer, unit=unit, rel_tol=tol, **kw)  # type: ignore[arg-type]  # fmt: skip
+def _numeric(name: str, prompt: str, answer: float, unit: str, tol: float, **kw: Any) -> Question:
+    return Question(
+        generator=name,
+        module=Module.KV_RUNTIME,
+        kind=Kind.NUMERIC,
+        prompt=prompt,
+        answer=answer,
+        unit=unit,
+        rel_tol=tol,
+        **kw,
+    )
 
 
 def static_waste_q(rng: random.Random, outputs: tuple[int, ...]) -> Question:
@@ -65,7 +72,7 @@ def static_waste_q(rng: random.Random, outputs: tuple[int, ...]) -> Question:
             [(Mistake.WASTE_OVER_USEFUL, 100.0 * (held - used) / used)],
             tol,
             lambda v: f"{v:.3g} %",
-        ),  # fmt: skip
+        ),
         solution=(
             f"The batch holds {len(outputs)} slots for max = {max(outputs)} steps: "
             f"{held:,} slot-steps; the requests use Σ = {used:,}; idle = {held - used:,} = "
@@ -90,8 +97,10 @@ def chunked_gap_q(
     d = step_cost(m, acc, Workload(Phase.DECODE, batch, 2048)).step_time_s
     p = step_cost(m, acc, Workload(Phase.PREFILL, 1, prompt)).step_time_s
     answer = (d + p * chunk / prompt) * 1e3
-    wrong = [(Mistake.WHOLE_PROMPT_GAP, (d + p) * 1e3),
-             (Mistake.NO_DECODE_IN_GAP, p * chunk / prompt * 1e3)]  # fmt: skip
+    wrong = [
+        (Mistake.WHOLE_PROMPT_GAP, (d + p) * 1e3),
+        (Mistake.NO_DECODE_IN_GAP, p * chunk / prompt * 1e3),
+    ]
     return _numeric(
         "chunked_gap",
         f"On {accelerator}, {batch} sequences of {model} decode (2,048 cached tokens each); a "
@@ -109,14 +118,14 @@ def chunked_gap_q(
                 ("prompt", f"{prompt:,} tokens"),
                 ("chunk", f"{chunk} tokens"),
             ]
-        ),  # fmt: skip
+        ),
         params={
             "model": model,
             "accelerator": accelerator,
             "batch": batch,
             "prompt": prompt,
             "chunk": chunk,
-        },  # fmt: skip
+        },
         choices=traps(answer, wrong, 0.02, _ms),
         solution=(
             f"gap = decode step + one chunk = {d * 1e3:.4g} + {p * 1e3:.4g} × {chunk}/{prompt:,} "
@@ -129,9 +138,14 @@ def chunked_gap_q(
 
 def chunked_gap(rng: random.Random) -> Question:
     """Draw an 8B model on an H100 or A100, batch 8-64, a 2-8k prompt, chunks of 256-1024."""
-    return chunked_gap_q(rng, pick(rng, SMALL_GQA_MODELS), pick(rng, ("h100-sxm", "a100-80gb")),
-                         pick(rng, (8, 16, 32, 64)), pick(rng, (2048, 4096, 8192)),
-                         pick(rng, (256, 512, 1024)))  # fmt: skip
+    return chunked_gap_q(
+        rng,
+        pick(rng, SMALL_GQA_MODELS),
+        pick(rng, ("h100-sxm", "a100-80gb")),
+        pick(rng, (8, 16, 32, 64)),
+        pick(rng, (2048, 4096, 8192)),
+        pick(rng, (256, 512, 1024)),
+    )
 
 
 def disagg_transfer_q(
@@ -143,9 +157,11 @@ def disagg_transfer_q(
     per, mha = kv_bytes_per_token(m), kv_bytes_per_token(m.with_kv_heads(m.num_heads))
     link = Disagg(1, 1, link_gb_per_s * GB, latency_ms * 1e-3)
     answer = link.transfer_s(prompt, per) * 1e3
-    wrong = [(Mistake.FORGOT_LATENCY, answer - latency_ms),
-             (Mistake.KV_ALL_QUERY_HEADS, link.transfer_s(prompt, mha) * 1e3),
-             (Mistake.KV_WITHOUT_V, latency_ms + (answer - latency_ms) / 2)]  # fmt: skip
+    wrong = [
+        (Mistake.FORGOT_LATENCY, answer - latency_ms),
+        (Mistake.KV_ALL_QUERY_HEADS, link.transfer_s(prompt, mha) * 1e3),
+        (Mistake.KV_WITHOUT_V, latency_ms + (answer - latency_ms) / 2),
+    ]
     return _numeric(
         "disagg_transfer",
         f"Disaggregated serving of {model} (bf16 KV): after the prefill instance runs a "
@@ -161,13 +177,13 @@ def disagg_transfer_q(
                 ("prompt", f"{prompt:,} tokens"),
                 ("link", f"{link_gb_per_s:g} GB/s (1e9 B/s), {latency_ms:g} ms"),
             ]
-        ),  # fmt: skip
+        ),
         params={
             "model": model,
             "prompt": prompt,
             "link_gb_per_s": link_gb_per_s,
             "latency_ms": latency_ms,
-        },  # fmt: skip
+        },
         choices=traps(answer, wrong, 0.02, _ms),
         solution=(
             f"KV = {prompt:,} tokens × {per:,.0f} B = {prompt * per / GB:.4g} GB; time = "
@@ -179,9 +195,13 @@ def disagg_transfer_q(
 
 def disagg_transfer(rng: random.Random) -> Question:
     """Draw an 8B or 70B model, a 1-16k prompt, a 25-400 GB/s link, 0.01-1 ms latency."""
-    return disagg_transfer_q(rng, pick(rng, ("llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b")),
-                             rng.randrange(1000, 16000), pick(rng, (25.0, 50.0, 100.0, 400.0)),
-                             pick(rng, (0.01, 0.1, 1.0)))  # fmt: skip
+    return disagg_transfer_q(
+        rng,
+        pick(rng, ("llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b")),
+        rng.randrange(1000, 16000),
+        pick(rng, (25.0, 50.0, 100.0, 400.0)),
+        pick(rng, (0.01, 0.1, 1.0)),
+    )
 
 
 def tier_transfer_q(
@@ -194,8 +214,11 @@ def tier_transfer_q(
     bw, per = host.bandwidth_bytes_per_s, kv_bytes_per_token(m)
     tier = TierSpec("host", host.total_capacity_bytes, bw)
     answer = tier_load_seconds(prefix, block_size, per, tier) * 1e3
-    wrong = [(Mistake.PARTIAL_BLOCK_SHARED, prefix * per / bw * 1e3),
-             (Mistake.GIB_FOR_GB, answer * GB / GiB), (Mistake.KV_WITHOUT_V, answer / 2)]  # fmt: skip
+    wrong = [
+        (Mistake.PARTIAL_BLOCK_SHARED, prefix * per / bw * 1e3),
+        (Mistake.GIB_FOR_GB, answer * GB / GiB),
+        (Mistake.KV_WITHOUT_V, answer / 2),
+    ]
     full = prefix // block_size
     return _numeric(
         "tier_transfer",
@@ -212,13 +235,13 @@ def tier_transfer_q(
                 ("prefix", f"{prefix:,} tokens"),
                 ("block", f"{block_size} tokens"),
             ]
-        ),  # fmt: skip
+        ),
         params={
             "model": model,
             "accelerator": accelerator,
             "prefix": prefix,
             "block_size": block_size,
-        },  # fmt: skip
+        },
         choices=traps(answer, wrong, 0.02, _ms),
         solution=(
             f"Full blocks: ⌊{prefix:,} ÷ {block_size}⌋ = {full} ({full * block_size:,} tokens "
@@ -232,8 +255,9 @@ def tier_transfer(rng: random.Random) -> Question:
     """Draw a prefix that ends in a partial block, on a TPU v5e or IBM Spyre host link."""
     block = pick(rng, (16, 32))
     prefix = rng.randrange(20, 200) * block + rng.randrange(1, block)
-    return tier_transfer_q(rng, pick(rng, SMALL_GQA_MODELS), pick(rng, ("tpu-v5e", "ibm-spyre")),
-                           prefix, block)  # fmt: skip
+    return tier_transfer_q(
+        rng, pick(rng, SMALL_GQA_MODELS), pick(rng, ("tpu-v5e", "ibm-spyre")), prefix, block
+    )
 
 
 def bucket_padding_q(
@@ -263,7 +287,7 @@ def bucket_padding_q(
                 ("tokens each", f"{context:,}"),
                 ("buckets", ", ".join(map(str, buckets))),
             ]
-        ),  # fmt: skip
+        ),
         params={"model": model, "batch": batch, "context": context, "buckets": list(buckets)},
         choices=traps(
             answer,
@@ -276,7 +300,7 @@ def bucket_padding_q(
             ],
             tol,
             lambda v: f"{v:.4g} GB",
-        ),  # fmt: skip
+        ),
         solution=(
             f"The program is compiled for ({b}, {t}): it reads 2 × {m.num_layers} × "
             f"{m.num_kv_heads} × {m.head_dim} × 2 B × {b} × {t:,} = {kv_bytes(m, b, t) / GB:.4g} "
@@ -298,8 +322,11 @@ def spyre_technique_q(rng: random.Random, technique: Technique) -> Question:
     """What a runtime technique becomes on IBM Spyre (compiled shapes)."""
     spyre = kv_practice("dataflow").technique(technique)
     wrong: list[tuple[Mistake, str]] = []
-    for kind, mistake in (("gpu", Mistake.RUNTIME_FORM), ("tpu", Mistake.RUNTIME_FORM),
-                          ("lpu", Mistake.WRONG_MANAGER)):  # fmt: skip
+    for kind, mistake in (
+        ("gpu", Mistake.RUNTIME_FORM),
+        ("tpu", Mistake.RUNTIME_FORM),
+        ("lpu", Mistake.WRONG_MANAGER),
+    ):
         text = kv_practice(kind).technique(technique).becomes
         if text != spyre.becomes and text not in (w for _, w in wrong):
             wrong.append((mistake, text))
