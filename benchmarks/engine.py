@@ -331,9 +331,9 @@ def workload(n: int, max_prompt: int, max_output: int, gap_s: float, vocab: int)
 
 def run_ridgeline(jobs: list[Job], args: argparse.Namespace) -> tuple[float, int]:
     """Continuous batching on the engine clock: (makespan s, output tokens)."""
-    llm = LLM("distilgpt2", block_size=BLOCK_SIZE, max_num_tokens=args.max_num_tokens,
+    llm = LLM("distilgpt2", block_size=BLOCK_SIZE, max_num_batched_tokens=args.max_num_tokens,
               max_num_seqs=args.max_num_seqs, prefix_caching=True)  # fmt: skip
-    params = [SamplingParams(max_tokens=j.output_len) for j in jobs]
+    params = [SamplingParams(max_output_tokens=j.output_len) for j in jobs]
     outs = llm.generate([j.prompt for j in jobs], params, [j.arrival_s for j in jobs])
     return llm.clock_s, sum(len(o.token_ids) for o in outs)
 

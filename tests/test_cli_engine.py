@@ -47,7 +47,7 @@ def test_cli_starts_without_torch() -> None:
 
 def test_generate_json_from_a_safetensors_dir(model_dir: Path) -> None:
     args = ["generate", "--model", str(model_dir), "--weights", str(model_dir), "--batch", "3",
-            "--prompt-tokens", "7", "--max-tokens", "5", "--block-size", "4", "--json"]  # fmt: skip
+            "--prompt-tokens", "7", "--max-output-tokens", "5", "--block-size", "4", "--json"]  # fmt: skip
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -58,7 +58,7 @@ def test_generate_json_from_a_safetensors_dir(model_dir: Path) -> None:
 
 def test_generate_text_with_a_local_tokenizer(model_dir: Path) -> None:
     args = ["generate", "--model", str(model_dir), "--weights", str(model_dir), "--tokenizer",
-            str(model_dir), "--prompt", "w1 w2 w3", "--max-tokens", "4", "--json"]  # fmt: skip
+            str(model_dir), "--prompt", "w1 w2 w3", "--max-output-tokens", "4", "--json"]  # fmt: skip
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     req = json.loads(result.stdout)["requests"][0]

@@ -52,10 +52,10 @@ def _check(llm: LLM, outs: list[Any], theirs: Any, n: int) -> None:
 
 def test_mixed_staggered_chunked_prefix_hits(saved: tuple[Path, Any]) -> None:
     path, theirs = saved
-    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=10, num_blocks=64)
+    llm = LLM(str(path), weights=path, block_size=4, max_num_batched_tokens=10, num_blocks=64)
     prompts = _prompts()
     arrivals = [0.0, 0.0, 1e-4, 2e-4, 5e-3, 1.0]  # engine clock: the last arrives when idle
-    outs = llm.generate(prompts, SamplingParams(max_tokens=6), arrivals_s=arrivals)
+    outs = llm.generate(prompts, SamplingParams(max_output_tokens=6), arrivals_s=arrivals)
     _check(llm, outs, theirs, 6)
     assert sum(o.num_cached_tokens for o in outs) >= 12  # the shared 12-token prefix hit
     assert any(len(b.requests) > 1 and b.num_tokens > len(b.requests) for b in llm.stats.batches)
@@ -63,9 +63,9 @@ def test_mixed_staggered_chunked_prefix_hits(saved: tuple[Path, Any]) -> None:
 
 def test_preemption_and_recompute(saved: tuple[Path, Any]) -> None:
     path, theirs = saved
-    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=32, num_blocks=14,
+    llm = LLM(str(path), weights=path, block_size=4, max_num_batched_tokens=32, num_blocks=14,
               prefix_caching=False)  # fmt: skip
-    outs = llm.generate(_prompts()[:4], SamplingParams(max_tokens=10))
+    outs = llm.generate(_prompts()[:4], SamplingParams(max_output_tokens=10))
     assert sum(o.num_preemptions for o in outs) > 0
     _check(llm, outs, theirs, 10)
 
@@ -80,9 +80,9 @@ def test_speculative_decoding(saved: tuple[Path, Any], draft: str, tmp_path: Pat
         key = "n_layer" if "n_layer" in small else "num_hidden_layers"
         (tmp_path / "config.json").write_text(__import__("json").dumps({**small, key: 1}))
         options = {"draft_model": str(tmp_path / "config.json")}
-    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=16, num_blocks=64,
+    llm = LLM(str(path), weights=path, block_size=4, max_num_batched_tokens=16, num_blocks=64,
               num_speculative_tokens=3, **options)  # fmt: skip
-    outs = llm.generate(_prompts(), SamplingParams(max_tokens=8))
+    outs = llm.generate(_prompts(), SamplingParams(max_output_tokens=8))
     _check(llm, outs, theirs, 8)
     assert llm.stats.draft_tokens > 0
 
@@ -99,9 +99,9 @@ def test_text_prompt_without_tokenizer_is_a_clear_error(saved: tuple[Path, Any])
 def test_swap_preemption_restores_the_kv(saved: tuple[Path, Any]) -> None:
     """Swap instead of recompute: the victim's blocks go to host memory and come back."""
     path, theirs = saved
-    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=32, num_blocks=14,
+    llm = LLM(str(path), weights=path, block_size=4, max_num_batched_tokens=32, num_blocks=14,
               prefix_caching=False, preemption="swap")  # fmt: skip
-    outs = llm.generate(_prompts()[:4], SamplingParams(max_tokens=10))
+    outs = llm.generate(_prompts()[:4], SamplingParams(max_output_tokens=10))
     assert llm.scheduler.stats.num_swaps > 0
     assert any(b.swap_in for b in llm.stats.batches) and not llm.cache.tier
     _check(llm, outs, theirs, 10)
@@ -111,9 +111,9 @@ def test_ttft_and_tpot_are_sums_of_measured_step_times(saved: tuple[Path, Any]) 
     """TTFT = engine clock at the end of the step that sampled the first token − arrival;
     TPOT = (clock at the last token − clock at the first) / (tokens − 1)."""
     path, _ = saved
-    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=8, num_blocks=64)
+    llm = LLM(str(path), weights=path, block_size=4, max_num_batched_tokens=8, num_blocks=64)
     prompts = _prompts()[:3]
-    outs = llm.generate(prompts, SamplingParams(max_tokens=4), arrivals_s=[0.0, 0.0, 0.0])
+    outs = llm.generate(prompts, SamplingParams(max_output_tokens=4), arrivals_s=[0.0, 0.0, 0.0])
     ends = [sum(llm.stats.step_times[: i + 1]) for i in range(len(llm.stats.step_times))]
     for o in outs:
         sampled = [

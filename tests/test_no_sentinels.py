@@ -27,9 +27,9 @@ def test_num_cached_tokens_is_none_until_admitted_then_the_hit() -> None:
 
 def test_never_fits_is_none_for_a_request_that_fits() -> None:
     sched, _ = make_scheduler(4, max_model_len=64)
-    assert sched.never_fits(req("ok", 4).max_tokens) is None
+    assert sched.never_fits(req("ok", 4).max_total_tokens) is None
     assert (
-        sched.never_fits(req("big", 40).max_tokens)
+        sched.never_fits(req("big", 40).max_total_tokens)
         == "larger than the KV pool: 42 tokens > 16 slots"
     )
 

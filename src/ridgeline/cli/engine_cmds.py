@@ -61,7 +61,10 @@ def generate_cmd(
     tokenizer: TokenizerOpt = None,
     prompt: Annotated[str | None, typer.Option(help="prompt text (needs --tokenizer)")] = None,
     prompt_tokens: Annotated[int, typer.Option(help="random prompt length in tokens")] = 32,
-    max_tokens: Annotated[int, typer.Option(help="tokens to generate per request")] = 16,
+    max_output_tokens: Annotated[
+        int,
+        typer.Option("--max-output-tokens", "--max-tokens", help="tokens to generate per request"),
+    ] = 16,
     batch: Annotated[int, typer.Option("--batch", "-b", help="requests")] = 1,
     temperature: Annotated[float, typer.Option(help="0 = greedy")] = 0.0,
     top_k: Annotated[int, typer.Option(help="0 = off")] = 0,
@@ -69,7 +72,10 @@ def generate_cmd(
     seed: Annotated[int, typer.Option(help="weights, prompts and sampling")] = 0,
     dtype: Annotated[str, typer.Option(help="fp32 or bf16")] = "fp32",
     block_size: Annotated[int, typer.Option(help="tokens per KV block")] = 16,
-    max_num_tokens: Annotated[int, typer.Option(help="scheduler token budget per step")] = 512,
+    max_num_batched_tokens: Annotated[
+        int,
+        typer.Option("--max-num-batched-tokens", "--max-num-tokens", help="token budget per step"),
+    ] = 512,
     draft_layers: Annotated[
         int, typer.Option(help="self-draft from the first N layers (with --spec-k)")
     ] = 0,
@@ -90,13 +96,17 @@ def generate_cmd(
     llm_mod = _engine()
     llm_mod.set_threads(threads)
     options: dict[str, Any] = {
-        "block_size": block_size, "max_num_tokens": max_num_tokens, "dtype": dtype,
+        "block_size": block_size, "max_num_batched_tokens": max_num_batched_tokens, "dtype": dtype,
         "kv_budget_bytes": kv_gib * 2**30,
     }  # fmt: skip
     if spec_k:
         options |= {"num_speculative_tokens": spec_k, "draft_layers": draft_layers or 1}
     params = llm_mod.SamplingParams(  # checked before the model is built
-        max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed
+        max_output_tokens=max_output_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
     )
     llm = llm_mod.LLM(model, weights=weights, tokenizer=tokenizer, seed=seed, **options)
     outs = llm.generate(_prompts(prompt, prompt_tokens, batch, llm.spec.vocab_size, seed), params)

@@ -28,8 +28,8 @@ from ridgeline.cli.common import (
 )
 from ridgeline.defaults import (
     DEFAULT_ACCELERATOR,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_SEQS,
-    DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
 )
 from ridgeline.sim.inference_perf import Questions
@@ -74,7 +74,7 @@ CpuOffloadOpt = Annotated[
         help="the runs' CPU KV blocks as a host tier (step by step: about 10x the CPU time)",
     ),
 ]
-MAX_SEQS, MAX_TOKENS = DEFAULT_MAX_SEQS, DEFAULT_MAX_TOKENS
+MAX_SEQS, MAX_BATCHED = DEFAULT_MAX_SEQS, DEFAULT_MAX_NUM_BATCHED_TOKENS
 PredictEngineOpt = Annotated[
     str | None,
     typer.Option(
@@ -87,8 +87,13 @@ MaxSeqsOpt = Annotated[
     int | None,
     typer.Option(help=f"most requests running at once (default {MAX_SEQS}, or the engine's)"),
 ]
-MaxTokensOpt = Annotated[
-    int | None, typer.Option(help=f"token budget per step (default {MAX_TOKENS}, or the engine's)")
+MaxBatchedTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-num-batched-tokens",
+        "--max-tokens",  # the older name of this flag, kept for scripts that use it
+        help=f"token budget per step (default {MAX_BATCHED}, or the engine's)",
+    ),
 ]
 
 
@@ -108,7 +113,7 @@ def predict_cmd(
     requests: RequestsOpt = None,
     batch: FixedBatchOpt = None,
     max_seqs: MaxSeqsOpt = None,
-    max_tokens: MaxTokensOpt = None,
+    max_num_batched_tokens: MaxBatchedTokensOpt = None,
     memory_utilization: MemoryUtilizationOpt = None,
     rate: RateOpt = None,
     ideal: IdealOpt = False,
@@ -131,7 +136,7 @@ def predict_cmd(
         hardware=hw, model=model, isl=isl, osl=osl, tensor_parallel=tp, pipeline_parallel=pp,
         data_parallel=dp, expert_parallel=ep, weight_dtype=DType.parse(weight_dtype),
         kv_dtype=DType.parse(kv_dtype) if kv_dtype else None, requests=requests, batch=batch,
-        concurrency=concurrency, max_seqs=max_seqs, max_tokens=max_tokens,
+        concurrency=concurrency, max_seqs=max_seqs, max_num_batched_tokens=max_num_batched_tokens,
         memory_utilization=memory_utilization, rate_rps=rate, mode=mode_of(ideal), engine=engine,
     )  # fmt: skip
     main = pr.predict(req)

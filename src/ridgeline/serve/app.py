@@ -123,7 +123,7 @@ def _params(s: Served, body: Any) -> SamplingParams:
 
 def _job(s: Served, body: Any, ids: list[int], params: SamplingParams) -> Job:
     """Check the ids against the room of one request (first: it is cheap) and the vocabulary."""
-    need, most = len(ids) + params.max_tokens, s.limits.most_tokens
+    need, most = len(ids) + params.max_output_tokens, s.limits.most_tokens
     if len(ids) >= most:  # no room left for one output token
         raise HttpError(400, f"field prompt: {len(ids):,} tokens, more than this server holds "
                         f"({most - 1:,} with one to generate)", INVALID, "prompt")  # fmt: skip
@@ -133,7 +133,7 @@ def _job(s: Served, body: Any, ids: list[int], params: SamplingParams) -> Job:
                         f"({s.limits.vocab_size})", INVALID, "prompt")  # fmt: skip
     if need > most:
         raise HttpError(
-            400, f"field max_tokens: prompt ({len(ids)}) + max_tokens ({params.max_tokens}) = "
+            400, f"field max_tokens: prompt ({len(ids)}) + max_tokens ({params.max_output_tokens}) = "
             f"{need} tokens > {most} (max_model_len or KV pool)", INVALID, "max_tokens",
         )  # fmt: skip
     return Job(ids, params, body.streaming, body.include_usage)
