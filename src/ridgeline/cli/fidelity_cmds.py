@@ -3,7 +3,6 @@ deployment, and every prediction held against published measurements."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated
 
@@ -346,6 +345,6 @@ def rows_table(v: Validation) -> Table:
             f"{r.row.value:.4g}",
             f"{r.ratio('ideal'):.2f}x",
             f"{r.ratio():.2f}x",
-            "not run" if math.isnan(r.loso) else f"{r.ratio('loso'):.2f}x",
+            "not run" if r.loso_ratio is None else f"{r.loso_ratio:.2f}x",
         )
     return t

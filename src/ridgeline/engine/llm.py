@@ -43,7 +43,7 @@ from ridgeline.serving.eviction import make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
 from ridgeline.serving.policies import PolicyKind
-from ridgeline.serving.request import Request
+from ridgeline.serving.request import FinishReason, Request
 from ridgeline.serving.scheduler import PreemptionMode, Scheduler, SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec
@@ -106,12 +106,12 @@ class EngineConfig:
     max_num_seqs: int = 64
     max_model_len: int | None = None
     prefix_caching: bool = True
-    dtype: str = "fp32"
+    dtype: DType = DType.FP32
     kv_budget_bytes: float | None = None
     memory_utilization: float | None = None
     num_blocks: int | None = None
-    policy: str = "fcfs"
-    preemption: str = "recompute"
+    policy: PolicyKind = PolicyKind.FCFS
+    preemption: PreemptionMode = PreemptionMode.RECOMPUTE
     swap_bytes: float = 2**30
     draft_model: str | None = None
     draft_layers: int | None = None
@@ -126,10 +126,14 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         check_engine_sizes(self)
+        # names are accepted (the CLI passes its options' strings) and become the enums
         if self.dtype not in _DTYPES:
             raise ConfigError(f"field dtype: one of {', '.join(_DTYPES)}, got '{self.dtype}'")
-        if self.preemption not in ("recompute", "swap"):
+        object.__setattr__(self, "dtype", DType(self.dtype))
+        if self.preemption not in tuple(PreemptionMode):
             raise ConfigError(f"field preemption: recompute or swap, got '{self.preemption}'")
+        object.__setattr__(self, "preemption", PreemptionMode(self.preemption))
+        object.__setattr__(self, "policy", PolicyKind.parse(self.policy))
         Layout.parse(self.pack_weights)
         KernelTarget.parse(self.kernels)
         if self.num_speculative_tokens and not (self.draft_model or self.draft_layers):
@@ -175,7 +179,7 @@ class RequestOutput:
     prompt_token_ids: tuple[int, ...]
     token_ids: tuple[int, ...]
     text: str | None
-    finish_reason: str
+    finish_reason: FinishReason | None
     ttft_s: float | None
     tpot_s: float | None
     num_cached_tokens: int
@@ -370,8 +374,8 @@ class LLM:
             max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_num_seqs=cfg.max_num_seqs,
             max_model_len=self.max_model_len,
-            policy=PolicyKind.parse(cfg.policy),
-            preemption=PreemptionMode(cfg.preemption),
+            policy=cfg.policy,
+            preemption=cfg.preemption,
             spec=spec,
         )
         # NOTE: no offload of evicted prefix blocks to the tier (on_evict None): a tier prefix
@@ -520,7 +524,7 @@ class LLM:
             prompt_token_ids=tuple(req.prompt_token_ids),
             token_ids=out,
             text=text,
-            finish_reason=req.finish_reason.value if req.finish_reason else "unfinished",
+            finish_reason=req.finish_reason,
             ttft_s=ttft,
             tpot_s=tpot,
             num_cached_tokens=req.num_cached_tokens or 0,
@@ -562,7 +566,7 @@ class GenerationReport:
                     "prompt_tokens": len(o.prompt_token_ids),
                     "token_ids": list(o.token_ids),
                     "text": o.text,
-                    "finish_reason": o.finish_reason,
+                    "finish_reason": o.finish_reason and o.finish_reason.value,
                     "ttft_s": o.ttft_s,
                     "tpot_s": o.tpot_s,
                     "num_cached_tokens": o.num_cached_tokens,

@@ -46,6 +46,7 @@ from ridgeline.serve.protocol import (
     usage,
 )
 from ridgeline.serve.text import Detokenizer, TextCodec
+from ridgeline.serving.request import FinishReason
 
 DEFAULT_MAX_BODY_BYTES = 4 * 2**20  # a 128k-token prompt as ids is under 1 MiB of JSON
 
@@ -177,9 +178,9 @@ def _submit(s: Served, ids: list[int], params: SamplingParams) -> tuple[int, _Ev
 
 
 def _failed(event: TokenEvent) -> HttpError | None:
-    if event.finish_reason == "rejected":
+    if event.finish_reason is FinishReason.REJECTED:
         return HttpError(400, f"field max_tokens: {event.error}", INVALID, "max_tokens")
-    if event.finish_reason == "abort":
+    if event.finish_reason is FinishReason.ABORTED:
         return HttpError(503, f"request stopped: {event.error or 'aborted'}", "service_unavailable")
     return None
 
