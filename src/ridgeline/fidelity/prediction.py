@@ -381,5 +381,5 @@ def record(req: PredictRequest) -> Trace:
     outputs = np.array([r.output_len for r in done])
     first = np.array([round(r.ttft_s) - 1 for r in done])
     gaps = np.array([round(r.tpot_s * (r.output_len - 1)) if r.output_len > 1 else 0 for r in done])
-    admitted = np.array([round(r.queue_s) if from_admission else -1 for r in done])
+    admitted = np.array([round(r.queue_s) for r in done]) if from_admission else None
     return recorder.trace(first, first + gaps, outputs, admitted, float(req.data_parallel))
