@@ -196,7 +196,8 @@ def ridgeline_figures(case: Case) -> Figures | None:
         tensor_parallel=case.tp,
         weight_dtype=DType.parse(case.dtype),
         batch=case.batch,
-        max_tokens=case.batch * case.isl,  # one prefill step for the whole batch, as static
+        max_num_batched_tokens=case.batch
+        * case.isl,  # one prefill step for the whole batch, as static
     )
     try:
         p = predict(req)

@@ -346,11 +346,11 @@ def run_ridgeline(jobs: list[Job], args: argparse.Namespace) -> tuple[float, int
     llm = LLM(
         "distilgpt2",
         block_size=BLOCK_SIZE,
-        max_num_tokens=args.max_num_tokens,
+        max_num_batched_tokens=args.max_num_tokens,
         max_num_seqs=args.max_num_seqs,
         prefix_caching=True,
     )
-    params = [SamplingParams(max_tokens=j.output_len) for j in jobs]
+    params = [SamplingParams(max_output_tokens=j.output_len) for j in jobs]
     outs = llm.generate([j.prompt for j in jobs], params, [j.arrival_s for j in jobs])
     return llm.clock_s, sum(len(o.token_ids) for o in outs)
 

@@ -56,7 +56,7 @@ def test_generate_json_from_a_safetensors_dir(model_dir: Path) -> None:
         "3",
         "--prompt-tokens",
         "7",
-        "--max-tokens",
+        "--max-output-tokens",
         "5",
         "--block-size",
         "4",
@@ -81,7 +81,7 @@ def test_generate_text_with_a_local_tokenizer(model_dir: Path) -> None:
         str(model_dir),
         "--prompt",
         "w1 w2 w3",
-        "--max-tokens",
+        "--max-output-tokens",
         "4",
         "--json",
     ]

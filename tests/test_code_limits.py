@@ -1,5 +1,5 @@
 """The size limits every change keeps: no file over 600 lines in src/, no function over 50
-lines, no identical block of 10 or more lines twice in src/ (STYLE.md "keep functions small";
+lines, no identical block of 10 or more lines twice in src/ (docs/design.md, "Code rules";
 the engine's C++ kernels are not Python and are not measured here), and no limit met by packing:
 ``# fmt: skip`` only on a literal table of data, anywhere in the Python of the repository.
 

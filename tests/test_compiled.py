@@ -93,8 +93,10 @@ def test_the_static_policy_refuses_or_reserves_a_compiled_bucket() -> None:
         return Scheduler(cfg, KVCacheManager(BlockPool(1000, 16)))
 
     req = Request("a", list(range(1400)), SamplingParams(100))
-    assert "no static reservation holds it: 1500 tokens" in sched(False).never_fits(req.max_tokens)
-    assert sched(True).policy.reserve_tokens(req.max_tokens) == 2048
+    assert "no static reservation holds it: 1500 tokens" in sched(False).never_fits(
+        req.max_total_tokens
+    )
+    assert sched(True).policy.reserve_tokens(req.max_total_tokens) == 2048
 
 
 def test_prefix_copy_costs_two_passes_over_the_prefix_kv() -> None:

@@ -64,6 +64,6 @@ def test_kernel_build_is_token_exact_on_a_realistic_shape(
     assert llm.kernel is not None and llm.model.fused_ops is not None  # the compiled paths run
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(0, VOCAB, (n,), generator=g).tolist() for n in (37, 70, 5)]
-    outs = llm.generate(prompts, SamplingParams(max_tokens=8))
+    outs = llm.generate(prompts, SamplingParams(max_output_tokens=8))
     for o in outs:
         assert list(o.token_ids) == hf_greedy(theirs, list(o.prompt_token_ids), 8)

@@ -52,10 +52,10 @@ def _check(llm: LLM, outs: list[Any], theirs: Any, n: int) -> None:
 
 def test_mixed_staggered_chunked_prefix_hits(saved: tuple[Path, Any]) -> None:
     path, theirs = saved
-    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=10, num_blocks=64)
+    llm = LLM(str(path), weights=path, block_size=4, max_num_batched_tokens=10, num_blocks=64)
     prompts = _prompts()
     arrivals = [0.0, 0.0, 1e-4, 2e-4, 5e-3, 1.0]  # engine clock: the last arrives when idle
-    outs = llm.generate(prompts, SamplingParams(max_tokens=6), arrivals_s=arrivals)
+    outs = llm.generate(prompts, SamplingParams(max_output_tokens=6), arrivals_s=arrivals)
     _check(llm, outs, theirs, 6)
     assert sum(o.num_cached_tokens for o in outs) >= 12  # the shared 12-token prefix hit
     assert any(len(b.requests) > 1 and b.num_tokens > len(b.requests) for b in llm.stats.batches)
@@ -67,11 +67,11 @@ def test_preemption_and_recompute(saved: tuple[Path, Any]) -> None:
         str(path),
         weights=path,
         block_size=4,
-        max_num_tokens=32,
+        max_num_batched_tokens=32,
         num_blocks=14,
         prefix_caching=False,
     )
-    outs = llm.generate(_prompts()[:4], SamplingParams(max_tokens=10))
+    outs = llm.generate(_prompts()[:4], SamplingParams(max_output_tokens=10))
     assert sum(o.num_preemptions for o in outs) > 0
     _check(llm, outs, theirs, 10)
 
@@ -90,12 +90,12 @@ def test_speculative_decoding(saved: tuple[Path, Any], draft: str, tmp_path: Pat
         str(path),
         weights=path,
         block_size=4,
-        max_num_tokens=16,
+        max_num_batched_tokens=16,
         num_blocks=64,
         num_speculative_tokens=3,
         **options,
     )
-    outs = llm.generate(_prompts(), SamplingParams(max_tokens=8))
+    outs = llm.generate(_prompts(), SamplingParams(max_output_tokens=8))
     _check(llm, outs, theirs, 8)
     assert llm.stats.draft_tokens > 0
 
@@ -116,12 +116,12 @@ def test_swap_preemption_restores_the_kv(saved: tuple[Path, Any]) -> None:
         str(path),
         weights=path,
         block_size=4,
-        max_num_tokens=32,
+        max_num_batched_tokens=32,
         num_blocks=14,
         prefix_caching=False,
         preemption="swap",
     )
-    outs = llm.generate(_prompts()[:4], SamplingParams(max_tokens=10))
+    outs = llm.generate(_prompts()[:4], SamplingParams(max_output_tokens=10))
     assert llm.scheduler.stats.num_swaps > 0
     assert any(b.swap_in for b in llm.stats.batches) and not llm.cache.tier
     _check(llm, outs, theirs, 10)
@@ -131,9 +131,9 @@ def test_ttft_and_tpot_are_sums_of_measured_step_times(saved: tuple[Path, Any]) 
     """TTFT = engine clock at the end of the step that sampled the first token − arrival;
     TPOT = (clock at the last token − clock at the first) / (tokens − 1)."""
     path, _ = saved
-    llm = LLM(str(path), weights=path, block_size=4, max_num_tokens=8, num_blocks=64)
+    llm = LLM(str(path), weights=path, block_size=4, max_num_batched_tokens=8, num_blocks=64)
     prompts = _prompts()[:3]
-    outs = llm.generate(prompts, SamplingParams(max_tokens=4), arrivals_s=[0.0, 0.0, 0.0])
+    outs = llm.generate(prompts, SamplingParams(max_output_tokens=4), arrivals_s=[0.0, 0.0, 0.0])
     ends = [sum(llm.stats.step_times[: i + 1]) for i in range(len(llm.stats.step_times))]
     for o in outs:
         sampled = [

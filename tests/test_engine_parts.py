@@ -71,8 +71,8 @@ def test_hw_sizes_the_kv_budget_like_vllm() -> None:
     spec, hw = get_model("distilgpt2"), get_accelerator("a100-80gb")
     cfg, fp32 = EngineConfig(), Dtypes(DType.FP32, DType.FP32, DType.FP32)
     # vLLM's gpu_memory_utilization 0.9, less the weights and the named reserve: the
-    # activations of a step of max_num_tokens over max_num_seqs, and a 1 GB workspace
-    rule = MemoryRule(None, cfg.max_num_tokens, cfg.max_num_seqs)
+    # activations of a step of max_num_batched_tokens over max_num_seqs, and a 1 GB workspace
+    rule = MemoryRule(None, cfg.max_num_batched_tokens, cfg.max_num_seqs)
     reserve = activation_bytes(spec, Deployment(hw), fp32, rule) + 1e9
     expected = 0.9 * hw.device_capacity_bytes - weights_bytes(spec, DType.FP32) - reserve
     assert _kv_budget(spec, cfg, hw) == pytest.approx(expected)

@@ -80,7 +80,7 @@ def _sampled_run(models: tuple[Any, Any], reqs: list[Req], params: SamplingParam
 def test_a_seeded_request_samples_the_same_tokens_whatever_its_batch() -> None:
     torch.set_num_threads(1)
     models = twin(llama_config(2), seed=2)
-    params = SamplingParams(max_tokens=8, temperature=0.9, top_k=20, top_p=0.95, seed=7)
+    params = SamplingParams(max_output_tokens=8, temperature=0.9, top_k=20, top_p=0.95, seed=7)
     alone = Req("x", [5, 6, 7, 8, 9], 8)
     _sampled_run(models, [alone], params)
     crowd = [Req("y", [1, 2, 3], 8), Req("x", [5, 6, 7, 8, 9], 8, arrival=2), Req("z", [4], 8)]

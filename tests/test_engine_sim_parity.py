@@ -49,13 +49,18 @@ def test_simulator_makes_the_engines_batches_step_by_step() -> None:
     config = llama_config(2)
     spec = spec_of(config, "tiny-llama")
     llm = LLM(
-        spec, block_size=4, max_num_tokens=12, num_blocks=9, init_std=0.15, paged_kernel=False
+        spec,
+        block_size=4,
+        max_num_batched_tokens=12,
+        num_blocks=9,
+        init_std=0.15,
+        paged_kernel=False,
     )
     g = torch.Generator().manual_seed(3)
     shared = torch.randint(0, VOCAB, (8,), generator=g).tolist()
     prompts = [shared + [1, 2], list(range(5, 21)), shared + [3], [7, 7, 7], shared + [9, 9, 9]]
     arrivals = [0.0, 1e-6, 2e-6, 3e-6, 0.5]  # distinct: ties at an idle instant are order-free
-    outs = llm.generate(prompts, SamplingParams(max_tokens=7), arrivals_s=arrivals)
+    outs = llm.generate(prompts, SamplingParams(max_output_tokens=7), arrivals_s=arrivals)
     assert sum(o.num_preemptions for o in outs) > 0 and sum(o.num_cached_tokens for o in outs) > 0
 
     trace = [

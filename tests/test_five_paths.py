@@ -84,7 +84,7 @@ def via_simulate(hw: str, tp: int) -> Answer:
 def _predict_args(hw: str, tp: int) -> list[str]:
     return (
         f"predict --hw {hw} -m {MODEL} --tp {tp} --isl {ISL} --osl {OSL} --requests {REQUESTS} "
-        f"--max-seqs {MAX_SEQS} --max-tokens {BUDGET}".split()
+        f"--max-seqs {MAX_SEQS} --max-num-batched-tokens {BUDGET}".split()
     )
 
 

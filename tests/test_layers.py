@@ -1,5 +1,5 @@
-"""The import rules of DESIGN.md, enforced: a layer imports only the layers above it, and only
-``engine`` and ``lab`` import torch or transformers.
+"""The import rules of docs/design.md ("Layers"), enforced: a layer imports only the layers
+above it, and only ``engine`` and ``lab`` import torch or transformers.
 
 Every import form counts: ``import ridgeline.sim``, ``from ridgeline import sim``, ``from
 ridgeline.sim import x``, relative imports (``from .. import sim``), imports inside functions,

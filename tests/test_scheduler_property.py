@@ -85,5 +85,5 @@ def test_every_request_finishes_or_is_rejected_and_no_block_leaks(reqs, c) -> No
         if r.reject_reason:
             assert r.status.value == "rejected" and r.num_output_tokens == 0
         else:
-            assert r.num_output_tokens == r.params.max_new_tokens
+            assert r.num_output_tokens == r.params.max_output_tokens
     assert s.kv.pool.num_used == 0 and not s.kv.tables

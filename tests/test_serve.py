@@ -43,7 +43,7 @@ def _client(url: str) -> Any:
 def _reference(prompts: list[Any], n: int, tokenizer: Path | None = None) -> list[list[int]]:
     """``LLM.generate`` on an engine built the same way (same seed, same weights)."""
     llm = tiny_llm(tokenizer)
-    outs = llm.generate(prompts, SamplingParams(max_tokens=n, eos_token_id=None))
+    outs = llm.generate(prompts, SamplingParams(max_output_tokens=n, eos_token_id=None))
     return [list(o.token_ids) for o in outs]
 
 

@@ -234,7 +234,7 @@ def test_engine_stats_keep_a_bounded_window_and_running_totals() -> None:
     llm.stats = EngineStats(window=8)
     from ridgeline.engine.sampling import SamplingParams
 
-    llm.generate([[1, 2, 3]], SamplingParams(max_tokens=40, eos_token_id=None))
+    llm.generate([[1, 2, 3]], SamplingParams(max_output_tokens=40, eos_token_id=None))
     st = llm.stats
     assert st.steps == 40 and st.tokens == 40
     assert 8 <= len(st.batches) == len(st.step_times) < 16
@@ -327,7 +327,7 @@ def test_stopping_the_engine_counts_the_requests_it_cut_short() -> None:
     engine, events = served.engine, []
     engine.start()
     handle = engine.submit(
-        (1, 2, 3), SamplingParams(max_tokens=400, eos_token_id=None), events.append
+        (1, 2, 3), SamplingParams(max_output_tokens=400, eos_token_id=None), events.append
     )
     assert handle is not None
     deadline = time.monotonic() + 30

@@ -249,11 +249,11 @@ def test_llm_generate_returns_a_rejected_prompt_with_its_reason() -> None:
     from ridgeline.engine.llm import LLM
     from ridgeline.engine.sampling import SamplingParams as EngineParams
 
-    llm = LLM(spec_of(gpt2_config()), block_size=4, num_blocks=4, max_num_tokens=32)
+    llm = LLM(spec_of(gpt2_config()), block_size=4, num_blocks=4, max_num_batched_tokens=32)
     too_long, fits = list(range(1, 30)), [1, 2, 3]  # 29 + 2 tokens > 16 slots
-    outs = llm.generate([fits, too_long], EngineParams(max_tokens=2))  # used to raise
+    outs = llm.generate([fits, too_long], EngineParams(max_output_tokens=2))  # used to raise
     assert [o.finish_reason for o in outs] == ["length", "rejected"]
     assert "larger than the KV pool: 31 tokens > 16 slots" in outs[1].reject_reason
     assert len(outs[0].token_ids) == 2 and outs[1].token_ids == ()
-    outs = llm.generate([too_long], EngineParams(max_tokens=2))  # alone, the last one
+    outs = llm.generate([too_long], EngineParams(max_output_tokens=2))  # alone, the last one
     assert outs[0].finish_reason == "rejected"

@@ -57,9 +57,9 @@ def main() -> None:
                 for t, n in fit.pinned.items()
             ]
         )
-        print(
-            f"{name}: {values} ({len(fit.rows)} rows, mean |ln ratio| {fit.mean_abs_log_error:.3f})"
-        )
+        err = fit.mean_abs_log_error
+        error = "no rows" if err is None else f"mean |ln ratio| {err:.3f}"
+        print(f"{name}: {values} ({len(fit.rows)} rows, {error})")
         if args.write:
             rewrite(FOLDER / f"{name}.toml", fit)
 

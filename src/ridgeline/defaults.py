@@ -11,4 +11,4 @@ DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_ENGINE_MODEL = "distilgpt2"
 # A deployment's serving limits where ``predict`` is given none (fidelity.prediction).
 DEFAULT_MAX_SEQS = 256  # vLLM's max_num_seqs
-DEFAULT_MAX_TOKENS = 8192  # TensorRT-LLM's max_num_tokens
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # the step token budget: TensorRT-LLM's max_num_tokens

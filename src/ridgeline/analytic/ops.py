@@ -249,7 +249,8 @@ def attended_keys(new: Array, prior: Array, window: int | None) -> Array:
 
 def expected_distinct_experts(num_experts: int, top_k: int, tokens: Array) -> Array:
     """Expected distinct experts hit by ``tokens`` tokens, each routed to ``top_k`` of
-    ``num_experts`` uniformly: E·(1 − (1 − k/E)^tokens) (DESIGN.md; balls into bins)."""
+    ``num_experts`` uniformly: E·(1 − (1 − k/E)^tokens) (docs/design.md, "Formulas"; balls
+    into bins)."""
     return num_experts * (1.0 - (1.0 - top_k / num_experts) ** np.asarray(tokens, dtype=float))
 
 

@@ -36,6 +36,13 @@ WeightsOpt = Annotated[
 TokenizerOpt = Annotated[
     str | None, typer.Option("--tokenizer", help="local tokenizer directory (text in and out)")
 ]
+# the older flag names stay as aliases (docs/design.md, "Glossary")
+MaxOutputTokensOpt = Annotated[
+    int, typer.Option("--max-output-tokens", "--max-tokens", help="tokens to generate per request")
+]
+MaxBatchedTokensOpt = Annotated[
+    int, typer.Option("--max-num-batched-tokens", "--max-num-tokens", help="token budget per step")
+]
 
 
 def _engine() -> Any:
@@ -61,7 +68,7 @@ def generate_cmd(
     tokenizer: TokenizerOpt = None,
     prompt: Annotated[str | None, typer.Option(help="prompt text (needs --tokenizer)")] = None,
     prompt_tokens: Annotated[int, typer.Option(help="random prompt length in tokens")] = 32,
-    max_tokens: Annotated[int, typer.Option(help="tokens to generate per request")] = 16,
+    max_output_tokens: MaxOutputTokensOpt = 16,
     batch: Annotated[int, typer.Option("--batch", "-b", help="requests")] = 1,
     temperature: Annotated[float, typer.Option(help="0 = greedy")] = 0.0,
     top_k: Annotated[int, typer.Option(help="0 = off")] = 0,
@@ -69,7 +76,7 @@ def generate_cmd(
     seed: Annotated[int, typer.Option(help="weights, prompts and sampling")] = 0,
     dtype: Annotated[str, typer.Option(help="fp32 or bf16")] = "fp32",
     block_size: Annotated[int, typer.Option(help="tokens per KV block")] = 16,
-    max_num_tokens: Annotated[int, typer.Option(help="scheduler token budget per step")] = 512,
+    max_num_batched_tokens: MaxBatchedTokensOpt = 512,
     draft_layers: Annotated[
         int, typer.Option(help="self-draft from the first N layers (with --spec-k)")
     ] = 0,
@@ -89,11 +96,11 @@ def generate_cmd(
     _check_options(draft_layers, spec_k, None if prompt is not None else prompt_tokens * batch)
     llm_mod = _engine()
     llm_mod.set_threads(threads)
-    options = _engine_options(block_size, max_num_tokens, dtype, kv_gib * 2**30)
+    options = _engine_options(block_size, max_num_batched_tokens, dtype, kv_gib * 2**30)
     if spec_k:
         options |= {"num_speculative_tokens": spec_k, "draft_layers": draft_layers or 1}
     params = llm_mod.SamplingParams(  # checked before the model is built
-        max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed
+        max_output_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed
     )
     llm = llm_mod.LLM(model, weights=weights, tokenizer=tokenizer, seed=seed, **options)
     outs = llm.generate(_prompts(prompt, prompt_tokens, batch, llm.spec.vocab_size, seed), params)
@@ -105,12 +112,12 @@ def generate_cmd(
 
 
 def _engine_options(
-    block_size: int, max_num_tokens: int, dtype: str, kv_budget_bytes: float
+    block_size: int, max_num_batched_tokens: int, dtype: str, kv_budget_bytes: float
 ) -> dict[str, Any]:
     """The ``EngineConfig`` fields the command's options set."""
     return {
         "block_size": block_size,
-        "max_num_tokens": max_num_tokens,
+        "max_num_batched_tokens": max_num_batched_tokens,
         "dtype": dtype,
         "kv_budget_bytes": kv_budget_bytes,
     }

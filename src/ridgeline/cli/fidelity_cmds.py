@@ -4,7 +4,6 @@ deployment, and every prediction held against published measurements."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
@@ -31,8 +30,8 @@ from ridgeline.cli.common import (
 from ridgeline.cli.options import grouped
 from ridgeline.defaults import (
     DEFAULT_ACCELERATOR,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_SEQS,
-    DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
 )
 from ridgeline.sim.inference_perf import Questions
@@ -77,7 +76,7 @@ CpuOffloadOpt = Annotated[
         help="the runs' CPU KV blocks as a host tier (step by step: about 10x the CPU time)",
     ),
 ]
-MAX_SEQS, MAX_TOKENS = DEFAULT_MAX_SEQS, DEFAULT_MAX_TOKENS
+MAX_SEQS, MAX_BATCHED = DEFAULT_MAX_SEQS, DEFAULT_MAX_NUM_BATCHED_TOKENS
 PredictEngineOpt = Annotated[
     str | None,
     typer.Option(
@@ -90,8 +89,13 @@ MaxSeqsOpt = Annotated[
     int | None,
     typer.Option(help=f"most requests running at once (default {MAX_SEQS}, or the engine's)"),
 ]
-MaxTokensOpt = Annotated[
-    int | None, typer.Option(help=f"token budget per step (default {MAX_TOKENS}, or the engine's)")
+MaxBatchedTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-num-batched-tokens",
+        "--max-tokens",  # the older name of this flag, kept for scripts that use it
+        help=f"token budget per step (default {MAX_BATCHED}, or the engine's)",
+    ),
 ]
 
 
@@ -104,7 +108,7 @@ class PredictLoadOptions:
     batch: FixedBatchOpt = None
     concurrency: ConcurrencyOpt = None
     max_seqs: MaxSeqsOpt = None
-    max_tokens: MaxTokensOpt = None
+    max_num_batched_tokens: MaxBatchedTokensOpt = None
     memory_utilization: MemoryUtilizationOpt = None
 
 
@@ -375,6 +379,6 @@ def rows_table(v: Validation) -> Table:
             f"{r.row.value:.4g}",
             f"{r.ratio('ideal'):.2f}x",
             f"{r.ratio():.2f}x",
-            "not run" if math.isnan(r.loso) else f"{r.ratio('loso'):.2f}x",
+            "not run" if r.loso_ratio is None else f"{r.loso_ratio:.2f}x",
         )
     return t

@@ -37,7 +37,16 @@ class EngineOptions:
     """The engine behind the server."""
 
     max_num_seqs: Annotated[int, _opt(min=1, help="requests running at once", panel=_E)] = 32
-    max_num_tokens: Annotated[int, _opt(min=1, help="token budget per step", panel=_E)] = 512
+    max_num_batched_tokens: Annotated[
+        int,
+        _opt(
+            "--max-num-batched-tokens",
+            "--max-num-tokens",
+            min=1,
+            help="token budget per step",
+            panel=_E,
+        ),
+    ] = 512
     block_size: Annotated[int, _opt(min=1, help="tokens per KV block", panel=_E)] = 16
     kv_gib: Annotated[
         float,
@@ -53,7 +62,7 @@ class EngineOptions:
         """The ``EngineConfig`` fields these options set."""
         return {
             "max_num_seqs": self.max_num_seqs,
-            "max_num_tokens": self.max_num_tokens,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
             "block_size": self.block_size,
             "kv_budget_bytes": self.kv_gib * 2**30,
             "seed": self.seed,

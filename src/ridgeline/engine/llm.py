@@ -43,8 +43,7 @@ from ridgeline.serving.eviction import make_eviction
 from ridgeline.serving.executor import ScheduledBatch, StepResult
 from ridgeline.serving.kv_manager import KVCacheManager
 from ridgeline.serving.policies import PolicyKind
-from ridgeline.serving.request import Request
-from ridgeline.serving.request import SamplingParams as ServingParams
+from ridgeline.serving.request import FinishReason, Request
 from ridgeline.serving.scheduler import PreemptionMode, Scheduler, SchedulerConfig
 from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.serving.tiers import KVTiers, TierSpec
@@ -72,7 +71,7 @@ class EngineConfig:
 
     Attributes:
         block_size: tokens per KV block.
-        max_num_tokens: the scheduler's token budget per step.
+        max_num_batched_tokens: the scheduler's token budget per step.
         max_num_seqs: most requests running at once.
         max_model_len: longest request (None: the model's position limit).
         prefix_caching: reuse cached prefix blocks.
@@ -103,16 +102,16 @@ class EngineConfig:
     """
 
     block_size: int = 16
-    max_num_tokens: int = 512
+    max_num_batched_tokens: int = 512
     max_num_seqs: int = 64
     max_model_len: int | None = None
     prefix_caching: bool = True
-    dtype: str = "fp32"
+    dtype: DType = DType.FP32
     kv_budget_bytes: float | None = None
     memory_utilization: float | None = None
     num_blocks: int | None = None
-    policy: str = "fcfs"
-    preemption: str = "recompute"
+    policy: PolicyKind = PolicyKind.FCFS
+    preemption: PreemptionMode = PreemptionMode.RECOMPUTE
     swap_bytes: float = 2**30
     draft_model: str | None = None
     draft_layers: int | None = None
@@ -127,10 +126,14 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         check_engine_sizes(self)
+        # names are accepted (the CLI passes its options' strings) and become the enums
         if self.dtype not in _DTYPES:
             raise ConfigError(f"field dtype: one of {', '.join(_DTYPES)}, got '{self.dtype}'")
-        if self.preemption not in ("recompute", "swap"):
+        object.__setattr__(self, "dtype", DType(self.dtype))
+        if self.preemption not in tuple(PreemptionMode):
             raise ConfigError(f"field preemption: recompute or swap, got '{self.preemption}'")
+        object.__setattr__(self, "preemption", PreemptionMode(self.preemption))
+        object.__setattr__(self, "policy", PolicyKind.parse(self.policy))
         Layout.parse(self.pack_weights)
         KernelTarget.parse(self.kernels)
         if self.num_speculative_tokens and not (self.draft_model or self.draft_layers):
@@ -145,7 +148,7 @@ def check_engine_sizes(cfg: EngineConfig) -> None:
         ConfigError: naming the field.
     """
     check_int("block_size", cfg.block_size, 1, MAX_BLOCK_SIZE)
-    check_int("max_num_tokens", cfg.max_num_tokens, 1, MAX_CONTEXT)
+    check_int("max_num_batched_tokens", cfg.max_num_batched_tokens, 1, MAX_CONTEXT)
     check_int("max_num_seqs", cfg.max_num_seqs, 1, MAX_BATCH)
     check_int("num_speculative_tokens", cfg.num_speculative_tokens, 0, MAX_DRAFT_TOKENS)
     check_int("seed", cfg.seed, 0, MAX_SEED)
@@ -176,7 +179,7 @@ class RequestOutput:
     prompt_token_ids: tuple[int, ...]
     token_ids: tuple[int, ...]
     text: str | None
-    finish_reason: str
+    finish_reason: FinishReason | None
     ttft_s: float | None
     tpot_s: float | None
     num_cached_tokens: int
@@ -278,13 +281,13 @@ def build_model(
 
 def _kv_budget(spec: ModelSpec, cfg: EngineConfig, hw: Accelerator | None) -> float:
     """Explicit budget, else the one KV-pool rule on one chip of ``hw`` (``analytic.memory``:
-    the simulator's and ``predict``'s), its reserve for a step of ``max_num_tokens`` tokens."""
+    the simulator's and ``predict``'s), its reserve for a step of ``max_num_batched_tokens`` tokens."""
     if cfg.kv_budget_bytes is not None:
         return cfg.kv_budget_bytes
     if hw is None:
         return DEFAULT_KV_BUDGET_BYTES
     dt = DType.parse(cfg.dtype)
-    rule = MemoryRule(cfg.memory_utilization, cfg.max_num_tokens, cfg.max_num_seqs)
+    rule = MemoryRule(cfg.memory_utilization, cfg.max_num_batched_tokens, cfg.max_num_seqs)
     return kv_pool_bytes(spec, Deployment(hw), Dtypes(dt, dt, dt), rule)
 
 
@@ -296,7 +299,7 @@ class LLM:
         hw: accelerator whose device memory sizes the KV pool (None: ``kv_budget_bytes``).
         weights: a local Hugging Face directory of ``*.safetensors`` (None: random weights).
         tokenizer: a local tokenizer directory (None: prompts and outputs are token ids).
-        **options: ``EngineConfig`` fields (block_size, max_num_tokens, prefix_caching, ...).
+        **options: ``EngineConfig`` fields (block_size, max_num_batched_tokens, prefix_caching, ...).
     """
 
     def __init__(
@@ -371,11 +374,11 @@ class LLM:
         cfg = self.config
         spec = SpecDecodeConfig(cfg.num_speculative_tokens) if cfg.num_speculative_tokens else None
         sched_cfg = SchedulerConfig(
-            max_num_batched_tokens=cfg.max_num_tokens,
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_num_seqs=cfg.max_num_seqs,
             max_model_len=self.max_model_len,
-            policy=PolicyKind.parse(cfg.policy),
-            preemption=PreemptionMode(cfg.preemption),
+            policy=cfg.policy,
+            preemption=cfg.preemption,
             spec=spec,
         )
         # NOTE: no offload of evicted prefix blocks to the tier (on_evict None): a tier prefix
@@ -410,8 +413,7 @@ class LLM:
         rid = f"req-{self._next_id}"
         self._next_id += 1
         arrival = self.clock_s if arrival_s is None else arrival_s
-        serving = ServingParams(params.max_tokens, eos_token_id=params.eos_token_id)
-        req = Request(rid, tuple(ids), serving, arrival)
+        req = Request(rid, tuple(ids), params, arrival)
         self._timing[rid] = _Timing(arrival)
         self.executor.add_request(rid, params)
         self._requests[rid] = req
@@ -525,7 +527,7 @@ class LLM:
             prompt_token_ids=tuple(req.prompt_token_ids),
             token_ids=out,
             text=text,
-            finish_reason=req.finish_reason.value if req.finish_reason else "unfinished",
+            finish_reason=req.finish_reason,
             ttft_s=ttft,
             tpot_s=tpot,
             num_cached_tokens=req.num_cached_tokens or 0,
@@ -567,7 +569,7 @@ class GenerationReport:
                     "prompt_tokens": len(o.prompt_token_ids),
                     "token_ids": list(o.token_ids),
                     "text": o.text,
-                    "finish_reason": o.finish_reason,
+                    "finish_reason": o.finish_reason and o.finish_reason.value,
                     "ttft_s": o.ttft_s,
                     "tpot_s": o.tpot_s,
                     "num_cached_tokens": o.num_cached_tokens,

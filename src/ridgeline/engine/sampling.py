@@ -4,47 +4,11 @@ with."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from ridgeline.specs.inputs import check_int, check_real
-from ridgeline.specs.limits import MAX_CONTEXT, MAX_SEED, MAX_VOCAB
-
-MAX_TEMPERATURE = 100.0  # past this every distribution is uniform to float precision
-
-
-@dataclass(frozen=True, slots=True)
-class SamplingParams:
-    """How one request picks its tokens and when it stops.
-
-    Attributes:
-        max_tokens: tokens to generate.
-        temperature: 0 means greedy (argmax).
-        top_k: keep the k most likely tokens (0 = all).
-        top_p: keep the smallest set whose probability reaches top_p (1 = all).
-        seed: seeds the request's generator (None: derived from the engine seed and request id).
-        eos_token_id: the token that ends the request early (included in the output).
-    """
-
-    max_tokens: int = 16
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int | None = None
-    eos_token_id: int | None = None
-
-    def __post_init__(self) -> None:
-        check_int("max_tokens", self.max_tokens, 1, MAX_CONTEXT)
-        check_real("temperature", self.temperature, 0, MAX_TEMPERATURE)
-        check_int("top_k", self.top_k, 0, MAX_VOCAB)
-        check_real("top_p", self.top_p, 0, 1, low_open=True)
-        if self.seed is not None:
-            check_int("seed", self.seed, 0, MAX_SEED)
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
+# one class for the simulator and the engine (docs/design.md, "Glossary"); re-exported here
+from ridgeline.serving.request import MAX_TEMPERATURE as MAX_TEMPERATURE
+from ridgeline.serving.request import SamplingParams as SamplingParams
 
 
 def probabilities(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

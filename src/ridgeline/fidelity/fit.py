@@ -51,7 +51,7 @@ class FamilyFit:
     family: str
     values: Mapping[Term, float]
     rows: tuple[str, ...]
-    mean_abs_log_error: float
+    mean_abs_log_error: float | None  # None: no rows to fit on
     constraining: Mapping[Term, int] = field(default_factory=dict)  # rows that move with each
     pinned: Mapping[Term, int] = field(default_factory=dict)  # too few rows: held at the prior
 
@@ -183,7 +183,7 @@ def fit_family(
     the search starting from ``start``'s values where given, else from the priors
     (``fit_rows``)."""
     if not items:
-        return FamilyFit(family.name, {t: family.priors.value(t) for t in family.fit}, (), math.nan)
+        return FamilyFit(family.name, {t: family.priors.value(t) for t in family.fit}, (), None)
     return fit_rows(FamilyRows.of(family, items), start=start)
 
 
@@ -202,7 +202,7 @@ def fit_rows(
     family = data.family
     mask = data.sources != leave_out
     if not mask.any():
-        return FamilyFit(family.name, {t: family.priors.value(t) for t in family.fit}, (), math.nan)
+        return FamilyFit(family.name, {t: family.priors.value(t) for t in family.fit}, (), None)
     keys = tuple(sorted(k for k, m in zip(data.keys, mask, strict=True) if m))
     begin = {t: family.priors.value(t) for t in family.fit}
     pinned: dict[Term, int] = {}

@@ -15,7 +15,7 @@ default, ``analytic.pricing``):
 
 The KV pool follows the one rule every path uses (``analytic.memory``: vLLM's
 ``gpu_memory_utilization``, ``memory_utilization`` here, of each chip for its share of the weights,
-the reserve of a profile step of ``max_tokens`` tokens over the running limit, and the KV cache).
+the reserve of a profile step of ``max_num_batched_tokens`` tokens over the running limit, and the KV cache).
 
 ``engine`` names a serving-engine profile (``specs.engines``: vllm, trtllm, generic): its
 scheduler limits and their defaults, block size, prefix caching, kernel terms and host work per
@@ -43,7 +43,7 @@ from ridgeline.analytic.deploy import (
 )
 from ridgeline.analytic.memory import chip_budget
 from ridgeline.analytic.pricing import Pricing
-from ridgeline.defaults import DEFAULT_MAX_SEQS, DEFAULT_MAX_TOKENS
+from ridgeline.defaults import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_SEQS
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.fidelity.trace import Recorder, Trace
 from ridgeline.sim.engines import EngineRun, ServingSetup, engine_sim_config
@@ -88,7 +88,7 @@ class PredictRequest:
     batch: int | None = None
     concurrency: int | None = None
     max_seqs: int | None = None
-    max_tokens: int | None = None
+    max_num_batched_tokens: int | None = None
     memory_utilization: float | None = None
     rate_rps: float | None = None
     mode: CostMode = CostMode.CALIBRATED
@@ -99,7 +99,7 @@ class PredictRequest:
         for name in ("isl", "osl", "tensor_parallel", "pipeline_parallel", "data_parallel"):
             _check_int(name, getattr(self, name), 1, 10_000_000)
         _check_int("expert_parallel", self.expert_parallel, 1, 10_000_000)
-        for name in ("max_seqs", "max_tokens"):
+        for name in ("max_seqs", "max_num_batched_tokens"):
             if getattr(self, name) is not None:
                 _check_int(name, getattr(self, name), 1, 10_000_000)
         if self.requests is not None and self.batch is not None:
@@ -155,7 +155,8 @@ class PredictRequest:
     @property
     def token_budget(self) -> int | None:
         """Tokens per step (None: the engine's default)."""
-        return self.max_tokens or (DEFAULT_MAX_TOKENS if self.engine is None else None)
+        default = DEFAULT_MAX_NUM_BATCHED_TOKENS if self.engine is None else None
+        return self.max_num_batched_tokens or default
 
 
 def _check_int(name: str, value: Any, low: int, high: int) -> None:
@@ -380,5 +381,5 @@ def record(req: PredictRequest) -> Trace:
     outputs = np.array([r.output_len for r in done])
     first = np.array([round(r.ttft_s) - 1 for r in done])
     gaps = np.array([round(r.tpot_s * (r.output_len - 1)) if r.output_len > 1 else 0 for r in done])
-    admitted = np.array([round(r.queue_s) if from_admission else -1 for r in done])
+    admitted = np.array([round(r.queue_s) for r in done]) if from_admission else None
     return recorder.trace(first, first + gaps, outputs, admitted, float(req.data_parallel))

@@ -109,7 +109,9 @@ class NoInterval:
 
 def speed_log_error(r: RowResult) -> float:
     """The held-out residual of one validated row (module docstring)."""
-    e = math.log(r.ratio("loso"))
+    ratio = r.loso_ratio
+    assert ratio is not None, "a residual needs the leave-one-source-out prediction"
+    e = math.log(ratio)
     return -e if r.row.metric in TIME_METRICS else e
 
 
@@ -117,7 +119,7 @@ def residuals_of(v: Validation) -> dict[str, FamilyResiduals]:
     """Every family's held-out residuals in a validation run with leave-one-source-out."""
     rows: dict[str, list[Residual]] = {}
     for r in v.results:
-        if math.isfinite(r.loso) and r.loso > 0:
+        if r.loso is not None and math.isfinite(r.loso) and r.loso > 0:
             res = Residual(r.row.key, r.row.source.id, speed_log_error(r))
             rows.setdefault(family_of(r.row), []).append(res)
     return {f: FamilyResiduals(f, tuple(sorted(x, key=lambda r: r.key))) for f, x in rows.items()}

@@ -57,7 +57,7 @@ class Trace:
     first: np.ndarray  # (requests,) 0-based step index of the first token
     last: np.ndarray  # (requests,) 0-based step index of the last token
     outputs: np.ndarray  # (requests,) output tokens
-    admitted: np.ndarray  # (requests,) steps before admission; -1: TTFT counts from t = 0
+    admitted: np.ndarray | None  # (requests,) steps before admission; None: TTFT from t = 0
     scale: float = 1.0
     runs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=int))  # (first, k)
     kernels: np.ndarray = field(default_factory=lambda: np.zeros(4))  # ``KernelCounts`` per step
@@ -80,8 +80,9 @@ class Trace:
         """Throughput, per-user speed, mean TTFT and mean TPOT of the run under ``cal``."""
         ends = np.cumsum(self.step_seconds(cal))
         first, last = ends[self.first], ends[self.last]
-        starts = np.concatenate(([0.0], ends))[np.maximum(self.admitted, 0)]
-        ttft = first - np.where(self.admitted >= 0, starts, 0.0)
+        ttft = first
+        if self.admitted is not None:  # a client's clock starts at admission
+            ttft = first - np.concatenate(([0.0], ends))[self.admitted]
         multi = self.outputs > 1
         tpot = (
             float(np.mean((last - first)[multi] / (self.outputs[multi] - 1)))
@@ -153,7 +154,7 @@ class Recorder(DeploymentStepCost):
         first: np.ndarray,
         last: np.ndarray,
         outputs: np.ndarray,
-        admitted: np.ndarray,
+        admitted: np.ndarray | None,
         scale: float,
     ) -> Trace:
         """The recorded steps and the requests' token steps, as a ``Trace``."""
@@ -200,7 +201,8 @@ class _Steps:
     req_trace: np.ndarray  # (requests,)
     first: np.ndarray  # (requests,) global step of the first token
     last: np.ndarray  # (requests,) global step of the last token
-    admit: np.ndarray  # (requests,) global step of admission; -1: from the trace's start
+    admit: np.ndarray  # (requests,) global step of admission (where ``queued``)
+    queued: np.ndarray  # (requests,) bool: TTFT counts from admission, not the trace's start
     outputs: np.ndarray  # (requests,)
     scale: np.ndarray  # (traces,)
     metrics: tuple[Metric, ...]
@@ -218,7 +220,9 @@ class _Steps:
                 [get(t) + (steps[i] if offset else 0) for i, t in enumerate(traces)]
             )
 
-        admit = [np.where(t.admitted >= 0, t.admitted + steps[i], -1) for i, t in enumerate(traces)]
+        def admitted(t: Trace) -> np.ndarray:
+            return np.zeros(len(t.first), dtype=int) if t.admitted is None else t.admitted
+
         return _Steps(
             compute_s=stack(lambda t: t.compute_s),
             pad=_padding(stack(lambda t: t.pad)),
@@ -235,7 +239,8 @@ class _Steps:
             req_trace=np.concatenate([np.full(len(t.first), i) for i, t in enumerate(traces)]),
             first=requests(lambda t: t.first, True),
             last=requests(lambda t: t.last, True),
-            admit=np.concatenate(admit),
+            admit=requests(admitted, True),
+            queued=np.concatenate([np.full(len(t.first), t.admitted is not None) for t in traces]),
             outputs=requests(lambda t: t.outputs, False),
             scale=np.array([t.scale for t in traces]),
             metrics=tuple(metrics),
@@ -248,8 +253,8 @@ class _Steps:
         ends = np.concatenate(([0.0], np.cumsum(step)))
         base = ends[self.starts][self.req_trace]
         first, last = ends[self.first + 1] - base, ends[self.last + 1] - base
-        admitted = ends[np.maximum(self.admit, 0)] - base
-        ttft = first - np.where(self.admit >= 0, admitted, 0.0)
+        admitted = ends[self.admit] - base
+        ttft = first - np.where(self.queued, admitted, 0.0)
         n = len(self.scale)
         multi = self.outputs > 1
         tpot_each = np.where(multi, (last - first) / np.maximum(self.outputs - 1, 1), 0.0)

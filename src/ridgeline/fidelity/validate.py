@@ -89,18 +89,30 @@ def retimeable(row: Row) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class RowResult:
-    """One row: published, ideal, calibrated and leave-one-source-out predictions."""
+    """One row: published, ideal, calibrated and leave-one-source-out predictions (``loso``
+    None: the leave-one-source-out refits were not run)."""
 
     row: Row
     ideal: float
     calibrated: float
-    loso: float
+    loso: float | None
 
     def ratio(self, which: str = "calibrated") -> float:
+        """Predicted over published, ``ideal`` or ``calibrated``."""
         return float(getattr(self, which)) / self.row.value
 
     def error(self, which: str = "calibrated") -> float:
         return abs(self.ratio(which) - 1.0)
+
+    @property
+    def loso_ratio(self) -> float | None:
+        """The left-out prediction over published (None: not run)."""
+        return None if self.loso is None else self.loso / self.row.value
+
+    @property
+    def loso_error(self) -> float | None:
+        ratio = self.loso_ratio
+        return None if ratio is None else abs(ratio - 1.0)
 
     def to_dict(self) -> dict[str, Any]:
         r = self.row
@@ -116,7 +128,7 @@ class RowResult:
             "loso": self.loso,
             "ratio_ideal": self.ratio("ideal"),
             "ratio_calibrated": self.ratio("calibrated"),
-            "ratio_loso": self.ratio("loso"),
+            "ratio_loso": self.loso_ratio,
         }
 
 
@@ -128,7 +140,7 @@ class Summary:
     rows: int
     ideal_median_error: float
     calibrated_median_error: float
-    loso_median_error: float
+    loso_median_error: float | None  # None: leave-one-source-out not run
     within_2x: int
     worst_key: str
     worst_ratio: float
@@ -141,7 +153,7 @@ class Summary:
             rows=len(results),
             ideal_median_error=float(np.median([r.error("ideal") for r in results])),
             calibrated_median_error=float(np.median([r.error() for r in results])),
-            loso_median_error=float(np.median([r.error("loso") for r in results])),
+            loso_median_error=_median_or_none([r.loso_error for r in results]),
             within_2x=sum(1 for r in results if 0.5 <= r.ratio() <= 2.0),
             worst_key=worst.row.key,
             worst_ratio=worst.ratio(),
@@ -174,7 +186,7 @@ class Validation:
                 str(s.rows),
                 f"{s.ideal_median_error:.0%}",
                 f"{s.calibrated_median_error:.0%}",
-                _percent_or(s.loso_median_error, "not run"),
+                percent_or(s.loso_median_error),
                 f"{s.within_2x}/{s.rows}",
                 f"{s.worst_key} ({s.worst_ratio:.2f}x)",
             )
@@ -203,7 +215,7 @@ class Validation:
             if f.rows
             for t, n in f.pinned.items()
         ]
-        errors = {f.family: (str(len(f.rows)), f"{f.mean_abs_log_error:.3f}") for f in self.fits}
+        errors = {f.family: (str(len(f.rows)), _fixed_or(f.mean_abs_log_error)) for f in self.fits}
         return [(*row, *errors[row[0]]) for row in fitted + pinned]
 
     def to_dict(self) -> dict[str, Any]:
@@ -230,9 +242,19 @@ def _prior(fit: FamilyFit, term: Term) -> float:
     return get_family(fit.family).priors.value(term)
 
 
-def _percent_or(value: float, missing: str) -> str:
-    """``value`` as a percentage, or ``missing`` where it was not computed (NaN)."""
-    return missing if math.isnan(value) else f"{value:.0%}"
+def percent_or(value: float | None, missing: str = "not run") -> str:
+    """``value`` as a percentage, or ``missing`` where it was not computed (None)."""
+    return missing if value is None else f"{value:.0%}"
+
+
+def _fixed_or(value: float | None, missing: str = "no rows") -> str:
+    return missing if value is None else f"{value:.3f}"
+
+
+def _median_or_none(values: Sequence[float | None]) -> float | None:
+    """The median, or None when any value is absent (a step that was not run)."""
+    present = [v for v in values if v is not None]
+    return float(np.median(present)) if present and len(present) == len(values) else None
 
 
 def family_of(row: Row) -> str:
@@ -310,7 +332,7 @@ def validate(
                 row,
                 ideal=_predicted(row, IDEAL, traces),
                 calibrated=_predicted(row, cal, traces),
-                loso=held_out.get(row.key, float("nan")),
+                loso=held_out.get(row.key),
             )
         )
     return Validation(tuple(results), tuple(fits.values()))

@@ -39,15 +39,15 @@ class EngineDecoder:
         from ridgeline.engine.llm import LLM
         from ridgeline.engine.sampling import SamplingParams
 
-        max_tokens = cfg.decode_tokens + 2  # prefill's token, every phase's steps, one spare
-        total = cfg.context + max_tokens
+        max_output_tokens = cfg.decode_tokens + 2  # prefill's token, every phase's steps, one spare
+        total = cfg.context + max_output_tokens
         spec = model_spec(with_positions(raw_config(cfg.model), total + 1), cfg.model)
         blocks = cfg.batch * math.ceil(total / BLOCK_SIZE)
         self.llm = LLM(
             spec,
             weights=cfg.weights,
             block_size=BLOCK_SIZE,
-            max_num_tokens=cfg.batch * cfg.context,
+            max_num_batched_tokens=cfg.batch * cfg.context,
             max_num_seqs=cfg.batch,
             max_model_len=total,
             prefix_caching=False,
@@ -58,7 +58,7 @@ class EngineDecoder:
         )
         gen = torch.Generator().manual_seed(cfg.seed)
         ids = torch.randint(0, spec.vocab_size, (cfg.batch, cfg.context), generator=gen)  # [B, T]
-        params = SamplingParams(max_tokens=max_tokens)
+        params = SamplingParams(max_output_tokens=max_output_tokens)
         for row in ids.tolist():
             self.llm.add_request(row, params)
         if not self.llm.scheduler.has_unfinished:

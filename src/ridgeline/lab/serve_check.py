@@ -194,7 +194,7 @@ def engine_steps(llm: Any, check: CheckSpec) -> tuple[list[ScheduledBatch], list
     from ridgeline.engine.sampling import SamplingParams
 
     rng = np.random.default_rng(check.seed)
-    params = SamplingParams(max_tokens=check.output_tokens // 2, eos_token_id=None)
+    params = SamplingParams(max_output_tokens=check.output_tokens // 2, eos_token_id=None)
     start = llm.stats.steps
     for n in sorted({1, 4, check.max_num_seqs // 2, check.max_num_seqs}):
         prompts = rng.integers(0, CHAR_VOCAB - 2, (n, check.prompt_tokens)).tolist()

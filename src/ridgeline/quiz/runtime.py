@@ -18,7 +18,7 @@ from ridgeline.serving.tiers import KVTiers, TierSpec
 
 
 def _request(request_id: str, token_ids: list[int]) -> Request:
-    return Request(request_id, token_ids, SamplingParams(max_new_tokens=1))
+    return Request(request_id, token_ids, SamplingParams(max_output_tokens=1))
 
 
 def _pool_for(num_tokens: int, block_size: int) -> BlockPool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from ridgeline.fidelity.validate import Validation
+from ridgeline.fidelity.validate import Validation, percent_or
 
 
 def validation_figure(v: Validation) -> Figure:
@@ -33,7 +33,7 @@ def validation_figure(v: Validation) -> Figure:
     o = v.overall
     ax.set_title(
         f"{o.rows} published rows: median error ideal {o.ideal_median_error:.0%}, "
-        f"calibrated {o.calibrated_median_error:.0%}, left out {o.loso_median_error:.0%}",
+        f"calibrated {o.calibrated_median_error:.0%}, left out {percent_or(o.loso_median_error)}",
         fontsize=10,
     )
     ax.legend(loc="upper left", fontsize=8)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ridgeline.fidelity.validate import FIT_HEADERS, SUMMARY_HEADERS, Validation
+from ridgeline.fidelity.validate import FIT_HEADERS, SUMMARY_HEADERS, Validation, percent_or
 from ridgeline.report.document import Section, Table
 from ridgeline.report.fidelity_plots import validation_figure
 
@@ -28,7 +28,7 @@ def fidelity_section(v: Validation) -> Callable[[ReportContext], Section]:
             f"per accelerator family fitted on these rows, by {o.calibrated_median_error:.0%}, "
             f"with {o.within_2x} of {o.rows} rows within 2x. Fitted without a source's rows and "
             f"then asked to predict them (leave-one-source-out), it is off by "
-            f"{o.loso_median_error:.0%}: the terms generalise across engines and models."
+            f"{percent_or(o.loso_median_error)}: the terms generalise across engines and models."
         )
         return Section(
             "fidelity",

@@ -46,6 +46,7 @@ from ridgeline.serve.protocol import (
     usage,
 )
 from ridgeline.serve.text import Detokenizer, TextCodec
+from ridgeline.serving.request import FinishReason
 
 DEFAULT_MAX_BODY_BYTES = 4 * 2**20  # a 128k-token prompt as ids is under 1 MiB of JSON
 
@@ -127,7 +128,7 @@ def _params(s: Served, body: Any) -> SamplingParams:
 
 def _job(s: Served, body: Any, ids: list[int], params: SamplingParams) -> Job:
     """Check the ids against the room of one request (first: it is cheap) and the vocabulary."""
-    need, most = len(ids) + params.max_tokens, s.limits.most_tokens
+    need, most = len(ids) + params.max_output_tokens, s.limits.most_tokens
     if len(ids) >= most:  # no room left for one output token
         raise HttpError(
             400,
@@ -147,7 +148,7 @@ def _job(s: Served, body: Any, ids: list[int], params: SamplingParams) -> Job:
     if need > most:
         raise HttpError(
             400,
-            f"field max_tokens: prompt ({len(ids)}) + max_tokens ({params.max_tokens}) = "
+            f"field max_tokens: prompt ({len(ids)}) + max_tokens ({params.max_output_tokens}) = "
             f"{need} tokens > {most} (max_model_len or KV pool)",
             INVALID,
             "max_tokens",
@@ -194,9 +195,9 @@ def _submit(s: Served, ids: list[int], params: SamplingParams) -> tuple[int, _Ev
 
 
 def _failed(event: TokenEvent) -> HttpError | None:
-    if event.finish_reason == "rejected":
+    if event.finish_reason is FinishReason.REJECTED:
         return HttpError(400, f"field max_tokens: {event.error}", INVALID, "max_tokens")
-    if event.finish_reason == "abort":
+    if event.finish_reason is FinishReason.ABORTED:
         return HttpError(503, f"request stopped: {event.error or 'aborted'}", "service_unavailable")
     return None
 

@@ -29,7 +29,7 @@ from ridgeline.engine.llm import LLM
 from ridgeline.engine.sampling import SamplingParams
 from ridgeline.errors import RidgelineError
 from ridgeline.serve.metrics import ServeMetrics
-from ridgeline.serving.request import RequestStatus
+from ridgeline.serving.request import FinishReason, RequestStatus
 
 IDLE_WAIT_S = 0.05  # how long the idle thread sleeps between looks at its inbox
 
@@ -40,7 +40,7 @@ class TokenEvent:
     (``length``, ``stop``, ``abort``, or ``rejected`` with ``error`` saying why)."""
 
     token_ids: tuple[int, ...]
-    finish_reason: str | None = None
+    finish_reason: FinishReason | None = None
     error: str | None = None
     num_cached_tokens: int = 0
 
@@ -155,7 +155,7 @@ class EngineLoop:
         why = self.state.error or "the server is stopping"
         for handle in list(self._live):
             self.state.cut += 1
-            self._end(handle, TokenEvent((), "abort", why))
+            self._end(handle, TokenEvent((), FinishReason.ABORTED, why))
         while True:
             try:
                 item = self._inbox.get_nowait()
@@ -163,7 +163,7 @@ class EngineLoop:
                 return
             if isinstance(item, _Submit):
                 self.state.cut += 1
-                self._settle(item.sink, TokenEvent((), "abort", why))
+                self._settle(item.sink, TokenEvent((), FinishReason.ABORTED, why))
 
     def _take_inbox(self, block: bool) -> None:
         try:
@@ -184,19 +184,19 @@ class EngineLoop:
         try:
             rid = self.llm.add_request(s.prompt_ids, s.params)
         except RidgelineError as e:
-            self._settle(s.sink, TokenEvent((), "rejected", str(e)))
+            self._settle(s.sink, TokenEvent((), FinishReason.REJECTED, str(e)))
             return
         live = _Live(rid, s.sink, s.submitted_s)
         self._live[s.handle] = live
         req = self.llm.request(rid)
         if req.status is RequestStatus.REJECTED:
-            self._end(s.handle, TokenEvent((), "rejected", req.reject_reason))
+            self._end(s.handle, TokenEvent((), FinishReason.REJECTED, req.reject_reason))
 
     def _abort(self, handle: int) -> None:
         live = self._live.get(handle)
         if live is not None:
             self.llm.abort(live.rid)
-            self._end(handle, TokenEvent((), "abort"))
+            self._end(handle, TokenEvent((), FinishReason.ABORTED))
 
     def _publish(self, scheduled: Any, finished: Any) -> None:
         """Send every request of the step its new tokens; end the finished ones."""

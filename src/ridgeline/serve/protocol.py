@@ -81,10 +81,11 @@ class _Sampling(_Strict):
             raise ConfigError("field stop: stop strings are not supported")
         if self.logprobs not in (None, False, 0):
             raise ConfigError("field logprobs: not supported")
-        max_tokens = self.max_completion_tokens or self.max_tokens or DEFAULT_MAX_TOKENS
+        # OpenAI's max_tokens (or max_completion_tokens) is the engine's max_output_tokens
+        max_output_tokens = self.max_completion_tokens or self.max_tokens or DEFAULT_MAX_TOKENS
         temperature = DEFAULT_TEMPERATURE if self.temperature is None else self.temperature
         return SamplingParams(
-            max_tokens=max_tokens,
+            max_output_tokens=max_output_tokens,
             temperature=temperature,
             top_k=self.top_k or 0,
             top_p=1.0 if self.top_p is None else self.top_p,

@@ -207,18 +207,18 @@ class Policy:
             return max(running, key=urgency)
         return running[-1]
 
-    def reserve_tokens(self, max_tokens: int, hit_tokens: int = 0) -> int | None:
-        """Slots to reserve at admission for a request of at most ``max_tokens`` (prompt +
+    def reserve_tokens(self, max_total_tokens: int, hit_tokens: int = 0) -> int | None:
+        """Slots to reserve at admission for a request of at most ``max_total_tokens`` (prompt +
         outputs; 0: grow on demand); None: no reservation can hold it.
 
         ``hit_tokens``: the cached prefix found for the request (``static`` with
         ``prefix_copy`` reserves its own bucket beside those shared blocks)."""
         if self.kind is PolicyKind.CONTIGUOUS:
-            return self.reserve_len if max_tokens <= self.reserve_len else None
+            return self.reserve_len if max_total_tokens <= self.reserve_len else None
         if self.kind is PolicyKind.RESERVE:
-            return max_tokens
+            return max_total_tokens
         if self.kind is PolicyKind.STATIC:
-            bucket = self.bucket_for(max_tokens)
+            bucket = self.bucket_for(max_total_tokens)
             if bucket is None:
                 return None
             return bucket + hit_tokens if self.prefix_copy else bucket

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ridgeline.errors import ConfigError
-from ridgeline.specs.inputs import check_int
-from ridgeline.specs.limits import MAX_CONTEXT
+from ridgeline.specs.inputs import check_int, check_real
+from ridgeline.specs.limits import MAX_CONTEXT, MAX_SEED, MAX_VOCAB
+
+MAX_TEMPERATURE = 100.0  # past this every distribution is uniform to float precision
 
 
 class RequestStatus(StrEnum):
@@ -34,7 +36,7 @@ class RequestStatus(StrEnum):
 class FinishReason(StrEnum):
     """Why a request stopped."""
 
-    LENGTH = "length"  # reached max_new_tokens
+    LENGTH = "length"  # reached max_output_tokens
     STOP = "stop"  # sampled the end-of-sequence token
     REJECTED = "rejected"  # can never fit (reason in ``Request.reject_reason``)
     ABORTED = "abort"  # its client went away (``Scheduler.abort``)
@@ -42,27 +44,48 @@ class FinishReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
-    """What the caller asks of a request.
+    """What the caller asks of a request: how long it may grow, when it stops, how its tokens
+    are picked. One class for the simulator and the engine (the simulator ignores the sampling
+    fields; the engine's sampler reads them, ``engine.sampling``).
 
     Attributes:
-        max_new_tokens: output tokens to produce (the target).
-        eos_token_id: stop early when this token is sampled (None: never).
+        max_output_tokens: the most tokens to generate (the target; the request finishes with
+            ``FinishReason.LENGTH`` there). OpenAI's ``max_tokens`` maps to it.
+        eos_token_id: stop early when this token is sampled, which is kept in the output
+            (None: never).
         priority: smaller is more urgent (``priority`` policy only).
         spec_acceptance: per-request draft acceptance rate for speculative decoding, overriding
             the global one (None: use the global rate).
+        temperature: 0 means greedy (argmax).
+        top_k: keep the k most likely tokens (0 = all).
+        top_p: keep the smallest set whose probability reaches top_p (1 = all).
+        seed: seeds the request's generator (None: derived from the engine seed and request id).
     """
 
-    max_new_tokens: int
+    max_output_tokens: int = 16
     eos_token_id: int | None = None
     priority: int = 0
     spec_acceptance: float | None = None
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
 
     def __post_init__(self) -> None:
-        check_int("max_new_tokens", self.max_new_tokens, 1, MAX_CONTEXT)
+        check_int("max_output_tokens", self.max_output_tokens, 1, MAX_CONTEXT)
         if self.spec_acceptance is not None and not 0.0 <= self.spec_acceptance <= 1.0:
             raise ConfigError(
                 f"field spec_acceptance: must be in [0, 1], got {self.spec_acceptance}"
             )
+        check_real("temperature", self.temperature, 0, MAX_TEMPERATURE)
+        check_int("top_k", self.top_k, 0, MAX_VOCAB)
+        check_real("top_p", self.top_p, 0, 1, low_open=True)
+        if self.seed is not None:
+            check_int("seed", self.seed, 0, MAX_SEED)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
 
 
 class Request:
@@ -138,9 +161,9 @@ class Request:
         return self.num_prompt_tokens + len(self.output_token_ids)
 
     @property
-    def max_tokens(self) -> int:
-        """Prompt plus the output target: the longest this request can grow."""
-        return self.num_prompt_tokens + self.params.max_new_tokens
+    def max_total_tokens(self) -> int:
+        """Prompt plus ``max_output_tokens``: the longest this request can grow."""
+        return self.num_prompt_tokens + self.params.max_output_tokens
 
     @property
     def is_finished(self) -> bool:

@@ -162,7 +162,7 @@ class Scheduler:
         """
         if request.request_id in self.requests:
             raise ConfigError(f"request id {request.request_id!r} is already queued or running")
-        reason = self.never_fits(request.max_tokens)
+        reason = self.never_fits(request.max_total_tokens)
         self._seq += 1
         request.seq = self._seq
         if reason is not None:
@@ -178,14 +178,14 @@ class Scheduler:
             self._blocked_on_memory = False
         return True
 
-    def never_fits(self, max_tokens: int) -> str | None:
-        """Why a request of at most ``max_tokens`` (prompt + outputs) can never run here, as
+    def never_fits(self, max_total_tokens: int) -> str | None:
+        """Why a request of at most ``max_total_tokens`` (prompt + outputs) can never run here, as
         ``category: details`` (None when it can)."""
         capacity = self.kv.pool.num_blocks * self.kv.block_size
-        n = max_tokens
+        n = max_total_tokens
         limit = self.config.max_model_len
         if n > limit:
-            return f"longer than max_model_len: prompt + max_new_tokens = {n} > {limit}"
+            return f"longer than max_model_len: prompt + max_output_tokens = {n} > {limit}"
         if n > capacity:
             return f"larger than the KV pool: {n} tokens > {capacity} slots"
         reserve = self.policy.reserve_tokens(n)
@@ -195,11 +195,11 @@ class Scheduler:
             return f"reservation larger than the KV pool: {reserve} > {capacity} slots"
         budget = self.config.max_num_batched_tokens
         # Without chunking a prompt runs whole, and so does the recompute of a preempted request
-        # (prompt + output so far, at most max_tokens - 1): both must fit one step (vLLM asks
+        # (prompt + output so far, at most max_total_tokens - 1): both must fit one step (vLLM asks
         # max_num_batched_tokens >= max_model_len when chunked prefill is off).
         if not self.chunked and n - 1 > budget:
             return (
-                f"over the step budget without chunked prefill: prompt + max_new_tokens - 1 = "
+                f"over the step budget without chunked prefill: prompt + max_output_tokens - 1 = "
                 f"{n - 1} > {budget} tokens"
             )
         return None
@@ -264,7 +264,7 @@ class Scheduler:
         if spec is not None and owed == 1 and req.output_token_ids:
             k = min(
                 spec.num_draft_tokens,
-                req.params.max_new_tokens - req.num_output_tokens - 1,
+                req.params.max_output_tokens - req.num_output_tokens - 1,
                 budget - 1,
             )
             if k > 0:
@@ -341,7 +341,7 @@ class Scheduler:
 
     def _admit_one(self, req: Request, n: int, hit: PrefixHit, external: int) -> bool:
         """Allocate ``req``'s table (reservation, hit, external and new tokens) and run it."""
-        reserve = self.policy.reserve_tokens(req.max_tokens, hit.num_tokens) or 0
+        reserve = self.policy.reserve_tokens(req.max_total_tokens, hit.num_tokens) or 0
         req.num_computed_tokens += external
         if self.kv.allocate_slots(req, n, hit, reserve_tokens=reserve) is None:
             req.num_computed_tokens -= external
@@ -445,7 +445,7 @@ class Scheduler:
     def _is_done(self, req: Request) -> bool:
         """Whether ``req`` sampled end-of-sequence (marked by ``_append``) or reached its
         target; the output is cut at the target either way."""
-        limit, out = req.params.max_new_tokens, req.output_token_ids
+        limit, out = req.params.max_output_tokens, req.output_token_ids
         if len(out) > limit:
             del out[limit:]
         if req.finish_reason is FinishReason.STOP and out[-1] == req.params.eos_token_id:
@@ -483,7 +483,7 @@ class Scheduler:
             owed = req.num_prompt_tokens + len(out) - req.num_computed_tokens
             if owed != 1 or req.params.eos_token_id is not None:
                 return 0
-            k = min(k, req.params.max_new_tokens - len(out))
+            k = min(k, req.params.max_output_tokens - len(out))
         return self._fundable_steps(k)
 
     def plain_decode_next(self, num_running: int, num_waiting: int, blocked: bool) -> bool:
@@ -543,7 +543,7 @@ class Scheduler:
             req.num_computed_tokens += k
             if caching:
                 self.kv.cache_full_blocks(req)
-            if len(req.output_token_ids) >= req.params.max_new_tokens and self._is_done(req):
+            if len(req.output_token_ids) >= req.params.max_output_tokens and self._is_done(req):
                 self._finish(req)
                 finished.append(req)
         return finished

@@ -401,7 +401,7 @@ class Simulation:
         if self.cfg.disagg is None:
             self._submit(self._least_loaded(Role.MIXED), req)
             return
-        reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req.max_tokens)
+        reason = self._least_loaded(Role.DECODE).scheduler.never_fits(req.max_total_tokens)
         if reason is not None:  # reject before prefilling a request the decode side can never hold
             self.log.rejected[self.log.index[req.request_id]] = reason
             self.done += 1

@@ -1,9 +1,9 @@
 """Serving-engine profiles: how an engine schedules and what its host adds to every step, as data.
 
 A profile is data over the one scheduler (``serving.Scheduler``), not a scheduler of its own
-(DESIGN.md, "Engine profiles"): its admission rule (a policy name), limits and their defaults,
-chunked prefill, prefix caching, preemption, the KV block size and memory share, the batch sizes
-its CUDA graphs cover, and the host work the cost model adds to a step:
+(docs/design.md, "Glossary": engine profile): its admission rule (a policy name), limits and their
+defaults, chunked prefill, prefix caching, preemption, the KV block size and memory share, the
+batch sizes its CUDA graphs cover, and the host work the cost model adds to a step:
 
 ======================  =========================================================================
 term                    what it models
