@@ -43,15 +43,16 @@ def test_spyre_decode_reads_by_category_by_hand() -> None:
     # KV read: 2 (K,V) × 32 layers × 4,096 tokens × 8 heads × 128 × 2 B = 536,870,912 B;
     # KV written for the new token: 2 × 32 × 8 × 128 × 2 = 131,072 B.
     kv_read, kv_write = 536_870_912, 131_072
-    # Activations read, elements per layer: attn_norm 4,096 + qkv 4,096 + attention
-    # (q 4,096 + new k,v 2,048) 6,144 + o 4,096 + mlp_norm 4,096 + up/gate 4,096 + act 28,672
-    # + down 14,336 = 69,632; ×32 = 2,228,224; + final norm 4,096 + lm_head 4,096
-    # = 2,236,416 elements × 2 B = 4,472,832 B.
-    act_read = 4_472_832
-    # Activations written, per layer: 4,096 + 6,144 + 4,096 + 4,096 + 4,096 + 28,672 + 14,336
-    # + 4,096 = 69,632; ×32 + embedding 4,096 + final norm 4,096 + lm_head 128,256
-    # = 2,364,672 elements × 2 B = 4,729,344 B.
-    act_write = 4_729_344
+    # Activations read, elements per layer: attn_norm 8,192 (the fused residual add before it
+    # reads the sublayer output and the residual: analytic.ops._norm_op) + qkv 4,096 + attention
+    # (q 4,096 + new k,v 2,048) 6,144 + o 4,096 + mlp_norm 8,192 + up/gate 4,096 + act 28,672
+    # + down 14,336 = 77,824; ×32 = 2,490,368; + final norm 8,192 + lm_head 4,096
+    # = 2,502,656 elements × 2 B = 5,005,312 B.
+    act_read = 5_005_312
+    # Activations written, per layer: 8,192 (the new residual and the norm's output) + 6,144
+    # + 4,096 + 4,096 + 8,192 + 28,672 + 14,336 + 4,096 = 77,824; ×32 + embedding 4,096
+    # + final norm 8,192 + lm_head 128,256 = 2,630,912 elements × 2 B = 5,261,824 B.
+    act_write = 5_261_824
     assert s.analytic_weight_bytes == weights
     assert s.analytic_kv_bytes == kv_read + kv_write
     assert s.analytic_act_bytes == act_read + act_write
@@ -63,9 +64,9 @@ def test_spyre_decode_reads_by_category_by_hand() -> None:
     assert by_cat.partial == 0
     assert s.stored_bytes == pytest.approx(kv_write + act_write, rel=1e-12)
     assert s.reload_bytes == 0
-    # time at 200 GB/s: (15,551,201,280 + 4,860,416) / 200e9 = 77.78 ms; the schedule is within
+    # time at 200 GB/s: (15,551,733,760 + 5,392,896) / 200e9 = 77.79 ms; the schedule is within
     # 0.1% of it (fill and drain of each op)
-    assert s.roofline_time_s == pytest.approx(15_556_061_696 / 200e9)
+    assert s.roofline_time_s == pytest.approx(15_557_126_656 / 200e9)
     assert s.roofline_time_s <= s.time_s < 1.001 * s.roofline_time_s
 
 
@@ -167,7 +168,7 @@ def test_cli_schedule_json_and_timeline(tmp_path) -> None:  # type: ignore[no-un
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["schema"] == "ridgeline.schedule/1"
-    assert d["bytes_per_level"]["dram_loaded"] == pytest.approx(15_551_201_280)
+    assert d["bytes_per_level"]["dram_loaded"] == pytest.approx(15_551_733_760)
     assert png.stat().st_size > 10_000
 
 

@@ -18,7 +18,7 @@ from ridgeline.serving.scheduler import PreemptionMode
 from ridgeline.sim.inference_perf import Questions
 from ridgeline.sim.presets import WorkloadKind
 from ridgeline.specs.inputs import check_int, check_real
-from ridgeline.specs.limits import MAX_BYTES_PER_S, MAX_CONTEXT, MAX_SECONDS
+from ridgeline.specs.limits import MAX_BYTES_PER_S, MAX_CONTEXT, MAX_REQUESTS, MAX_SECONDS
 
 if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
     from ridgeline.analytic.pricing import Pricing
@@ -95,6 +95,10 @@ class WorkloadOptions:
     ] = None
     seed: Annotated[int, _opt("--seed", "workload and acceptance seed", _W)] = 0
 
+    def __post_init__(self) -> None:  # None is "all" (a trace or profile) or the default
+        if self.requests is not None:
+            check_int("requests", self.requests, 1, MAX_REQUESTS)
+
     def requests_to_serve(self) -> list[RequestSpec]:
         """The requests: a trace's (all of them, or its first ``requests`` lines), an
         inference-perf profile's, or the synthetic workload's (its options are checked either
@@ -168,6 +172,10 @@ class ServingOptions:
     preemption: Annotated[PreemptionMode | None, _opt("--preemption", "recompute or swap", _S)] = (
         None
     )
+
+    def __post_init__(self) -> None:  # None: the engine's; 0: no chunking
+        if self.chunk is not None:
+            check_int("max_num_batched_tokens", self.chunk, 0, MAX_CONTEXT)
 
     def setup(self) -> ServingSetup:
         """The overrides of the engine profile's scheduling (``sim.engines``)."""

@@ -7,10 +7,8 @@ the one the tests and the HTTP server (``ridgeline.serve``) drive too::
     Scheduler.schedule() ──ScheduledBatch──▶ TorchExecutor.execute() ──StepResult──▶ update()
          ▲  block tables, chunks, preemption          forward pass over paged KV        │
          └──────────────────── tokens, finished requests ◀──────────────────────────────┘
-
 Time is the engine's own clock: the sum of measured step times, jumping over idle gaps to the
-next arrival, so staggered arrivals cost no sleeping and TTFT/TPOT are measured step times.
-"""
+next arrival, so staggered arrivals cost no sleeping and TTFT/TPOT are measured step times."""
 
 from __future__ import annotations
 

@@ -68,6 +68,7 @@ from ridgeline.sim.lines import (
     grouped_x,
     sum_of_maxima,
 )
+from ridgeline.sim.step_sums import StepSums, attended_decode, step_sums
 from ridgeline.specs import ModelSpec
 from ridgeline.specs.engines import HostWork
 
@@ -94,36 +95,6 @@ class RequestPlan:
     prompt_len: int
     output: Sequence[int]
     spec_acceptance: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Aggregates:
-    """A ``StepShape`` given directly by its sums (used to read off the linear model)."""
-
-    num_seqs: float
-    num_tokens: float
-    decode: bool
-    attended_by_window: Mapping[int | None, float]
-    cached_by_window: Mapping[int | None, float]
-    num_keys: float
-    experts_hit: float = 0.0
-    expert_rows: float = 0.0
-
-    @property
-    def is_decode(self) -> bool:
-        return self.decode
-
-    def routed(self, num_experts: int, top_k: int) -> tuple[float, float]:
-        return self.experts_hit, self.expert_rows
-
-    def attended(self, window: int | None) -> float:
-        return self.attended_by_window[window]
-
-    def cached(self, window: int | None) -> float:
-        return self.cached_by_window[window]
-
-    def keys(self) -> float:
-        return self.num_keys
 
 
 class StepCostModel:
@@ -174,10 +145,10 @@ class StepCostModel:
             else {}
         )
 
-    def _shape(self, x: Sequence[float], decode: bool) -> _Aggregates:
+    def _shape(self, x: Sequence[float], decode: bool) -> StepSums:
         nw = len(self.windows)
         moe = x[4 + 2 * nw :] if self.moe is not None else (0.0, 0.0)
-        return _Aggregates(
+        return StepSums(
             num_seqs=x[1],
             num_tokens=x[2],
             decode=decode,
@@ -281,40 +252,9 @@ class StepCostModel:
 
     def aggregates(self, new: Sequence[int], prior: Sequence[int]) -> list[float]:
         """The linear model's x for sequences adding ``new`` tokens on ``prior`` cached ones
-        (summed by numpy for a large batch: every term is an integer, so the sums are exact
-        and equal whatever their order)."""
-        if len(new) >= _VECTOR_MIN:
-            return self._aggregates_np(np.asarray(new, dtype=float), np.asarray(prior, dtype=float))
-        seqs = tokens = keys = 0.0
-        att = [0.0] * len(self.windows)
-        cac = [0.0] * len(self.windows)
-        for n, p in zip(new, prior, strict=True):
-            seqs += 1
-            tokens += n
-            keys += p + n
-            for i, w in enumerate(self.windows):
-                if w is None:
-                    att[i] += n * p + n * (n + 1) / 2
-                    cac[i] += p
-                else:
-                    att[i] += _windowed_sum(p + n, w) - _windowed_sum(p, w)
-                    cac[i] += min(p, w)
-        return [1.0, seqs, tokens, keys, *att, *cac, *self.moe_columns(tokens)]
-
-    def _aggregates_np(self, n: np.ndarray, p: np.ndarray) -> list[float]:
-        if n.shape != p.shape:
-            raise ValueError("new and prior differ in length")
-        att, cac = [], []
-        for w in self.windows:
-            if w is None:
-                att.append(float((n * p + n * (n + 1) / 2).sum()))
-                cac.append(float(p.sum()))
-            else:
-                att.append(float((_windowed_sums(p + n, w) - _windowed_sums(p, w)).sum()))
-                cac.append(float(np.minimum(p, w).sum()))
-        tokens = float(n.sum())
-        head = [1.0, float(n.size), tokens, float((p + n).sum())]
-        return [*head, *att, *cac, *self.moe_columns(tokens)]
+        (``sim.step_sums``), and the MoE pair."""
+        x = step_sums(self.windows, new, prior)
+        return [*x, *self.moe_columns(x[2])]
 
     def step_time_s(self, new: Sequence[int], prior: Sequence[int]) -> float:
         """Time of one step whose sequences add ``new`` tokens on ``prior`` cached ones."""
@@ -463,7 +403,7 @@ class StepCostModel:
         batch, total = float(len(p)), float(p.sum())
         rows = [np.ones(k), np.full(k, batch), np.full(k, batch), total + batch * (j + 1)]
         ctx = p[:, None] + j[None, :]  # (B, k) cached tokens per sequence per step
-        att = [_attended_decode(ctx, w) for w in self.windows]
+        att = [attended_decode(ctx, w) for w in self.windows]
         cac = [(ctx if w is None else np.minimum(ctx, w)).sum(axis=0) for w in self.windows]
         moe = [np.full(k, v) for v in self.moe_columns(batch)]
         return np.stack(rows + att + cac + moe)
@@ -518,25 +458,6 @@ class StepCostModel:
 def _shifted(pieces: Pieces, extra: float) -> Pieces:
     """``pieces`` plus a constant."""
     return Pieces(pieces.kinks, tuple(i + extra for i in pieces.intercepts), pieces.slopes)
-
-
-_VECTOR_MIN = 32  # sequences from which numpy sums a step's aggregates faster than a loop
-
-
-def _windowed_sums(x: np.ndarray, w: int) -> np.ndarray:
-    """``_windowed_sum`` of every element of ``x``."""
-    return np.where(x <= w, x * (x + 1) / 2, w * (w + 1) / 2 + (x - w) * w)
-
-
-def _windowed_sum(x: float, w: int) -> float:
-    """Σ_{t=1..x} min(t, w) (see ``analytic.ops.attended_keys``)."""
-    return x * (x + 1) / 2 if x <= w else w * (w + 1) / 2 + (x - w) * w
-
-
-def _attended_decode(ctx: np.ndarray, w: int | None) -> np.ndarray:
-    """Σ over sequences of the keys one new token attends to: min(prior + 1, window)."""
-    keys = ctx + 1.0
-    return (keys if w is None else np.minimum(keys, w)).sum(axis=0)
 
 
 def step_cost_model(
