@@ -10,11 +10,12 @@ torch, not slow) stays under 20 s. ``make test`` runs every tier but ``gpu`` and
 
 Property and schema tests (Hypothesis, schemathesis) run under one of two profiles:
 
-- ``ci``, the default: one fixed seed (``CI_SEED``: each test draws the same examples on every
-  run) and the stored example database ``tests/hypothesis-examples/`` replayed read-only, so a
-  failure found once is tried on every run and a run never fails by chance;
+- ``seeded``, the default (under ``CI=true`` too, where Hypothesis alone would load its own
+  ``ci`` profile): one fixed seed (``CI_SEED``: each test draws the same examples on every run)
+  and the stored example database ``tests/hypothesis-examples/`` replayed read-only, so a failure
+  found once is tried on every run and a run never fails by chance;
 - ``explore`` (``make test-explore``): fresh random examples on each run; a failure it finds is
-  saved into ``tests/hypothesis-examples/`` (commit it: from then on ``ci`` replays it).
+  saved into ``tests/hypothesis-examples/`` (commit it: from then on ``seeded`` replays it).
 """
 
 from __future__ import annotations
@@ -33,27 +34,35 @@ EXAMPLES_DB = Path(__file__).resolve().parent / "hypothesis-examples"
 PROFILE_VARIABLE = "RIDGELINE_HYPOTHESIS_PROFILE"
 CI_SEED = 33  # any fixed number; Hypothesis's derandomize would drop the stored database
 
+# Both profiles start from Hypothesis's own defaults, not from the profile in force: with CI set
+# in the environment Hypothesis loads its built-in "ci" profile (derandomize=True, no database),
+# and a profile derived from it cannot carry a database (InvalidArgument at collection).
+SEEDED = "seeded"
 settings.register_profile(
-    "ci",
+    SEEDED,
+    parent=settings.get_profile("default"),
+    derandomize=False,
+    deadline=None,  # a shared 2-core machine: slowness is not a failure
     database=ReadOnlyDatabase(DirectoryBasedExampleDatabase(EXAMPLES_DB)),
     print_blob=True,
 )
 settings.register_profile(
     "explore",
+    parent=settings.get_profile("default"),
     derandomize=False,
     database=DirectoryBasedExampleDatabase(EXAMPLES_DB),
     print_blob=True,
 )
 # ``pytest --hypothesis-profile explore`` overrides this (Hypothesis's plugin loads it later).
-settings.load_profile(os.environ.get(PROFILE_VARIABLE, "ci"))
+settings.load_profile(os.environ.get(PROFILE_VARIABLE, SEEDED))
 
 
 @pytest.hookimpl(tryfirst=True)  # before Hypothesis's plugin reads --hypothesis-seed
 def pytest_configure(config: pytest.Config) -> None:
-    """Under the ``ci`` profile every Hypothesis test runs with ``CI_SEED`` (unless
+    """Under the ``seeded`` profile every Hypothesis test runs with ``CI_SEED`` (unless
     ``--hypothesis-seed`` names another)."""
     profile = config.getoption("hypothesis_profile", None) or settings.get_current_profile_name()
-    if profile == "ci" and config.getoption("hypothesis_seed", None) is None:
+    if profile == SEEDED and config.getoption("hypothesis_seed", None) is None:
         config.option.hypothesis_seed = str(CI_SEED)
 
 

@@ -9,7 +9,7 @@ keys), a model leaving no room for KV, and the cost bounds (requests × tokens, 
 seconds of a view). Every other 422 on schema-valid data is a failure.
 
 Bounded on purpose (a few examples per operation) so it runs in seconds on a shared machine, and
-seeded (the ``ci`` profile of ``tests/conftest.py``): ``make test`` draws the same cases on every
+seeded (the ``seeded`` profile of ``tests/conftest.py``): ``make test`` draws the same cases on every
 run; ``make test-explore`` draws fresh ones.
 """
 
@@ -27,15 +27,15 @@ schemathesis = pytest.importorskip("schemathesis", reason="needs the 'web-test' 
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import positive_data_acceptance  # noqa: E402
 
-from conftest import CI_SEED  # noqa: E402
+from conftest import CI_SEED, SEEDED  # noqa: E402
 from ridgeline.web.app import create_app  # noqa: E402
 
 # Simulation jobs it starts are cut at 2 s so none outlives the run for long.
 schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(sim_time_limit_s=2.0))
-# One fixed seed under the ``ci`` profile (the same cases on every run, tests/conftest.py); a
+# One fixed seed under the ``seeded`` profile (the same cases on every run, tests/conftest.py); a
 # fresh one per run under ``explore`` (make test-explore). schemathesis seeds its tests itself,
 # which would override the profile's seed, so it is told the same one.
-if settings.get_current_profile_name() == "ci":
+if settings.get_current_profile_name() == SEEDED:
     schema.config.seed = CI_SEED
 
 # A few per operation in `make test`; RIDGELINE_FUZZ_EXAMPLES=50 for a deeper run by hand.
