@@ -4,6 +4,7 @@ why."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import pytest
@@ -14,6 +15,7 @@ from ridgeline.sim.kv_lessons import (
     DECODER_OUTPUT,
     DECODER_PROMPT,
     LONG_PROMPT_SHARE,
+    NO_CHANGE,
     STALL_DECODERS,
     STALL_PROMPTS,
     stall_trace,
@@ -85,3 +87,33 @@ def test_an_effect_of_zero_says_why_and_what_to_try() -> None:
     assert tiering.to_dict()["why_no_change"] == tiering.why
     # an effect that is not zero carries no excuse
     assert all(t.why == "" for t in _h100().values() if abs(t.change or 0.0) > 0.01)
+
+
+def _disagg_on_cerebras(rate_per_s: float) -> TechniqueCost:
+    """kv-manage's own workload shape (20 requests) on the wafer, which prices a step in well
+    under a millisecond: at 2 requests/s a request is alone most of the time."""
+    spec = WorkloadSpec(
+        num_requests=20,
+        rate_per_s=rate_per_s,
+        prompt=parse_lengths("lognormal:512", 512),
+        output=parse_lengths("lognormal:128", 128),
+        num_prefixes=4,
+        prefix_len=1024,
+    )
+    sched = SchedulerConfig(max_num_batched_tokens=512, max_model_len=4096)
+    model = get_model("llama-3.1-8b")
+    report = kv_manage(model, generate(spec), KVManageOptions(sched), ("cerebras-wse3",))
+    return next(t for t in report.rows[0].techniques if t.technique is Technique.DISAGGREGATION)
+
+
+def test_disaggregation_of_zero_says_p99_misses_the_stalls_and_the_rate_that_shows_them() -> None:
+    """Regression: Cerebras and Groq read ITL p99 "+0%" under disaggregation with no reason."""
+    calm = _disagg_on_cerebras(2.0)
+    assert calm.change is not None and abs(calm.change) < NO_CHANGE
+    assert "under 1% of the gaps, which p99 does not see" in calm.why
+    assert "in flight" in calm.why
+    suggested = re.search(r"--rate ([\d,.]+) or more", calm.why)
+    assert suggested is not None, calm.why
+    busy = _disagg_on_cerebras(float(suggested.group(1).replace(",", "")))
+    assert busy.change is not None and busy.change < -0.1  # p99 now sees the prefills
+    assert busy.why == ""

@@ -12,7 +12,14 @@ them; and it is judged by the stall a decode sees (``sim.metrics.ItlTail``: the 
 p99.9, the share of gaps over the TPOT objective).
 
 An effect of zero says why (``why_no_change``): nothing evicted to host memory at this load,
-requests that never overlap, no prefix hit — with the option that would change it.
+requests that never overlap, no prefix hit, prefills beside decodes too rare for p99 to see —
+with the option that would change it.
+
+Disaggregation is judged by ITL p99, so it shows only once more than 1% of the gaps wait on a
+prefill. An arrival's prefill delays one gap of each request then in flight, about λ·W of them
+by Little's law (L = λW: Little, "A Proof for the Queuing Formula: L = λW", Operations Research
+9(3), 1961; arrivals see the time average, PASTA), out of the ``mean output − 1`` gaps a request
+contributes: p99 sees the stalls once λ·W > 1% of ``mean output − 1``.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ DECODER_OUTPUT = 128  # tokens: each decoder sees 127 gaps, a few of them stalls
 LONG_PROMPT_SHARE = 0.75  # of max_model_len: a long document, with room for its output
 LONG_OUTPUT = 16
 NO_CHANGE = 0.005  # |with ÷ without − 1| below this reads as no change
+P99_SHARE = 0.01  # ITL p99 sees a stall only in more than this share of the gaps
 STALL_WORKLOAD = (
     f"{STALL_DECODERS} short requests decoding ({DECODER_PROMPT}-token prompts, "
     f"{DECODER_OUTPUT} tokens out) with {STALL_PROMPTS} prompts of {LONG_PROMPT_SHARE:.0%} of "
@@ -100,8 +108,31 @@ def why_no_change(t: Technique, without: SimResult, with_: SimResult, rate: floa
             f"one request at a time keeps up with arrivals at this rate (each takes "
             f"{1e3 * service_s:,.3g} ms alone); try {_faster(rate, factor)}, where they would queue"
         )
+    if t is Technique.DISAGGREGATION:
+        return _why_disagg(without, rate)
     if t is Technique.PREFIX_CACHING and with_.prefix_hit_rate == 0:
         return "no request found a cached prefix; try --prefixes 4"
     if t is Technique.CHUNKED_PREFILL and with_.itl_tail.max_s >= without.itl_tail.max_s:
         return "the decode step already covers a whole prompt's prefill on this deployment"
     return ""
+
+
+def _why_disagg(without: SimResult, rate: float | None) -> str:
+    """Why separating prefill from decode left ITL p99 where it was: the co-located prefills
+    delay too few gaps for p99 to see (module docstring: Little's law), or none at all."""
+    tail, p99 = without.itl_tail, without.itl_s.p99
+    done = max(without.num_completed, 1)
+    gaps = max(without.output_tokens_per_s * without.makespan_s / done - 1.0, 1.0)
+    in_flight = (rate or 0.0) * without.e2e_s.mean  # Little's law: L = λW
+    factor = P99_SHARE * gaps / in_flight if in_flight > 0 else 0.0
+    seen = (
+        f"the prefills beside running decodes delay under {P99_SHARE:.0%} of the gaps, which "
+        f"p99 does not see (longest gap {1e3 * tail.max_s:,.4g} ms against p99 "
+        f"{1e3 * p99:,.4g} ms)"
+        if tail.max_s > (1.0 + NO_CHANGE) * p99
+        else "no decode waited on a prefill"
+    )
+    return (
+        f"{seen}: requests seldom overlap at this rate (about {in_flight:.2g} in flight, each "
+        f"{1e3 * without.e2e_s.mean:,.3g} ms); try {_faster(rate, factor)}"
+    )
