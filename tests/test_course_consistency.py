@@ -26,7 +26,7 @@ from ridgeline.analytic.binding import Resource
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.cli import app
 from ridgeline.quiz import draw_quiz
-from ridgeline.quiz.generators import m3_managers, m4_architectures
+from ridgeline.quiz.generators import m3_managers, m4_architectures, m7_costs
 from ridgeline.report.build import ReportContext, _compare_section, _questions_section
 from ridgeline.report.kv_manage_section import kv_manage_tables
 from ridgeline.report.tiling_section import FLASH_HW, _orchestrate_part
@@ -35,6 +35,7 @@ from ridgeline.sim.kv_manage import KVManageOptions, kv_manage
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import ManagedBy, get_accelerator, get_model
 from ridgeline.specs.catalog import FIVE_ARCHITECTURES, accelerator_names
+from ridgeline.specs.kv_practice import Provider
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -154,6 +155,7 @@ def test_what_binds_agrees_in_library_cli_quiz_and_report(name: str) -> None:
         assert row["binds"].split(": ")[1].startswith(f"{ans.expected.text} binds (expected)")
 
 
+@pytest.mark.slow  # over a second: the report's compare section draws its figure
 def test_the_report_and_the_cli_compare_give_the_same_verdicts() -> None:
     out = Path("/tmp/ridgeline-consistency")
     section = _compare_section(replace(ctx("h100-sxm"), out_dir=out))
@@ -185,6 +187,7 @@ def test_the_notebooks_take_their_verdicts_from_the_library() -> None:
 # ---- who orchestrates each architecture's KV cache -------------------------------------------
 
 
+@pytest.mark.slow  # over a second: kv-manage simulates each technique on the five
 def test_orchestrators_agree_in_catalog_cli_and_report() -> None:
     truth = {n: get_accelerator(n).orchestrator for n in FIVE_ARCHITECTURES}
     assert truth == {
@@ -212,6 +215,7 @@ def test_orchestrators_agree_in_catalog_cli_and_report() -> None:
     assert [r["accelerator"] for r in data["rows"]][1] == "tpu-v5e" and "tpu-v5e" in FLASH_HW
 
 
+@pytest.mark.slow  # over a second: kv-manage simulates each technique on the five
 def test_the_allocator_is_part_of_the_orchestrator() -> None:
     """kv-manage's "allocates KV" (data/kv_management.toml) never names a layer the catalog's
     orchestrator leaves out."""
@@ -219,6 +223,30 @@ def test_the_allocator_is_part_of_the_orchestrator() -> None:
         assert set(row.allocator.value.split(" + ")) <= set(row.orchestrator.split(" + "))
 
 
+def test_the_notebook_prints_the_orchestrator_the_library_keeps() -> None:
+    """Notebook 03 reads each label from the library (the catalog's and kv-manage's rows), and
+    its prose names Spyre's as the catalog does."""
+    text = notebook_text("03")
+    assert "a.orchestrator" in text and "r.orchestrator" in text
+    assert "runtime (vLLM-Spyre) places each" in text and "the compiler emitted" in text
+    assert get_accelerator("ibm-spyre").orchestrator == "runtime + compiler"
+
+
+@pytest.mark.slow  # over a second: kv-manage simulates each technique on the five
+def test_what_a_technique_becomes_on_spyre_agrees_in_kv_manage_and_the_quiz() -> None:
+    """Module 7, part 2: the quiz's right answer and worked solution for each technique on Spyre
+    are kv-manage's row, and whoever provides it is part of Spyre's orchestrator."""
+    spyre = next(r for r in kv_report().rows if r.accelerator == "ibm-spyre")
+    for cost in spyre.techniques:
+        q = m7_costs.spyre_technique_q(random.Random(0), cost.technique)
+        right = next(c for c in q.choices if c.key == q.answer)
+        assert right.text == cost.becomes, cost.technique
+        assert f"provided by {cost.provider.value}: {cost.becomes}" in q.solution
+        if cost.provider is not Provider.NOBODY:
+            assert set(cost.provider.value.split(" + ")) <= set(spyre.orchestrator.split(" + "))
+
+
+@pytest.mark.slow  # over a second: 30 quizzes drawn
 def test_no_face_carries_a_stale_orchestrator_label() -> None:
     texts = {p.name: p.read_text() for p in NOTEBOOKS.glob("*.ipynb")}
     texts.update({p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")})
