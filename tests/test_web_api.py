@@ -438,6 +438,22 @@ def test_kv_manage_view_equals_the_library(client: TestClient) -> None:
     assert field_of(too_many) == ["body", "num_requests"]
 
 
+def test_the_kv_manage_view_shows_each_orchestrator_as_the_catalog_does(client: TestClient) -> None:
+    """Regression: the explorer's "KV cache under five orchestrators" showed who allocates but
+    no orchestrator. The API carries the catalog's label and the page has a column for it."""
+    body = {"model": "gpt2", "accelerators": ["h100-sxm", "ibm-spyre"], "num_requests": 2}
+    small = {"prompt_len": 64, "output_len": 4, "prefix_len": 64, "max_model_len": 512}
+    r = client.post("/api/kv-manage", json={**body, **small})
+    assert r.status_code == 200, r.text
+    shown = {row["accelerator"]: row["orchestrator"] for row in r.json()["rows"]}
+    assert shown == {n: get_accelerator(n).orchestrator for n in body["accelerators"]}
+    static = resources.files("ridgeline.web") / "static"
+    page = (static / "index.html").read_text()
+    head = page[page.index('<table id="kvm-arch-table">') :].split("</thead>")[0]
+    assert '<th scope="col">orchestrator</th>' in head
+    assert "escapeHtml(a.orchestrator)" in (static / "explorer.js").read_text()
+
+
 # --- plan (issue 29, item 5) ------------------------------------------------------------------
 
 

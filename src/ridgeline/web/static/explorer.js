@@ -504,7 +504,7 @@ async function runSimulation() {
 function drawKvManage(r) {
   $("kvm-summary").textContent = `${r.model}: ${r.workload} — ${r.label}`;
   $("kvm-arch-table").tBodies[0].innerHTML = r.rows.map((a) => `<tr><td>${escapeHtml(a.accelerator)}</td>`
-    + `<td>${escapeHtml(a.deployment)}</td><td>${escapeHtml(a.allocator)}</td>`
+    + `<td>${escapeHtml(a.deployment)}</td><td>${escapeHtml(a.orchestrator)}</td><td>${escapeHtml(a.allocator)}</td>`
     + `<td>${escapeHtml(a.granularity)} (${fmtBytes(a.granularity_bytes)})</td><td>${escapeHtml(a.path)}</td></tr>`).join("");
   const head = ["technique", ...r.rows.map((a) => a.accelerator)];
   $("kvm-tech-table").tHead.rows[0].innerHTML = head.map((h) => `<th scope="col">${escapeHtml(h)}</th>`).join("");
