@@ -307,12 +307,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_a_tiny_temperature_is_served_and_the_engine_lives(served: Any) -> None:
-    """Regression (found by the fuzz test): temperature 1e-300 made NaN probabilities and the
-    exception killed the engine thread; every later request was a 503."""
+@pytest.mark.parametrize(
+    "change", [{"temperature": 1e-300}, {"temperature": 1.0, "top_p": 1e-320}], ids=str
+)
+def test_a_tiny_temperature_or_top_p_is_served_and_the_engine_lives(
+    served: Any, change: dict
+) -> None:
+    """Regression (temperature: found by the fuzz test; top_p: by hand): temperature 1e-300,
+    or top_p 1e-320 (0 in fp32: an empty nucleus), made NaN probabilities and the exception
+    killed the engine thread; every later request was a 503. Both sample the argmax."""
     c = _client(served, Access())
-    body = {"prompt": [5, 9, 200], "max_tokens": 4, "temperature": 1e-300, "ignore_eos": True}
-    r = c.post("/v1/completions", json=body)
+    body = {"prompt": [5, 9, 200], "max_tokens": 4, "ignore_eos": True}
+    r = c.post("/v1/completions", json={**body, **change})
     greedy = c.post("/v1/completions", json={**body, "temperature": 0})
     assert r.status_code == 200 and served.engine.alive
     assert r.json()["choices"][0]["token_ids"] == greedy.json()["choices"][0]["token_ids"]
