@@ -344,3 +344,26 @@ def test_stopping_the_engine_counts_the_requests_it_cut_short() -> None:
     idle = serve_llm(tiny_llm(None))
     idle.engine.start()
     assert idle.engine.stop() == 0
+
+
+def test_a_request_submitted_while_the_engine_stops_is_refused_not_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression (found by hand: a request killed the engine thread, and the next one hung
+    until the drain's deadline): a submit between the stopping thread's drain of its inbox and
+    its end was accepted and never answered. Now it is refused (503) or answered."""
+    from ridgeline.engine.sampling import SamplingParams
+    from ridgeline.serve.engine_loop import EngineLoop
+
+    served = serve_llm(tiny_llm(None))
+    engine, events, late = served.engine, [], []
+    drain = EngineLoop._cut_all
+
+    def drain_then_submit(self: EngineLoop) -> None:
+        drain(self)  # the inbox is empty now; the thread has not ended yet
+        late.append(self.submit((1, 2), SamplingParams(max_output_tokens=2), events.append))
+
+    monkeypatch.setattr(EngineLoop, "_cut_all", drain_then_submit)
+    engine.start()
+    engine.stop()
+    assert late == [None] and not engine.alive and engine.state.in_system == 0
