@@ -1090,6 +1090,8 @@ def _serve_cases() -> list[ServeCase]:
         ),
         ServeCase("serve-route-unknown", "/v1/nothing", 404, None, "no such route", {"prompt": P}),
         ServeCase("serve-route-docs", "/docs", 404, None, "no such route", method="GET"),
+        ServeCase("serve-route-slash", comp + "/", 404, None, "no such route", {"prompt": P}),
+        ServeCase("serve-route-health-slash", "/health/", 404, None, "no such route", method="GET"),
         ServeCase("serve-route-openapi", "/openapi.json", 404, None, "no such route", method="GET"),
         ServeCase("serve-method-get", comp, 405, None, "method not allowed", method="GET"),
         ServeCase("serve-method-put", "/health", 405, None, "method not allowed", method="PUT"),

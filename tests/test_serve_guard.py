@@ -107,6 +107,27 @@ def test_the_body_limit_is_configurable_with_or_without_a_length(served: Any) ->
     assert r.status_code == 413 and r.json()["error"]["type"] == "invalid_request_error"
 
 
+def test_a_client_that_leaves_while_sending_its_body_gets_a_400_not_a_traceback() -> None:
+    """Regression (found by hand: a Content-Length larger than the bytes sent): Starlette's
+    ClientDisconnect escaped the body reader and uvicorn logged a traceback per request."""
+    import asyncio
+
+    from starlette.requests import Request
+
+    from ridgeline.serve.errors import HttpError
+    from ridgeline.serve.guard import read_body
+
+    messages = iter([{"type": "http.request", "body": b'{"pro', "more_body": True}])
+
+    async def receive() -> dict[str, Any]:
+        return next(messages, {"type": "http.disconnect"})
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/completions", "headers": []}
+    with pytest.raises(HttpError) as caught:
+        asyncio.run(read_body(Request(scope, receive), 1000))
+    assert caught.value.status == 400 and "left before" in caught.value.message
+
+
 def test_an_unexpected_failure_is_a_500_in_the_openai_shape(
     served: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
