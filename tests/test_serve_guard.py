@@ -107,6 +107,40 @@ def test_the_body_limit_is_configurable_with_or_without_a_length(served: Any) ->
     assert r.status_code == 413 and r.json()["error"]["type"] == "invalid_request_error"
 
 
+def test_fields_the_engine_cannot_honour_are_served_at_their_neutral_values(served: Any) -> None:
+    """What clients send by default (a zero penalty, no bias, text output, no tools) is served;
+    any other value is a 400 naming the field (corpus: ``bad_inputs.SERVE_FIELDS``), where it
+    used to be ignored without a word."""
+    c = _client(served, Access())
+    neutral = {
+        "presence_penalty": 0,
+        "frequency_penalty": 0.0,
+        "repetition_penalty": 1.0,
+        "logit_bias": {},
+        "best_of": 1,
+        "min_p": 0,
+        "min_tokens": 0,
+        "logprobs": None,
+        "user": "someone",
+        "stop": [],
+    }
+    r = c.post("/v1/completions", json={"prompt": [1, 2], "max_tokens": 2, "suffix": "", **neutral})
+    assert r.status_code == 200, r.text
+    chat = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 2,
+        "top_logprobs": 0,
+        "tools": [],
+        "tool_choice": "none",
+        "response_format": {"type": "text"},
+        **neutral,
+    }
+    r = c.post("/v1/chat/completions", json=chat)
+    assert r.status_code == 200, r.text
+    r = c.post("/v1/completions", json={"prompt": [1, 2], "presence_penalty": 0.5})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "presence_penalty"
+
+
 def test_a_client_that_leaves_while_sending_its_body_gets_a_400_not_a_traceback() -> None:
     """Regression (found by hand: a Content-Length larger than the bytes sent): Starlette's
     ClientDisconnect escaped the body reader and uvicorn logged a traceback per request."""
