@@ -320,6 +320,24 @@ def test_listening_beyond_loopback_without_a_key_warns(
         assert "no API key" in warning and "RIDGELINE_API_KEY" in warning
 
 
+def test_serve_prints_the_exposure_warning_on_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: the warning came out wrapped over two lines at the console's width. (Nothing
+    is built or bound here: the settings check and the server are stand-ins.)"""
+    import typer.testing
+
+    import ridgeline.serve.server as server
+    from ridgeline.cli import app
+
+    monkeypatch.setattr(server, "check_settings", lambda settings: None)
+    monkeypatch.setattr(server, "serve", lambda settings: 0)
+    monkeypatch.delenv("RIDGELINE_API_KEY", raising=False)
+    result = typer.testing.CliRunner().invoke(app, ["serve", "--host", "0.0.0.0"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("warning: listening on 0.0.0.0:8000") and "--api-key" in lines[0]
+    assert lines[1].startswith("ridgeline serve:") and len(lines) == 2
+
+
 @pytest.mark.parametrize("key", ["", "two words", "tab\tkey", "naïve"])
 def test_an_api_key_that_cannot_travel_in_a_header_is_refused(key: str) -> None:
     with pytest.raises(ConfigError, match="RIDGELINE_API_KEY"):
