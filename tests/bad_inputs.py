@@ -769,6 +769,36 @@ CLI_ENV_BAD: tuple[tuple[str, str, dict[str, str], str], ...] = (
         "RIDGELINE_KERNEL_DIR",
     ),
     (
+        "env-kernel-dir-file-serve",
+        "serve",
+        {"RIDGELINE_KERNEL_DIR": "{tmp}/bin.json"},
+        "RIDGELINE_KERNEL_DIR",
+    ),
+    (
+        "env-kernel-dir-file-serve-check",
+        "lab serve-check --out {tmp}/sc",
+        {"RIDGELINE_KERNEL_DIR": "{tmp}/bin.json"},
+        "RIDGELINE_KERNEL_DIR",
+    ),
+    (
+        "env-lock-timeout-calibrate",
+        "lab calibrate",
+        {"RIDGELINE_KERNEL_LOCK_TIMEOUT_S": "nan"},
+        "RIDGELINE_KERNEL_LOCK_TIMEOUT_S",
+    ),
+    (
+        "env-kernel-dir-file-calibrate",
+        "lab calibrate",
+        {"RIDGELINE_KERNEL_DIR": "{tmp}/bin.json"},
+        "RIDGELINE_KERNEL_DIR",
+    ),
+    (
+        "env-quiz-home-file",
+        "quiz status -u me",
+        {"RIDGELINE_QUIZ_HOME": "{tmp}/bin.json"},
+        "RIDGELINE_QUIZ_HOME",
+    ),
+    (
         "env-hw-dir-file",
         "roofline --hw mychip",
         {"RIDGELINE_HW_DIR": "{tmp}/bin.toml"},

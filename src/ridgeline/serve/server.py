@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ridgeline.engine.kernel_build import resolve_lock_timeout_s
+from ridgeline.engine.kernel_build import check_environment
 from ridgeline.engine.llm import LLM, EngineConfig, set_threads
 from ridgeline.errors import ConfigError
 from ridgeline.processes import sigterm_as_ctrl_c
@@ -120,7 +120,7 @@ def check_settings(settings: ServeSettings) -> None:
     check_int("max_body_bytes", settings.access.max_body_bytes, 1, MAX_BODY_BYTES)
     check_api_key(settings.access.api_key)
     EngineConfig(**settings.engine)  # its own checks, named, before any kernel is compiled
-    resolve_lock_timeout_s()  # $RIDGELINE_KERNEL_LOCK_TIMEOUT_S, read when kernels build
+    check_environment()  # the kernel build's variables, read when kernels build
     get_model(settings.model)
     _directory(settings.weights, "weights")
     _directory(settings.tokenizer, "tokenizer")
