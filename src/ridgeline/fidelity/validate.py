@@ -298,14 +298,23 @@ def _predicted(row: Row, cal: Calibration, traces: Mapping[str, Trace]) -> float
     return float(p[row.metric.value])
 
 
-def record_all(rows: Sequence[Row], progress: Progress | None = None) -> dict[str, Trace]:
-    """One recorded run per re-timeable row."""
-    traces = {}
+def record_all(
+    rows: Sequence[Row],
+    progress: Progress | None = None,
+    run: Callable[[PredictRequest], Trace] = record,
+) -> dict[str, Trace]:
+    """One recorded run per re-timeable row, each distinct run simulated once: rows that
+    publish several metrics of one run (its throughput and its TTFT) share its trace (136
+    runs for 168 rows; they were simulated once per row, 19% of validate's CPU)."""
+    traces, recorded = {}, {}
     todo = [row for row in rows if retimeable(row)]
     for i, row in enumerate(todo):
         if progress is not None:
             progress(f"recording {row.key}", i, len(todo))
-        traces[row.key] = record(request_for(row))
+        req = request_for(row)
+        if req not in recorded:
+            recorded[req] = run(req)
+        traces[row.key] = recorded[req]
     return traces
 
 
