@@ -630,6 +630,8 @@ CLI_BAD: tuple[tuple[str, str, str], ...] = (
     ("serve-max-waiting-negative", "serve --max-waiting -1", "--max-waiting"),
     ("serve-kv-gib-negative", "serve --kv-gib -1", "kv_budget_bytes"),
     ("serve-kv-gib-zero", "serve --kv-gib 0", "kv_budget_bytes"),
+    ("serve-kv-gib-tiny", "serve --kv-gib 1e-9", "holds no block"),
+    ("serve-block-size-past-pool", "serve --kv-gib 0.001 --block-size 4096", "holds no block"),
     ("serve-kernels", "serve --kernels fast", "kernels"),
     ("serve-seed-negative", "serve --seed -1", "seed"),
     ("serve-port-zero", "serve --port 0", "--port"),

@@ -23,7 +23,7 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from ridgeline.engine.llm import EngineStats  # noqa: E402
-from ridgeline.errors import ConfigError  # noqa: E402
+from ridgeline.errors import ConfigError, RidgelineError  # noqa: E402
 from ridgeline.serve.app import Access, create_app  # noqa: E402
 from ridgeline.serve.server import (  # noqa: E402
     ServeSettings,
@@ -354,6 +354,9 @@ def test_an_api_key_that_cannot_travel_in_a_header_is_refused(key: str) -> None:
         ({"max_waiting": -1}, "max_waiting"),
         ({"engine": {"kv_budget_bytes": -1.0}}, "kv_budget_bytes"),
         ({"engine": {"kernels": "fast"}}, "kernels"),
+        # regression: a pool too small for one block was found after the model's build
+        ({"engine": {"kv_budget_bytes": 1.0}}, "holds no block"),
+        ({"engine": {"kv_budget_bytes": 2.0**20, "block_size": 4096}}, "holds no block"),
         ({"tokenizer": "/no/such/dir"}, "--tokenizer"),
         ({"access": Access(max_body_bytes=0)}, "max_body_bytes"),
         ({"access": Access(api_key="")}, "RIDGELINE_API_KEY"),
@@ -361,7 +364,7 @@ def test_an_api_key_that_cannot_travel_in_a_header_is_refused(key: str) -> None:
 )
 def test_settings_are_checked_before_anything_is_built(change: dict, needle: str) -> None:
     settings = dataclasses.replace(ServeSettings("gpt2", threads=1), port=_free_port(), **change)
-    with pytest.raises(ConfigError, match=needle):
+    with pytest.raises(RidgelineError, match=needle):
         check_settings(settings)
 
 
