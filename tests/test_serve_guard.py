@@ -265,11 +265,22 @@ def test_a_slow_tokenisation_does_not_hold_the_event_loop(
 
 
 @pytest.mark.slow
-def test_a_client_that_leaves_a_non_streaming_request_frees_its_blocks() -> None:
+def test_a_client_that_leaves_a_non_streaming_request_frees_its_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Regression: the disconnect check ran only when no token came for 0.25 s, so a request
-    producing tokens every step ran to its end after its client had gone."""
+    producing tokens every step ran to its end after its client had gone. Each step takes at
+    least 5 ms here, so the 450 tokens outlast the client's 0.4 s on any machine (on a quiet
+    one the engine made them all in under 0.4 s and the client never left)."""
     served = serve_llm(tiny_llm(None, hidden=256, layers=8))
     pool, engine = served.engine.llm.scheduler.kv.pool, served.engine
+    step = engine.llm.step
+
+    def slow_step() -> Any:
+        time.sleep(0.005)
+        return step()
+
+    monkeypatch.setattr(engine.llm, "step", slow_step)
     body = {"prompt": list(range(1, 30)), "max_tokens": 450, "ignore_eos": True}
     with running(served) as url:
         with pytest.raises(httpx.TimeoutException):
