@@ -47,6 +47,19 @@ def test_a_tiny_temperature_samples_the_argmax_instead_of_nan(temperature: float
     assert sample(LOGITS[0], SamplingParams(temperature=temperature, top_p=0.5), gen) == 0
 
 
+@pytest.mark.parametrize("top_p", [1e-320, 5e-324, 1e-46, 1e-9])
+def test_a_tiny_top_p_keeps_the_most_likely_token(top_p: float) -> None:
+    """Regression (found by hand against ``ridgeline serve``): ``top_p`` 1e-320 is 0 in fp32,
+    the nucleus came out empty, softmax made NaN and torch.multinomial killed the server's
+    engine thread; the nucleus always holds the most likely token."""
+    probs = probabilities(LOGITS, SamplingParams(temperature=1.0, top_p=top_p))
+    assert probs.tolist() == [[1.0, 0.0, 0.0, 0.0, 0.0]]
+    from ridgeline.engine.sampling import sample
+
+    gen = torch.Generator().manual_seed(0)
+    assert sample(LOGITS[0], SamplingParams(temperature=1.0, top_p=top_p), gen) == 0
+
+
 def test_bad_params_name_the_field() -> None:
     with pytest.raises(ConfigError, match="top_p"):
         SamplingParams(top_p=0.0)

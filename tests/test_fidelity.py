@@ -305,3 +305,48 @@ def test_stated_engine_facts_by_hand() -> None:
     slow = engine_calibration(cal, a100)
     assert slow.bandwidth_efficiency == pytest.approx(cal.bandwidth_efficiency * 1.7 / 2.039)
     assert slow.kv_bandwidth_efficiency == pytest.approx(cal.kv_bandwidth_efficiency * 1.7 / 2.039)
+
+
+def test_validate_simulates_each_distinct_run_once() -> None:
+    """Regression: a run publishing two metrics (throughput and TTFT) was simulated once per
+    row, a fifth of validate's CPU; rows of one run now share its recorded trace."""
+    from ridgeline.fidelity.validate import record_all, request_for, retimeable
+
+    rows = load_dataset()
+    runs: list[PredictRequest] = []
+
+    def run(req: PredictRequest) -> object:
+        runs.append(req)
+        return object()
+
+    traces = record_all(rows, run=run)  # type: ignore[arg-type]
+    reqs = {r.key: request_for(r) for r in rows if retimeable(r)}
+    assert len(runs) == len(set(runs)) == len(set(reqs.values())) < len(reqs)
+    by_run = {req: traces[key] for key, req in reqs.items()}
+    assert all(traces[key] is by_run[req] for key, req in reqs.items())
+
+
+def test_validate_simulates_each_run_with_arrivals_once_per_calibration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: rows of one run with arrivals (its throughput, its TTFT) were each simulated
+    in full, once per mode; now once per run and calibration."""
+    import ridgeline.fidelity.validate as v
+    from ridgeline.specs.calibration import IDEAL
+
+    calls: list[PredictRequest] = []
+
+    class Answer:
+        def to_dict(self) -> dict[str, float]:
+            return {m.value: 1.0 for m in Metric}
+
+    def fake(req: PredictRequest) -> Answer:
+        calls.append(req)
+        return Answer()
+
+    monkeypatch.setattr(v, "predict", fake)
+    rows = [r for r in load_dataset() if not v.retimeable(r)]
+    runs: v.Simulated = {}
+    for row in rows + rows:
+        assert v._predicted(row, IDEAL, {}, runs) == 1.0
+    assert len(calls) == len({v.request_for(r) for r in rows}) < len(rows)

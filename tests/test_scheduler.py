@@ -106,6 +106,19 @@ def test_a_request_that_can_never_fit_is_rejected_with_a_reason() -> None:
     assert r.reject_reason == "larger than the KV pool: 17 tokens > 16 slots"
 
 
+def test_rejected_requests_are_counted_not_kept() -> None:
+    """Regression: the scheduler appended every rejected request to a list nobody read, so a
+    long-lived server held each one for its life."""
+    import gc
+
+    s, _ = make_scheduler(4, block_size=4)
+    for i in range(200):
+        r = req(f"huge-{i}", 15, max_new=2)
+        assert not s.add_request(r)
+    held = [o for o in gc.get_referrers(r) if isinstance(o, list | dict | tuple)]
+    assert s.stats.num_rejected == 200 and held == [], held[:1]
+
+
 def test_contiguous_reserves_max_model_len_at_admission() -> None:
     s, ex = make_scheduler(64, block_size=4, policy="contiguous", max_model_len=32)
     s.add_request(req("A", 5, max_new=3))

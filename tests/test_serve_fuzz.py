@@ -51,8 +51,9 @@ junk = st.recursive(
 good_ids = st.lists(st.integers(0, VOCAB - 1), min_size=1, max_size=24)
 VALID = {  # a body the server serves: each field within its range
     "max_tokens": st.integers(1, 24),
-    "temperature": st.floats(0, 2),
-    "top_p": st.floats(0.05, 1),
+    "temperature": st.floats(0, 2) | st.sampled_from([5e-324, 1e-300, 1e-40]),
+    # below fp32's smallest subnormal (1e-320 is 0 there) as well as ordinary nuclei
+    "top_p": st.floats(0.05, 1) | st.sampled_from([5e-324, 1e-320, 1e-46]),
     "top_k": st.integers(0, 50),
     "seed": st.integers(0, 2**32 - 1),
     "stream": st.booleans(),

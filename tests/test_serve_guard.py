@@ -23,7 +23,7 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from ridgeline.engine.llm import EngineStats  # noqa: E402
-from ridgeline.errors import ConfigError  # noqa: E402
+from ridgeline.errors import ConfigError, RidgelineError  # noqa: E402
 from ridgeline.serve.app import Access, create_app  # noqa: E402
 from ridgeline.serve.server import (  # noqa: E402
     ServeSettings,
@@ -105,6 +105,61 @@ def test_the_body_limit_is_configurable_with_or_without_a_length(served: Any) ->
 
     r = c.post("/v1/completions", content=chunks())
     assert r.status_code == 413 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_fields_the_engine_cannot_honour_are_served_at_their_neutral_values(served: Any) -> None:
+    """What clients send by default (a zero penalty, no bias, text output, no tools) is served;
+    any other value is a 400 naming the field (corpus: ``bad_inputs.SERVE_FIELDS``), where it
+    used to be ignored without a word."""
+    c = _client(served, Access())
+    neutral = {
+        "presence_penalty": 0,
+        "frequency_penalty": 0.0,
+        "repetition_penalty": 1.0,
+        "logit_bias": {},
+        "best_of": 1,
+        "min_p": 0,
+        "min_tokens": 0,
+        "logprobs": None,
+        "user": "someone",
+        "stop": [],
+    }
+    r = c.post("/v1/completions", json={"prompt": [1, 2], "max_tokens": 2, "suffix": "", **neutral})
+    assert r.status_code == 200, r.text
+    chat = {
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 2,
+        "top_logprobs": 0,
+        "tools": [],
+        "tool_choice": "none",
+        "response_format": {"type": "text"},
+        **neutral,
+    }
+    r = c.post("/v1/chat/completions", json=chat)
+    assert r.status_code == 200, r.text
+    r = c.post("/v1/completions", json={"prompt": [1, 2], "presence_penalty": 0.5})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "presence_penalty"
+
+
+def test_a_client_that_leaves_while_sending_its_body_gets_a_400_not_a_traceback() -> None:
+    """Regression (found by hand: a Content-Length larger than the bytes sent): Starlette's
+    ClientDisconnect escaped the body reader and uvicorn logged a traceback per request."""
+    import asyncio
+
+    from starlette.requests import Request
+
+    from ridgeline.serve.errors import HttpError
+    from ridgeline.serve.guard import read_body
+
+    messages = iter([{"type": "http.request", "body": b'{"pro', "more_body": True}])
+
+    async def receive() -> dict[str, Any]:
+        return next(messages, {"type": "http.disconnect"})
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/completions", "headers": []}
+    with pytest.raises(HttpError) as caught:
+        asyncio.run(read_body(Request(scope, receive), 1000))
+    assert caught.value.status == 400 and "left before" in caught.value.message
 
 
 def test_an_unexpected_failure_is_a_500_in_the_openai_shape(
@@ -210,11 +265,22 @@ def test_a_slow_tokenisation_does_not_hold_the_event_loop(
 
 
 @pytest.mark.slow
-def test_a_client_that_leaves_a_non_streaming_request_frees_its_blocks() -> None:
+def test_a_client_that_leaves_a_non_streaming_request_frees_its_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Regression: the disconnect check ran only when no token came for 0.25 s, so a request
-    producing tokens every step ran to its end after its client had gone."""
+    producing tokens every step ran to its end after its client had gone. Each step takes at
+    least 5 ms here, so the 450 tokens outlast the client's 0.4 s on any machine (on a quiet
+    one the engine made them all in under 0.4 s and the client never left)."""
     served = serve_llm(tiny_llm(None, hidden=256, layers=8))
     pool, engine = served.engine.llm.scheduler.kv.pool, served.engine
+    step = engine.llm.step
+
+    def slow_step() -> Any:
+        time.sleep(0.005)
+        return step()
+
+    monkeypatch.setattr(engine.llm, "step", slow_step)
     body = {"prompt": list(range(1, 30)), "max_tokens": 450, "ignore_eos": True}
     with running(served) as url:
         with pytest.raises(httpx.TimeoutException):
@@ -265,6 +331,24 @@ def test_listening_beyond_loopback_without_a_key_warns(
         assert "no API key" in warning and "RIDGELINE_API_KEY" in warning
 
 
+def test_serve_prints_the_exposure_warning_on_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: the warning came out wrapped over two lines at the console's width. (Nothing
+    is built or bound here: the settings check and the server are stand-ins.)"""
+    import typer.testing
+
+    import ridgeline.serve.server as server
+    from ridgeline.cli import app
+
+    monkeypatch.setattr(server, "check_settings", lambda settings: None)
+    monkeypatch.setattr(server, "serve", lambda settings: 0)
+    monkeypatch.delenv("RIDGELINE_API_KEY", raising=False)
+    result = typer.testing.CliRunner().invoke(app, ["serve", "--host", "0.0.0.0"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("warning: listening on 0.0.0.0:8000") and "--api-key" in lines[0]
+    assert lines[1].startswith("ridgeline serve:") and len(lines) == 2
+
+
 @pytest.mark.parametrize("key", ["", "two words", "tab\tkey", "naïve"])
 def test_an_api_key_that_cannot_travel_in_a_header_is_refused(key: str) -> None:
     with pytest.raises(ConfigError, match="RIDGELINE_API_KEY"):
@@ -281,6 +365,9 @@ def test_an_api_key_that_cannot_travel_in_a_header_is_refused(key: str) -> None:
         ({"max_waiting": -1}, "max_waiting"),
         ({"engine": {"kv_budget_bytes": -1.0}}, "kv_budget_bytes"),
         ({"engine": {"kernels": "fast"}}, "kernels"),
+        # regression: a pool too small for one block was found after the model's build
+        ({"engine": {"kv_budget_bytes": 1.0}}, "holds no block"),
+        ({"engine": {"kv_budget_bytes": 2.0**20, "block_size": 4096}}, "holds no block"),
         ({"tokenizer": "/no/such/dir"}, "--tokenizer"),
         ({"access": Access(max_body_bytes=0)}, "max_body_bytes"),
         ({"access": Access(api_key="")}, "RIDGELINE_API_KEY"),
@@ -288,7 +375,7 @@ def test_an_api_key_that_cannot_travel_in_a_header_is_refused(key: str) -> None:
 )
 def test_settings_are_checked_before_anything_is_built(change: dict, needle: str) -> None:
     settings = dataclasses.replace(ServeSettings("gpt2", threads=1), port=_free_port(), **change)
-    with pytest.raises(ConfigError, match=needle):
+    with pytest.raises(RidgelineError, match=needle):
         check_settings(settings)
 
 
@@ -307,12 +394,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_a_tiny_temperature_is_served_and_the_engine_lives(served: Any) -> None:
-    """Regression (found by the fuzz test): temperature 1e-300 made NaN probabilities and the
-    exception killed the engine thread; every later request was a 503."""
+@pytest.mark.parametrize(
+    "change", [{"temperature": 1e-300}, {"temperature": 1.0, "top_p": 1e-320}], ids=str
+)
+def test_a_tiny_temperature_or_top_p_is_served_and_the_engine_lives(
+    served: Any, change: dict
+) -> None:
+    """Regression (temperature: found by the fuzz test; top_p: by hand): temperature 1e-300,
+    or top_p 1e-320 (0 in fp32: an empty nucleus), made NaN probabilities and the exception
+    killed the engine thread; every later request was a 503. Both sample the argmax."""
     c = _client(served, Access())
-    body = {"prompt": [5, 9, 200], "max_tokens": 4, "temperature": 1e-300, "ignore_eos": True}
-    r = c.post("/v1/completions", json=body)
+    body = {"prompt": [5, 9, 200], "max_tokens": 4, "ignore_eos": True}
+    r = c.post("/v1/completions", json={**body, **change})
     greedy = c.post("/v1/completions", json={**body, "temperature": 0})
     assert r.status_code == 200 and served.engine.alive
     assert r.json()["choices"][0]["token_ids"] == greedy.json()["choices"][0]["token_ids"]
@@ -338,3 +431,26 @@ def test_stopping_the_engine_counts_the_requests_it_cut_short() -> None:
     idle = serve_llm(tiny_llm(None))
     idle.engine.start()
     assert idle.engine.stop() == 0
+
+
+def test_a_request_submitted_while_the_engine_stops_is_refused_not_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression (found by hand: a request killed the engine thread, and the next one hung
+    until the drain's deadline): a submit between the stopping thread's drain of its inbox and
+    its end was accepted and never answered. Now it is refused (503) or answered."""
+    from ridgeline.engine.sampling import SamplingParams
+    from ridgeline.serve.engine_loop import EngineLoop
+
+    served = serve_llm(tiny_llm(None))
+    engine, events, late = served.engine, [], []
+    drain = EngineLoop._cut_all
+
+    def drain_then_submit(self: EngineLoop) -> None:
+        drain(self)  # the inbox is empty now; the thread has not ended yet
+        late.append(self.submit((1, 2), SamplingParams(max_output_tokens=2), events.append))
+
+    monkeypatch.setattr(EngineLoop, "_cut_all", drain_then_submit)
+    engine.start()
+    engine.stop()
+    assert late == [None] and not engine.alive and engine.state.in_system == 0

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ridgeline.analytic.pricing import Pricing
+from ridgeline.errors import ConfigError
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import (
@@ -76,6 +77,22 @@ def test_the_environment_can_turn_a_fresh_build_off(
     _manifest(package, native.digest(package))
     monkeypatch.setenv(native.DISABLE_ENV, "0")
     assert native.decide(package) == f"interpreted: {native.DISABLE_ENV}=0"
+
+
+@pytest.mark.parametrize("value", ["off", "false", "2", "yes"])
+def test_a_switch_other_than_0_or_1_is_refused(
+    package: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """Regression: only "0" was read, so RIDGELINE_NATIVE=off ran the compiled modules without
+    a word; the variable is checked as a flag is, built or not."""
+    monkeypatch.setenv(native.DISABLE_ENV, value)
+    with pytest.raises(ConfigError, match=f"RIDGELINE_NATIVE: 0 .* or 1 .*got '{value}'"):
+        native.decide(package)
+    _manifest(package, native.digest(package))
+    with pytest.raises(ConfigError, match="RIDGELINE_NATIVE"):
+        native.decide(package)
+    monkeypatch.setenv(native.DISABLE_ENV, "1")
+    assert native.decide(package) == "compiled"
 
 
 def test_the_digest_covers_every_compiled_source(package: Path) -> None:

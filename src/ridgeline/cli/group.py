@@ -38,17 +38,48 @@ def check_numbers(command: Any, params: dict[str, Any]) -> None:
         for item in value if isinstance(value, list | tuple) else (value,):
             why = _bad_number(item)
             if why is not None:
-                name = max(getattr(param, "opts", None) or [param.name or "?"], key=len)
-                raise ConfigError(f"option {name}: {why}")
+                raise ConfigError(f"option {_option_name(param)}: {why}")
+
+
+def _option_name(param: Any) -> str:
+    return max(getattr(param, "opts", None) or [param.name or "?"], key=len)
+
+
+def _finite_first(param: Any) -> None:
+    """Refuse a float option's NaN or infinity before the parser checks its range: NaN fails
+    ``min=0`` too, and was reported as "should be greater than or equal to 0"."""
+    descriptor = getattr(param, "type_descriptor", None)
+    if getattr(descriptor, "annotation", None) is not float:
+        return
+    run = param.process_value
+
+    def process_value(ctx: Any, value: Any) -> Any:
+        for item in value if isinstance(value, list | tuple) else (value,):
+            why = _bad_number(_as_float(item))
+            if why is not None:
+                raise ConfigError(f"option {_option_name(param)}: {why}")
+        return run(ctx, value)
+
+    param.process_value = process_value
+
+
+def _as_float(item: Any) -> Any:
+    try:
+        return float(item) if isinstance(item, str) else item
+    except ValueError:
+        return item  # the parser says what is wrong with it
 
 
 def checked(command: Any) -> Any:
     """``command`` with ``check_numbers`` run on its parsed options before it runs (a group is
-    returned as it is: it checks its own commands)."""
+    returned as it is: it checks its own commands), and its float options refusing NaN and
+    infinities before their range (``_finite_first``)."""
     if command is None or hasattr(command, "commands"):
         return command
     if getattr(command, "_numbers_checked", False):
         return command
+    for param in command.params:
+        _finite_first(param)
     run = command.invoke
 
     def invoke(ctx: Any) -> Any:

@@ -51,7 +51,7 @@ def serve_check_cmd(
       ridgeline lab serve-check --out out/serve-check
     """
     _check_packages()
-    from ridgeline.engine.kernel_build import resolve_lock_timeout_s
+    from ridgeline.engine.kernel_build import check_environment
     from ridgeline.lab.serve_check import CheckSpec, model_config, run_check
     from ridgeline.serve.server import listen_check
 
@@ -66,7 +66,7 @@ def serve_check_cmd(
     )
     check.check_fits()  # all of this before the calibration compiles and runs for minutes
     listen_check("127.0.0.1", port)
-    resolve_lock_timeout_s()
+    check_environment()
     with sigterm_as_ctrl_c():  # kill runs the cleanup that stops the server and its builds
         result = run_check(check, out, lambda m: err_console.print(f"serve-check: {m}"))
     if json_out:

@@ -128,7 +128,7 @@ def serve_cmd(
     check_settings(settings)
     warning = exposed(http.host, http.port, key)
     if warning is not None:
-        err_console.print(warning, highlight=False, markup=False)
+        err_console.print(warning, highlight=False, markup=False, soft_wrap=True)  # one line
     err_console.print(
         f"ridgeline serve: {model} on http://{http.host}:{http.port}/v1 (Ctrl-C drains)"
     )

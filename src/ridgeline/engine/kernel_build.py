@@ -249,6 +249,18 @@ def resolve_lock_timeout_s(timeout_s: float | None = None) -> float:
     return value
 
 
+def check_environment() -> None:
+    """The build's variables checked as flags are, before a command starts long work or
+    prints that it has: ``$RIDGELINE_KERNEL_DIR`` (a folder, where it exists) and
+    ``$RIDGELINE_KERNEL_LOCK_TIMEOUT_S``.
+
+    Raises:
+        ConfigError: naming the variable.
+    """
+    default_root()
+    resolve_lock_timeout_s()
+
+
 def _watch(p: BuildPlan, progress: Progress, stop: threading.Event) -> None:
     """Report each compiled unit as its object file appears (ninja writes them as it goes)."""
     seen = 0

@@ -241,8 +241,8 @@ def set_threads(n: int) -> None:
     torch.set_num_threads(n)
 
 
-def _dtype(name: str) -> torch.dtype:
-    return _DTYPES[name]
+def torch_dtype(name: str) -> torch.dtype:
+    return _DTYPES[name]  # the engine's dtype names (EngineConfig.dtype) as torch's
 
 
 def _max_len(spec: ModelSpec, cfg: EngineConfig) -> int:
@@ -264,12 +264,12 @@ def build_model(
         init_random(model, torch.Generator().manual_seed(cfg.seed), cfg.init_std)
     else:
         load_safetensors_dir(model, weights)
-    model = model.to(device=cfg.device, dtype=_dtype(cfg.dtype)).eval()
+    model = model.to(device=cfg.device, dtype=torch_dtype(cfg.dtype)).eval()
     layout = Layout.parse(cfg.pack_weights)
     if can_pack(torch.device(cfg.device)) and layout is not Layout.OFF:
         wants_panel = layout in (Layout.AUTO, Layout.PANEL) and cfg.dtype == "fp32"
         panel = load_panel_gemm(cfg.kernels) if wants_panel else None
-        pack_linears(model, resolve(layout, _dtype(cfg.dtype), panel), panel)
+        pack_linears(model, resolve(layout, torch_dtype(cfg.dtype), panel), panel)
     if cfg.fused_ops and cfg.device == "cpu" and cfg.dtype == "fp32":
         model.fused_ops = load_fused_ops(cfg.kernels)
         if model.fused_ops is not None:
@@ -334,7 +334,7 @@ class LLM:
 
     def _build_cache(self, positions: int) -> tuple[int, KVCache, Drafter | None]:
         cfg, spec = self.config, self.spec
-        dtype, device = _dtype(cfg.dtype), torch.device(cfg.device)
+        dtype, device = torch_dtype(cfg.dtype), torch.device(cfg.device)
         budget = _kv_budget(spec, cfg, self.hw)
         shape = cache_shape(spec, cfg.block_size, budget, dtype)
         num_blocks = cfg.num_blocks or shape.num_blocks

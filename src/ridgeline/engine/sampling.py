@@ -37,11 +37,17 @@ def probabilities(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
 
 
 def _top_p(scaled: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Mask tokens outside the nucleus: keep a token while the mass before it is < top_p."""
+    """Mask tokens outside the nucleus: keep a token while the mass before it is < top_p, and
+    always the most likely one (Holtzman et al. 2020: the nucleus is never empty; HF's
+    ``min_tokens_to_keep=1``)."""
     sorted_logits, order = scaled.sort(dim=-1, descending=True)  # [N, vocab]
     probs = torch.softmax(sorted_logits, dim=-1)  # [N, vocab]
     before = probs.cumsum(-1) - probs  # [N, vocab] mass of strictly more likely tokens
-    sorted_logits = sorted_logits.masked_fill(before >= top_p, float("-inf"))
+    # NOTE: a top_p below fp32's smallest subnormal (1e-320) compares as 0, so "before >= top_p"
+    # held for the first token too: every logit -inf, softmax NaN, and the engine thread died.
+    outside = before >= top_p  # [N, vocab]
+    outside[..., 0] = False
+    sorted_logits = sorted_logits.masked_fill(outside, float("-inf"))
     return torch.full_like(scaled, float("-inf")).scatter_(-1, order, sorted_logits)
 
 

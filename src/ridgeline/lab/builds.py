@@ -19,7 +19,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ridgeline.engine.kernel_build import BuildPlan, KernelBuildError, KernelTarget, ensure_built
+from ridgeline.engine.kernel_build import (
+    BuildPlan,
+    KernelBuildError,
+    KernelTarget,
+    check_environment,
+    ensure_built,
+)
 from ridgeline.engine.kernel_build import plan as build_plan
 
 Say = Callable[[str], None]
@@ -92,7 +98,12 @@ def heartbeat(say: Say, what: str, every_s: float = HEARTBEAT_S) -> Iterator[Non
 
 def build_all(say: Say, builds: tuple[Build, ...] | None = None) -> list[str]:
     """Build what is not built yet, announcing each; returns what could not be built (the
-    measurement that needs it is then skipped, as ``fma_probe`` and ``gemm_probe`` do)."""
+    measurement that needs it is then skipped, as ``fma_probe`` and ``gemm_probe`` do).
+
+    Raises:
+        ConfigError: a build variable is wrong (checked before anything is announced).
+    """
+    check_environment()
     failed = []
     for b in builds if builds is not None else lab_builds():
         if b.built:

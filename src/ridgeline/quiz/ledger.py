@@ -47,7 +47,10 @@ def quiz_home() -> Path:
     """The learner's quiz folder: ``$RIDGELINE_QUIZ_HOME``, else ``$XDG_DATA_HOME/ridgeline/quiz``,
     else ``~/.local/share/ridgeline/quiz``."""
     if os.environ.get(HOME_ENV):
-        return Path(os.environ[HOME_ENV])
+        path = Path(os.environ[HOME_ENV])
+        if path.exists() and not path.is_dir():  # else status read no attempts from it
+            raise ConfigError(f"{HOME_ENV}: {path} is not a directory")
+        return path
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "ridgeline" / "quiz"
 

@@ -357,9 +357,15 @@ def _routes(app: FastAPI, s: Served) -> None:
 
 def create_app(s: Served) -> FastAPI:
     """The app over a started ``EngineLoop`` (the caller starts and stops it). No OpenAPI page:
-    the routes are OpenAI's, described in docs/serve.md, and their bodies are read by hand."""
+    the routes are OpenAI's, described in docs/serve.md, and their bodies are read by hand. A
+    path with a trailing slash is a 404 in OpenAI's shape, not Starlette's bodiless 307."""
     app = FastAPI(
-        title="ridgeline serve", version="1", docs_url=None, redoc_url=None, openapi_url=None
+        title="ridgeline serve",
+        version="1",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        redirect_slashes=False,
     )
     errors.install(app)
     _routes(app, s)

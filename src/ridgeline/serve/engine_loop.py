@@ -79,6 +79,7 @@ class LoopState:
     steps: int = 0
     error: str | None = None  # the exception that stopped the thread, if any
     cut: int = 0  # requests ended by the thread stopping, not by finishing
+    closed: bool = False  # the thread is stopping: submit refuses (set under counts_lock)
     counts_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -109,16 +110,23 @@ class EngineLoop:
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        """The thread runs and takes requests (False from the moment it starts stopping)."""
+        return self._thread.is_alive() and not self.state.closed
 
     def submit(self, prompt_ids: tuple[int, ...], params: SamplingParams, sink: Sink) -> int | None:
-        """Queue a request; its handle, or None when the system is full (answer 429)."""
+        """Queue a request; its handle, or None when the system is full (answer 429) or the
+        thread is stopping (503).
+
+        NOTE: the request goes into the inbox under the lock that ``_cut_all`` closes the loop
+        with, so a request is either refused or in the inbox when the thread drains it: one
+        submitted while the thread stopped used to land after the drain and wait forever.
+        """
         with self.state.counts_lock:
             if self.state.in_system >= self.capacity or not self.alive:
                 return None
             self.state.in_system += 1
-        handle = next(self._handles)
-        self._inbox.put(_Submit(handle, prompt_ids, params, sink, time.monotonic()))
+            handle = next(self._handles)
+            self._inbox.put(_Submit(handle, prompt_ids, params, sink, time.monotonic()))
         return handle
 
     def abort(self, handle: int) -> None:
@@ -152,6 +160,8 @@ class EngineLoop:
 
     def _cut_all(self) -> None:
         """End every request still live or queued with ``abort`` (the thread is stopping)."""
+        with self.state.counts_lock:  # from here on submit refuses: the inbox only shrinks
+            self.state.closed = True
         why = self.state.error or "the server is stopping"
         for handle in list(self._live):
             self.state.cut += 1

@@ -14,7 +14,7 @@ import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from ridgeline.serve.errors import INVALID, HttpError, error_bytes
 
@@ -74,15 +74,19 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
     """The request's body, at most ``max_bytes`` of it.
 
     Raises:
-        HttpError: 413 when ``Content-Length`` says more, or once more has arrived.
+        HttpError: 413 when ``Content-Length`` says more, or once more has arrived; 400 when
+            the client disconnects before the body's end.
     """
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise too_large(max_bytes)
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise too_large(max_bytes)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise too_large(max_bytes)
+            chunks.append(chunk)
+    except ClientDisconnect:  # an answer nobody reads, rather than a traceback in the log
+        raise HttpError(400, "body: the client left before sending all of it", INVALID) from None
     return b"".join(chunks)

@@ -2,9 +2,12 @@
 
 Reference: the OpenAI API's ``/v1/completions`` and ``/v1/chat/completions`` (platform.openai.com
 /docs/api-reference), with two of vLLM's extensions: ``ignore_eos`` and ``top_k``. Fields the
-engine cannot honour (``n`` > 1, ``stop`` strings, ``logprobs``, ``echo``) are refused with a
-400 naming the field rather than silently ignored; unknown fields are ignored, as OpenAI's own
-server does for forward compatibility.
+engine cannot honour are refused with a 400 naming the field rather than silently ignored, when
+set to anything but their neutral value (``UNSERVED``: ``n`` > 1, ``stop`` strings,
+``logprobs``, ``echo``, penalties, ``logit_bias``, ``best_of`` > 1, ``suffix``, tools, a
+``response_format`` other than text, and vLLM's ``min_p``, ``min_tokens``,
+``repetition_penalty``); their types are checked like every other field's. Unknown fields are
+ignored, as OpenAI's own server does for forward compatibility.
 
 Bodies are read strictly (pydantic's strict mode over the JSON text, in every nested model): a
 number field takes only a JSON number, a flag only ``true`` or ``false``, text only a string,
@@ -56,6 +59,31 @@ def _ids(value: Any) -> bool:
 Prompt = Annotated[str | list[int] | list[str] | list[list[int]], PlainValidator(_prompt)]
 
 
+def _neutral(value: Any, neutral: tuple[Any, ...]) -> bool:
+    return value is None or value in neutral or value in ([], {})
+
+
+# field -> the values that ask the engine for nothing (None, absent, empty always do)
+UNSERVED: dict[str, tuple[Any, ...]] = {
+    "logprobs": (False, 0),
+    "echo": (False,),
+    "presence_penalty": (0,),
+    "frequency_penalty": (0,),
+    "repetition_penalty": (1,),
+    "logit_bias": (),
+    "best_of": (1,),
+    "top_logprobs": (0,),
+    "min_p": (0,),
+    "min_tokens": (0,),
+    "suffix": ("",),
+    "tools": (),
+    "tool_choice": ("none", "auto"),  # without tools both ask for nothing
+    "functions": (),
+    "function_call": ("none", "auto"),
+    "response_format": ({"type": "text"},),
+}
+
+
 class _Sampling(_Strict):
     """What both endpoints share."""
 
@@ -71,7 +99,16 @@ class _Sampling(_Strict):
     stream: bool | None = None
     stream_options: StreamOptions | None = None
     ignore_eos: bool | None = None
+    user: str | None = None
+    # accepted only at their neutral value (UNSERVED), typed like the rest
     logprobs: Any = None
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    repetition_penalty: float | None = Field(None, gt=0.0, le=MAX_TEMPERATURE)
+    logit_bias: dict[str, float] | None = None
+    best_of: int | None = Field(None, ge=1)
+    min_p: float | None = Field(None, ge=0.0, le=1.0)
+    min_tokens: int | None = Field(None, ge=0, le=MAX_CONTEXT)
 
     def params(self, eos_token_id: int | None) -> SamplingParams:
         """The engine's sampling parameters; ConfigError naming a field it cannot serve."""
@@ -79,8 +116,10 @@ class _Sampling(_Strict):
             raise ConfigError("field n: only n = 1 is served")
         if self.stop:
             raise ConfigError("field stop: stop strings are not supported")
-        if self.logprobs not in (None, False, 0):
-            raise ConfigError("field logprobs: not supported")
+        for name, neutral in UNSERVED.items():
+            value = getattr(self, name, None)
+            if not _neutral(value, neutral):
+                raise ConfigError(f"field {name}: not supported (send it unset)")
         # OpenAI's max_tokens (or max_completion_tokens) is the engine's max_output_tokens
         max_output_tokens = self.max_completion_tokens or self.max_tokens or DEFAULT_MAX_TOKENS
         temperature = DEFAULT_TEMPERATURE if self.temperature is None else self.temperature
@@ -107,12 +146,11 @@ class CompletionBody(_Sampling):
 
     prompt: Prompt
     echo: bool | None = None
+    suffix: str | None = None
 
     def single_prompt(self) -> str | list[int]:
         """The one prompt (a list of one prompt is accepted); ConfigError otherwise."""
         p = self.prompt
-        if self.echo:
-            raise ConfigError("field echo: not supported")
         if isinstance(p, list) and p and isinstance(p[0], str | list):
             if len(p) != 1:
                 raise ConfigError(f"field prompt: one prompt per request, got {len(p)}")
@@ -131,6 +169,12 @@ class ChatBody(_Sampling):
     """``POST /v1/chat/completions``: messages rendered by the tokenizer's chat template."""
 
     messages: list[ChatMessage] = Field(min_length=1)
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    tools: list[Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    functions: list[Any] | None = None
+    function_call: str | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
 
 
 Body = TypeVar("Body", bound=_Strict)

@@ -20,8 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ridgeline.engine.kernel_build import resolve_lock_timeout_s
-from ridgeline.engine.llm import LLM, EngineConfig, set_threads
+from ridgeline.engine.kernel_build import check_environment
+from ridgeline.engine.kv_cache import cache_shape
+from ridgeline.engine.llm import (
+    DEFAULT_KV_BUDGET_BYTES,
+    LLM,
+    EngineConfig,
+    set_threads,
+    torch_dtype,
+)
 from ridgeline.errors import ConfigError
 from ridgeline.processes import sigterm_as_ctrl_c
 from ridgeline.serve.app import DEFAULT_MAX_BODY_BYTES, Access, Limits, Served, create_app
@@ -107,6 +114,16 @@ def listen_check(host: str, port: int) -> None:
             ) from None
 
 
+def _kv_pool(config: EngineConfig, model: str) -> None:
+    """The KV budget holds one block of the model (the engine finds out only after building
+    the model and compiling its kernels, minutes on a cold build)."""
+    if config.num_blocks is not None:
+        return
+    budget = config.kv_budget_bytes
+    budget = DEFAULT_KV_BUDGET_BYTES if budget is None else budget
+    cache_shape(get_model(model), config.block_size, budget, torch_dtype(config.dtype))
+
+
 def check_settings(settings: ServeSettings) -> None:
     """Every setting, before anything is built (the module docstring).
 
@@ -119,9 +136,9 @@ def check_settings(settings: ServeSettings) -> None:
     check_real("drain_s", settings.drain_s, 0, MAX_SECONDS)
     check_int("max_body_bytes", settings.access.max_body_bytes, 1, MAX_BODY_BYTES)
     check_api_key(settings.access.api_key)
-    EngineConfig(**settings.engine)  # its own checks, named, before any kernel is compiled
-    resolve_lock_timeout_s()  # $RIDGELINE_KERNEL_LOCK_TIMEOUT_S, read when kernels build
-    get_model(settings.model)
+    config = EngineConfig(**settings.engine)  # its own checks, named, before any compile
+    check_environment()  # the kernel build's variables, read when kernels build
+    _kv_pool(config, settings.model)
     _directory(settings.weights, "weights")
     _directory(settings.tokenizer, "tokenizer")
     listen_check(settings.host, settings.port)

@@ -109,6 +109,7 @@ class SchedulerStats:
     prefix_hit_tokens: int = 0
     tier_hit_tokens: int = 0
     num_steps: int = 0
+    num_rejected: int = 0  # a count, not a list: a long-lived server rejects without end
 
 
 class Scheduler:
@@ -135,7 +136,6 @@ class Scheduler:
         self.waiting = self.policy.new_queue()
         self.running: list[Request] = []
         self.requests: dict[str, Request] = {}
-        self.rejected: list[Request] = []
         self.stats = SchedulerStats()
         self._proposer = proposer or repeat_last_proposer
         self._seq = 0
@@ -169,7 +169,7 @@ class Scheduler:
             request.status = RequestStatus.REJECTED
             request.finish_reason = FinishReason.REJECTED
             request.reject_reason = reason
-            self.rejected.append(request)
+            self.stats.num_rejected += 1
             return False
         self.requests[request.request_id] = request
         request.status = RequestStatus.WAITING

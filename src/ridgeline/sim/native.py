@@ -100,10 +100,21 @@ NOT_BUILT = "interpreted: not built"
 
 
 def decide(package_dir: Path = PACKAGE_DIR) -> str:
-    """Whether ``MODULES`` load compiled ("compiled") or why not ("interpreted: ...")."""
+    """Whether ``MODULES`` load compiled ("compiled") or why not ("interpreted: ...").
+
+    Raises:
+        ConfigError: ``$RIDGELINE_NATIVE`` other than 0 or 1 (``off`` or ``false`` would have
+            been ignored without a word, the compiled modules running).
+    """
+    flag = os.environ.get(DISABLE_ENV, "").strip()
+    if flag not in ("", "0", "1"):
+        raise ConfigError(
+            f"{DISABLE_ENV}: 0 (the interpreted modules) or 1 (compiled ones where built), "
+            f"got '{flag}'"
+        )
     if not compiled_files(package_dir):
         return NOT_BUILT
-    if os.environ.get(DISABLE_ENV) == "0":
+    if flag == "0":
         return f"interpreted: {DISABLE_ENV}=0"
     if _built_digest(package_dir) != digest(package_dir):
         return "interpreted: the build is older than the sources (rebuild it)"
