@@ -9,6 +9,7 @@ import inspect
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -20,6 +21,7 @@ from ridgeline.cli.root import VERSION, load_command
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_ENGINE_MODEL, DEFAULT_MODEL
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
@@ -145,8 +147,30 @@ def test_every_command_help_shows_an_example_that_parses() -> None:
 def test_a_group_alone_prints_its_help_and_exits_0() -> None:
     # regression: 'ridgeline' and 'ridgeline lab' printed the whole help squashed into one
     # 'error: ...' line on stderr
-    for args in ([], ["lab"], ["sweep"], ["quiz"], ["hw"]):
+    groups = [[n] for n in COMMANDS if hasattr(load_command(n, COMMANDS[n]), "commands")]
+    assert len(groups) >= 8  # hw, model, native, sweep, bench, engine, lab, quiz
+    for args in ([], *groups):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, args
         assert result.stdout.startswith(f"Usage: ridgeline {' '.join(args)}".rstrip() + " ")
         assert "\nOptions:\n" in result.stdout and result.stderr == ""
+
+
+# The commands that serve or only write files, as README.md's tour names them.
+NO_JSON = ("serve", "explore", "lab report", "lab export", "quiz export", "quiz instructor-init")
+
+
+def test_every_command_that_prints_results_takes_json_and_the_readme_names_the_rest() -> None:
+    # regression: the README promised --json on every command; serve, explore, lab report and
+    # quiz export had none, and quiz instructor-init went unnamed
+    without = [
+        " ".join(path)
+        for path, cmd in _leaves()
+        if not any("--json" in getattr(p, "opts", ()) for p in cmd.params)
+    ]
+    assert sorted(without) == sorted(NO_JSON)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    named = "; those that serve or only write files do not (" + ", ".join(f"`{c}`" for c in NO_JSON)
+    assert named in readme
+    top = " ".join(runner.invoke(app, []).stdout.split())
+    assert "Every command that prints results takes --json" in top
