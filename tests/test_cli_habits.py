@@ -106,6 +106,64 @@ def test_help_loads_no_heavy_module() -> None:
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
+_LOADED = (
+    "import sys\nfrom ridgeline.cli import main\n"
+    "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+    "print(' '.join(sorted(sys.modules)))"
+)
+# What no command's --help, and no catalog listing, may load (start-up: issue 33's 0.3 s).
+_HEAVY_FOR_HELP = ("numpy", "scipy", "matplotlib", "pandas", "torch")
+
+
+def _loaded(*args: str) -> set[str]:
+    """The modules ``ridgeline ARGS`` has loaded when it exits."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED, *args], capture_output=True, text=True, check=True
+    )
+    return set(done.stdout.split("\n")[-2].split())
+
+
+def _first_leaf(name: str) -> list[str]:
+    cmd, path = load_command(name, COMMANDS[name]), [name]
+    while hasattr(cmd, "commands"):
+        first = sorted(cmd.commands)[0]
+        cmd, path = cmd.commands[first], [*path, first]
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_command_help_loads_no_numpy(name: str) -> None:
+    # regression: 'simulate --help' took 2.15 s and 'plan --help' loaded scipy, through the
+    # enums and defaults their options name (now in sim.kinds, sweep.kinds, defaults)
+    path = _first_leaf(name)
+    loaded = _loaded(*path, "--help")
+    assert not {m for m in loaded if m.split(".")[0] in _HEAVY_FOR_HELP}, path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args", [["hw", "list"], ["hw", "show", "h100-sxm"], ["hw", "list", "--json"]]
+)
+def test_the_catalog_lists_without_the_cost_model(args: list[str]) -> None:
+    # regression: 'hw list' took 0.86 s loading numpy and the cost model for the ridge points
+    loaded = _loaded(*args)
+    assert not {m for m in loaded if m.split(".")[0] in _HEAVY_FOR_HELP}
+    assert not {
+        m for m in loaded if m.startswith(("ridgeline.sim.", "ridgeline.analytic.roofline"))
+    }
+
+
+@pytest.mark.slow
+def test_a_plain_simulation_loads_no_compiled_shapes() -> None:
+    # regression: every 'simulate' loaded the compiled-shape variants and the dataflow compiler
+    # (sim.compiled, sim.static_variants, analytic.dataflow), a third of its start-up
+    loaded = _loaded("simulate", "--requests", "20", "--json")
+    unneeded = ("ridgeline.sim.compiled", "ridgeline.sim.static_variants", "ridgeline.sim.variants")
+    unneeded += ("ridgeline.analytic.dataflow", "ridgeline.fidelity", "scipy", "matplotlib")
+    assert not {m for m in loaded for u in unneeded if m == u or m.startswith(u + ".")}
+
+
 @pytest.mark.slow
 def test_piped_output_is_not_wrapped() -> None:
     cmd = [sys.executable, "-m", "ridgeline", "kv", "--context", "32768", "--hw", "h100-sxm"]

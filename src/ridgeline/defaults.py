@@ -12,3 +12,8 @@ DEFAULT_ENGINE_MODEL = "distilgpt2"
 # A deployment's serving limits where ``predict`` is given none (fidelity.prediction).
 DEFAULT_MAX_SEQS = 256  # vLLM's max_num_seqs
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192  # the step token budget: TensorRT-LLM's max_num_tokens
+# What ``plan`` simulates where not told (plan.request; the CLI's --help shows them without
+# loading the planner).
+DEFAULT_SIMULATED = 3  # layouts simulated per accelerator (the bound's best, diverse)
+DEFAULT_PROBE_S = 60.0  # seconds of arrivals per simulation (the sweep's full searches use 60)
+DEFAULT_PROBE_REQUESTS = 4000

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ridgeline.analytic.recompute import RecomputeReport, recompute_report
 from ridgeline.cli.common import (
     DtypeOpt,
     JsonOpt,
@@ -21,6 +20,9 @@ from ridgeline.defaults import DEFAULT_MODEL
 from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.catalog import FIVE_ARCHITECTURES
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
+
+if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.analytic.recompute import RecomputeReport
 
 DEFAULT_CONTEXTS = (1024, 4096, 32768)
 
@@ -44,6 +46,8 @@ def recompute_cmd(
     Example:
       ridgeline recompute --model llama-3.1-8b
     """
+    from ridgeline.analytic.recompute import recompute_report
+
     m = get_model(model)
     contexts = tuple(context or DEFAULT_CONTEXTS)
     accs = [get_accelerator(n) for n in hw or FIVE_ARCHITECTURES]
