@@ -133,12 +133,14 @@ def _first_leaf(name: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(COMMANDS))
-def test_a_command_help_loads_no_numpy(name: str) -> None:
+def test_a_command_help_loads_no_numpy_nor_the_catalog(name: str) -> None:
     # regression: 'simulate --help' took 2.15 s and 'plan --help' loaded scipy, through the
-    # enums and defaults their options name (now in sim.kinds, sweep.kinds, defaults)
+    # enums and defaults their options name (now in sim.kinds, sweep.kinds, specs.cost_mode,
+    # defaults); every --help parsed the catalog and its calibration files' models as well
     path = _first_leaf(name)
     loaded = _loaded(*path, "--help")
     assert not {m for m in loaded if m.split(".")[0] in _HEAVY_FOR_HELP}, path
+    assert not loaded & {"ridgeline.specs.catalog", "ridgeline.specs.calibration"}, path
 
 
 @pytest.mark.slow

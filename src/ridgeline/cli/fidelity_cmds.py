@@ -36,7 +36,7 @@ from ridgeline.defaults import (
 )
 from ridgeline.sim.kinds import Questions
 from ridgeline.specs import DType
-from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.cost_mode import CostMode
 from ridgeline.specs.units import fmt_seconds
 
 if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)

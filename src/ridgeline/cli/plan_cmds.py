@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
+from ridgeline import specs  # the catalog loads when a command runs, not for its --help
 from ridgeline.cli.common import console, emit_json, err_console
 from ridgeline.cli.options import grouped
 from ridgeline.defaults import (
@@ -18,8 +19,7 @@ from ridgeline.defaults import (
     DEFAULT_PROBE_S,
     DEFAULT_SIMULATED,
 )
-from ridgeline.specs import accelerator_names
-from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.cost_mode import CostMode
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.units import fmt_seconds
 from ridgeline.sweep.kinds import BackendKind
@@ -122,7 +122,7 @@ class SearchOptions:
         if self.all_hw and self.hw:
             raise typer.BadParameter("give --hw or --all, not both")
         if self.all_hw:
-            return tuple(accelerator_names())
+            return tuple(specs.accelerator_names())
         names = (self.hw or DEFAULT_ACCELERATOR).split(",")
         return tuple(dict.fromkeys(n.strip() for n in names if n.strip()))
 

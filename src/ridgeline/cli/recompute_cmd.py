@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ridgeline import specs  # the catalog loads when a command runs, not for its --help
 from ridgeline.cli.common import (
     DtypeOpt,
     JsonOpt,
@@ -17,8 +18,6 @@ from ridgeline.cli.common import (
     print_table,
 )
 from ridgeline.defaults import DEFAULT_MODEL
-from ridgeline.specs import get_accelerator, get_model
-from ridgeline.specs.catalog import FIVE_ARCHITECTURES
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
 if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
@@ -47,10 +46,11 @@ def recompute_cmd(
       ridgeline recompute --model llama-3.1-8b
     """
     from ridgeline.analytic.recompute import recompute_report
+    from ridgeline.specs.catalog import FIVE_ARCHITECTURES
 
-    m = get_model(model)
+    m = specs.get_model(model)
     contexts = tuple(context or DEFAULT_CONTEXTS)
-    accs = [get_accelerator(n) for n in hw or FIVE_ARCHITECTURES]
+    accs = [specs.get_accelerator(n) for n in hw or FIVE_ARCHITECTURES]
     rep = recompute_report(m, accs, contexts, dtypes(weight=weight_dtype, kv=kv_dtype))
     if json_out:
         emit_json(rep)

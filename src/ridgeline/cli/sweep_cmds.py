@@ -22,7 +22,7 @@ from ridgeline.cli.common import (
     save_plot,
 )
 from ridgeline.errors import ConfigError
-from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.cost_mode import CostMode
 from ridgeline.sweep.kinds import BackendKind, Objective, StoreFormat
 
 if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
