@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+# The five architectures compared (defined in ``defaults``, light), re-exported for the faces.
 from ridgeline.defaults import DATAFLOW, FIVE_ARCHITECTURES, GPU, LPU, TPU, WAFER  # noqa: F401
 from ridgeline.errors import ConfigError, UnknownNameError
 from ridgeline.specs.calibration import CalibrationTable, accelerator_calibration
