@@ -9,6 +9,7 @@ import inspect
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -20,6 +21,7 @@ from ridgeline.cli.root import VERSION, load_command
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_ENGINE_MODEL, DEFAULT_MODEL
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
@@ -104,6 +106,66 @@ def test_help_loads_no_heavy_module() -> None:
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
+_LOADED = (
+    "import sys\nfrom ridgeline.cli import main\n"
+    "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+    "print(' '.join(sorted(sys.modules)))"
+)
+# What no command's --help, and no catalog listing, may load (start-up: issue 33's 0.3 s).
+_HEAVY_FOR_HELP = ("numpy", "scipy", "matplotlib", "pandas", "torch")
+
+
+def _loaded(*args: str) -> set[str]:
+    """The modules ``ridgeline ARGS`` has loaded when it exits."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED, *args], capture_output=True, text=True, check=True
+    )
+    return set(done.stdout.split("\n")[-2].split())
+
+
+def _first_leaf(name: str) -> list[str]:
+    cmd, path = load_command(name, COMMANDS[name]), [name]
+    while hasattr(cmd, "commands"):
+        first = sorted(cmd.commands)[0]
+        cmd, path = cmd.commands[first], [*path, first]
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_command_help_loads_no_numpy_nor_the_catalog(name: str) -> None:
+    # regression: 'simulate --help' took 2.15 s and 'plan --help' loaded scipy, through the
+    # enums and defaults their options name (now in sim.kinds, sweep.kinds, specs.cost_mode,
+    # defaults); every --help parsed the catalog and its calibration files' models as well
+    path = _first_leaf(name)
+    loaded = _loaded(*path, "--help")
+    assert not {m for m in loaded if m.split(".")[0] in _HEAVY_FOR_HELP}, path
+    assert not loaded & {"ridgeline.specs.catalog", "ridgeline.specs.calibration"}, path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args", [["hw", "list"], ["hw", "show", "h100-sxm"], ["hw", "list", "--json"]]
+)
+def test_the_catalog_lists_without_the_cost_model(args: list[str]) -> None:
+    # regression: 'hw list' took 0.86 s loading numpy and the cost model for the ridge points
+    loaded = _loaded(*args)
+    assert not {m for m in loaded if m.split(".")[0] in _HEAVY_FOR_HELP}
+    assert not {
+        m for m in loaded if m.startswith(("ridgeline.sim.", "ridgeline.analytic.roofline"))
+    }
+
+
+@pytest.mark.slow
+def test_a_plain_simulation_loads_no_compiled_shapes() -> None:
+    # regression: every 'simulate' loaded the compiled-shape variants and the dataflow compiler
+    # (sim.compiled, sim.static_variants, analytic.dataflow), a third of its start-up
+    loaded = _loaded("simulate", "--requests", "20", "--json")
+    unneeded = ("ridgeline.sim.compiled", "ridgeline.sim.static_variants", "ridgeline.sim.variants")
+    unneeded += ("ridgeline.analytic.dataflow", "ridgeline.fidelity", "scipy", "matplotlib")
+    assert not {m for m in loaded for u in unneeded if m == u or m.startswith(u + ".")}
+
+
 @pytest.mark.slow
 def test_piped_output_is_not_wrapped() -> None:
     cmd = [sys.executable, "-m", "ridgeline", "kv", "--context", "32768", "--hw", "h100-sxm"]
@@ -145,8 +207,30 @@ def test_every_command_help_shows_an_example_that_parses() -> None:
 def test_a_group_alone_prints_its_help_and_exits_0() -> None:
     # regression: 'ridgeline' and 'ridgeline lab' printed the whole help squashed into one
     # 'error: ...' line on stderr
-    for args in ([], ["lab"], ["sweep"], ["quiz"], ["hw"]):
+    groups = [[n] for n in COMMANDS if hasattr(load_command(n, COMMANDS[n]), "commands")]
+    assert len(groups) >= 8  # hw, model, native, sweep, bench, engine, lab, quiz
+    for args in ([], *groups):
         result = runner.invoke(app, args)
         assert result.exit_code == 0, args
         assert result.stdout.startswith(f"Usage: ridgeline {' '.join(args)}".rstrip() + " ")
         assert "\nOptions:\n" in result.stdout and result.stderr == ""
+
+
+# The commands that serve or only write files, as README.md's tour names them.
+NO_JSON = ("serve", "explore", "lab report", "lab export", "quiz export", "quiz instructor-init")
+
+
+def test_every_command_that_prints_results_takes_json_and_the_readme_names_the_rest() -> None:
+    # regression: the README promised --json on every command; serve, explore, lab report and
+    # quiz export had none, and quiz instructor-init went unnamed
+    without = [
+        " ".join(path)
+        for path, cmd in _leaves()
+        if not any("--json" in getattr(p, "opts", ()) for p in cmd.params)
+    ]
+    assert sorted(without) == sorted(NO_JSON)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    named = "; those that serve or only write files do not (" + ", ".join(f"`{c}`" for c in NO_JSON)
+    assert named in readme
+    top = " ".join(runner.invoke(app, []).stdout.split())
+    assert "Every command that prints results takes --json" in top

@@ -16,7 +16,7 @@ from ridgeline.serving.tiers import KVTiers, TierSpec
 from ridgeline.sim import RequestSpec, SimConfig, simulate
 from ridgeline.sim.engines import EngineRun, ServingSetup, engine_scheduler, engine_sim_config
 from ridgeline.sim.executor import HostCost, StepCostModel
-from ridgeline.sim.static_variants import host_tier
+from ridgeline.sim.options import host_tier
 from ridgeline.sim.workload import output_tokens, prompt_tokens
 from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.calibration import Term

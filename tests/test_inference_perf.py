@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 
 from ridgeline.errors import ConfigError
-from ridgeline.sim.inference_perf import (
-    LoadKind,
-    Questions,
-    load_profile,
-    parse_profile,
-    profile_requests,
-)
+from ridgeline.sim.inference_perf import load_profile, parse_profile, profile_requests
+from ridgeline.sim.kinds import LoadKind, Questions
 
 # the shape of the sim-to-real benchmark's profiles (inference-perf's long aliases)
 PROFILE = {

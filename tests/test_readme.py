@@ -168,3 +168,27 @@ def test_every_image_the_docs_show_is_drawn_by_a_command() -> None:
             if name not in (drawn if folder == "figures" else shot):
                 missing.append(f"{doc.name}: {folder}/{name}")
     assert not missing, "images no command draws: " + ", ".join(missing)
+
+
+DEMOS = {"export", "transcript", "attempts"}  # the sections tools/quiz_demo.py regenerates
+
+
+@pytest.mark.slow
+def test_the_recorded_transcripts_are_the_current_output() -> None:
+    """``console transcript`` blocks are not run command by command (a pseudo-terminal session,
+    answer sheets filled between commands): each sits in a ``<!-- demo:NAME -->`` section of
+    docs/quiz.md that ``tools/quiz_demo.py`` regenerates, and ``--check`` holds every such
+    section to a fresh run (in a temporary directory)."""
+    # regression: the sections had gone stale (other questions drawn) and no test said so
+    for doc in docs():
+        text = doc.read_text()
+        for m in FENCE.finditer(text):
+            if "transcript" not in m.group(1).split()[1:]:
+                continue
+            before = text[: m.start()]
+            opened, closed = before.rfind("<!-- demo:"), before.rfind("<!-- /demo:")
+            name = before[opened:].removeprefix("<!-- demo:").split(" ", 1)[0]
+            assert doc.name == "quiz.md" and opened > closed and name in DEMOS, doc.name
+    tool = [sys.executable, str(REPO / "tools" / "quiz_demo.py"), "--check"]
+    done = subprocess.run(tool, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

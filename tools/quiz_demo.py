@@ -2,7 +2,8 @@
 ``<!-- /demo:NAME -->`` markers): an exported quiz's first five questions with their answers,
 a scripted interactive run, and the attempt limit at work.
 
-    .venv/bin/python tools/quiz_demo.py
+    .venv/bin/python tools/quiz_demo.py            # rewrite them
+    .venv/bin/python tools/quiz_demo.py --check    # exit 1 where they are stale (a test runs it)
 
 The learner's answers come from the "library learner" of tests/test_quiz_learners.py; three
 of them are computed with a classic mistake instead, so the run shows worked solutions.
@@ -10,6 +11,7 @@ of them are computed with a classic mistake instead, so the run shows worked sol
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -126,9 +128,8 @@ SUBMITTED = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00")
 SUBMITTED_AS = "(time of submission, UTC)"
 
 
-def main() -> None:
-    doc_path = ROOT / "docs" / "quiz.md"
-    doc = doc_path.read_text()
+def regenerated(doc: str) -> str:
+    """``doc`` (docs/quiz.md) with every demo section replaced by a fresh run's output."""
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         os.environ["RIDGELINE_QUIZ_HOME"] = str(tmp / "home")  # a learner's own ledger
@@ -141,8 +142,24 @@ def main() -> None:
         text = SUBMITTED.sub(SUBMITTED_AS, text)  # the docs show no clock times
         pattern = re.compile(rf"(<!-- demo:{name} -->\n).*?(\n<!-- /demo:{name} -->)", re.S)
         doc, n = pattern.subn(lambda m, t=text: m.group(1) + t + m.group(2), doc)
-        assert n == 1, f"marker demo:{name} missing in {doc_path}"
-    doc_path.write_text(doc)
+        assert n == 1, f"marker demo:{name} missing in docs/quiz.md"
+    return doc
+
+
+def main() -> None:
+    """Rewrite docs/quiz.md's demo sections; with ``--check``, only say whether they are the
+    current output (exit 1 and the first differing lines when not: the tests run this)."""
+    doc_path = ROOT / "docs" / "quiz.md"
+    doc = doc_path.read_text()
+    fresh = regenerated(doc)
+    if "--check" not in sys.argv[1:]:
+        doc_path.write_text(fresh)
+        return
+    if fresh != doc:
+        diff = difflib.unified_diff(doc.splitlines(), fresh.splitlines(), "docs", "now", n=0)
+        print("\n".join(list(diff)[:40]))
+        print("docs/quiz.md's demo sections are stale: python tools/quiz_demo.py rewrites them")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from ridgeline.analytic.architectures import compare as compare
     from ridgeline.analytic.binding import Resource as Resource
     from ridgeline.analytic.binding import Verdict as Verdict
+    from ridgeline.analytic.chip_summary import AcceleratorSummary as AcceleratorSummary
+    from ridgeline.analytic.chip_summary import accelerator_summary as accelerator_summary
+    from ridgeline.analytic.chip_summary import ridge_points as ridge_points
     from ridgeline.analytic.deploy import Collective as Collective
     from ridgeline.analytic.deploy import DeploymentCost as DeploymentCost
     from ridgeline.analytic.deploy import Schedule as Schedule
@@ -66,13 +69,10 @@ if TYPE_CHECKING:
     from ridgeline.analytic.roofline import Sweep as Sweep
     from ridgeline.analytic.roofline import decode_batching as decode_batching
     from ridgeline.analytic.roofline import decode_intensity as decode_intensity
-    from ridgeline.analytic.roofline import ridge_points as ridge_points
     from ridgeline.analytic.roofline import step_cost as step_cost
     from ridgeline.analytic.roofline import sweep as sweep
-    from ridgeline.analytic.summaries import AcceleratorSummary as AcceleratorSummary
     from ridgeline.analytic.summaries import KvSummary as KvSummary
     from ridgeline.analytic.summaries import ModelSummary as ModelSummary
-    from ridgeline.analytic.summaries import accelerator_summary as accelerator_summary
     from ridgeline.analytic.summaries import kv_curve as kv_curve
     from ridgeline.analytic.summaries import kv_summary as kv_summary
     from ridgeline.analytic.summaries import model_summary as model_summary

@@ -36,7 +36,6 @@ from ridgeline.analytic.pricing import Pricing
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import ConfigError
 from ridgeline.specs.calibration import CostMode
-from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Accelerator
 from ridgeline.specs.html import html_table
 from ridgeline.specs.model import ModelSpec
@@ -431,21 +430,6 @@ def decode_intensity(
         with_kv=cost.flops / (cost.weight_bytes + kv),
         ridge_point=cost.ridge_point,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class LevelRidge:
-    level: str
-    bandwidth_bytes_per_s: float | None
-    ridge_point_flops_per_byte: float | None
-
-
-def ridge_points(acc: Accelerator, dtype: DType = DType.BF16) -> list[LevelRidge]:
-    """The ridge point against every memory level whose bandwidth is known."""
-    return [
-        LevelRidge(lvl.name, lvl.bandwidth_bytes_per_s, acc.ridge_point(dtype, lvl.name))
-        for lvl in acc.levels
-    ]
 
 
 @dataclass(frozen=True, slots=True)

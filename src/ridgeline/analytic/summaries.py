@@ -1,9 +1,10 @@
-"""Summaries that every face renders: one accelerator, one model, one KV sizing. The CLI prints
-them as tables, the explorer returns their ``to_dict()``; neither builds them itself.
+"""Summaries that every face renders: one model, one KV sizing (one accelerator lives in
+``chip_summary``, which loads no numpy). The CLI prints them as tables, the explorer returns
+their ``to_dict()``; neither builds them itself.
 
-Each summary is a frozen dataclass with ``to_dict()`` (the stable JSON of ``ridgeline hw show
---json``, ``model show --json`` and ``kv --json``, and of the explorer's ``/api/...`` routes) and
-``_repr_html_()`` for notebooks.
+Each summary is a frozen dataclass with ``to_dict()`` (the stable JSON of ``ridgeline model show
+--json`` and ``kv --json``, and of the explorer's ``/api/...`` routes) and ``_repr_html_()`` for
+notebooks.
 """
 
 from __future__ import annotations
@@ -23,97 +24,10 @@ from ridgeline.analytic.kv import (
     weights_bytes,
 )
 from ridgeline.analytic.memory import KvFit, MemoryRule, kv_fit
-from ridgeline.analytic.roofline import LevelRidge, ridge_points
 from ridgeline.analytic.workload import Dtypes, Phase, Workload
 from ridgeline.errors import CapacityError
 from ridgeline.specs import Accelerator, DType, ModelSpec, ParamCounts, param_counts
 from ridgeline.specs.html import html_table
-
-
-@dataclass(frozen=True, slots=True)
-class AcceleratorSummary:
-    """One accelerator of the catalog with the ridge point against each of its levels."""
-
-    accelerator: Accelerator
-    ridge_points: tuple[LevelRidge, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        acc = self.accelerator
-        return {
-            "name": acc.name,
-            "kind": acc.kind,
-            "vendor": acc.vendor,
-            "description": acc.description,
-            "cores": acc.cores,
-            "core_name": acc.core_name,
-            "device_level": acc.device_level,
-            "device_capacity_bytes": acc.device_capacity_bytes,
-            "device_installed_bytes": acc.device_installed_bytes,
-            "orchestrator": acc.orchestrator,
-            "device_bandwidth_bytes_per_s": acc.device_bandwidth_bytes_per_s,
-            "peak_flops_per_s": {k.value: v for k, v in acc.peak_flops_per_s.items()},
-            "ridge_point_flops_per_byte": acc.ridge_point(),
-            "levels": [_level_dict(lvl) for lvl in acc.levels],
-            "ridge_points": [
-                {"level": r.level, "ridge_point_flops_per_byte": r.ridge_point_flops_per_byte}
-                for r in self.ridge_points
-            ],
-            "interconnect": _link_dict(acc),
-            "sources": dict(acc.sources),
-            "references": dict(acc.references),
-            "notes": list(acc.notes),
-        }
-
-    def _repr_html_(self) -> str:
-        rows = [
-            (lvl.name, lvl.total_capacity_bytes, lvl.bandwidth_bytes_per_s, lvl.managed_by.value)
-            for lvl in self.accelerator.levels
-        ]
-        return html_table(
-            ("level", "bytes", "bytes/s", "managed by"), rows, f"{self.accelerator.description}"
-        )
-
-
-def _level_dict(lvl: Any) -> dict[str, Any]:
-    return {
-        "name": lvl.name,
-        "capacity_bytes": lvl.capacity_bytes,
-        "instances": lvl.instances,
-        "total_capacity_bytes": lvl.total_capacity_bytes,
-        "usable_bytes": lvl.usable_bytes,
-        "bandwidth_bytes_per_s": lvl.bandwidth_bytes_per_s,
-        "managed_by": lvl.managed_by.value,
-        "local_memory": None
-        if lvl.managed_by.local_memory is None
-        else lvl.managed_by.local_memory.value,
-        "scope": lvl.scope.value,
-        "note": lvl.note,
-        "sources": dict(lvl.sources),
-    }
-
-
-def _link_dict(acc: Accelerator) -> dict[str, Any] | None:
-    link = acc.interconnect
-    if link is None:
-        return None
-    return {
-        "kind": link.kind,
-        "topology": link.topology.value,
-        "parallelism": link.parallelism.value,
-        "links": link.links,
-        "link_bandwidth_bytes_per_s": link.link_bandwidth_bytes_per_s,
-        "egress_bandwidth_bytes_per_s": link.egress_bandwidth_bytes_per_s,
-        "bidirectional_bytes_per_s": link.bidirectional_bytes_per_s,
-        "latency_s": link.latency_s,
-        "domain_chips": link.domain_chips,
-        "note": link.note,
-        "sources": dict(link.sources),
-    }
-
-
-def accelerator_summary(acc: Accelerator) -> AcceleratorSummary:
-    """``acc`` with its ridge point (bf16) against every memory level of known bandwidth."""
-    return AcceleratorSummary(acc, tuple(ridge_points(acc)))
 
 
 @dataclass(frozen=True, slots=True)

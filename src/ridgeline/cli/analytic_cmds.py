@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from ridgeline import analytic as an
+from ridgeline import specs  # the catalog loads when a command runs, not for its --help
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
@@ -29,29 +30,25 @@ from ridgeline.cli.common import (
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.errors import CapacityError
-from ridgeline.specs import (
-    Accelerator,
-    DType,
-    ModelSpec,
-    accelerator_names,
-    get_accelerator,
-    get_model,
-    model_names,
-)
-from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.cost_mode import CostMode
+from ridgeline.specs.dtypes import DType
 from ridgeline.specs.limits import MAX_CONTEXT
 from ridgeline.specs.units import fmt_bytes, fmt_rate, fmt_seconds
 
 if TYPE_CHECKING:  # for the type checker; at run time ``an.speed`` loads on first use
     import ridgeline.analytic.deployment
     import ridgeline.analytic.speed  # noqa: F401
+    from ridgeline.specs import Accelerator, ModelSpec
 
 hw_app = new_app("Accelerators of the catalog.")
 model_app = new_app("Models from the catalog or any config.json.")
 
 
 def _hw_dict(name: str) -> dict:
-    return {"schema": "ridgeline.hw/1", **an.accelerator_summary(get_accelerator(name)).to_dict()}
+    return {
+        "schema": "ridgeline.hw/1",
+        **an.accelerator_summary(specs.get_accelerator(name)).to_dict(),
+    }
 
 
 @hw_app.command("list")
@@ -62,7 +59,7 @@ def hw_list(json_out: JsonOpt = False) -> None:
     Example:
       ridgeline hw list
     """
-    rows = [_hw_dict(n) for n in accelerator_names()]
+    rows = [_hw_dict(n) for n in specs.accelerator_names()]
     if json_out:
         emit_json({"schema": "ridgeline.hw-list/1", "accelerators": rows})
         return
@@ -81,7 +78,7 @@ def hw_list(json_out: JsonOpt = False) -> None:
             f"{_usable_of_installed(r['device_capacity_bytes'], r['device_installed_bytes'])} "
             f"{r['device_level']}",
             fmt_rate(r["device_bandwidth_bytes_per_s"], "B/s"),
-            fmt_rate(get_accelerator(r["name"]).peak(DType.BF16), "FLOP/s"),
+            fmt_rate(specs.get_accelerator(r["name"]).peak(DType.BF16), "FLOP/s"),
             f"{r['ridge_point_flops_per_byte']:.1f}",
         )
     console.print(table)
@@ -146,7 +143,7 @@ def hw_show(
         )
     console.print(table)
     console.print(LOCAL_MEMORY_KINDS + f"; KV orchestrated by {d['orchestrator']}", highlight=False)
-    _print_peaks_links_notes(d, get_accelerator(name))
+    _print_peaks_links_notes(d, specs.get_accelerator(name))
 
 
 def _print_peaks_links_notes(d: dict, acc: Accelerator) -> None:
@@ -182,7 +179,7 @@ def _print_links(link: dict) -> None:
 
 
 def model_dict(name: str, kv_dtype: str = "bf16") -> dict:
-    summary = an.model_summary(get_model(name), DType.parse(kv_dtype))
+    summary = an.model_summary(specs.get_model(name), DType.parse(kv_dtype))
     return {"schema": "ridgeline.model/1", **summary.to_dict()}
 
 
@@ -194,7 +191,7 @@ def model_list(json_out: JsonOpt = False) -> None:
     Example:
       ridgeline model list
     """
-    rows = [model_dict(n) for n in model_names()]
+    rows = [model_dict(n) for n in specs.model_names()]
     if json_out:
         emit_json({"schema": "ridgeline.model-list/1", "models": rows})
         return
@@ -320,7 +317,7 @@ def roofline_cmd(
     Example:
       ridgeline roofline --hw h100-sxm --model llama-3.1-8b --batch 64
     """
-    m, acc = get_model(model), get_accelerator(hw)
+    m, acc = specs.get_model(model), specs.get_accelerator(hw)
     dt = dtypes(weight_dtype, act_dtype, kv_dtype)
     pricing = an.Pricing.of(acc, mode_of(ideal), dt, an.Efficiency(bw_eff, compute_eff))
     cost, quote = an.speed.quote_step(m, pricing, pricing.workload(phase, batch, context, prompt))
@@ -428,9 +425,9 @@ def kv_cmd(
     Example:
       ridgeline kv --model llama-3.1-70b --context 131072 --hw h200 --kv-dtype fp8
     """
-    m = get_model(model)
+    m = specs.get_model(model)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
-    acc = get_accelerator(hw) if hw else None
+    acc = specs.get_accelerator(hw) if hw else None
     target: Accelerator | an.Deployment | None = acc
     if acc is not None and (tp is not None or pp is not None):
         target = an.Deployment(acc, 1 if tp is None else tp, 1 if pp is None else pp)
@@ -468,7 +465,7 @@ def questions_cmd(
     Example:
       ridgeline questions --hw groq-lpu --model llama-3.1-8b
     """
-    m, acc = get_model(model), get_accelerator(hw)
+    m, acc = specs.get_model(model), specs.get_accelerator(hw)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
     pricing = an.Pricing.of(acc, mode_of(ideal), dt)
     ans = an.five_questions(m, pricing, pricing.workload(phase, batch, context))
@@ -530,7 +527,7 @@ def compare_cmd(
     Example:
       ridgeline compare --model llama-3.1-70b
     """
-    m = get_model(model)
+    m = specs.get_model(model)
     cmp = an.compare(m, hw or an.DEFAULT_ACCELERATORS, batch, context, prompt, mode=mode_of(ideal))
     if plot:
         from ridgeline.report import plots

@@ -20,7 +20,7 @@ from ridgeline.cli.group import GuardedGroup, new_app
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
 from ridgeline.report.jsonable import plain_json
 from ridgeline.specs import DType
-from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.cost_mode import CostMode
 
 # Piped output is never wrapped: lines are written whole (soft wrap) and tables get room for
 # their natural width instead of being folded to 80 columns.

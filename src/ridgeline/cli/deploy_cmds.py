@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from ridgeline import analytic as an
+from ridgeline import specs  # the catalog loads when a command runs, not for its --help
 from ridgeline.cli.analytic_cmds import fit_lines
 from ridgeline.cli.common import (
     BatchOpt,
@@ -27,7 +28,6 @@ from ridgeline.cli.common import (
     mode_of,
 )
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
-from ridgeline.specs import get_accelerator, get_model
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
 
@@ -57,7 +57,7 @@ def deploy_cmd(
     Example:
       ridgeline deploy --hw h100-sxm --model llama-3.1-70b --tp 2
     """
-    m, acc = get_model(model), get_accelerator(hw)
+    m, acc = specs.get_model(model), specs.get_accelerator(hw)
     dt = dtypes(weight=weight_dtype, kv=kv_dtype)
     split = an.Deployment(acc, 1 if tp is None else tp, 1 if pp is None else pp)
     pricing = an.Pricing.of(split, mode_of(ideal), dt)

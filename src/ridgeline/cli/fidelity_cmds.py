@@ -34,9 +34,9 @@ from ridgeline.defaults import (
     DEFAULT_MAX_SEQS,
     DEFAULT_MODEL,
 )
-from ridgeline.sim.inference_perf import Questions
+from ridgeline.sim.kinds import Questions
 from ridgeline.specs import DType
-from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.cost_mode import CostMode
 from ridgeline.specs.units import fmt_seconds
 
 if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)

@@ -4,28 +4,31 @@ asked, with how sure each figure is (``ridgeline.plan``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
+from ridgeline import specs  # the catalog loads when a command runs, not for its --help
 from ridgeline.cli.common import console, emit_json, err_console
 from ridgeline.cli.options import grouped
-from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_MODEL
-from ridgeline.fidelity.residuals import Interval, NoInterval
-from ridgeline.plan import Plan, PlanRequest, Targets, load_prices, run_plans
-from ridgeline.plan.request import (
+from ridgeline.defaults import (
+    DEFAULT_ACCELERATOR,
+    DEFAULT_MODEL,
     DEFAULT_PROBE_REQUESTS,
     DEFAULT_PROBE_S,
     DEFAULT_SIMULATED,
-    WorkloadChoice,
 )
-from ridgeline.plan.result import AcceleratorPlan, Candidate, copies_text
-from ridgeline.specs import accelerator_names
-from ridgeline.specs.calibration import CostMode
+from ridgeline.specs.cost_mode import CostMode
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.units import fmt_seconds
-from ridgeline.sweep.backends import BackendKind, make_backend
+from ridgeline.sweep.kinds import BackendKind
+
+if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.fidelity.residuals import Interval, NoInterval
+    from ridgeline.plan import Plan, PlanRequest, Targets
+    from ridgeline.plan.request import WorkloadChoice
+    from ridgeline.plan.result import AcceleratorPlan, Candidate
 
 
 def _opt(name: str, help: str, panel: str) -> typer.models.OptionInfo:
@@ -61,6 +64,8 @@ class TrafficOptions:
     seed: Annotated[int, _opt("--seed", "workload and simulation seed", _T)] = 0
 
     def choice(self) -> WorkloadChoice:
+        from ridgeline.plan.request import WorkloadChoice
+
         return WorkloadChoice(
             self.isl, self.osl, self.trace, self.workload, self.duration, self.max_requests
         )
@@ -77,6 +82,8 @@ class TargetOptions:
     ] = 90.0
 
     def targets(self) -> Targets:
+        from ridgeline.plan import Targets
+
         return Targets(self.ttft, self.tpot, self.percentile)
 
 
@@ -115,7 +122,7 @@ class SearchOptions:
         if self.all_hw and self.hw:
             raise typer.BadParameter("give --hw or --all, not both")
         if self.all_hw:
-            return tuple(accelerator_names())
+            return tuple(specs.accelerator_names())
         names = (self.hw or DEFAULT_ACCELERATOR).split(",")
         return tuple(dict.fromkeys(n.strip() for n in names if n.strip()))
 
@@ -162,6 +169,9 @@ def plan_cmd(
     Example:
       ridgeline plan -m llama-3.1-8b --isl 1000 --osl 200 --rate 4 --ttft-p90 1 --tpot-p90 0.05
     """
+    from ridgeline.plan import run_plans
+    from ridgeline.sweep.backends import make_backend
+
     reqs = _requests(model, traffic, targets, search, run)
     backend = make_backend(run.backend, run.workers, run.address)
     with err_console.status("planning...") as status:
@@ -186,6 +196,8 @@ def _requests(
     run: RunOptions,
 ) -> list[PlanRequest]:
     """One request per model named (``-m a,b``), alike in everything else."""
+    from ridgeline.plan import PlanRequest, load_prices
+
     models = [m.strip() for m in model.split(",") if m.strip()] or [DEFAULT_MODEL]
     base = PlanRequest(
         model=models[0],
@@ -240,6 +252,8 @@ def render(plan: Plan, top: int) -> None:
 
 
 def _with(value: str, iv: Interval | NoInterval | None, fmt: str) -> str:
+    from ridgeline.fidelity.residuals import Interval
+
     if not isinstance(iv, Interval):
         return value
     if fmt == "s":
@@ -248,6 +262,8 @@ def _with(value: str, iv: Interval | NoInterval | None, fmt: str) -> str:
 
 
 def _row(c: Candidate, targets: Targets) -> list[str]:
+    from ridgeline.plan.result import copies_text
+
     lay = c.bound.layout
     iv = c.intervals
     if c.copies is None or c.met is None:

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ridgeline.analytic.recompute import RecomputeReport, recompute_report
+from ridgeline import specs  # the catalog loads when a command runs, not for its --help
 from ridgeline.cli.common import (
     DtypeOpt,
     JsonOpt,
@@ -18,9 +18,10 @@ from ridgeline.cli.common import (
     print_table,
 )
 from ridgeline.defaults import DEFAULT_MODEL
-from ridgeline.specs import get_accelerator, get_model
-from ridgeline.specs.catalog import FIVE_ARCHITECTURES
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
+
+if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
+    from ridgeline.analytic.recompute import RecomputeReport
 
 DEFAULT_CONTEXTS = (1024, 4096, 32768)
 
@@ -44,9 +45,12 @@ def recompute_cmd(
     Example:
       ridgeline recompute --model llama-3.1-8b
     """
-    m = get_model(model)
+    from ridgeline.analytic.recompute import recompute_report
+    from ridgeline.specs.catalog import FIVE_ARCHITECTURES
+
+    m = specs.get_model(model)
     contexts = tuple(context or DEFAULT_CONTEXTS)
-    accs = [get_accelerator(n) for n in hw or FIVE_ARCHITECTURES]
+    accs = [specs.get_accelerator(n) for n in hw or FIVE_ARCHITECTURES]
     rep = recompute_report(m, accs, contexts, dtypes(weight=weight_dtype, kv=kv_dtype))
     if json_out:
         emit_json(rep)

@@ -231,7 +231,8 @@ app = App(
         "ridgeline: where the time and memory of LLM inference go, and why.\n\n"
         f"Analytic and serving commands default to --hw {DEFAULT_ACCELERATOR} and --model "
         f"{DEFAULT_MODEL}; the engine and the lab default to distilgpt2, a model that runs on a "
-        "CPU. Every command takes --json; bad input prints one line on stderr and exits 2."
+        "CPU. Every command that prints results takes --json; bad input prints one line on stderr "
+        "and exits 2."
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,

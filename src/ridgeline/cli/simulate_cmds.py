@@ -34,7 +34,6 @@ from ridgeline.serving.policies import PolicyKind
 
 if TYPE_CHECKING:  # loaded when the command runs, not for its --help (start-up)
     from ridgeline.sim import RequestSpec, SimConfig, SimResult
-    from ridgeline.sim.static_variants import ShapeOptions
 
 PROGRESS_MIN_REQUESTS = 2000
 
@@ -137,17 +136,19 @@ def _run(
     wl: list[RequestSpec],
     variants: list[str] | None,
     show: bool,
-    shapes: ShapeOptions,
+    shapes: ShapeGroupOptions,
     clients: int | None = None,
 ) -> list[SimResult]:
     """One simulation (``variants`` None) or one per variant, with a progress bar if ``show``;
-    a closed loop of ``clients`` when given."""
+    a closed loop of ``clients`` when given. The compiled shapes and the variants load only
+    for a comparison (a plain run starts without them)."""
     from ridgeline.sim import simulate
-    from ridgeline.sim.variants import compare
 
     if variants is None:
         with progress_bar(len(wl), show, "simulating") as tick:
             return [simulate(cfg, wl, tick, clients)]
+    from ridgeline.sim.variants import compare
+
     with progress_bar(len(variants), show, "simulating") as tick:
         started: list[str] = []
 
@@ -156,7 +157,7 @@ def _run(
                 tick(len(started))
             started.append(label)
 
-        return list(compare(cfg, wl, variants, on_variant, shapes).results)
+        return list(compare(cfg, wl, variants, on_variant, shapes.shape_options()).results)
 
 
 @grouped(
@@ -183,9 +184,6 @@ def simulate_cmd(
     Example:
       ridgeline simulate --hw h100-sxm --model llama-3.1-70b --tp 4 --rate 2 -n 500
     """
-    from ridgeline.sim.compiled import is_compiled_schedule
-    from ridgeline.sim.static_variants import static_variant
-
     cfg = _sim_config(model, hw, serving, cost, topology, output, workload.seed)
     variants = output.variants(cfg.hw) if mode is Mode.COMPARE else None
     if topology.spec_k and variants and any("spec" in v for v in variants):
@@ -196,12 +194,22 @@ def simulate_cmd(
     if workload.concurrency:  # a closed loop: clients send at once, then as requests end
         wl = [replace(r, arrival_s=0.0) for r in wl]
     show = not output.json_out and len(wl) >= PROGRESS_MIN_REQUESTS
-    shape_opts = shapes.shape_options()
-    if serving.policy is PolicyKind.STATIC and is_compiled_schedule(cfg.hw):
-        cfg = static_variant(cfg, "static", wl, shape_opts)
-    results = _run(cfg, wl, variants, show, shape_opts, workload.concurrency)
+    if serving.policy is PolicyKind.STATIC:
+        cfg = _static(cfg, wl, shapes)
+    results = _run(cfg, wl, variants, show, shapes, workload.concurrency)
     _say_fast_mode_off(results)
     _render(results, cfg, output.json_out, output.plot)
+
+
+def _static(cfg: SimConfig, wl: list[RequestSpec], shapes: ShapeGroupOptions) -> SimConfig:
+    """``cfg`` with the static policy's compiled shapes where the accelerator runs compiled
+    programs (loaded only for the static policy)."""
+    from ridgeline.sim.compiled import is_compiled_schedule
+    from ridgeline.sim.static_variants import static_variant
+
+    if not is_compiled_schedule(cfg.hw):
+        return cfg
+    return static_variant(cfg, "static", wl, shapes.shape_options())
 
 
 def _say_fast_mode_off(results: list[SimResult]) -> None:
@@ -219,8 +227,6 @@ def _say_fast_mode_off(results: list[SimResult]) -> None:
 
 
 def _render(results: list[SimResult], cfg: SimConfig, json_out: bool, plot: str | None) -> None:
-    from ridgeline.sim.static_variants import compiled_note
-
     pricing = cfg.pricing
     figs = _plots(results, plot, pricing.label) if plot else []
     if json_out:
@@ -243,6 +249,8 @@ def _render(results: list[SimResult], cfg: SimConfig, json_out: bool, plot: str 
             console.print(f"[yellow]{r.label}: rejected {'; '.join(r.reject_reasons)}[/]")
     for r in results:
         if r.compiled is not None:
+            from ridgeline.sim.static_variants import compiled_note
+
             console.print(compiled_note(r), highlight=False)
     for f in figs:
         console.print(f"wrote {f}")

@@ -15,8 +15,7 @@ from ridgeline.errors import ConfigError
 from ridgeline.serving.eviction import EvictionKind
 from ridgeline.serving.policies import PolicyKind
 from ridgeline.serving.scheduler import PreemptionMode
-from ridgeline.sim.inference_perf import Questions
-from ridgeline.sim.presets import WorkloadKind
+from ridgeline.sim.kinds import Questions, WorkloadKind
 from ridgeline.specs.inputs import check_int, check_real
 from ridgeline.specs.limits import MAX_BYTES_PER_S, MAX_CONTEXT, MAX_REQUESTS, MAX_SECONDS
 

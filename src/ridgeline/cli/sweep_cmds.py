@@ -22,10 +22,8 @@ from ridgeline.cli.common import (
     save_plot,
 )
 from ridgeline.errors import ConfigError
-from ridgeline.specs.calibration import CostMode
-from ridgeline.sweep.backends import BackendKind
-from ridgeline.sweep.spec import Objective
-from ridgeline.sweep.store import StoreFormat
+from ridgeline.specs.cost_mode import CostMode
+from ridgeline.sweep.kinds import BackendKind, Objective, StoreFormat
 
 if TYPE_CHECKING:  # loaded when a command runs, not for its --help (start-up)
     from ridgeline.report.document import Table

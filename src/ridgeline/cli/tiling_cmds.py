@@ -9,6 +9,7 @@ import typer
 from rich.table import Column, Table
 
 from ridgeline import analytic as an
+from ridgeline import specs  # the catalog loads when a command runs, not for its --help
 from ridgeline.cli.common import (
     BatchOpt,
     ContextOpt,
@@ -27,9 +28,8 @@ from ridgeline.cli.common import (
     save_plot,
     writable_file,
 )
-from ridgeline.defaults import DEFAULT_MODEL
-from ridgeline.specs import DType, get_accelerator, get_model
-from ridgeline.specs.catalog import DATAFLOW, GPU, TPU
+from ridgeline.defaults import DATAFLOW, DEFAULT_MODEL, GPU, TPU
+from ridgeline.specs.dtypes import DType
 from ridgeline.specs.limits import MAX_BATCH, MAX_CONTEXT, MAX_VOCAB
 from ridgeline.specs.units import fmt_bytes, fmt_seconds
 
@@ -70,7 +70,7 @@ def tile_cmd(
 
     dt = DType.parse(dtype)
     mm = tiling.Matmul(m, k, n, dt.bytes, dt.bytes, dt.bytes)
-    accs = tuple(get_accelerator(h) for h in (hw or ["ibm-spyre"]))
+    accs = tuple(specs.get_accelerator(h) for h in (hw or ["ibm-spyre"]))
     cmp = tiling.compare_tiles(accs, mm, dt, buffers)
     if plot:
         curves = [(r.scratchpad.name, r.curve) for r in cmp.reports]
@@ -135,8 +135,8 @@ def flash_cmd(
     """
     from ridgeline.analytic import flash
 
-    spec = get_model(model)
-    accs = tuple(get_accelerator(h) for h in (hw or DEFAULT_FLASH_HW))
+    spec = specs.get_model(model)
+    accs = tuple(specs.get_accelerator(h) for h in (hw or DEFAULT_FLASH_HW))
     table = flash.flash_for_model(spec.name, spec.head_dim, spec.num_heads, accs, context)
     if plot:
         from ridgeline.report import tiling_plots
@@ -219,13 +219,13 @@ def schedule_cmd(
     Example:
       ridgeline schedule --hw ibm-spyre --model llama-3.1-8b --batch 4
     """
-    acc = get_accelerator(hw)
+    acc = specs.get_accelerator(hw)
     pricing = an.Pricing.of(acc, mode_of(ideal), efficiency=an.Efficiency(bandwidth=bw_eff))
     w = pricing.workload(phase, batch, context, prompt)
     bucket = _bucket(w, bucket_batch, bucket_context)
     eff = pricing.calibration.bandwidth_efficiency
     opts = an.dataflow.ScheduleOptions(buffers, not no_ring, bandwidth_efficiency=eff)
-    s = an.dataflow.compile_schedule(get_model(model), acc, w, bucket, opts)
+    s = an.dataflow.compile_schedule(specs.get_model(model), acc, w, bucket, opts)
     listing = an.dataflow.program_of(s, program) if program else None  # a typo fails first
     _emit_schedule(s, pricing, listing, timeline, json_out)
 
@@ -318,12 +318,12 @@ def orchestrate_cmd(
       ridgeline orchestrate --model llama-3.1-8b --batch 8 --context 8192
     """
     rep = an.orchestrate.orchestrate(
-        get_model(model),
+        specs.get_model(model),
         batch,
         context,
-        get_accelerator(gpu),
-        get_accelerator(tpu),
-        get_accelerator(spyre),
+        specs.get_accelerator(gpu),
+        specs.get_accelerator(tpu),
+        specs.get_accelerator(spyre),
         mode_of(ideal),
     )
     if json_out:
@@ -401,7 +401,7 @@ def layout_cmd(
         cache,
     )
     g = granule if granule is not None else layout_section.granule_of("ibm-spyre")
-    rep = layout.layout_report(get_accelerator(hw).level(level), g, q)
+    rep = layout.layout_report(specs.get_accelerator(hw).level(level), g, q)
     if plot:
         save_plot(layout_section.layout_plot(rep), plot)
     if json_out:

@@ -33,7 +33,8 @@ from ridgeline.analytic import Deployment, Dtypes
 from ridgeline.analytic.pricing import Pricing
 from ridgeline.errors import ConfigError
 from ridgeline.sim.engines import EngineRun, ServingSetup, engine_sim_config
-from ridgeline.sim.inference_perf import Profile, Questions, parse_profile, profile_requests
+from ridgeline.sim.inference_perf import Profile, parse_profile, profile_requests
+from ridgeline.sim.kinds import Questions
 from ridgeline.sim.loop import simulate
 from ridgeline.sim.metrics import SimResult
 from ridgeline.specs import get_accelerator, get_model

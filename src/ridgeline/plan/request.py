@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ridgeline.data import trace_path
+from ridgeline.defaults import DEFAULT_PROBE_REQUESTS, DEFAULT_PROBE_S, DEFAULT_SIMULATED
 from ridgeline.errors import ConfigError
 from ridgeline.plan.bound import Targets
 from ridgeline.specs import Accelerator, ModelSpec
@@ -19,7 +20,6 @@ from ridgeline.sweep.spec import load_workload
 from ridgeline.sweep.workload import Arrival, Lengths, WorkloadSpec
 
 DEFAULT_TOP = 3  # layouts shown per accelerator
-DEFAULT_SIMULATED = 3  # layouts simulated per accelerator (the bound's best, diverse)
 MAX_TOP = 100
 MAX_USD_PER_HOUR = 1e6
 
@@ -93,10 +93,6 @@ def load_prices(path: str | Path) -> dict[str, float]:
             f"prices.{name}.usd_per_chip_hour", float(usd), 0, MAX_USD_PER_HOUR, low_open=True
         )
     return out
-
-
-DEFAULT_PROBE_S = 60.0  # seconds of arrivals per simulation (the sweep's full searches use 60)
-DEFAULT_PROBE_REQUESTS = 4000
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ridgeline import analytic as an
+from ridgeline.analytic.chip_summary import LevelRidge
 from ridgeline.analytic.pricing import Pricing
-from ridgeline.analytic.roofline import LevelRidge
 from ridgeline.analytic.speed import SpeedQuote, quote_step
 from ridgeline.defaults import DEFAULT_ACCELERATOR
 from ridgeline.report import plots

@@ -20,7 +20,7 @@ from ridgeline.serving.scheduler import PreemptionMode, SchedulerConfig
 from ridgeline.serving.tiers import TierSpec
 from ridgeline.sim.executor import HostCost
 from ridgeline.sim.loop import SimConfig
-from ridgeline.sim.static_variants import host_tier
+from ridgeline.sim.options import host_tier
 from ridgeline.specs import Accelerator, ModelSpec
 from ridgeline.specs.engines import EngineProfile
 

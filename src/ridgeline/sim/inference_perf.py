@@ -30,32 +30,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ridgeline.errors import ConfigError
+from ridgeline.sim.kinds import LoadKind, Questions
 from ridgeline.sim.workload import RequestSpec, output_tokens, prompt_tokens
 from ridgeline.specs.inputs import check_int, check_real, parse_json, read_text
 from ridgeline.specs.limits import MAX_CONTEXT, MAX_RATE_PER_S, MAX_REQUESTS, MAX_SECONDS
 
 STAGE_START_DELAY_S = 1.0  # load_generator.run_stage: start_time = perf_counter() + 1
-
-
-class LoadKind(StrEnum):
-    """inference-perf's rate-based load types."""
-
-    CONSTANT = "constant"
-    POISSON = "poisson"
-
-
-class Questions(StrEnum):
-    """Whether requests recur (inference-perf cycles its prompts) or each has its own."""
-
-    CYCLED = "cycled"
-    UNIQUE = "unique"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,12 +1,23 @@
-"""Parse the simulator's compact command-line forms (``--tiers``, ``--disagg``) into configs."""
+"""Parse the simulator's compact command-line forms (``--tiers``, ``--disagg``) into configs,
+and the host tier of an accelerator. Light (no numpy, no compiled shapes): a plain ``simulate``
+loads only what its run uses."""
 
 from __future__ import annotations
 
 from ridgeline.errors import ConfigError
 from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.tiers import TierSpec
-from ridgeline.sim.static_variants import host_tier
 from ridgeline.specs import Accelerator
+
+
+def host_tier(hw: Accelerator) -> TierSpec:
+    """The accelerator's host-memory level as a KV tier."""
+    level = next((lvl for lvl in hw.levels if lvl.name == "host"), None)
+    if level is None or level.bandwidth_bytes_per_s is None:
+        raise ConfigError(
+            f"{hw.name}: no 'host' memory level with a bandwidth; give --tiers NAME:BYTES:BW"
+        )
+    return TierSpec("host", level.total_capacity_bytes, level.bandwidth_bytes_per_s)
 
 
 def parse_tiers(text: str, hw: Accelerator) -> tuple[TierSpec, ...]:

@@ -12,23 +12,13 @@ the conversation trace).
 from __future__ import annotations
 
 from dataclasses import replace
-from enum import StrEnum
 
+from ridgeline.sim.kinds import WorkloadKind
 from ridgeline.sim.workload import Arrival, WorkloadSpec
 
 DEFAULT_PREFIXES = 8
 DEFAULT_PREFIX_TOKENS = 1024
 DEFAULT_TURNS = 4
-
-
-class WorkloadKind(StrEnum):
-    """Synthetic workload kinds."""
-
-    POISSON = "poisson"
-    GAMMA = "gamma"
-    OFFLINE = "offline"
-    SHARED_PREFIX = "shared-prefix"
-    MULTI_TURN = "multi-turn"
 
 
 def workload_of_kind(kind: WorkloadKind, spec: WorkloadSpec) -> WorkloadSpec:

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field, replace
 from ridgeline.errors import ConfigError
 from ridgeline.serving.disagg import Disagg
 from ridgeline.serving.spec_decode import SpecDecodeConfig
-from ridgeline.serving.tiers import TierSpec
 from ridgeline.sim.buckets import CompileBudget, choose_buckets, max_buckets
 from ridgeline.sim.compiled import CompiledShapes, PriceCache, pow2_ladder, static_scheduler
 from ridgeline.sim.loop import SimConfig
 from ridgeline.sim.metrics import SimResult
+from ridgeline.sim.options import host_tier
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import Accelerator, get_model
 
@@ -79,16 +79,6 @@ def shapes_for(
         compile_s_per_program=opts.budget.compile_s_per_program,
         prices=opts.prices,
     )
-
-
-def host_tier(hw: Accelerator) -> TierSpec:
-    """The accelerator's host-memory level as a KV tier."""
-    level = next((lvl for lvl in hw.levels if lvl.name == "host"), None)
-    if level is None or level.bandwidth_bytes_per_s is None:
-        raise ConfigError(
-            f"{hw.name}: no 'host' memory level with a bandwidth; give --tiers NAME:BYTES:BW"
-        )
-    return TierSpec("host", level.total_capacity_bytes, level.bandwidth_bytes_per_s)
 
 
 def card_link(hw: Accelerator) -> Disagg:

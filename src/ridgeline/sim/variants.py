@@ -29,12 +29,8 @@ from ridgeline.serving.spec_decode import SpecDecodeConfig
 from ridgeline.sim.compiled import is_compiled_schedule
 from ridgeline.sim.loop import SimConfig, simulate
 from ridgeline.sim.metrics import SimResult
-from ridgeline.sim.static_variants import (
-    STATIC_VARIANTS,
-    ShapeOptions,
-    host_tier,
-    static_variant,
-)
+from ridgeline.sim.options import host_tier
+from ridgeline.sim.static_variants import STATIC_VARIANTS, ShapeOptions, static_variant
 from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import get_model
 

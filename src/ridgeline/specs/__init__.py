@@ -12,13 +12,13 @@ from ridgeline.specs.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ridgeline.specs.calibration import Calibration as Calibration
-    from ridgeline.specs.calibration import CostMode as CostMode
     from ridgeline.specs.calibration import Term as Term
     from ridgeline.specs.calibration import family_names as family_names
     from ridgeline.specs.calibration import get_family as get_family
     from ridgeline.specs.catalog import accelerator_names as accelerator_names
     from ridgeline.specs.catalog import get_accelerator as get_accelerator
     from ridgeline.specs.catalog import load_accelerator_file as load_accelerator_file
+    from ridgeline.specs.cost_mode import CostMode as CostMode
     from ridgeline.specs.dtypes import DType as DType
     from ridgeline.specs.hardware import Accelerator as Accelerator
     from ridgeline.specs.hardware import Interconnect as Interconnect

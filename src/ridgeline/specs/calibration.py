@@ -72,12 +72,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ridgeline.errors import ConfigError, UnknownNameError
 
-
-class CostMode(StrEnum):
-    """Which kind of figure a speed is."""
-
-    IDEAL = "ideal"  # the roofline: datasheet peaks, no latencies (what the course teaches)
-    CALIBRATED = "calibrated"  # the roofline with the family's calibration terms
+# CostMode is re-exported: the cost model imports it from here
+from ridgeline.specs.cost_mode import CostMode as CostMode
 
 
 class Term(StrEnum):

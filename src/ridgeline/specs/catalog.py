@@ -17,6 +17,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+# The five architectures compared (defined in ``defaults``, light), re-exported for the faces.
+from ridgeline.defaults import DATAFLOW, FIVE_ARCHITECTURES, GPU, LPU, TPU, WAFER  # noqa: F401
 from ridgeline.errors import ConfigError, UnknownNameError
 from ridgeline.specs.calibration import CalibrationTable, accelerator_calibration
 from ridgeline.specs.dtypes import DType
@@ -244,13 +246,6 @@ def _shipped(name: str) -> Accelerator | None:
         return None
     acc = parse_accelerator(tomllib.loads(entry.read_text()), f"catalog/{entry.name}")
     return acc if acc.name == name else None
-
-
-# One accelerator per architecture of the course (module 4): GPU, TPU, wafer-scale, LPU, dataflow.
-# Every face that compares the five (compare, kv-manage, orchestrate, flash, the report, the
-# notebooks, the quiz) takes them from here, so no table mixes a TPU v6e with a v5e.
-FIVE_ARCHITECTURES = ("h100-sxm", "tpu-v5e", "cerebras-wse3", "groq-lpu", "ibm-spyre")
-GPU, TPU, WAFER, LPU, DATAFLOW = FIVE_ARCHITECTURES
 
 
 def accelerator_names() -> list[str]:

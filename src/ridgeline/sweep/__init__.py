@@ -15,12 +15,14 @@ from ridgeline.specs.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ridgeline.sweep.backends import Backend as Backend
-    from ridgeline.sweep.backends import BackendKind as BackendKind
     from ridgeline.sweep.backends import LocalBackend as LocalBackend
     from ridgeline.sweep.backends import ProbeTask as ProbeTask
     from ridgeline.sweep.backends import RayBackend as RayBackend
     from ridgeline.sweep.backends import SharedContext as SharedContext
     from ridgeline.sweep.backends import make_backend as make_backend
+    from ridgeline.sweep.kinds import BackendKind as BackendKind
+    from ridgeline.sweep.kinds import Objective as Objective
+    from ridgeline.sweep.kinds import StoreFormat as StoreFormat
     from ridgeline.sweep.point import ChipSplit as ChipSplit
     from ridgeline.sweep.point import Configuration as Configuration
     from ridgeline.sweep.point import PointResult as PointResult
@@ -45,7 +47,6 @@ if TYPE_CHECKING:
     from ridgeline.sweep.simulator import ServingSimulator as ServingSimulator
     from ridgeline.sweep.simulator import default_simulator as default_simulator
     from ridgeline.sweep.simulator import load_simulator as load_simulator
-    from ridgeline.sweep.spec import Objective as Objective
     from ridgeline.sweep.spec import Price as Price
     from ridgeline.sweep.spec import SearchSettings as SearchSettings
     from ridgeline.sweep.spec import SweepSpec as SweepSpec
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     from ridgeline.sweep.store import ConfigResult as ConfigResult
     from ridgeline.sweep.store import ParquetStore as ParquetStore
     from ridgeline.sweep.store import SqliteStore as SqliteStore
-    from ridgeline.sweep.store import StoreFormat as StoreFormat
     from ridgeline.sweep.store import SweepData as SweepData
     from ridgeline.sweep.store import open_store as open_store
     from ridgeline.sweep.store import read_store as read_store

@@ -17,19 +17,12 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
 
 from ridgeline.errors import ConfigError
+from ridgeline.sweep.kinds import BackendKind
 from ridgeline.sweep.point import Configuration, PointResult, PointSimulator, Slo, simulate_point
 from ridgeline.sweep.workload import RequestTable, at_rate
-
-
-class BackendKind(StrEnum):
-    """Where probes run: a process pool here, or a Ray cluster."""
-
-    LOCAL = "local"
-    RAY = "ray"
 
 
 @dataclass(frozen=True, slots=True)

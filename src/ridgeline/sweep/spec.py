@@ -44,7 +44,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -65,26 +64,8 @@ from ridgeline.specs.limits import (
     MAX_SECONDS,
     MAX_SEED,
 )
+from ridgeline.sweep.kinds import Objective
 from ridgeline.sweep.point import ChipSplit, Configuration, DataTypes, Policy, Slo
-
-
-class Objective(StrEnum):
-    """What the sweep ranks configurations by: the capacity (highest rate meeting the SLOs,
-    DistServe's goodput), absolute or per chip, per dollar, per watt."""
-
-    GOODPUT = "goodput"  # req/s
-    GOODPUT_PER_CHIP = "goodput_per_chip"  # req/s per chip
-    GOODPUT_PER_DOLLAR = "goodput_per_dollar"  # requests per dollar
-    GOODPUT_PER_WATT = "goodput_per_watt"  # requests per joule (req/s per W)
-
-    @property
-    def unit(self) -> str:
-        return {
-            Objective.GOODPUT: "req/s",
-            Objective.GOODPUT_PER_CHIP: "req/s/chip",
-            Objective.GOODPUT_PER_DOLLAR: "req/$",
-            Objective.GOODPUT_PER_WATT: "req/J",
-        }[self]
 
 
 @dataclass(frozen=True, slots=True)

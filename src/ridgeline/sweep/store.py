@@ -19,21 +19,14 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
 from ridgeline.errors import ConfigError
+from ridgeline.sweep.kinds import StoreFormat
 from ridgeline.sweep.point import Configuration, PointResult
 
 SCHEMA_VERSION = "ridgeline.sweep/1"
-
-
-class StoreFormat(StrEnum):
-    """How a sweep is stored."""
-
-    SQLITE = "sqlite"
-    PARQUET = "parquet"
 
 
 @dataclass(frozen=True, slots=True)
