@@ -91,6 +91,25 @@ def test_moe_reads_expected_distinct_experts() -> None:
     assert four["moe.experts"].weight_bytes == pytest.approx(32 * distinct * per_expert_bytes)
 
 
+def test_moe_permutes_tokens_in_kernels_of_their_own() -> None:
+    """Qwen3-30B-A3B (hidden 2048, top-8): the permutation reads each token's row and writes
+    it once per expert; the un-permutation reads the 8 expert outputs back and writes their
+    weighted sum; the kernels per MoE layer stay two grouped GEMMs and three elementwise ones
+    (permutation, gated activation, un-permutation)."""
+    from ridgeline.analytic.calibrated import kernel_counts
+
+    m, a = rl.get_model("qwen3-30b-a3b"), rl.get_accelerator("h100-sxm")
+    ops = {op.name: op for op in rl.step_cost(m, a, Workload(Phase.DECODE, 16, 100)).ops}
+    row, layers = 2048 * 2, 48
+    assert ops["moe.permute"].act_read_bytes == layers * 16 * row
+    assert ops["moe.permute"].act_write_bytes == layers * 16 * 8 * row
+    assert ops["moe.unpermute"].act_read_bytes == layers * 16 * 8 * row
+    assert ops["moe.unpermute"].act_write_bytes == layers * 16 * row
+    k = kernel_counts(m, Dtypes())
+    assert k.gemm == (2 + 1 + 2) * layers + 1  # qkv and o, the router, 2 expert GEMMs; lm_head
+    assert k.elementwise == (2 + 3) * layers + 2  # two norms, 3 MoE kernels; embedding, final norm
+
+
 def test_sliding_window_caps_kv_read_and_size() -> None:
     m, a = rl.get_model("mistral-7b"), rl.get_accelerator("h100-sxm")
     long = rl.step_cost(m, a, Workload(Phase.DECODE, 1, 10_000))

@@ -137,6 +137,35 @@ def test_replicated_ops_are_named_as_ops_names_them() -> None:
     assert set(_REPLICATED_OPS) - {"extra_norms"} <= names
 
 
+def test_expert_slices_move_every_routed_row_whole_on_each_chip() -> None:
+    """Experts sliced over 4 chips: each chip reads every routed row whole and writes every
+    row's full-width partial sum, and permutes every token; spread over 4 chips (expert
+    parallel), each moves a quarter of the rows. Weights and FLOPs split either way."""
+    from ridgeline.analytic.deploy import _EXPERT_SLICE_OPS, chip_op_costs
+
+    m, dt, shape = get_model("qwen3-30b-a3b"), an.Dtypes(), an.UniformShape(4.0, 256.0, 0.0)
+    whole = {t.name: t for t in an.op_terms(m, shape, dt)}
+    assert set(_EXPERT_SLICE_OPS) <= set(whole)
+    names = list(whole)
+    sliced = dict(zip(names, chip_op_costs(m, 4, shape, dt), strict=True))
+    spread = dict(zip(names, chip_op_costs(m, 4, shape, dt, expert_parallel=4), strict=True))
+    experts = whole["moe.experts"]
+    act = experts.act_read_bytes + experts.act_write_bytes
+    assert act == 48 * 2 * (4 * 256 * 8) * 2048 * 2  # 48 layers, read + write, tokens·k rows
+    assert sliced["moe.experts"].bytes == pytest.approx(experts.weight_bytes / 4 + act)
+    assert spread["moe.experts"].bytes == pytest.approx((experts.weight_bytes + act) / 4)
+    assert sliced["moe.experts"].flops == spread["moe.experts"].flops == experts.flops / 4
+    for name in ("moe.permute", "moe.unpermute"):
+        t = whole[name]
+        assert sliced[name].bytes == pytest.approx(float(t.bytes_read + t.bytes_written))
+        assert spread[name].bytes == pytest.approx(float(t.bytes_read + t.bytes_written) / 4)
+    # a dense layer's activations still split
+    o_proj = whole["attn.o_proj"]
+    assert sliced["attn.o_proj"].bytes == pytest.approx(
+        float(o_proj.bytes_read + o_proj.bytes_written) / 4
+    )
+
+
 def test_kv_heads_split_then_replicate() -> None:
     m = get_model("llama-3.1-70b")  # 8 KV heads
     assert [kv_share(m, tp) for tp in (1, 2, 8, 16)] == [1, 0.5, 0.125, 0.125]

@@ -232,11 +232,11 @@ class KernelCounts:
 
 NO_KERNELS = KernelCounts()
 
-# Kernels of one grouped MoE expert layer beyond its two grouped GEMMs: the token permutation,
-# the gated activation and the un-permutation with the weighted sum (vLLM's fused_moe:
-# moe_align_block_size, silu_and_mul, moe_sum; TensorRT-LLM's CUTLASS MoE: expandInputRows,
-# doActivation, finalizeMoeRouting).
-_EXPERT_GEMMS, _EXPERT_ELEMENTWISE = 2, 3
+# Kernels of the grouped MoE expert op beyond its two grouped GEMMs: the gated activation
+# between them (vLLM's fused_moe: silu_and_mul; TensorRT-LLM's CUTLASS MoE: doActivation). The
+# token permutation and un-permutation around them are ops of their own ("moe.permute",
+# "moe.unpermute" in ``analytic.ops``), each one elementwise kernel.
+_EXPERT_GEMMS, _EXPERT_ELEMENTWISE = 2, 1
 
 
 def _kernels_of(t: OpTerms) -> tuple[int, int, int]:

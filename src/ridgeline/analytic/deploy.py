@@ -119,6 +119,13 @@ ALLREDUCES_OUTSIDE_LAYERS = 1
 MICROBATCHES_PER_STAGE = 4
 
 _REPLICATED_OPS = ("attn_norm", "mlp_norm", "extra_norms", "final_norm")
+# Ops of a MoE layer whose activations every chip of a tensor-parallel group moves in full when
+# each chip holds a slice of every expert (no expert parallelism): the permutations copy every
+# token's rows, and each chip's expert GEMMs read every routed row whole (the column-parallel
+# up/gate input) and write every routed row's full-width partial sum (the row-parallel down
+# output, before the all-reduce; Megatron-LM §3). With the experts spread instead, each chip
+# moves the rows routed to its own experts.
+_EXPERT_SLICE_OPS = ("moe.permute", "moe.experts", "moe.unpermute")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,14 +181,20 @@ class ChipOp:
     kind: OpKind = OpKind(OpClass.ELEMENTWISE, DType.BF16)
 
 
-def _split(t: OpTerms, model: ModelSpec, tp: int) -> ChipOp:
+def _split(t: OpTerms, model: ModelSpec, tp: int, ep: int = 1) -> ChipOp:
     """FLOPs and device-memory bytes of one op on one chip of a tensor-parallel group
-    (Megatron-LM §3: heads and matrices split, norms replicated, KV heads as ``kv_share``)."""
+    (Megatron-LM §3: heads and matrices split, norms replicated, KV heads as ``kv_share``); a
+    MoE layer's permutations and expert activations whole on every chip while its experts are
+    sliced (``ep`` = 1: ``_EXPERT_SLICE_OPS``)."""
     rows, kind = float(t.gemm_rows), kind_of(t)
     if t.name in _REPLICATED_OPS:
         return ChipOp(float(t.flops), float(t.bytes_read + t.bytes_written), rows, kind=kind)
     kv = float(t.kv_read_bytes + t.kv_write_bytes) * kv_share(model, tp)
-    other = t.weight_bytes + t.act_read_bytes + t.act_write_bytes
+    act = t.act_read_bytes + t.act_write_bytes
+    if ep == 1 and t.name in _EXPERT_SLICE_OPS:
+        flops = t.flops if t.name == "moe.unpermute" else t.flops / tp
+        return ChipOp(float(flops), float(kv + t.weight_bytes / tp + act), rows, kv, kind)
+    other = t.weight_bytes + act
     return ChipOp(float(t.flops) / tp, float(kv + other / tp), rows, kv, kind)
 
 
@@ -221,7 +234,7 @@ def _chip_work(
     the side that bounds it."""
     acc, tp, pp = dep.accelerator, dep.tensor_parallel, dep.pipeline_parallel
     flops = nbytes = compute_s = memory_s = 0.0
-    for op in chip_op_costs(model, tp, shape, dt):
+    for op in chip_op_costs(model, tp, shape, dt, dep.expert_parallel):
         f, b = op.flops / pp, op.bytes / pp
         flops, nbytes = flops + f, nbytes + b
         rates = op_rates(acc, op.kind, cal)
@@ -290,11 +303,15 @@ def pass_links(
 
 
 def chip_op_costs(
-    model: ModelSpec, tensor_parallel: int, shape: StepShape, dt: Dtypes
+    model: ModelSpec,
+    tensor_parallel: int,
+    shape: StepShape,
+    dt: Dtypes,
+    expert_parallel: int = 1,
 ) -> list[ChipOp]:
     """FLOPs, device bytes and GEMM rows of every op of ``shape`` on one chip of a
     tensor-parallel group, summed over all stages (Megatron-LM §3 split, see ``_split``)."""
-    return [_split(t, model, tensor_parallel) for t in op_terms(model, shape, dt)]
+    return [_split(t, model, tensor_parallel, expert_parallel) for t in op_terms(model, shape, dt)]
 
 
 def _slot(

@@ -24,7 +24,8 @@ up to ±10%):
 - Quantised checkpoints (fp8, fp4) keep the embedding and lm_head in 16 bits (NVIDIA TensorRT
   Model Optimizer's FP8 and NVFP4 recipes quantise the decoder's linear layers only).
 - MoE: a step reads the experts its tokens route to: E·(1 − (1 − k/E)^tokens) distinct experts in
-  expectation under uniform routing, not top-k alone.
+  expectation under uniform routing, not top-k alone; the token permutation before the experts
+  and the un-permutation after them are ops of their own (``_moe``).
 - FLOPs: 2 per multiply-add; softmax and norms ~5 FLOPs per element (negligible, kept for honesty).
 - lm_head runs on one row per sequence (the last token), as serving engines do.
 """
@@ -441,14 +442,31 @@ def _mlp(name: str, count: int, m: ModelSpec, ffn: int, tokens: Array, dt: Dtype
 
 
 def _moe(m: ModelSpec, count: int, shape: StepShape, dt: Dtypes) -> list[OpTerms]:
-    """Router, routed experts (distinct experts touched), shared experts."""
+    """Router, the token permutation, routed experts (distinct experts touched), the
+    un-permutation, shared experts.
+
+    The permutation copies each token's row once per expert it routes to, grouped by expert,
+    into the experts' input buffer; the un-permutation reads the experts' [tokens·k, hidden]
+    outputs back and writes their weighted sum per token (TensorRT-LLM's CUTLASS MoE:
+    ``expandInputRowsKernel``, ``finalizeMoeRoutingKernel``; vLLM's ``fused_moe`` gathers the
+    rows inside its GEMM and sums them in ``moe_sum``). Each is a kernel of its own: its traffic
+    does not hide under the expert GEMMs' compute."""
     assert m.moe is not None
     e, h, tokens = m.moe, m.hidden_size, shape.num_tokens
     per_expert = mlp_params(m, e.expert_ffn)
     distinct, rows = shape.routed(e.num_experts, e.top_k)
     router_params = h * e.num_experts + (e.num_experts if e.router_bias else 0)
+    slots = tokens * e.top_k
     ops = [
         _linear("moe.router", count, router_params, h, e.num_experts, tokens, dt),
+        _op(
+            "moe.permute",
+            count,
+            kind=_elementwise(dt),
+            flops=0.0,
+            act_read_bytes=tokens * h * dt.act.bytes,
+            act_write_bytes=slots * h * dt.act.bytes,
+        ),
         _op(
             "moe.experts",
             count,
@@ -456,8 +474,16 @@ def _moe(m: ModelSpec, count: int, shape: StepShape, dt: Dtypes) -> list[OpTerms
             kind=_gemm(dt, OpClass.EXPERTS),
             flops=2.0 * tokens * e.top_k * per_expert,
             weight_bytes=distinct * per_expert * dt.weight.bytes,
-            act_read_bytes=tokens * e.top_k * h * dt.act.bytes,
-            act_write_bytes=tokens * e.top_k * h * dt.stream.bytes,
+            act_read_bytes=slots * h * dt.act.bytes,
+            act_write_bytes=slots * h * dt.stream.bytes,
+        ),
+        _op(
+            "moe.unpermute",
+            count,
+            kind=_elementwise(dt),
+            flops=2.0 * slots * h,  # the weighted sum over each token's k expert outputs
+            act_read_bytes=slots * h * dt.stream.bytes,
+            act_write_bytes=tokens * h * dt.stream.bytes,
         ),
     ]
     if e.shared_ffn:

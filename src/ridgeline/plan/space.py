@@ -21,14 +21,14 @@ The axes, each bounded so a plan stays seconds:
   split within the domain holds the model, or where the chip is deployed as a pipeline (Groq,
   Cerebras: ``interconnect.parallelism``).
 - token budgets: ``TOKEN_BUDGETS``; max seqs is derived from the bound's batch (``plan.bound``).
-- expert parallel: 1. NOTE: ``analytic.deployment.Deployment`` takes expert parallel equal
-  to the tensor-parallel degree (vLLM's ``--enable-expert-parallel`` on one data-parallel rank)
-  and prices it as the tensor-parallel split: a chip's E/ep whole experts are the same bytes and
-  FLOPs as 1/tp of every expert, and the combine after the layer is the same all-reduce; the
-  imbalance between chips is not modelled. An expert-parallel layout would be its tensor-parallel
-  twin at the same price, so none is enumerated until the pricing tells them apart
-  (``tests/test_plan.py`` checks that they price alike). ``Split.expert`` carries a degree to
-  the pricing and the engine command lines.
+- expert parallel: 1, and for a MoE model each tensor-parallel split's twin with the experts
+  spread over its chips (expert parallel equal to the tensor-parallel degree, vLLM's
+  ``--enable-expert-parallel`` on one data-parallel rank; ``analytic.deployment.Deployment``).
+  A chip's E/ep whole experts are the same weight bytes and FLOPs as 1/tp of every expert and
+  the combine after the layer is the same all-reduce, but each chip moves only the rows routed
+  to its own experts, where sliced experts move every routed row on every chip
+  (``analytic.deploy``); the imbalance between chips is not modelled. ``Split.expert`` carries
+  the degree to the pricing and the engine command lines.
 """
 
 from __future__ import annotations
@@ -236,7 +236,21 @@ def splits_of(
     if not fitting:
         return []
     least = min(s.chips for s in fitting)
-    return [s for s in fitting if s.chips <= SPLIT_SPAN * least]
+    kept = [s for s in fitting if s.chips <= SPLIT_SPAN * least]
+    return kept + [
+        Split(s.tensor, s.pipeline, expert=s.tensor) for s in kept if _spreads_experts(model, s)
+    ]
+
+
+def _spreads_experts(model: ModelSpec, split: Split) -> bool:
+    """Whether ``split``'s chips can hold whole experts instead (the twin of ``splits_of``)."""
+    moe = model.moe
+    return (
+        moe is not None
+        and model.is_moe
+        and split.tensor > 1
+        and moe.num_experts % split.tensor == 0
+    )
 
 
 def _pipelines(

@@ -37,7 +37,14 @@ class DeploymentStepCost(StepCostModel):
         self._links: dict[tuple[float, float], float] = {}
 
     def _terms(self, shape: object) -> tuple[np.ndarray, ...]:
-        costs = chip_op_costs(self.model, self.deployment.tensor_parallel, shape, self.dtypes)  # type: ignore[arg-type]
+        dep = self.deployment
+        costs = chip_op_costs(
+            self.model,
+            dep.tensor_parallel,
+            shape,  # type: ignore[arg-type]
+            self.dtypes,
+            dep.expert_parallel,
+        )
         kv = np.array([c.kv_bytes for c in costs])
         compute = self._ideal_compute_s([c.flops for c in costs], tuple(c.kind for c in costs))
         return (
