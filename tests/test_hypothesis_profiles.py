@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # a fresh interpreter
+from srctree import TESTS
 
-TESTS = Path(__file__).resolve().parent
+pytestmark = pytest.mark.slow  # a fresh interpreter
 
 PROBE = """
 import conftest

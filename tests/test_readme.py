@@ -159,7 +159,7 @@ def test_every_image_the_docs_show_is_drawn_by_a_command() -> None:
     (``make screenshots``)."""
     drawn = (REPO / "tools" / "docs_figures.sh").read_text()
     drawn += (REPO / "src" / "ridgeline" / "cli" / "simulate_cmds.py").read_text()  # --plot DIR
-    shot = (REPO / "tests" / "test_web_browser.py").read_text()
+    shot = next((REPO / "tests").rglob("test_web_browser.py")).read_text()
     missing = []
     for doc in docs():
         for folder, name in re.findall(

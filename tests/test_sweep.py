@@ -48,9 +48,9 @@ from ridgeline.sweep import (
     spec_from_dict,
     sweep_report,
 )
+from srctree import REPO, TESTS
 from sweep_double import FifoDouble
 
-TESTS = Path(__file__).parent
 SPEC = """
 [sweep]
 name = "small"
@@ -531,7 +531,7 @@ def test_a_probe_task_carries_no_requests(tmp_path: Path) -> None:
     """Tasks carry a configuration, a rate and a seed; the trace travels once, in the context."""
     import pickle
 
-    trace = TESTS.parent / "benchmarks" / "data" / "splitwise_conv_6k.csv"
+    trace = REPO / "benchmarks" / "data" / "splitwise_conv_6k.csv"
     w = WorkloadSpec(
         name="conv",
         arrival=Arrival.TRACE,

@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from conftest import excluded_marks, module_marks
+from srctree import TESTS, every_test_module
 
-TESTS = Path(__file__).resolve().parent
 TORCH_IMPORTS = re.compile(r"^torch(\.|$)")
 PROCESS_CALLS = {"run", "Popen", "check_output", "check_call"}
 
 
 def _modules() -> list[Path]:
-    return sorted(TESTS.glob("test_*.py"))
+    return every_test_module()
 
 
 def _marks(decorators: list[ast.expr]) -> set[str]:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+# the learner lives beside the quiz tests, wherever the test tree keeps them
+sys.path.insert(0, str(next((ROOT / "tests").rglob("test_quiz_learners.py")).parent))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from drive_quiz import drive  # noqa: E402
