@@ -200,16 +200,19 @@ def _rewrite_references(moves: dict[Path, Path]) -> None:
 
 def move(moves: dict[Path, Path]) -> list[str]:
     """``git mv`` each module to its place and keep what it reaches; return what to check."""
-    review = []
+    review, rewritten = [], []
     for src, dst in sorted(moves.items()):
         dst.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "mv", str(src), str(dst)], cwd=ROOT, check=True)
         levels = _depth(dst) - _depth(src)
         if levels > 0:
             review += _rewrite_file_uses(dst, levels)
+            rewritten.append(str(dst))
         elif FILE_USE.search(dst.read_text()):  # moved up or sideways: no rule, a reader checks
             review.append(f"{dst.relative_to(ROOT)}: moved from {src.parent}; check its __file__")
     _rewrite_references(moves)
+    if rewritten:  # a longer path may push a line past the formatter's length
+        subprocess.run([sys.executable, "-m", "ruff", "format", "-q", *rewritten], cwd=ROOT)
     return review
 
 
