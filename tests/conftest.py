@@ -6,7 +6,7 @@ when torch is not installed; ``gpu`` tests need CUDA; ``bench`` is opt-in; ``slo
 takes more than about half a second on a quiet 2-core machine (processes, servers, browsers,
 whole reports and sweeps, the docs' commands, the notebooks), so that ``make test-fast`` (no
 torch, not slow) stays under 20 s. ``make test`` runs every tier but ``gpu`` and ``bench``.
-``tests/test_tiers.py`` checks that a test which needs torch or starts processes says so.
+``tests/repo/test_tiers.py`` checks that a test which needs torch or starts processes says so.
 
 Property and schema tests (Hypothesis, schemathesis) run under one of two profiles:
 

@@ -4,7 +4,7 @@ a scripted interactive run, and the attempt limit at work.
 
     .venv/bin/python tools/quiz_demo.py
 
-The learner's answers come from the "library learner" of tests/test_quiz_learners.py; three
+The learner's answers come from the "library learner" of tests/quiz/test_quiz_learners.py; three
 of them are computed with a classic mistake instead, so the run shows worked solutions.
 """
 

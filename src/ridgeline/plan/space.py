@@ -27,7 +27,7 @@ The axes, each bounded so a plan stays seconds:
   FLOPs as 1/tp of every expert, and the combine after the layer is the same all-reduce; the
   imbalance between chips is not modelled. An expert-parallel layout would be its tensor-parallel
   twin at the same price, so none is enumerated until the pricing tells them apart
-  (``tests/test_plan.py`` checks that they price alike). ``Split.expert`` carries a degree to
+  (``tests/plan/test_plan.py`` checks that they price alike). ``Split.expert`` carries a degree to
   the pricing and the engine command lines.
 """
 

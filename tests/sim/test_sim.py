@@ -29,7 +29,7 @@ from ridgeline.sim import (
 )
 from ridgeline.specs import get_accelerator, get_model
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 A100 = get_accelerator("a100-80gb")
 IDEAL = Pricing.ideal(A100)  # these runs' figures are the ideal roofline's
 LLAMA = get_model("llama-2-7b")

@@ -104,7 +104,7 @@ def test_unknown_accelerator_suggests_close_names() -> None:
         get_accelerator("h100-sxn")
 
 
-GOOD_TOML = (Path(__file__).parent / "data" / "mychip.toml").read_text()
+GOOD_TOML = (Path(__file__).parent.parent / "data" / "mychip.toml").read_text()
 
 
 def test_user_accelerator_file(tmp_path: Path) -> None:
@@ -258,7 +258,8 @@ def test_qwen2_use_sliding_window_false_means_no_window() -> None:
     m = get_model("qwen2.5-7b")
     assert all(layer.window is None for layer in m.layers)
     on = parse_config(
-        {**json.loads((Path(__file__).parent / "data" / "qwen2_window.json").read_text())}, "q"
+        {**json.loads((Path(__file__).parent.parent / "data" / "qwen2_window.json").read_text())},
+        "q",
     )
     assert [layer.window for layer in on.layers] == [None, None, 64, 64]
 

@@ -2,7 +2,7 @@
 
 The files carry the schema version (``ridgeline.schedule/1``); a change of any number fails
 here first. After a deliberate change, rewrite them with
-``RIDGELINE_UPDATE_GOLDEN=1 pytest tests/test_golden_tiling.py`` and review the diff.
+``RIDGELINE_UPDATE_GOLDEN=1 pytest tests/analytic/test_golden_tiling.py`` and review the diff.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from ridgeline.cli import app
 
-GOLDEN = Path(__file__).parent / "data" / "golden"
+GOLDEN = Path(__file__).parent.parent / "data" / "golden"
 CASES = {  # the ideal roofline's figures (the datasheet's bandwidth); calibrated is the default
     "schedule_spyre_decode_llama8b_b1_t4096.json": ["schedule", "--json", "--ideal"],
     "orchestrate_llama8b_b1_t4096.json": ["orchestrate", "--json", "--ideal"],

@@ -36,7 +36,7 @@ from ridgeline.sim.workload import RequestSpec
 from ridgeline.specs import ManagedBy, get_accelerator, get_model
 from ridgeline.specs.catalog import FIVE_ARCHITECTURES, accelerator_names
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 MODEL = "llama-3.1-8b"
 runner = CliRunner()

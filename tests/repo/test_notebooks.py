@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow  # a kernel per notebook
 nbformat = pytest.importorskip("nbformat", reason="the notebooks need the dev extra")
 nbclient = pytest.importorskip("nbclient", reason="the notebooks need the dev extra")
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent.parent / "notebooks").glob("*.ipynb"))
 TORCH = {"08_lab_profiling.ipynb"}
 
 

@@ -28,7 +28,7 @@ from ridgeline.specs.calibration import CostMode
 
 A100 = get_accelerator("a100-80gb")
 IDEAL = Pricing.ideal(A100)
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 
 
 @pytest.mark.parametrize("name", ["llama-2-7b", "mistral-7b", "gpt2"])

@@ -17,7 +17,7 @@ import pytest
 from ridgeline.lab.gap import compare_records
 from ridgeline.lab.store import load_json
 
-LAB = Path(__file__).resolve().parent / "data" / "lab"
+LAB = Path(__file__).resolve().parent.parent / "data" / "lab"
 ENGINE = "ridgeline/paged/paged"
 
 

@@ -6,7 +6,7 @@ is held to the expected answer: None (the fast mode ran) or a ``FastModeOff`` re
 option fails ``test_every_simulate_option_is_enumerated`` until it is placed here, and a new
 configuration field fails ``test_every_configuration_field_is_enumerated``, so no feature
 leaves the fast mode unannounced. The covered ones are held to the step loop's results in
-``tests/test_sim_fast.py`` and at the end of this file.
+``tests/sim/test_sim_fast.py`` and at the end of this file.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def test_every_reason_and_choice_has_a_case() -> None:
     assert {f"preemption-{m}" for m in PreemptionMode} <= CASES.keys()
 
 
-# the fields of the configurations and where they are varied here or in tests/test_sim_fast.py
+# the fields of the configurations and where they are varied here or in tests/sim/test_sim_fast.py
 # (a new field fails test_every_configuration_field_is_enumerated until it is placed)
 SIM_FIELDS = {
     "model": "moe, sliding-window",
@@ -283,7 +283,7 @@ def _engine_config(engine: str, model: str) -> SimConfig:
 def test_engine_profiles_moe_and_sliding_windows_give_the_step_by_step_result(
     engine: str, model: str
 ) -> None:
-    """The configurations the cases above add to ``tests/test_sim_fast.py``'s: engine profiles
+    """The configurations the cases above add to ``tests/sim/test_sim_fast.py``'s: engine profiles
     (their host work, async scheduling), an MoE model and a sliding-window one."""
     from test_sim_fast import _assert_same
 

@@ -22,7 +22,7 @@ from ridgeline.cli import app
 from ridgeline.errors import CapacityError, ConfigError
 from ridgeline.specs import Parallelism, Topology, accelerator_names, get_accelerator, get_model
 
-LLAMA_70B_PARAMS = 70_553_706_496  # published (tests/test_specs.py)
+LLAMA_70B_PARAMS = 70_553_706_496  # published (tests/specs/test_specs.py)
 LLAMA_70B = {"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "head_dim": 128}
 BF16_BYTES = 2
 PUBLISHED_PARAMS = {"llama-3.1-8b": 8_030_261_248, "llama-3.1-70b": LLAMA_70B_PARAMS}
@@ -30,7 +30,7 @@ PUBLISHED_PARAMS = {"llama-3.1-8b": 8_030_261_248, "llama-3.1-70b": LLAMA_70B_PA
 runner = CliRunner()
 
 # The minimal catalog file of test_specs says nothing of its links.
-NO_LINKS_TOML = (Path(__file__).parent / "data" / "mychip.toml").read_text()
+NO_LINKS_TOML = (Path(__file__).parent.parent / "data" / "mychip.toml").read_text()
 
 
 def _decode(batch: int = 1, context: int = 4096) -> an.Workload:
@@ -319,7 +319,7 @@ def test_docs_compare_golden_is_current() -> None:
     """The comparison docs/deploy.md quotes, kept as a golden file; regenerate it with
     ``ridgeline compare --model llama-3.1-70b --json`` when a catalog number or formula changes
     on purpose."""
-    golden_file = Path(__file__).parent / "data" / "golden" / "compare-llama-3.1-70b.json"
+    golden_file = Path(__file__).parent.parent / "data" / "golden" / "compare-llama-3.1-70b.json"
     golden = json.loads(golden_file.read_text())
     now = an.compare(get_model("llama-3.1-70b")).to_dict()
     assert golden["schema"] == now["schema"]

@@ -36,7 +36,7 @@ from ridgeline.specs.catalog import parse_accelerator
 from ridgeline.specs.dtypes import DType
 from ridgeline.specs.hardware import Interconnect, Parallelism, Topology
 
-MYCHIP = tomllib.loads((Path(__file__).parent / "data" / "mychip.toml").read_text())
+MYCHIP = tomllib.loads((Path(__file__).parent.parent / "data" / "mychip.toml").read_text())
 
 
 def _chip(calibration: dict[str, object] | None = None) -> an.Deployment:

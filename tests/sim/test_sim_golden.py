@@ -1,7 +1,7 @@
 """Golden file: the simulator's full JSON (per request too) on a tiny trace.
 
 Any change to the scheduler, the block pool or the cost model that moves a number shows up here.
-If the change is intended, regenerate with ``RIDGELINE_UPDATE_GOLDEN=1 pytest tests/test_sim_golden.py``
+If the change is intended, regenerate with ``RIDGELINE_UPDATE_GOLDEN=1 pytest tests/sim/test_sim_golden.py``
 and bump ``GOLDEN_VERSION`` when the schema changes.
 """
 
@@ -19,7 +19,7 @@ from ridgeline.serving.scheduler import SchedulerConfig
 from ridgeline.sim import SimConfig, load_trace, simulate
 from ridgeline.specs import get_accelerator, get_model
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 GOLDEN = DATA / "golden" / "simulate_trace_tiny.json"
 GOLDEN_VERSION = 2
 

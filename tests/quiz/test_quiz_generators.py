@@ -361,13 +361,13 @@ HAND_CHECKED = {
     "kv_crossover",
     "kv_saving",
     "kv_per_token",
-    # hand-checked in tests/test_recompute.py
+    # hand-checked in tests/analytic/test_recompute.py
     "recompute_cache",
     "paged_blocks",
     "contiguous_waste",
     "prefix_savings",
     "spec_decode",
-    # hand-checked in tests/test_quiz_m7.py
+    # hand-checked in tests/quiz/test_quiz_m7.py
     "static_waste",
     "chunked_gap",
     "disagg_transfer",

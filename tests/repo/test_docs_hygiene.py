@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 SRC = REPO / "src" / "ridgeline"
 
 CLOCK = re.compile(r"\b\d{1,2}:\d{2}(:\d{2})? ?UTC\b|\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")

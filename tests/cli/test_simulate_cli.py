@@ -14,7 +14,7 @@ from ridgeline.report.build import ReportContext
 from ridgeline.report.serving_section import serving_section
 from ridgeline.specs import get_accelerator, get_model
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent.parent / "data"
 runner = CliRunner()
 
 

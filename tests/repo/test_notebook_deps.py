@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 TORCH_NOTEBOOKS = {"08_lab_profiling.ipynb"}
 STDLIB = set(sys.stdlib_module_names)

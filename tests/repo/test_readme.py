@@ -20,7 +20,7 @@ import pytest
 
 from ridgeline.sim import native
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "tools"))
 from doc_commands import (  # noqa: E402
     FENCE,
     REPO,

@@ -4,7 +4,7 @@ abort and finish, with the invariants of ``serving_fuzz.ServingHarness.check`` a
 operation and nothing leaked at the end.
 
 The default run makes about 10,000 scheduler steps; the ``bench`` run makes 1,000,000 (seeded
-random sessions over the same harness, no shrinking): ``pytest -m bench tests/test_serving_fuzz.py
+random sessions over the same harness, no shrinking): ``pytest -m bench tests/serving/test_serving_fuzz.py
 -s`` prints its figure.
 """
 
