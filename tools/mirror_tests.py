@@ -151,11 +151,18 @@ def _depth(path: Path) -> int:
     return len(path.relative_to(TESTS).parts)
 
 
+def deeper(text: str, levels: int) -> str:
+    """A module's text once it sits ``levels`` folders deeper: what it reaches outside its own
+    folder through ``Path(__file__)`` (the repository, the tests' data) gains ``levels``
+    ``.parent``."""
+    return REACHES_OUT.sub(lambda m: m.group(1) + ".parent" * levels, text)
+
+
 def _rewrite_file_uses(target: Path, levels: int) -> list[str]:
     """Give the module's reaches out of its folder ``levels`` more ``.parent``; return the other
     lines that use ``__file__``, for a reader."""
     text = target.read_text()
-    fixed = REACHES_OUT.sub(lambda m: m.group(1) + ".parent" * levels, text)
+    fixed = deeper(text, levels)
     if fixed != text:
         target.write_text(fixed)
     return [
