@@ -105,7 +105,7 @@ def test_mla_kv_is_the_latent() -> None:
 
 
 def test_mha_baseline_of_an_mla_model_caches_its_key_and_value_widths() -> None:
-    """Regression (issue 17): DeepSeek-V3's MHA baseline used head_dim 56 (hidden / heads) and
+    """Regression: DeepSeek-V3's MHA baseline used head_dim 56 (hidden / heads) and
     said 1,748,992 B/token; plain attention caches per head a key of 128 + 64 and a value of 128:
     61 layers x 128 heads x 320 x 2 B = 4,997,120 B/token."""
     m = rl.get_model("deepseek-v3")
@@ -218,7 +218,7 @@ def test_kv_techniques_reject_an_empty_context() -> None:
 
 
 def test_decode_batching_limit_and_crossing() -> None:
-    """The report's claim about batching decode (issue 17): at 4k context llama-3.1-8b's
+    """The report's claim about batching decode: at 4k context llama-3.1-8b's
     intensity levels off near 31 FLOP/B on an H100, far below the 295 FLOP/B ridge; at 128
     tokens it crosses the ridge at the first batch whose intensity reaches it."""
     m, a = rl.get_model("llama-3.1-8b"), rl.get_accelerator("h100-sxm")

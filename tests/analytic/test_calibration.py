@@ -1,5 +1,5 @@
 """The calibrated cost model: each term against a hand computation, family files, and the
-property that a calibrated time is never below the ideal one (issue 17).
+property that a calibrated time is never below the ideal one.
 
 Hand computations are plain arithmetic on the numbers written in each test, not second calls
 of the functions under test.
@@ -291,7 +291,7 @@ def test_simulator_step_equals_analytic_step_with_partial_overlap(overlap: float
 
 
 def test_each_kind_of_operator_takes_its_own_compute_term() -> None:
-    """16-bit, 8-bit, 4-bit and weight-only GEMMs, attention and MoE experts (issue 28)."""
+    """16-bit, 8-bit, 4-bit and weight-only GEMMs, attention and MoE experts."""
     from ridgeline.analytic.calibrated import OpKind, compute_term
     from ridgeline.analytic.ops import OpClass
 

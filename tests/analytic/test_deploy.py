@@ -1,5 +1,5 @@
 """Deployments of many chips: interconnect data, chips needed, all-reduce bytes, the pipeline
-bubble, automatic deployments and the faces (issue 8).
+bubble, automatic deployments and the faces.
 
 Hand computations here are plain arithmetic on published numbers (parameter counts, shapes,
 catalog link figures), not second calls of the functions under test.

@@ -1,6 +1,6 @@
 """The one KV-pool rule (analytic.memory): its reserve against vLLM's published memory profile,
 the same pool on every path (simulator, predict, sweeps, kv, deploy), and the direct capacity
-answers of ``kv`` and ``deploy`` (issue 33)."""
+answers of ``kv`` and ``deploy``."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_the_capacity_answer_caps_at_the_models_positions_and_names_what_is_miss
 
 
 def test_kv_of_70b_on_an_h200_answers_with_the_smallest_split_that_holds_it() -> None:
-    """The documented command as typed (issue 33): one H200 cannot hold 141 GB of bf16
+    """The documented command as typed: one H200 cannot hold 141 GB of bf16
     weights, so kv answers on the smallest tensor-parallel group and says so."""
     args = [
         "kv",
@@ -100,7 +100,7 @@ def test_kv_of_70b_on_an_h200_answers_with_the_smallest_split_that_holds_it() ->
 
 
 def test_deploy_and_predict_agree_on_two_h100s() -> None:
-    """Issue 33's question: how big a batch fits llama-3.1-70b on two H100s? Under the one rule
+    """How big a batch fits llama-3.1-70b on two H100s? Under the one rule
     neither deploy nor predict finds room at memory_utilization 0.9, and both say what would;
     at 0.95 deploy's largest batch is predict's pool in requests of the same length."""
     deploy = runner.invoke(app, ["deploy", "--hw", "h100-sxm", "-m", "llama-3.1-70b", "--tp", "2"])

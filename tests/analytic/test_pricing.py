@@ -1,5 +1,5 @@
 """The one pricing value (analytic.pricing): what it holds, how it moves between deployments and
-modes, and that every face prices calibrated by default and names its mode (issue 28, item 1)."""
+modes, and that every face prices calibrated by default and names its mode."""
 
 from __future__ import annotations
 

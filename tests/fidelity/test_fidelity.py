@@ -1,4 +1,4 @@
-"""Predictions held against published measurements (issue 17): the dataset loader, predict
+"""Predictions held against published measurements: the dataset loader, predict
 through the simulator, re-timing a recorded run, the closed forms of the fit's inner loop, the
 fit itself, and the predict command."""
 
@@ -259,7 +259,7 @@ def test_predict_refuses_what_does_not_fit_in_one_line() -> None:
 
 
 def test_one_offline_prediction_takes_well_under_a_second_of_cpu() -> None:
-    """Fast enough for a sweep (issue 17): the default offline run of 1,000 requests."""
+    """Fast enough for a sweep: the default offline run of 1,000 requests."""
     req = PredictRequest("h100-sxm", "llama-3.1-8b", isl=1024, osl=128)
     predict(req)  # the first call loads the catalog and model files
     start = time.process_time()

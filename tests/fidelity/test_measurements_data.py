@@ -90,7 +90,7 @@ ROWS = dict(_rows())
 
 
 def test_dataset_size_and_coverage() -> None:
-    """The issue's floor: 40 rows over 7 catalog accelerators, Cerebras, Groq and a TPU among them."""
+    """The dataset's floor: 40 rows over 7 catalog accelerators, Cerebras, Groq and a TPU among them."""
     hardware = {row["hardware"] for row in ROWS.values()}
     assert len(ROWS) >= 40
     assert len(hardware) >= 7
@@ -174,7 +174,7 @@ def test_fit_check_catches_a_chip_count_too_small() -> None:
 
 
 def test_acceptance_anchor_rows_are_present() -> None:
-    """The rows the issue's acceptance names, with the figures the sources publish."""
+    """The anchor rows (Cerebras, Groq, TensorRT-LLM), with the figures the sources publish."""
     expected = {
         "cerebras-inference-launch/llama-3.1-8b-per-user": 1800.0,
         "cerebras-inference-launch/llama-3.1-70b-per-user": 450.0,

@@ -1,5 +1,5 @@
 """How sure a prediction is: intervals from the held-out validation residuals per accelerator
-family (``fidelity.residuals``, issue 29 item 2)."""
+family (``fidelity.residuals``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The whole published-measurements validation, as issue 17 accepts it: the stored calibration is
+"""The whole published-measurements validation: the stored calibration is
 the fit of the current dataset, and the calibrated predictions stay within their error bounds.
 
 One recording of every re-timeable row (about a minute of CPU) serves every test of the module.
@@ -49,7 +49,7 @@ def test_calibrated_median_error_stays_within_the_bound(result: Validation) -> N
 
 
 def test_fp8_rows_are_no_worse_than_bf16_rows(result: Validation) -> None:
-    """Issue 28: the fp8 rows' median error at most 3 points above the 16-bit rows'."""
+    """The fp8 rows' median error at most 3 points above the 16-bit rows'."""
 
     def median(dtypes: tuple[str, ...]) -> float:
         rs = [r for r in result.results if r.row.weight_dtype.value in dtypes]
@@ -108,7 +108,7 @@ def test_stored_calibration_is_the_fit_of_the_dataset(traces: dict[str, Trace]) 
 
 
 def test_every_fitted_term_has_eight_rows_behind_it(result: Validation) -> None:
-    """Issue 28: a term is fitted only where at least 8 published rows constrain it; the
+    """A term is fitted only where at least 8 published rows constrain it; the
     families with fewer rows (TPU v5e 6, Cerebras 2, Groq 2) fit nothing."""
     for fit in result.fits:
         assert all(n >= MIN_CONSTRAINING_ROWS for n in fit.constraining.values()), fit.family

@@ -3,7 +3,7 @@ that ``make lab`` wrote for the run docs/lab.md quotes) against the lab's calibr
 its calibrated model.
 
 A roofline whose peaks come from the fastest kernels the machine ran can only be a lower bound:
-a measured engine step below it means a peak or a bandwidth was calibrated too low (the issue
+a measured engine step below it means a peak or a bandwidth was calibrated too low (the fault
 this guards against: a torch.mm peak far below the engine's own GEMMs). The calibrated model
 must predict the engine's steps within 10% (median) with every term physical.
 """

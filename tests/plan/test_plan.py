@@ -1,4 +1,4 @@
-"""``ridgeline plan``: the cheapest deployment that meets latency targets (issue 29)."""
+"""``ridgeline plan``: the cheapest deployment that meets latency targets."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def test_phase_bound_prefill_is_compute_bound() -> None:
 
 @pytest.mark.slow
 def test_phase_bound_key_does_not_hang_on_activation_bytes() -> None:
-    """Regression (issue 17): some draws had a key that flipped when activation bytes, which
+    """Regression: some draws had a key that flipped when activation bytes, which
     the question does not state, were left out. Every draw is now robust both ways."""
     from ridgeline.analytic import step_cost
 
@@ -123,7 +123,7 @@ def test_phase_bound_key_does_not_hang_on_activation_bytes() -> None:
 
 
 def test_kv_per_token_mha_trap_of_deepseek_uses_its_key_and_value_widths() -> None:
-    """Regression (issue 17): DeepSeek-V3's all-query-heads trap used head_dim 56 (hidden ÷
+    """Regression: DeepSeek-V3's all-query-heads trap used head_dim 56 (hidden ÷
     heads); plain attention caches a 192-wide key (128 nope + 64 rope) and a 128-wide value
     per head: 61 layers x 128 heads x (192 + 128) x 2 B = 4,997,120 B per token."""
     q = m6_kv_sizing.kv_per_token_q(RNG, "deepseek-v3")

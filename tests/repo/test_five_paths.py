@@ -1,4 +1,4 @@
-"""One question, five paths, the same numbers (issue 28, item 1).
+"""One question, five paths, the same numbers.
 
 The question: 24 requests of 256 prompt and 32 output tokens, all queued at t = 0 (an offline
 throughput run), on a deployment, under the same scheduler limits (128 running requests, a

@@ -145,7 +145,7 @@ def test_the_budget_limits_programs_by_time_and_memory() -> None:
 
 @cache
 def _shared_prefix_runs() -> tuple[object, object]:
-    """The issue's workload: 4 system prompts of 1,024 tokens, lognormal prompts (mean 512) and
+    """A shared-prefix workload: 4 system prompts of 1,024 tokens, lognormal prompts (mean 512) and
     outputs (mean 128), Poisson 0.5/s, 60 requests, max_model_len 4096, on Spyre."""
     spec = WorkloadSpec(
         num_requests=60,

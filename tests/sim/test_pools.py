@@ -1,4 +1,4 @@
-"""Disaggregated serving over pools of many-chip instances (``sim.pools``, issue 29)."""
+"""Disaggregated serving over pools of many-chip instances (``sim.pools``)."""
 
 from __future__ import annotations
 

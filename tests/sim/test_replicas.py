@@ -1,4 +1,4 @@
-"""Simulator replicas that are multi-chip deployments, behind a router (issue 8, item 5)."""
+"""Simulator replicas that are multi-chip deployments, behind a router."""
 
 from __future__ import annotations
 

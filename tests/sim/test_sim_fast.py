@@ -114,7 +114,8 @@ SHARED = generate(
 )
 BASE = SchedulerConfig(max_num_batched_tokens=512, max_num_seqs=32, max_model_len=4096)
 WHOLE = replace(BASE, max_num_batched_tokens=4096)
-HOST = TierSpec("host", 1e12, 32e9)  # no tier eviction: issue 20 fixes a hit evicted mid-admission
+# no tier eviction (a prefix hit evicted mid-admission is a case of test_serving_faults.py)
+HOST = TierSpec("host", 1e12, 32e9)
 
 CASES = {
     "paged": (SimConfig(LLAMA, IDEAL, BASE, num_blocks=400), WORKLOAD),

@@ -1,5 +1,5 @@
-"""The simulate path imports only what a simulation needs (issue 22: the first step soon after
-the process starts): no plotting, fitting, dataframes, torch, fidelity dataset or dataflow
+"""The simulate path imports only what a simulation needs (the first step soon after the
+process starts): no plotting, fitting, dataframes, torch, fidelity dataset or dataflow
 compiler, and a package's names still resolve lazily."""
 
 from __future__ import annotations

@@ -438,7 +438,7 @@ def test_kv_manage_view_equals_the_library(client: TestClient) -> None:
     assert field_of(too_many) == ["body", "num_requests"]
 
 
-# --- plan (issue 29, item 5) ------------------------------------------------------------------
+# --- plan ------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow
