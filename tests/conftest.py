@@ -95,17 +95,23 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if excluded & module_marks(collection_path) else None
 
 
+def marked(item: pytest.Item, mark: str) -> bool:
+    """Whether ``item`` carries the mark ``mark`` (its own, its class's or its module's), not
+    merely a name that says it (``item.keywords`` holds the node names too)."""
+    return item.get_closest_marker(mark) is not None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     has_torch = importlib.util.find_spec("torch") is not None
     for item in items:
-        if "torch" in item.keywords and not has_torch:
+        if marked(item, "torch") and not has_torch:
             item.add_marker(
                 pytest.mark.skip(reason="torch is not installed (pip install .[torch])")
             )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if "gpu" in item.keywords:
+    if marked(item, "gpu"):
         torch = pytest.importorskip("torch", reason="torch is not installed")
         if not torch.cuda.is_available():
             pytest.skip("no CUDA device")

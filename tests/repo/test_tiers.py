@@ -12,7 +12,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from conftest import excluded_marks, module_marks
+import pytest
+
+from conftest import excluded_marks, marked, module_marks
 from srctree import TESTS, every_test_module
 
 TORCH_IMPORTS = re.compile(r"^torch(\.|$)")
@@ -122,3 +124,13 @@ def test_only_certain_exclusions_skip_a_module() -> None:
     assert excluded_marks("hypothesis and not torch") == {"torch"}
     assert excluded_marks("slow or not torch") == set()  # a torch test may still be selected
     assert excluded_marks("") == set()
+
+
+def test_a_tier_is_a_mark_not_a_keyword(request: pytest.FixtureRequest) -> None:
+    """``item.keywords`` holds the names of the test, its module and its folders besides the
+    marks (a folder ``tests/torch/`` would make every test in it "torch"): only a mark counts."""
+    request.node.keywords["torch"] = True  # a keyword that is no mark, as a folder name is
+    assert "torch" in request.node.keywords
+    assert not marked(request.node, "torch") and not marked(request.node, "gpu")
+    request.node.add_marker(pytest.mark.torch)
+    assert marked(request.node, "torch")
