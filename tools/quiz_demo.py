@@ -2,7 +2,8 @@
 ``<!-- /demo:NAME -->`` markers): an exported quiz's first five questions with their answers,
 a scripted interactive run, and the attempt limit at work.
 
-    .venv/bin/python tools/quiz_demo.py
+    .venv/bin/python tools/quiz_demo.py          # rewrite them
+    .venv/bin/python tools/quiz_demo.py --check  # say which differ, exit 1 (tests/quiz runs it)
 
 The learner's answers come from the "library learner" of tests/quiz/test_quiz_learners.py; three
 of them are computed with a classic mistake instead, so the run shows worked solutions.
@@ -10,6 +11,7 @@ of them are computed with a classic mistake instead, so the run shows worked sol
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -128,9 +130,10 @@ SUBMITTED = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00")
 SUBMITTED_AS = "(time of submission, UTC)"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    check = "--check" in (sys.argv[1:] if argv is None else argv)
     doc_path = ROOT / "docs" / "quiz.md"
-    doc = doc_path.read_text()
+    doc = shown = doc_path.read_text()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         os.environ["RIDGELINE_QUIZ_HOME"] = str(tmp / "home")  # a learner's own ledger
@@ -144,8 +147,25 @@ def main() -> None:
         pattern = re.compile(rf"(<!-- demo:{name} -->\n).*?(\n<!-- /demo:{name} -->)", re.S)
         doc, n = pattern.subn(lambda m, t=text: m.group(1) + t + m.group(2), doc)
         assert n == 1, f"marker demo:{name} missing in {doc_path}"
-    doc_path.write_text(doc)
+    if not check:
+        doc_path.write_text(doc)
+        return 0
+    stale = [name for name in sections if _section(doc, name) != _section(shown, name)]
+    for name in stale:
+        print(
+            f"docs/quiz.md: demo:{name} differs from a fresh run (python tools/quiz_demo.py):",
+            file=sys.stderr,
+        )
+        diff = difflib.unified_diff(
+            _section(shown, name).splitlines(), _section(doc, name).splitlines(), lineterm=""
+        )
+        print("\n".join(list(diff)[2:]), file=sys.stderr)
+    return 1 if stale else 0
+
+
+def _section(doc: str, name: str) -> str:
+    return doc.partition(f"<!-- demo:{name} -->")[2].partition(f"<!-- /demo:{name} -->")[0]
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
