@@ -19,8 +19,10 @@ A new test module whose name says neither must be added to ``PLACES`` (the scrip
 
 Moving a module one folder down, the script keeps what it reaches through ``__file__``: the
 repository (``Path(__file__).parent.parent``) and the data (``Path(__file__).parent / "data"``)
-gain one ``.parent``; any other use is listed for a reader to check. References to a moved
-module's path (``tests/test_sim_fast.py``) in the repository's text files are rewritten.
+gain one ``.parent``; any other use is listed for a reader to check. A path to a test module
+that names another place than its own (``tests/test_sim_fast.py`` once it is in ``tests/sim/``)
+is rewritten in the repository's text files, whether this run moved it or a merge brought the
+old path back.
 """
 
 from __future__ import annotations
@@ -175,8 +177,9 @@ def _rewrite_file_uses(target: Path, levels: int) -> list[str]:
 def _tracked_text_files() -> list[Path]:
     out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
     paths = [ROOT / line for line in out.stdout.splitlines()]
-    # the data, and this script (its docstring's example path stays an example)
+    # the data, this script and its test (their example paths stay examples)
     skip = ("tests/hypothesis-examples/", "tests/data/", "tools/mirror_tests.py")
+    skip += ("tests/repo/test_mirror.py",)
     return [
         p
         for p in paths
@@ -186,23 +189,38 @@ def _tracked_text_files() -> list[Path]:
     ]
 
 
-def _rewrite_references(moves: dict[Path, Path]) -> None:
-    """``tests/test_x.py`` -> ``tests/<folder>/test_x.py`` in the repository's text files."""
-    names = {
-        src.relative_to(ROOT).as_posix(): dst.relative_to(ROOT).as_posix()
-        for src, dst in moves.items()
-    }
-    if not names:
-        return
-    pattern = re.compile("|".join(rf"(?<![\w/]){re.escape(n)}(?!\w)" for n in sorted(names)))
+REFERENCE = re.compile(r"(?<![\w/])tests/(?:[\w-]+/)?(test_\w+\.py)\b")
+
+
+def stale_references(fix: bool = False) -> list[str]:
+    """``file:line: old -> new`` for each path to a test module, in the repository's text files,
+    that names a place the module is not in (``tests/test_x.py`` once it is in
+    ``tests/sim/``); with ``fix``, rewrite them. A path to no module of the tree stays."""
+    where = {p.name: p.relative_to(ROOT).as_posix() for p in modules_in_tree()}
+    found = []
     for path in _tracked_text_files():
         try:
             text = path.read_text()
         except UnicodeDecodeError:
             continue
-        fixed = pattern.sub(lambda m: names[m.group(0)], text)
-        if fixed != text:
+        fixed, stale = redirected(text, where)
+        found += [f"{path.relative_to(ROOT)}:{line}: {old} -> {new}" for line, old, new in stale]
+        if fix and stale:
             path.write_text(fixed)
+    return found
+
+
+def redirected(text: str, where: dict[str, str]) -> tuple[str, list[tuple[int, str, str]]]:
+    """``text`` with each stale path to a test module replaced, and (line, old, new) of each."""
+    parts, stale, at = [], [], 0
+    for m in REFERENCE.finditer(text):
+        new = where.get(m.group(1), m.group(0))
+        if new == m.group(0) or (ROOT / m.group(0)).exists():
+            continue
+        stale.append((text.count("\n", 0, m.start()) + 1, m.group(0), new))
+        parts += [text[at : m.start()], new]
+        at = m.end()
+    return "".join(parts) + text[at:], stale
 
 
 def move(moves: dict[Path, Path]) -> list[str]:
@@ -217,7 +235,7 @@ def move(moves: dict[Path, Path]) -> list[str]:
             rewritten.append(str(dst))
         elif FILE_USE.search(dst.read_text()):  # moved up or sideways: no rule, a reader checks
             review.append(f"{dst.relative_to(ROOT)}: moved from {src.parent}; check its __file__")
-    _rewrite_references(moves)
+    stale_references(fix=True)
     if rewritten:  # a longer path may push a line past the formatter's length
         subprocess.run([sys.executable, "-m", "ruff", "format", "-q", *rewritten], cwd=ROOT)
     return review
@@ -233,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         for src, dst in sorted(moves.items()):
             print(f"{src.relative_to(ROOT)} -> {dst.relative_to(ROOT)}")
-        return 1 if moves or unknown else 0
+        stale = stale_references()
+        for line in stale:
+            print(f"stale path: {line}")
+        return 1 if moves or unknown or stale else 0
     if unknown:
         return 2
     for line in move(moves):

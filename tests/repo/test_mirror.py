@@ -52,3 +52,18 @@ def test_a_module_moved_deeper_still_reaches_the_repository_and_the_data() -> No
         "REPO = Path(__file__).resolve().parent.parent.parent\n"
         "HERE = str(Path(__file__).parent)\n"  # its own folder: moves with it
     )
+
+
+def test_no_text_names_a_test_module_where_it_is_not() -> None:
+    assert mirror_tests.stale_references() == [], FIX
+
+
+def test_a_stale_path_is_redirected_and_others_are_left_alone() -> None:
+    where = {"test_sim_fast.py": "tests/sim/test_sim_fast.py"}
+    text = "see tests/test_sim_fast.py,\nnot tests/test_nope.py nor tests/sim/test_sim_fast.py"
+    fixed, stale = mirror_tests.redirected(text, where)
+    assert (
+        fixed
+        == "see tests/sim/test_sim_fast.py,\nnot tests/test_nope.py nor tests/sim/test_sim_fast.py"
+    )
+    assert stale == [(1, "tests/test_sim_fast.py", "tests/sim/test_sim_fast.py")]
