@@ -7,6 +7,7 @@ One recording of every re-timeable row (about a minute of CPU) serves every test
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -16,15 +17,26 @@ from ridgeline.fidelity.trace import Trace
 from ridgeline.fidelity.validate import Validation, fit_all, record_all, validate
 from ridgeline.specs import get_accelerator
 from ridgeline.specs.calibration import FITTED_PREFIX, MIN_CONSTRAINING_ROWS, get_family
+from srctree import REPO
 
 pytestmark = pytest.mark.slow
 
 # Each bound sits at most 2 points above what `ridgeline validate` reaches ("all" row), so that a
-# regression of a few points fails rather than passes.
+# regression of a few points fails rather than passes (both checked below).
 # the calibrated median |predicted / published - 1| over the dataset (9.6% reached)
 MEDIAN_BOUND = 0.10
 # the same with each source's rows predicted by a fit without them (12.4% reached)
 LOSO_BOUND = 0.14
+BOUND_SLACK = 0.02
+# the pages whose table of this validation is checked against it, and the prose of the medians
+# per data type
+TABLES = ("README.md", "docs/fidelity.md")
+TABLE_HEADER = "| accelerator | rows | ideal | calibrated |"
+BY_DTYPE = re.compile(
+    r"fp8 rows' median error is ([\d.]+)% \((\d+) rows\), the bf16/fp16 rows' ([\d.]+)% \((\d+)\), "
+    r"the fp4 rows' ([\d.]+)% \((\d+)\), the int8/int4 rows' ([\d.]+)% \((\d+)\)"
+)
+DTYPE_GROUPS = (("fp8",), ("bf16", "fp16"), ("fp4",), ("int8", "int4"))
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +128,60 @@ def test_every_fitted_term_has_eight_rows_behind_it(result: Validation) -> None:
     for name in ("google-tpu", "cerebras-wafer", "groq-lpu"):
         assert get_family(name).fit == ()
         assert not get_family(name).calibration.fitted_terms
+
+
+def test_the_bounds_sit_within_two_points_of_what_is_reached(result: Validation) -> None:
+    overall = result.overall
+    assert overall.loso_median_error is not None
+    assert MEDIAN_BOUND - BOUND_SLACK <= overall.calibrated_median_error <= MEDIAN_BOUND
+    assert LOSO_BOUND - BOUND_SLACK <= overall.loso_median_error <= LOSO_BOUND
+
+
+def _shown_is(shown: str, value: float) -> bool:
+    """A percentage as a page shows it ("9.6%", "31,432%") is ``value`` to the digits it prints:
+    the tolerance is half its last digit."""
+    number = shown.strip("*% ").replace(",", "")
+    decimals = len(number.partition(".")[2])
+    return abs(float(number) - 100 * value) <= 0.5 * 10**-decimals + 1e-9
+
+
+def _table(doc: str) -> dict[str, list[str]]:
+    """The page's table of this validation: accelerator -> rows, ideal, calibrated, left out,
+    within 2x (the cells as written, bold marks dropped)."""
+    lines = (REPO / doc).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(TABLE_HEADER))
+    table = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        table[cells[0]] = cells[1:6]
+    return table
+
+
+@pytest.mark.parametrize("doc", TABLES)
+def test_the_pages_table_is_this_validation(result: Validation, doc: str) -> None:
+    summaries = {s.name: s for s in [*result.by_accelerator(), result.overall]}
+    table = _table(doc)
+    assert set(table) == set(summaries), doc
+    for name, (rows, ideal, calibrated, loso, within) in table.items():
+        s = summaries[name]
+        assert (int(rows), within) == (s.rows, f"{s.within_2x}/{s.rows}"), (doc, name)
+        assert s.loso_median_error is not None
+        for shown, value in (
+            (ideal, s.ideal_median_error),
+            (calibrated, s.calibrated_median_error),
+            (loso, s.loso_median_error),
+        ):
+            assert _shown_is(shown, value), (doc, name, shown, f"{value:.2%}")
+
+
+def test_the_medians_per_data_type_are_this_validation(result: Validation) -> None:
+    text = " ".join((REPO / "docs" / "fidelity.md").read_text().split())
+    found = BY_DTYPE.search(text)
+    assert found, "docs/fidelity.md: the sentence of the medians per data type"
+    shown_counts = zip(found.groups()[::2], found.groups()[1::2], strict=True)
+    for group, (shown, count) in zip(DTYPE_GROUPS, shown_counts, strict=True):
+        errors = [r.error() for r in result.results if r.row.weight_dtype.value in group]
+        assert int(count) == len(errors), group
+        assert _shown_is(shown, float(np.median(errors))), (group, shown)
