@@ -130,9 +130,17 @@ NOT_SCHEDULING = {
 
 
 def _fast_mode(args: list[str]) -> list[dict[str, object]]:
+    """Each run's JSON ``fast_mode``, once stderr has said the same: a line for each run off the
+    fast mode, naming why, and nothing about the fast mode for a run it covered."""
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
-    return [res["fast_mode"] for res in json.loads(r.stdout)["results"]]
+    modes = [res["fast_mode"] for res in json.loads(r.stdout)["results"]]
+    said = [line for line in r.stderr.splitlines() if "fast mode off: " in line]
+    whys = [m["why"] for m in modes if not m["ran"]]
+    assert len(said) == len(whys) and all(
+        f"fast mode off: {w} (" in s for w, s in zip(whys, said, strict=True)
+    ), r.stderr
+    return modes
 
 
 def _expected(off: FastModeOff | None) -> dict[str, object]:
