@@ -89,7 +89,7 @@ figures: $(STAMP)
 
 # The explorer's screenshots, taken by its browser tests, into out/explorer/.
 screenshots: $(STAMP)
-	RIDGELINE_SCREENSHOTS=out/explorer $(BIN)/python -m pytest tests/test_web_browser.py -q
+	RIDGELINE_SCREENSHOTS=out/explorer $(BIN)/python -m pytest tests/web/test_web_browser.py -q
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -24,7 +24,7 @@ GEMMs are bound by the peak, not the bytes). The glibc allocator settings change
 transformers' dynamic-cache timings by up to 2× (lab.md §3), so the ``MALLOC_*`` environment is
 printed with the load average.
 
-Targets (issue 5): ridgeline ≤ 1.3 × roofline at every point; ≥ 2× faster than transformers'
+Targets: ridgeline ≤ 1.3 × roofline at every point; ≥ 2× faster than transformers'
 dynamic cache at batch 16 × context 1024; ≥ 2× the tokens/s of static batches on the workload.
 """
 

@@ -38,7 +38,7 @@ def _llama() -> dict:
 
 
 def abusive_bodies() -> list[tuple[str, dict]]:
-    """(endpoint, body): the issue's 1,000,000-layer config, configs at the library's bounds
+    """(endpoint, body): a 1,000,000-layer config, configs at the library's bounds
     (refused by the cost estimate or run), and large ones the estimate lets through."""
     llama = _llama()
     million = {**llama, "num_hidden_layers": 1_000_000}

@@ -1,5 +1,5 @@
-"""Benchmark: ``ridgeline plan`` side by side with NVIDIA AIConfigurator's searches (issue 29,
-item 4), both tools run here, in one process, with their wall and CPU time.
+"""Benchmark: ``ridgeline plan`` side by side with NVIDIA AIConfigurator's searches,
+both tools run here, in one process, with their wall and CPU time.
 
 AIConfigurator (``aiconfigurator cli default``, https://github.com/ai-dynamo/aiconfigurator)
 searches aggregated and disaggregated TensorRT-LLM layouts on a fixed number of GPUs, pricing

@@ -1,5 +1,5 @@
 """The four known serving effects, measured by the simulator on llama-2-7b / a100-80gb with the
-same workloads as tests/test_sim_effects.py, printed with their sizes.
+same workloads as tests/sim/test_sim_effects.py, printed with their sizes.
 
 Usage: python benchmarks/serving_effects.py
 """

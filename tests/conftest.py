@@ -6,7 +6,7 @@ when torch is not installed; ``gpu`` tests need CUDA; ``bench`` is opt-in; ``slo
 takes more than about half a second on a quiet 2-core machine (processes, servers, browsers,
 whole reports and sweeps, the docs' commands, the notebooks), so that ``make test-fast`` (no
 torch, not slow) stays under 20 s. ``make test`` runs every tier but ``gpu`` and ``bench``.
-``tests/test_tiers.py`` checks that a test which needs torch or starts processes says so.
+``tests/repo/test_tiers.py`` checks that a test which needs torch or starts processes says so.
 
 Property and schema tests (Hypothesis, schemathesis) run under one of two profiles:
 
@@ -95,17 +95,23 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if excluded & module_marks(collection_path) else None
 
 
+def marked(item: pytest.Item, mark: str) -> bool:
+    """Whether ``item`` carries the mark ``mark`` (its own, its class's or its module's), not
+    merely a name that says it (``item.keywords`` holds the node names too)."""
+    return item.get_closest_marker(mark) is not None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     has_torch = importlib.util.find_spec("torch") is not None
     for item in items:
-        if "torch" in item.keywords and not has_torch:
+        if marked(item, "torch") and not has_torch:
             item.add_marker(
                 pytest.mark.skip(reason="torch is not installed (pip install .[torch])")
             )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if "gpu" in item.keywords:
+    if marked(item, "gpu"):
         torch = pytest.importorskip("torch", reason="torch is not installed")
         if not torch.cuda.is_available():
             pytest.skip("no CUDA device")

@@ -1,5 +1,5 @@
 """The commands of README.md and docs/*.md, how to run them as a reader would, and how their
-output compares with what the docs show. Shared by ``tests/test_readme.py`` (which checks) and
+output compares with what the docs show. Shared by ``tests/repo/test_readme.py`` (which checks) and
 ``tools/refresh_docs.py`` (which rewrites the docs' outputs in place).
 
 What counts as a command, in a fenced block:

@@ -23,8 +23,8 @@ PROMPT = b"Your answer: "
 def drive(command: list[str], answers: list[str], timeout_s: float = 30.0) -> bytes:
     """Run ``command`` on a pty; each time it prints the prompt, type the next answer."""
     main_fd, child_fd = pty.openpty()
-    # An 80 x 25 terminal whatever the caller's: Rich takes COLUMNS only when LINES is set too
-    # (else a dumb terminal's 80), so a LINES in the caller's environment changed the width.
+    # an 80 x 25 terminal whatever the caller's environment: Rich takes the size from COLUMNS
+    # only when LINES is set too, and falls back to 80 x 25 on a dumb terminal otherwise
     env = dict(os.environ, NO_COLOR="1", TERM="dumb", COLUMNS="80", LINES="25")
     proc = subprocess.Popen(command, stdin=child_fd, stdout=child_fd, stderr=child_fd, env=env)
     os.close(child_fd)

@@ -4,7 +4,7 @@ the fitted numbers, with the rows they were fitted on, in src/ridgeline/data/cal
     python tools/fit_calibration.py            # print the fit
     python tools/fit_calibration.py --write    # and rewrite the families' [terms] lines
 
-tests/test_fidelity.py checks that the stored numbers equal a fresh fit.
+tests/fidelity/test_fidelity.py checks that the stored numbers equal a fresh fit.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 One notebook per module of "Memory Systems in Dataflow Architectures" (IBM, on Coursera), plus
 the lab. Each computes, simulates or measures what its module teaches with ridgeline's API, at
-sizes that run in a minute or less; ``tests/test_notebooks.py`` executes them all headless.
+sizes that run in a minute or less; ``tests/repo/test_notebooks.py`` executes them all headless.
 Edit the cells here, not the .ipynb files, and rerun the script.
 """
 

@@ -2,10 +2,10 @@
 ``<!-- /demo:NAME -->`` markers): an exported quiz's first five questions with their answers,
 a scripted interactive run, and the attempt limit at work.
 
-    .venv/bin/python tools/quiz_demo.py            # rewrite them
-    .venv/bin/python tools/quiz_demo.py --check    # exit 1 where they are stale (a test runs it)
+    .venv/bin/python tools/quiz_demo.py          # rewrite them
+    .venv/bin/python tools/quiz_demo.py --check  # say which differ, exit 1 (tests/quiz runs it)
 
-The learner's answers come from the "library learner" of tests/test_quiz_learners.py; three
+The learner's answers come from the "library learner" of tests/quiz/test_quiz_learners.py; three
 of them are computed with a classic mistake instead, so the run shows worked solutions.
 """
 
@@ -22,6 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+# the learner lives beside the quiz tests, wherever the test tree keeps them
+sys.path.insert(0, str(next((ROOT / "tests").rglob("test_quiz_learners.py")).parent))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from drive_quiz import drive  # noqa: E402
@@ -128,8 +130,10 @@ SUBMITTED = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00")
 SUBMITTED_AS = "(time of submission, UTC)"
 
 
-def regenerated(doc: str) -> str:
-    """``doc`` (docs/quiz.md) with every demo section replaced by a fresh run's output."""
+def main(argv: list[str] | None = None) -> int:
+    check = "--check" in (sys.argv[1:] if argv is None else argv)
+    doc_path = ROOT / "docs" / "quiz.md"
+    doc = shown = doc_path.read_text()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         os.environ["RIDGELINE_QUIZ_HOME"] = str(tmp / "home")  # a learner's own ledger
@@ -142,25 +146,26 @@ def regenerated(doc: str) -> str:
         text = SUBMITTED.sub(SUBMITTED_AS, text)  # the docs show no clock times
         pattern = re.compile(rf"(<!-- demo:{name} -->\n).*?(\n<!-- /demo:{name} -->)", re.S)
         doc, n = pattern.subn(lambda m, t=text: m.group(1) + t + m.group(2), doc)
-        assert n == 1, f"marker demo:{name} missing in docs/quiz.md"
-    return doc
+        assert n == 1, f"marker demo:{name} missing in {doc_path}"
+    if not check:
+        doc_path.write_text(doc)
+        return 0
+    stale = [name for name in sections if _section(doc, name) != _section(shown, name)]
+    for name in stale:
+        print(
+            f"docs/quiz.md: demo:{name} differs from a fresh run (python tools/quiz_demo.py):",
+            file=sys.stderr,
+        )
+        diff = difflib.unified_diff(
+            _section(shown, name).splitlines(), _section(doc, name).splitlines(), lineterm=""
+        )
+        print("\n".join(list(diff)[2:]), file=sys.stderr)
+    return 1 if stale else 0
 
 
-def main() -> None:
-    """Rewrite docs/quiz.md's demo sections; with ``--check``, only say whether they are the
-    current output (exit 1 and the first differing lines when not: the tests run this)."""
-    doc_path = ROOT / "docs" / "quiz.md"
-    doc = doc_path.read_text()
-    fresh = regenerated(doc)
-    if "--check" not in sys.argv[1:]:
-        doc_path.write_text(fresh)
-        return
-    if fresh != doc:
-        diff = difflib.unified_diff(doc.splitlines(), fresh.splitlines(), "docs", "now", n=0)
-        print("\n".join(list(diff)[:40]))
-        print("docs/quiz.md's demo sections are stale: python tools/quiz_demo.py rewrites them")
-        sys.exit(1)
+def _section(doc: str, name: str) -> str:
+    return doc.partition(f"<!-- demo:{name} -->")[2].partition(f"<!-- /demo:{name} -->")[0]
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

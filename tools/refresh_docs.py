@@ -6,7 +6,7 @@
     python tools/refresh_docs.py --measured      # also measured blocks (times: this machine's)
 
 Each document's commands run in order in a fresh-clone copy of the repository, exactly as
-``tests/test_readme.py`` runs them (``tools/doc_commands.py``), and the lines under each ``$ ``
+``tests/repo/test_readme.py`` runs them (``tools/doc_commands.py``), and the lines under each ``$ ``
 command are replaced by its output (a command shown without output stays so). Run it after a change that moves a number the docs show
 (another branch's pricing, a new column), then read the diff: it is the docs' review. A
 ``console measured`` block keeps its figures unless ``--measured`` is given, since they were

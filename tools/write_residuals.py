@@ -4,7 +4,7 @@ residuals in src/ridgeline/data/residuals/loso.toml (the intervals of predict an
     python tools/write_residuals.py            # print the per-family summary
     python tools/write_residuals.py --write    # and rewrite the file
 
-tests/test_residuals.py checks that the stored residuals equal a fresh run.
+tests/fidelity/test_residuals.py checks that the stored residuals equal a fresh run.
 """
 
 from __future__ import annotations

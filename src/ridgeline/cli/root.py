@@ -4,7 +4,7 @@ library layer), so ``ridgeline --help`` answers fast.
 
 A command's module is imported when that command runs (click's "lazily loading subcommands"
 pattern). The top-level help lists every command from ``COMMANDS`` without importing them;
-``tests/test_cli_habits.py`` checks that each one-line help matches its command's docstring.
+``tests/cli/test_cli_habits.py`` checks that each one-line help matches its command's docstring.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ A family with fewer than ``MIN_ROWS`` rows gets no interval, and says so (``NoIn
 
 The residuals are stored (``data/residuals/loso.toml``, written by
 ``python tools/write_residuals.py`` from a full ``validate`` run), because a validation takes
-tens of seconds; ``tests/test_residuals.py`` checks the stored file against a fresh run.
+tens of seconds; ``tests/fidelity/test_residuals.py`` checks the stored file against a fresh run.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ preempts as stepping would. Reserving policies hold their reservation and never 
 inter-token gap is shared by all (stored once with their count); members that waited in an
 earlier step (``stale``) add their own gap once. A member's last token is its completion.
 
-``tests/test_sim_fast.py`` (Hypothesis) holds this module to the step-by-step loop: the same
+``tests/sim/test_sim_fast.py`` (Hypothesis) holds this module to the step-by-step loop: the same
 finished and rejected requests, TTFT and TPOT to 1e-9, KV peak, steps and preemptions."""
 
 from __future__ import annotations

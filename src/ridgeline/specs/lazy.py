@@ -12,7 +12,7 @@ table of lazy names and the package's ``__all__``::
     __getattr__, __dir__ = lazy_exports(__name__, __file__)
 
 Adding a public name is one line in that block (the ``X as X`` form marks it re-exported for
-type checkers); ``tests/test_lazy_exports.py`` checks every table against its modules.
+type checkers); ``tests/repo/test_lazy_exports.py`` checks every table against its modules.
 
 NOTE: ``lazy_exports`` sets ``__all__`` itself rather than returning it: a type checker that
 meets an ``__all__`` it cannot read as a literal list exports nothing through
