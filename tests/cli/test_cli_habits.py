@@ -9,7 +9,6 @@ import inspect
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import typer
@@ -19,9 +18,10 @@ import ridgeline
 from ridgeline.cli import COMMANDS, app
 from ridgeline.cli.root import VERSION, load_command
 from ridgeline.defaults import DEFAULT_ACCELERATOR, DEFAULT_ENGINE_MODEL, DEFAULT_MODEL
+from srctree import REPO
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 @pytest.mark.slow
@@ -111,7 +111,7 @@ _LOADED = (
     "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
     "print(' '.join(sorted(sys.modules)))"
 )
-# What no command's --help, and no catalog listing, may load (start-up: issue 33's 0.3 s).
+# What no command's --help, and no catalog listing, may load (a --help is to answer within 0.3 s).
 _HEAVY_FOR_HELP = ("numpy", "scipy", "matplotlib", "pandas", "torch")
 
 
