@@ -223,6 +223,7 @@ def _say_fast_mode_off(results: list[SimResult]) -> None:
                 f"{who}fast mode off: {r.fast_mode_off.why} (the step loop runs it, ~10x slower)",
                 highlight=False,
                 markup=False,
+                soft_wrap=True,  # one line whatever the terminal's width (a test reads it)
             )
 
 
