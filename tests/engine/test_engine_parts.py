@@ -65,7 +65,7 @@ def test_unsupported_architectures_are_refused_by_name() -> None:
 def test_hw_sizes_the_kv_budget_like_vllm() -> None:
     from ridgeline.analytic import Deployment, Dtypes, weights_bytes
     from ridgeline.analytic.memory import MemoryRule, activation_bytes
-    from ridgeline.engine.llm import EngineConfig, _kv_budget
+    from ridgeline.engine.llm import EngineConfig, kv_budget_bytes
     from ridgeline.specs import DType, get_accelerator
 
     spec, hw = get_model("distilgpt2"), get_accelerator("a100-80gb")
@@ -75,8 +75,8 @@ def test_hw_sizes_the_kv_budget_like_vllm() -> None:
     rule = MemoryRule(None, cfg.max_num_batched_tokens, cfg.max_num_seqs)
     reserve = activation_bytes(spec, Deployment(hw), fp32, rule) + 1e9
     expected = 0.9 * hw.device_capacity_bytes - weights_bytes(spec, DType.FP32) - reserve
-    assert _kv_budget(spec, cfg, hw) == pytest.approx(expected)
-    assert _kv_budget(spec, EngineConfig(memory_utilization=0.5), hw) == pytest.approx(
+    assert kv_budget_bytes(spec, cfg, hw) == pytest.approx(expected)
+    assert kv_budget_bytes(spec, EngineConfig(memory_utilization=0.5), hw) == pytest.approx(
         expected - 0.4 * hw.device_capacity_bytes
     )
-    assert _kv_budget(spec, EngineConfig(kv_budget_bytes=123.0), hw) == 123.0
+    assert kv_budget_bytes(spec, EngineConfig(kv_budget_bytes=123.0), hw) == 123.0

@@ -277,7 +277,7 @@ def build_model(
     return model
 
 
-def _kv_budget(spec: ModelSpec, cfg: EngineConfig, hw: Accelerator | None) -> float:
+def kv_budget_bytes(spec: ModelSpec, cfg: EngineConfig, hw: Accelerator | None) -> float:
     """Explicit budget, else the one KV-pool rule on one chip of ``hw`` (``analytic.memory``:
     the simulator's and ``predict``'s), its reserve for a step of ``max_num_batched_tokens`` tokens."""
     if cfg.kv_budget_bytes is not None:
@@ -335,7 +335,7 @@ class LLM:
     def _build_cache(self, positions: int) -> tuple[int, KVCache, Drafter | None]:
         cfg, spec = self.config, self.spec
         dtype, device = torch_dtype(cfg.dtype), torch.device(cfg.device)
-        budget = _kv_budget(spec, cfg, self.hw)
+        budget = kv_budget_bytes(spec, cfg, self.hw)
         shape = cache_shape(spec, cfg.block_size, budget, dtype)
         num_blocks = cfg.num_blocks or shape.num_blocks
         k = cfg.num_speculative_tokens

@@ -22,13 +22,7 @@ from typing import Any
 
 from ridgeline.engine.kernel_build import check_environment
 from ridgeline.engine.kv_cache import cache_shape
-from ridgeline.engine.llm import (
-    DEFAULT_KV_BUDGET_BYTES,
-    LLM,
-    EngineConfig,
-    set_threads,
-    torch_dtype,
-)
+from ridgeline.engine.llm import LLM, EngineConfig, kv_budget_bytes, set_threads, torch_dtype
 from ridgeline.errors import ConfigError
 from ridgeline.processes import sigterm_as_ctrl_c
 from ridgeline.serve.app import DEFAULT_MAX_BODY_BYTES, Access, Limits, Served, create_app
@@ -119,9 +113,9 @@ def _kv_pool(config: EngineConfig, model: str) -> None:
     the model and compiling its kernels, minutes on a cold build)."""
     if config.num_blocks is not None:
         return
-    budget = config.kv_budget_bytes
-    budget = DEFAULT_KV_BUDGET_BYTES if budget is None else budget
-    cache_shape(get_model(model), config.block_size, budget, torch_dtype(config.dtype))
+    spec = get_model(model)
+    budget = kv_budget_bytes(spec, config, None)  # serve sizes the pool without an accelerator
+    cache_shape(spec, config.block_size, budget, torch_dtype(config.dtype))
 
 
 def check_settings(settings: ServeSettings) -> None:
